@@ -1,0 +1,44 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "PatchSync",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "PatchSync", targets: ["PatchSync"]),
+        .executable(name: "patchsync", targets: ["patchsync"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(
+            name: "PatchSync",
+            dependencies: [
+                "CCurl", "CZlib", "CLibCrypto", "CSQLite3",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "PatchSyncCLI",
+            dependencies: [
+                "PatchSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "patchsync", dependencies: ["PatchSyncCLI"]),
+        .target(name: "PatchSyncTestSupport", dependencies: ["PatchSync"]),
+        .executableTarget(name: "patchsync-sample", dependencies: ["PatchSyncTestSupport"]),
+        .testTarget(name: "PatchSyncTests", dependencies: ["PatchSync", "PatchSyncTestSupport"]),
+        .testTarget(
+            name: "PatchSyncCLITests",
+            dependencies: ["PatchSync", "PatchSyncCLI", "PatchSyncTestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,130 @@
+internal import CLibCrypto
+import Foundation
+
+/// A SHA-256 digest, shown and stored as 64 lowercase hex digits.
+public struct SHA256Digest: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+    public let hex: String
+
+    /// Accepts exactly 64 lowercase hex digits.
+    public init?(hex: String) {
+        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ Hex.value(of: $0) != nil && !(65...70).contains($0) })
+        else { return nil }
+        self.hex = hex
+    }
+
+    init(bytes: UnsafeRawBufferPointer) { self.hex = Hex.encode(bytes) }
+
+    public var description: String { hex }
+    public static func < (a: Self, b: Self) -> Bool { a.hex < b.hex }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let digest = SHA256Digest(hex: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                    debugDescription: "not a SHA-256 hex digest: \(text)"))
+        }
+        self = digest
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(hex)
+    }
+}
+
+/// Streaming SHA-256 over OpenSSL's EVP interface (which uses the CPU's SHA instructions).
+///
+/// One value per thread of use; the EVP context is freed in deinit.
+final class SHA256Hasher {
+    private let context: OpaquePointer
+
+    init() {
+        // EVP_MD_CTX_new only fails on allocation failure, which Swift treats as fatal anyway.
+        guard let context = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new: out of memory") }
+        self.context = context
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    /// EVP_DigestUpdate.
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        EVP_DigestUpdate(context, base, bytes.count)
+    }
+
+    func update(_ data: Data) { data.withUnsafeBytes { update($0) } }
+
+    /// EVP_DigestFinal_ex; the hasher is reset for reuse.
+    func finish() -> SHA256Digest {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &out, &length)
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        return out.withUnsafeBytes { SHA256Digest(bytes: $0) }
+    }
+
+    /// The digest of one buffer.
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> SHA256Digest {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        EVP_Digest(bytes.baseAddress, bytes.count, &out, &length, EVP_sha256(), nil)
+        return out.withUnsafeBytes { SHA256Digest(bytes: $0) }
+    }
+
+    static func hash(_ data: Data) -> SHA256Digest { data.withUnsafeBytes { hash($0) } }
+
+    /// The digest of a whole file, streamed in bounded reads.
+    static func hash(file path: String) throws(Errno) -> SHA256Digest {
+        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        let hasher = SHA256Hasher()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try file.read(into: buffer)
+            if n == 0 { break }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+        return hasher.finish()
+    }
+}
+
+/// Hex encoding and decoding of bytes.
+enum Hex {
+    static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func encode(_ bytes: [UInt8]) -> String { bytes.withUnsafeBytes { encode($0) } }
+
+    static func value(of c: UInt8) -> UInt8? {
+        switch c {
+        case 48...57: return c - 48
+        case 97...102: return c - 87
+        case 65...70: return c - 55
+        default: return nil
+        }
+    }
+
+    /// Decodes hex digits; nil when the text is not hex.
+    static func decode(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(chars.count / 2)
+        var i = 0
+        while i < chars.count {
+            guard let hi = value(of: chars[i]), let lo = value(of: chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}

@@ -1,0 +1,25 @@
+import Foundation
+
+/// `.patchsync/config.json`: which origin and channel an install follows, and transfer policy.
+public struct InstallConfig: Codable, Sendable, Equatable {
+    /// Mirrors of the origin, tried in order.
+    public var remotes: [String]
+    public var channel: String
+    /// Connections in total; transfers run at most this many requests at once.
+    public var maxConnections: Int?
+    /// The largest byte range asked in one request.
+    public var maxRequestBytes: Int?
+    /// Fetch an unneeded gap up to this size rather than start another request.
+    public var coalesceGapBytes: Int?
+    /// A PEM file of extra certificate authorities for https remotes.
+    public var caFile: String?
+
+    public init(remotes: [String], channel: String) {
+        self.remotes = remotes
+        self.channel = channel
+    }
+
+    var connections: Int { max(1, min(maxConnections ?? 6, 64)) }
+    var requestBytes: Int64 { Int64(max(64 << 10, maxRequestBytes ?? (8 << 20))) }
+    var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }
+}

@@ -1,0 +1,104 @@
+import Foundation
+
+extension Manifest {
+    /// The largest manifest a client accepts once inflated.
+    static let maximumInflatedSize = 512 << 20
+
+    /// Refuses a manifest that could write outside the install or does not add up:
+    /// unsafe or duplicate paths, special mode bits, chunks that do not tile their file.
+    public func validate() throws(PatchSyncError) {
+        guard formatVersion == Manifest.formatVersion else {
+            throw refusal("has format version \(formatVersion); this client reads \(Manifest.formatVersion)",
+                          remedy: "update PatchSync")
+        }
+        try chunking.validate()
+        let bundleNames = Set(bundles.map(\.name))
+        guard bundleNames.count == bundles.count, !bundles.isEmpty else { throw refusal("has duplicate or no bundles") }
+        var seen = Set<String>()
+        for file in files {
+            try Manifest.checkPath(file.path)
+            guard seen.insert(file.path).inserted else { throw refusal("lists \(file.path) twice") }
+            guard bundleNames.contains(file.bundle) else {
+                throw refusal("puts \(file.path) in unknown bundle \(file.bundle)")
+            }
+            guard file.mode & ~0o777 == 0 else {
+                throw refusal("gives \(file.path) mode \(String(file.mode, radix: 8)); only permission bits are allowed")
+            }
+            try checkChunks(of: file)
+        }
+        try checkNoFileIsAFolder(seen)
+    }
+
+    private func checkChunks(of file: FileEntry) throws(PatchSyncError) {
+        var offset: Int64 = 0
+        for chunk in file.chunks {
+            guard chunk.offset == offset, chunk.length > 0, chunk.length <= chunking.maxSize,
+                  chunk.objectOffset >= 0, chunk.objectLength > 0,
+                  chunk.objectLength <= chunk.length + chunk.length / 8 + 64 else {
+                throw refusal("has a malformed chunk list for \(file.path) at offset \(offset)")
+            }
+            offset += Int64(chunk.length)
+        }
+        guard offset == file.size else {
+            throw refusal("lists chunks of \(file.path) that add up to \(offset) bytes, not \(file.size)")
+        }
+    }
+
+    private func checkNoFileIsAFolder(_ paths: Set<String>) throws(PatchSyncError) {
+        for path in paths {
+            var prefix = Substring(path)
+            while let slash = prefix.lastIndex(of: "/") {
+                prefix = prefix[..<slash]
+                if paths.contains(String(prefix)) {
+                    throw refusal("has \(prefix) both as a file and as a folder of \(path)")
+                }
+            }
+        }
+    }
+
+    /// A relative path of plain components: no `..`, `.`, empty parts, absolute roots or NUL.
+    static func checkPath(_ path: String) throws(PatchSyncError) {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        let bad = path.isEmpty || path.utf8.count > 4096 || path.contains("\0") || path.contains("\\")
+            || parts.contains { $0.isEmpty || $0 == "." || $0 == ".." || $0.utf8.count > 255 }
+        if bad {
+            throw PatchSyncError(.refusedData, "manifest path '\(path)' would escape or break the install",
+                                 remedy: "the build is malformed or tampered with; report it to the publisher")
+        }
+    }
+
+    private func refusal(_ what: String, remedy: String? = nil) -> PatchSyncError {
+        PatchSyncError(.refusedData, "manifest of build \(buildId) \(what)",
+                       remedy: remedy ?? "the build is malformed or tampered with; report it to the publisher")
+    }
+}
+
+extension Manifest {
+    /// The manifest's JSON: keys sorted, so the same build always gives the same bytes.
+    public func encoded() throws(PatchSyncError) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do { return try encoder.encode(self) } catch {
+            throw PatchSyncError(.internal, "encoding the manifest of \(buildId)", cause: error)
+        }
+    }
+
+    /// Decodes and validates a manifest from its JSON or gzip'd JSON bytes.
+    public static func decode(_ data: Data, what: String) throws(PatchSyncError) -> Manifest {
+        let json = data.starts(with: [0x1f, 0x8b])
+            ? try Zlib.gunzip(data, limit: maximumInflatedSize, what: what) : data
+        let manifest: Manifest
+        do { manifest = try JSONDecoder().decode(Manifest.self, from: json) } catch {
+            throw PatchSyncError(.refusedData, "\(what) is not a PatchSync manifest", cause: error)
+        }
+        try manifest.validate()
+        return manifest
+    }
+
+    /// The target path of this build's manifest in TUF targets metadata.
+    var targetPath: String { Manifest.targetPath(channel: channel, buildId: buildId) }
+
+    static func targetPath(channel: Channel, buildId: BuildID) -> String {
+        "manifests/\(channel)/\(buildId).json.gz"
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+
+/// The description of one build: its bundles and files, and for every file its chunks.
+///
+/// Clients trust a manifest only as a TUF target whose length and hash the
+/// signed targets metadata pins. Its JSON Schema is `manifests/manifest.schema.json`.
+public struct Manifest: Codable, Hashable, Sendable {
+    public static let formatVersion = 1
+
+    public var formatVersion: Int
+    public var buildId: BuildID
+    public var channel: Channel
+    public var sequence: Int
+    public var chunking: ChunkingParameters
+    public var bundles: [Bundle]
+    public var files: [FileEntry]
+
+    /// The total size of all files.
+    public var totalSize: Int64 { files.reduce(0) { $0 + $1.size } }
+}
+
+/// A build id such as `1.4.2+873`: letters, digits and `.+_-`, not starting with a dot.
+public struct BuildID: Codable, Hashable, Sendable, CustomStringConvertible, Comparable {
+    public let value: String
+
+    public init(_ value: String) throws(PatchSyncError) {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.+_-")
+        guard !value.isEmpty, value.count <= 128, !value.hasPrefix("."), value.allSatisfy(allowed.contains) else {
+            throw PatchSyncError(.usage, "'\(value)' is not a usable build id",
+                                 remedy: "use letters, digits and . + _ - (at most 128), e.g. 1.4.2+873")
+        }
+        self.value = value
+    }
+
+    public var description: String { value }
+    public static func < (a: Self, b: Self) -> Bool { a.value < b.value }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        do { self = try BuildID(text) } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(value)
+    }
+}
+
+/// A release channel such as `live` or `beta`: lowercase letters, digits and `-`.
+public struct Channel: Codable, Hashable, Sendable, CustomStringConvertible {
+    public let name: String
+
+    public init(_ name: String) throws(PatchSyncError) {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789-")
+        guard !name.isEmpty, name.count <= 64, name.allSatisfy(allowed.contains) else {
+            throw PatchSyncError(.usage, "'\(name)' is not a usable channel name",
+                                 remedy: "use lowercase letters, digits and -, e.g. live or beta")
+        }
+        self.name = name
+    }
+
+    /// The default channel.
+    public static let live = Channel(validated: "live")
+
+    private init(validated name: String) { self.name = name }
+    public var description: String { name }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        do { self = try Channel(text) } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(name)
+    }
+}
+
+/// A named group of files that goes live together.
+public struct Bundle: Codable, Hashable, Sendable {
+    public var name: String
+    public var required: Bool
+    /// Lower numbers download first.
+    public var priority: Int
+    /// Glob patterns (`*` within a folder, `**` across folders, `?` one character).
+    public var paths: [String]
+
+    public init(name: String, required: Bool, priority: Int, paths: [String]) {
+        self.name = name
+        self.required = required
+        self.priority = priority
+        self.paths = paths
+    }
+
+    /// The default: one required bundle `base` holding every file.
+    public static let base = Bundle(name: "base", required: true, priority: 0, paths: ["**"])
+}
+
+/// One file of a build.
+public struct FileEntry: Codable, Hashable, Sendable {
+    public var path: String
+    public var size: Int64
+    /// Permission bits as in the build folder (0644, 0755); installs make them read-only.
+    public var mode: UInt32
+    public var sha256: SHA256Digest
+    /// The object holding this content: the file's SHA-256.
+    public var object: SHA256Digest
+    public var bundle: String
+    public var chunks: [ChunkEntry]
+}
+
+/// How a chunk is stored inside its object.
+public enum ChunkCodec: String, Codable, Sendable {
+    case zlib
+    case raw
+}
+
+/// One content-defined chunk of a file, and where its stored bytes sit in the object.
+public struct ChunkEntry: Codable, Hashable, Sendable {
+    /// Offset of the chunk in the file.
+    public var offset: Int64
+    public var length: Int
+    public var sha256: SHA256Digest
+    public var objectOffset: Int64
+    public var objectLength: Int
+    public var codec: ChunkCodec
+}

@@ -1,0 +1,71 @@
+import Foundation
+
+/// Turns a file into an object: its content-defined chunks, each deflated
+/// (or stored raw when deflate does not pay), concatenated, named by the
+/// file's SHA-256, written under a temporary name and renamed into place.
+struct ObjectWriter: Sendable {
+    /// Deflate must save at least this fraction of a chunk, or it is stored raw.
+    static let minimumSaving = 0.03
+
+    let chunker: Chunker
+    /// The origin root; objects go to `objects/…` inside it.
+    let origin: String
+
+    /// What writing one file produced.
+    struct Result {
+        var sha256: SHA256Digest
+        var size: Int64
+        var chunks: [ChunkEntry]
+        /// The bytes written to the origin (0 when the object was already there).
+        var bytesWritten: Int64
+    }
+
+    /// Chunks, compresses and stores `path`; an object already in the origin is not written again.
+    func write(file path: String) throws(PatchSyncError) -> Result {
+        let tempDir = origin + "/objects/.incoming"
+        let temp = tempDir + "/\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        do {
+            try FileSystem.makeDirectory(tempDir)
+            let input = try FileDescriptor(path: path, flags: O_RDONLY)
+            let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+            var result = try store(input, into: output)
+            let final = origin + "/" + ObjectID.path(result.sha256)
+            if FileSystem.exists(final) {
+                try FileSystem.remove(temp)
+                result.bytesWritten = 0
+                return result
+            }
+            try output.sync()
+            let dir = (final as NSString).deletingLastPathComponent
+            try FileSystem.makeDirectory(dir)
+            try FileSystem.rename(temp, final)
+            try FileSystem.syncDirectory(dir)
+            return result
+        } catch {
+            try? FileSystem.remove(temp)
+            throw PatchSyncError.wrap(error).during("storing \(path)")
+        }
+    }
+
+    private func store(_ input: FileDescriptor, into output: FileDescriptor) throws(PatchSyncError) -> Result {
+        let fileHasher = SHA256Hasher()
+        var chunks: [ChunkEntry] = []
+        var objectOffset: Int64 = 0
+        try chunker.forEachChunk(of: input) { (bytes, offset) throws(PatchSyncError) in
+            fileHasher.update(bytes)
+            let packed = Zlib.deflate(bytes)
+            let useZlib = Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
+            let stored = useZlib ? packed.count : bytes.count
+            do {
+                if useZlib { try output.write(packed) }
+                else { try output.write(bytes) }
+            } catch { throw PatchSyncError.wrap(error) }
+            chunks.append(ChunkEntry(offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),
+                                     objectOffset: objectOffset, objectLength: stored,
+                                     codec: useZlib ? .zlib : .raw))
+            objectOffset += Int64(stored)
+        }
+        let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0
+        return Result(sha256: fileHasher.finish(), size: size, chunks: chunks, bytesWritten: objectOffset)
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+
+/// Turns a build folder into objects, a manifest and new signed metadata in an origin.
+public struct Publisher: Sendable {
+    public struct Options: Sendable {
+        public var buildDirectory: String
+        public var origin: String
+        public var buildId: BuildID
+        public var channel: Channel = .live
+        public var bundles: BundleRules
+        public var chunking: ChunkingParameters = .standard
+        public var now = Date()
+
+        public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
+            self.buildDirectory = buildDirectory
+            self.origin = origin
+            self.buildId = buildId
+            self.bundles = bundles
+        }
+    }
+
+    /// What a publish did.
+    public struct Report: Sendable, Codable {
+        public var buildId: String
+        public var channel: String
+        public var sequence: Int
+        public var files: Int
+        public var totalBytes: Int64
+        public var objectsWritten: Int
+        public var objectBytesWritten: Int64
+        /// True when this exact build was already published: nothing was written.
+        public var alreadyPublished: Bool
+        public var manifestTarget: String
+    }
+
+    public let options: Options
+    let key: SigningKey
+
+    public init(options: Options, key: SigningKey) {
+        self.options = options
+        self.key = key
+    }
+
+    /// Runs the publish; progress goes to `progress` as (files done, files in all).
+    public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
+        var repo = try Repository.load(origin: options.origin)
+        let paths = try FileSystem.regularFiles(under: options.buildDirectory)
+        let known = try knownObjects(repo)
+        let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: options.origin)
+        var files: [FileEntry] = []
+        var written = 0, bytes: Int64 = 0
+        for (n, path) in paths.enumerated() {
+            try Manifest.checkPath(path)
+            let (entry, stored) = try entry(for: path, writer: writer, known: known)
+            files.append(entry)
+            if stored > 0 { written += 1; bytes += stored }
+            progress(n + 1, paths.count)
+        }
+        let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
+        var manifest = Manifest(formatVersion: Manifest.formatVersion, buildId: options.buildId,
+                                channel: options.channel, sequence: nextSequence(repo), chunking: options.chunking,
+                                bundles: options.bundles.bundles, files: files)
+        var report = Report(buildId: options.buildId.value, channel: options.channel.name,
+                            sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
+                            objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
+                            manifestTarget: target)
+        if let existing = repo.targetFiles[target] {
+            report.sequence = try checkSamePublish(existing, &manifest)
+            report.alreadyPublished = true
+            return report
+        }
+        try writeManifest(manifest, target: target, repo: &repo)
+        return report
+    }
+
+    /// The file's manifest entry; the object is reused without recompressing when an
+    /// earlier manifest already describes this content, else chunked and stored.
+    private func entry(for path: String, writer: ObjectWriter,
+                       known: [SHA256Digest: FileEntry]) throws(PatchSyncError) -> (FileEntry, Int64) {
+        let full = options.buildDirectory + "/" + path
+        let mode: UInt32, sha: SHA256Digest
+        do {
+            let st = try FileDescriptor(path: full, flags: O_RDONLY).status()
+            mode = UInt32(st.st_mode) & 0o755
+            sha = try SHA256Hasher.hash(file: full)
+        } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
+        let bundle = try options.bundles.bundle(for: path).name
+        if let old = known[sha], old.chunks.allSatisfy({ $0.length <= options.chunking.maxSize }),
+           FileSystem.exists(options.origin + "/" + ObjectID.path(sha)) {
+            return (FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: sha, bundle: bundle,
+                              chunks: old.chunks), 0)
+        }
+        let result = try writer.write(file: full)
+        return (FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                          bundle: bundle, chunks: result.chunks), result.bytesWritten)
+    }
+
+    /// The chunk layouts of every object that manifests already in the origin describe.
+    private func knownObjects(_ repo: Repository) throws(PatchSyncError) -> [SHA256Digest: FileEntry] {
+        var known: [SHA256Digest: FileEntry] = [:]
+        for (path, target) in repo.targetFiles where target.custom != nil {
+            guard let manifest = try? loadManifest(path, target) else { continue }
+            guard manifest.chunking == options.chunking else { continue }
+            for file in manifest.files { known[file.sha256] = file }
+        }
+        return known
+    }
+
+    private func loadManifest(_ path: String, _ target: TargetFile) throws(PatchSyncError) -> Manifest {
+        guard let hash = target.hashes["sha256"] else { throw PatchSyncError(.refusedData, "\(path) has no sha256") }
+        let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
+        return try Manifest.decode(try FileSystem.read(file, limit: 256 << 20), what: file)
+    }
+
+    private func nextSequence(_ repo: Repository) -> Int {
+        let seqs = repo.targetFiles.values.compactMap { $0.custom }.filter { $0.channel == options.channel.name }
+        return (seqs.map(\.sequence).max() ?? 0) + 1
+    }
+
+    /// A build id published before must have the same content: re-running publish is a no-op.
+    private func checkSamePublish(_ existing: TargetFile, _ manifest: inout Manifest) throws(PatchSyncError) -> Int {
+        manifest.sequence = existing.custom?.sequence ?? manifest.sequence
+        let data = Zlib.gzip(try manifest.encoded())
+        guard existing.hashes["sha256"] == SHA256Hasher.hash(data).hex else {
+            throw PatchSyncError(.usage, "build \(options.buildId) is already published on \(options.channel) "
+                                 + "with other content", remedy: "give the new build a new --build-id")
+        }
+        return manifest.sequence
+    }
+
+    private func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository) throws(PatchSyncError) {
+        let data = Zlib.gzip(try manifest.encoded())
+        let hash = SHA256Hasher.hash(data).hex
+        let file = options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)
+        do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
+        var targets = repo.targetFiles
+        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash],
+                                     custom: ManifestTargetInfo(channel: manifest.channel.name,
+                                                                buildId: manifest.buildId.value,
+                                                                sequence: manifest.sequence))
+        try repo.commit(targets: targets, key: key, now: options.now)
+    }
+}
+
+/// TUF's consistent-snapshot names for target files: the hash goes before the file's base name.
+enum TargetNaming {
+    /// `manifests/live/1.0.json.gz` → `manifests/live/<sha256>.1.0.json.gz`.
+    static func consistentPath(_ target: String, sha256: String) -> String {
+        guard let slash = target.lastIndex(of: "/") else { return "\(sha256).\(target)" }
+        return "\(target[...slash])\(sha256).\(target[target.index(after: slash)...])"
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+
+/// The verified content of the live build: which file contents and chunks it
+/// holds, checked through the stat cache (size, mtime, inode) and re-hashed where
+/// the cache disagrees.
+struct LiveTree: Sendable {
+    /// Content hash → absolute path of a live file that has it.
+    var files: [SHA256Digest: String] = [:]
+    /// Chunk hash → where it sits in a verified live file.
+    var chunks: [SHA256Digest: Plan.LocalChunk] = [:]
+
+    /// No live build: nothing local to reuse.
+    init() {}
+
+    /// Checks every file of `manifest` under `directory`; files that changed are left out.
+    init(manifest: Manifest, directory: String, build: String, state: StateStore) throws(PatchSyncError) {
+        let cache = try state.statCache(build: build)
+        var updated: [String: StateStore.FileStat] = [:]
+        for file in manifest.files {
+            let full = directory + "/" + file.path
+            guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFREG,
+                  Int64(st.st_size) == file.size, UInt32(st.st_mode) & 0o777 == Install.installedMode(file.mode)
+            else { continue }
+            let now = StateStore.FileStat(st)
+            if cache[file.path] != now {
+                guard (try? SHA256Hasher.hash(file: full)) == file.sha256 else { continue }
+                updated[file.path] = now
+            }
+            files[file.sha256] = full
+            for chunk in file.chunks where chunks[chunk.sha256] == nil {
+                chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
+            }
+        }
+        if !updated.isEmpty { try state.saveStatCache(build: build, updated) }
+    }
+}
+
+extension Install {
+    /// Installed files are read-only: the manifest's permission bits without write bits.
+    static func installedMode(_ mode: UInt32) -> UInt32 { mode & 0o555 }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+/// What staging one build takes: per file, link it from the live tree, copy
+/// chunks that exist locally, or fetch the rest (each needed chunk once).
+struct Plan: Sendable {
+    /// A file whose exact content is in the live tree: hard-link it.
+    struct Link: Sendable {
+        var path: String
+        var source: String
+    }
+
+    /// Where one chunk's bytes go in the staged build.
+    struct Destination: Hashable, Sendable {
+        var path: String
+        var index: Int
+        var offset: Int64
+    }
+
+    /// One distinct chunk the staged build still needs, and every place it goes.
+    struct Need: Sendable {
+        var chunk: ChunkEntry
+        var object: SHA256Digest
+        var destinations: [Destination]
+        /// Lower sorts first: required bundles, then by bundle priority.
+        var rank: Int
+    }
+
+    /// A chunk available in a verified live file.
+    struct LocalChunk: Sendable {
+        var path: String
+        var offset: Int64
+    }
+
+    var links: [Link] = []
+    /// Files assembled from chunks (created at their size, written in place).
+    var assembled: [FileEntry] = []
+    var local: [(Need, LocalChunk)] = []
+    var fetch: [Need] = []
+
+    /// Compressed bytes to fetch, as the manifest states them.
+    var bytesToFetch: Int64 { fetch.reduce(0) { $0 + Int64($1.chunk.objectLength) } }
+}
+
+extension Plan {
+    /// Plans `manifest` against the verified live files (content hash → absolute path)
+    /// and the chunks already recorded done.
+    init(manifest: Manifest, live: [SHA256Digest: String], liveChunks: [SHA256Digest: LocalChunk],
+         done: Set<StateStore.ChunkRef>) {
+        let ranks = Dictionary(uniqueKeysWithValues: manifest.bundles.map {
+            ($0.name, ($0.required ? 0 : 1_000_000) + $0.priority)
+        })
+        var needs: [SHA256Digest: Need] = [:]
+        var order: [SHA256Digest] = []
+        for file in manifest.files {
+            if let source = live[file.sha256] {
+                links.append(Link(path: file.path, source: source))
+                continue
+            }
+            assembled.append(file)
+            for (index, chunk) in file.chunks.enumerated()
+            where !done.contains(StateStore.ChunkRef(path: file.path, index: index)) {
+                let destination = Destination(path: file.path, index: index, offset: chunk.offset)
+                if needs[chunk.sha256] == nil {
+                    needs[chunk.sha256] = Need(chunk: chunk, object: file.object, destinations: [],
+                                               rank: ranks[file.bundle] ?? 0)
+                    order.append(chunk.sha256)
+                }
+                needs[chunk.sha256]!.destinations.append(destination)
+            }
+        }
+        for sha in order {
+            guard let need = needs[sha] else { continue }
+            if let local = liveChunks[sha] { self.local.append((need, local)) } else { fetch.append(need) }
+        }
+    }
+
+    /// The fetches grouped into range requests: per object, chunks in object order,
+    /// neighbours (up to `gap` bytes apart) coalesced, at most `maxBytes` a request;
+    /// ordered by bundle rank.
+    func requests(gap: Int64, maxBytes: Int64) -> [[Need]] {
+        let byObject = Dictionary(grouping: fetch, by: \.object)
+        var requests: [[Need]] = []
+        for object in byObject.keys.sorted() {
+            let sorted = byObject[object]!.sorted { $0.chunk.objectOffset < $1.chunk.objectOffset }
+            var current: [Need] = []
+            for need in sorted {
+                if let first = current.first, let last = current.last {
+                    let end = last.chunk.objectOffset + Int64(last.chunk.objectLength)
+                    let span = need.chunk.objectOffset + Int64(need.chunk.objectLength) - first.chunk.objectOffset
+                    if need.chunk.objectOffset - end > gap || span > maxBytes || need.chunk.objectOffset < end {
+                        requests.append(current)
+                        current = []
+                    }
+                }
+                current.append(need)
+            }
+            if !current.isEmpty { requests.append(current) }
+        }
+        return requests.sorted { ($0.map(\.rank).min() ?? 0) < ($1.map(\.rank).min() ?? 0) }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+
+/// The agent's state in `.patchsync/state.db`: settings (current, previous,
+/// ready build; highest sequence seen), the stat cache of installed files,
+/// and the chunks of the staged build that are written and verified.
+///
+/// Thread-safety: all access goes through one ``Database`` connection, which serialises calls.
+final class StateStore: Sendable {
+    let database: Database
+
+    /// A destination of a chunk in the staged build: file path and chunk index.
+    struct ChunkRef: Hashable, Sendable {
+        var path: String
+        var index: Int
+    }
+
+    /// What the stat cache remembers of an installed file.
+    struct FileStat: Hashable, Sendable {
+        var size: Int64
+        var modifiedNanoseconds: Int64
+        var inode: Int64
+
+        init(_ st: stat) {
+            size = Int64(st.st_size)
+            modifiedNanoseconds = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+            inode = Int64(st.st_ino)
+        }
+    }
+
+    init(path: String, readOnly: Bool = false) throws(PatchSyncError) {
+        database = try Database(path: path, readOnly: readOnly)
+        if !readOnly {
+            try database.execute("""
+                CREATE TABLE IF NOT EXISTS setting(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS stat_cache(build TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
+                    mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL, PRIMARY KEY(build, path));
+                CREATE TABLE IF NOT EXISTS chunk_done(build TEXT NOT NULL, path TEXT NOT NULL, chunk INTEGER NOT NULL,
+                    PRIMARY KEY(build, path, chunk));
+                """)
+        }
+    }
+
+    func setting(_ key: String) throws(PatchSyncError) -> String? {
+        try database.query("SELECT value FROM setting WHERE key = ?", [.text(key)]).first?.first?.text
+    }
+
+    /// Sets (or with nil removes) several settings in one transaction.
+    func set(_ values: [String: String?]) throws(PatchSyncError) {
+        for (key, value) in values where value == nil {
+            try database.run("DELETE FROM setting WHERE key = ?", rows: [[.text(key)]])
+        }
+        let rows = values.compactMap { key, value in value.map { [Database.Value.text(key), .text($0)] } }
+        if !rows.isEmpty {
+            try database.run("INSERT OR REPLACE INTO setting(key, value) VALUES(?, ?)", rows: rows)
+        }
+    }
+
+    func statCache(build: String) throws(PatchSyncError) -> [String: FileStat] {
+        var cache: [String: FileStat] = [:]
+        for row in try database.query("SELECT path, size, mtime_ns, inode FROM stat_cache WHERE build = ?",
+                                      [.text(build)]) {
+            guard let path = row[0].text, let size = row[1].integer, let mtime = row[2].integer,
+                  let inode = row[3].integer else { continue }
+            var st = stat()
+            st.st_size = off_t(size)
+            st.st_mtim.tv_sec = Int(mtime / 1_000_000_000)
+            st.st_mtim.tv_nsec = Int(mtime % 1_000_000_000)
+            st.st_ino = ino_t(inode)
+            cache[path] = FileStat(st)
+        }
+        return cache
+    }
+
+    func saveStatCache(build: String, _ entries: [String: FileStat]) throws(PatchSyncError) {
+        try database.run("""
+            INSERT OR REPLACE INTO stat_cache(build, path, size, mtime_ns, inode) VALUES(?, ?, ?, ?, ?)
+            """, rows: entries.map { path, s in
+                [.text(build), .text(path), .integer(s.size), .integer(s.modifiedNanoseconds), .integer(s.inode)]
+            })
+    }
+
+    func doneChunks(build: String) throws(PatchSyncError) -> Set<ChunkRef> {
+        var done = Set<ChunkRef>()
+        for row in try database.query("SELECT path, chunk FROM chunk_done WHERE build = ?", [.text(build)]) {
+            if let path = row[0].text, let index = row[1].integer { done.insert(ChunkRef(path: path, index: Int(index))) }
+        }
+        return done
+    }
+
+    /// Records chunks as written and verified; call only after their bytes are durable.
+    func recordDone(build: String, _ chunks: [ChunkRef]) throws(PatchSyncError) {
+        guard !chunks.isEmpty else { return }
+        try database.run("INSERT OR IGNORE INTO chunk_done(build, path, chunk) VALUES(?, ?, ?)",
+                         rows: chunks.map { [.text(build), .text($0.path), .integer(Int64($0.index))] })
+    }
+
+    /// Forgets staging progress and stat cache rows of builds not in `keep`.
+    func forgetBuilds(except keep: Set<String>) throws(PatchSyncError) {
+        let builds = try database.query("SELECT DISTINCT build FROM chunk_done UNION SELECT DISTINCT build FROM stat_cache")
+        for build in builds.compactMap({ $0.first?.text }) where !keep.contains(build) {
+            try database.run("DELETE FROM chunk_done WHERE build = ?", rows: [[.text(build)]])
+            try database.run("DELETE FROM stat_cache WHERE build = ?", rows: [[.text(build)]])
+        }
+    }
+
+    /// Forgets the staging progress of one build (its chunk records).
+    func forgetStaging(build: String) throws(PatchSyncError) {
+        try database.run("DELETE FROM chunk_done WHERE build = ?", rows: [[.text(build)]])
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+
+/// Runs the range requests of a plan, a bounded number at once, each tried on
+/// every mirror in turn; a mirror that fails part-way leaves the chunks it
+/// delivered and verified, and the next mirror is asked for the rest.
+struct ChunkFetcher: Sendable {
+    let origin: Origin
+    let files: StagedFiles
+    let limit: Int
+    let onEvent: @Sendable (SyncEvent) -> Void
+
+    func run(_ requests: [[Plan.Need]], total: Int64) async throws(PatchSyncError) {
+        let progress = Progress(total: total)
+        do {
+            try await withThrowingTaskGroup(of: Int64.self) { group in
+                var running = 0
+                for request in requests {
+                    if running >= limit {
+                        if let bytes = try await group.next() { onEvent(progress.add(bytes)) }
+                        running -= 1
+                    }
+                    group.addTask { try await fetch(request) }
+                    running += 1
+                }
+                for try await bytes in group { onEvent(progress.add(bytes)) }
+            }
+        } catch { throw PatchSyncError.wrap(error) }
+    }
+
+    /// Fetches one coalesced range; returns the compressed bytes it delivered.
+    private func fetch(_ needs: [Plan.Need]) async throws(PatchSyncError) -> Int64 {
+        var remaining = needs[...]
+        var failures: [(String, TransferFailure)] = []
+        let object = needs[0].object
+        for mirror in origin.mirrors.indices {
+            let url = origin.url(ObjectID.path(object), mirror: mirror)
+            let sink = ChunkSink(needs: Array(remaining), files: files, url: url)
+            let result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
+                                                   into: sink)
+            remaining = remaining.dropFirst(sink.completed)
+            try files.flush()
+            if case .failure(let failure) = result {
+                failures.append((origin.mirrors[mirror], failure))
+                if case .refused(let error) = failure, error.code != .refusedData { throw error }
+            }
+            if remaining.isEmpty { return needs.reduce(0) { $0 + Int64($1.chunk.objectLength) } }
+        }
+        throw Origin.error(fetching: "object \(object)", failures)
+    }
+
+    /// Bytes done out of the total, shared by the concurrent requests.
+    private final class Progress: @unchecked Sendable {
+        private let lock = NSLock()
+        private var done: Int64 = 0
+        private let total: Int64
+
+        init(total: Int64) { self.total = total }
+
+        func add(_ bytes: Int64) -> SyncEvent {
+            lock.withLock {
+                done += bytes
+                return .transfer(done: done, total: total)
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+
+/// What a sync did, for people and for `--json`.
+public struct SyncReport: Codable, Sendable {
+    public enum Outcome: String, Codable, Sendable {
+        /// A new build is staged and ready for the next apply.
+        case ready
+        /// The install already runs the newest build.
+        case upToDate
+        /// The newest build was already staged and ready.
+        case alreadyReady
+    }
+
+    public var outcome: Outcome
+    public var buildId: String
+    public var sequence: Int
+    /// The size of the build's files.
+    public var buildBytes: Int64 = 0
+    public var filesLinked = 0
+    public var filesAssembled = 0
+    public var chunksCopiedLocally = 0
+    public var chunksFetched = 0
+    /// The compressed size of the chunks that had to be fetched, as the manifest states it.
+    public var bytesPlanned: Int64 = 0
+    /// Body bytes received from the origin by this run (metadata, manifest and objects).
+    public var bytesReceived: Int64 = 0
+    public var requests = 0
+}
+
+/// Progress of a sync as it runs.
+public enum SyncEvent: Sendable {
+    case phase(String)
+    case transfer(done: Int64, total: Int64)
+}

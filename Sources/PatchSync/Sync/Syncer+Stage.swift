@@ -1,0 +1,122 @@
+import Foundation
+
+extension Syncer {
+    /// Plans and executes the staging of `manifest`, then marks it ready.
+    func stage(_ manifest: Manifest, state: StateStore, origin: Origin, config: InstallConfig,
+               report: inout SyncReport, onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) {
+        let id = manifest.buildId.value
+        let directory = install.stagedDirectory(id)
+        onEvent(.phase("comparing build \(id) with the installed files"))
+        var live = LiveTree()
+        if let current = install.currentBuild(), let currentManifest = try? loadManifest(current) {
+            live = try LiveTree(manifest: currentManifest, directory: install.buildDirectory(current),
+                                build: current, state: state)
+        }
+        let plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks,
+                        done: try state.doneChunks(build: id))
+        let files = StagedFiles(directory: directory, build: id, state: state)
+        defer { files.closeAll() }
+        try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
+            do { try FileSystem.makeDirectory(directory) } catch { throw PatchSyncError.wrap(error) }
+            try link(plan.links, into: directory)
+            for file in plan.assembled { try files.prepare(file) }
+        }
+        var fetch = plan.fetch
+        fetch += try copyLocal(plan.local, files: files)
+        var fetchPlan = plan
+        fetchPlan.fetch = fetch
+        report.buildBytes = manifest.totalSize
+        report.filesLinked = plan.links.count
+        report.filesAssembled = plan.assembled.count
+        report.chunksCopiedLocally = plan.local.count - (fetch.count - plan.fetch.count)
+        report.chunksFetched = fetch.count
+        report.bytesPlanned = fetchPlan.bytesToFetch
+        let requests = fetchPlan.requests(gap: config.gapBytes, maxBytes: config.requestBytes)
+        report.requests = requests.count
+        onEvent(.phase("fetching \(fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
+        try await ChunkFetcher(origin: origin, files: files, limit: config.connections, onEvent: onEvent)
+            .run(requests, total: fetchPlan.bytesToFetch)
+        try files.flush()
+        try finish(manifest, plan: plan, directory: directory, state: state)
+        onEvent(.phase("build \(id) is staged and ready"))
+    }
+
+    func loadManifest(_ build: String) throws(PatchSyncError) -> Manifest {
+        try Manifest.decode(try FileSystem.read(install.manifestPath(build), limit: 256 << 20),
+                            what: install.manifestPath(build))
+    }
+
+    /// Hard-links unchanged files from the live tree (they are read-only there).
+    private func link(_ links: [Plan.Link], into directory: String) throws(PatchSyncError) {
+        do {
+            for link in links {
+                let target = directory + "/" + link.path
+                if let st = try FileSystem.status(target), let src = try FileSystem.status(link.source),
+                   st.st_ino == src.st_ino { continue }
+                try FileSystem.remove(target)
+                try FileSystem.makeDirectory((target as NSString).deletingLastPathComponent)
+                try FileSystem.link(link.source, target)
+            }
+        } catch { throw PatchSyncError.wrap(error) }
+    }
+
+    /// Copies chunks from verified live files; a chunk that no longer matches is returned to be fetched.
+    private func copyLocal(_ local: [(Plan.Need, Plan.LocalChunk)],
+                           files: StagedFiles) throws(PatchSyncError) -> [Plan.Need] {
+        var unavailable: [Plan.Need] = []
+        var buffer = [UInt8]()
+        for (need, source) in local {
+            buffer = [UInt8](repeating: 0, count: need.chunk.length)
+            let ok: Bool = buffer.withUnsafeMutableBytes { raw in
+                guard let fd = try? FileDescriptor(path: source.path, flags: O_RDONLY),
+                      (try? fd.read(into: raw, at: source.offset)) != nil else { return false }
+                return SHA256Hasher.hash(UnsafeRawBufferPointer(raw)) == need.chunk.sha256
+            }
+            guard ok else { unavailable.append(need); continue }
+            let result: PatchSyncError? = buffer.withUnsafeBytes { raw in
+                do throws(PatchSyncError) { try files.write(raw, to: need.destinations); return nil } catch {
+                    return error
+                }
+            }
+            if let result { throw result }
+        }
+        return unavailable
+    }
+
+    /// Makes the staged tree final (modes, fsync, stat cache) and marks the build ready.
+    private func finish(_ manifest: Manifest, plan: Plan, directory: String,
+                        state: StateStore) throws(PatchSyncError) {
+        let id = manifest.buildId.value
+        let done = try state.doneChunks(build: id)
+        var stats: [String: StateStore.FileStat] = [:]
+        var folders = Set([directory])
+        try PatchSyncError.step("finishing \(id)") { () throws(PatchSyncError) in
+            for file in plan.assembled {
+                for index in file.chunks.indices where !done.contains(.init(path: file.path, index: index)) {
+                    throw PatchSyncError(.internal, "\(file.path) chunk \(index) was never written")
+                }
+                let full = directory + "/" + file.path
+                do {
+                    try FileDescriptor(path: full, flags: O_RDONLY).sync()
+                    try FileSystem.setMode(full, mode_t(Install.installedMode(file.mode)))
+                } catch { throw PatchSyncError.wrap(error) }
+            }
+            for file in manifest.files {
+                let full = directory + "/" + file.path
+                var folder = (full as NSString).deletingLastPathComponent
+                while folder.count > directory.count && folders.insert(folder).inserted {
+                    folder = (folder as NSString).deletingLastPathComponent
+                }
+                do {
+                    guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "finding", full) }
+                    stats[file.path] = StateStore.FileStat(st)
+                } catch { throw PatchSyncError.wrap(error) }
+            }
+            do { for folder in folders { try FileSystem.syncDirectory(folder) } } catch {
+                throw PatchSyncError.wrap(error)
+            }
+        }
+        try state.saveStatCache(build: id, stats)
+        try state.set(["ready": id, "staging": nil])
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+
+/// Check, diff, plan, transfer and stage: brings the newest build of the install's
+/// channel into `.patchsync/staging/<build>` and marks it ready. Never touches the
+/// live tree (`current` and `builds/`).
+public struct Syncer: Sendable {
+    public let install: Install
+    /// The time that metadata expiry is checked against.
+    public var now: Date
+    private let logger = Logger(label: "patchsync.sync")
+
+    public init(install: Install, now: Date = Date()) {
+        self.install = install
+        self.now = now
+    }
+
+    /// Runs one sync; `onEvent` is called with progress, from any thread.
+    public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> SyncReport {
+        let lock = try install.lock("sync")
+        defer { withExtendedLifetime(lock) {} }
+        let config = try install.config()
+        let state = try install.state()
+        try install.reconcile(state)
+        var settings = HTTPClient.Settings()
+        settings.maxConnections = config.connections
+        settings.maxConnectionsPerHost = config.connections
+        settings.caFile = config.caFile
+        let client = try HTTPClient(settings: settings)
+        let origin = try Origin(mirrors: config.remotes, client: client)
+
+        onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
+        let trusted = try await TrustClient(directory: install.metadataDirectory, source: origin, now: now).refresh()
+        let (target, info) = try newestTarget(trusted.targets.signed, channel: try Channel(config.channel))
+        try checkSequence(info, state: state)
+        var report = SyncReport(outcome: .ready, buildId: info.buildId, sequence: info.sequence)
+        if info.buildId == install.currentBuild() {
+            try collectGarbage(keeping: nil, state: state)
+            report.outcome = .upToDate
+        } else if info.buildId == (try state.setting("ready")) {
+            report.outcome = .alreadyReady
+        } else {
+            let manifest = try await fetchManifest(target, info: info, origin: origin)
+            try state.set(["seenSequence.\(config.channel)": String(info.sequence), "staging": info.buildId])
+            try collectGarbage(keeping: info.buildId, state: state)
+            try await stage(manifest, state: state, origin: origin, config: config, report: &report, onEvent: onEvent)
+        }
+        report.bytesReceived = client.bytesReceived
+        return report
+    }
+
+    /// The manifest target of the channel with the highest sequence.
+    private func newestTarget(_ targets: TargetsMetadata,
+                              channel: Channel) throws(PatchSyncError) -> ((String, TargetFile), ManifestTargetInfo) {
+        let candidates = targets.targets.compactMap { entry -> ((String, TargetFile), ManifestTargetInfo)? in
+            guard let info = entry.value.custom, info.channel == channel.name,
+                  entry.key == Manifest.targetPath(channel: channel, buildId: (try? BuildID(info.buildId)) ?? .invalid)
+            else { return nil }
+            return ((entry.key, entry.value), info)
+        }
+        guard let newest = candidates.max(by: { $0.1.sequence < $1.1.sequence }) else {
+            throw PatchSyncError(.originUnavailable, "the origin has no build on channel \(channel)",
+                                 remedy: "publish one with `patchsync publish … --channel \(channel)`, or check --channel")
+        }
+        return newest
+    }
+
+    /// Refuses a build older than one already seen on the channel (rollback).
+    private func checkSequence(_ info: ManifestTargetInfo, state: StateStore) throws(PatchSyncError) {
+        let seen = Int(try state.setting("seenSequence.\(info.channel)") ?? "0") ?? 0
+        guard info.sequence >= seen else {
+            throw PatchSyncError(.refusedData, "channel \(info.channel) offers build \(info.buildId) with sequence "
+                                 + "\(info.sequence), lower than \(seen) already seen (rollback)",
+                                 remedy: "the origin serves an old build; nothing was changed")
+        }
+    }
+
+    private func fetchManifest(_ target: (String, TargetFile), info: ManifestTargetInfo,
+                               origin: Origin) async throws(PatchSyncError) -> Manifest {
+        let (path, file) = target
+        guard let sha = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) has no sha256") }
+        let consistent = "targets/" + TargetNaming.consistentPath(path, sha256: sha)
+        guard let data = try await origin.whole(consistent, maxBytes: file.length) else {
+            throw PatchSyncError(.originUnavailable, "no mirror serves \(consistent)")
+        }
+        guard data.count == file.length, SHA256Hasher.hash(data).hex == sha else {
+            throw PatchSyncError(.refusedData, "\(consistent) does not match the length and SHA-256 that "
+                                 + "targets metadata signs", remedy: "the mirror serves a damaged or tampered manifest")
+        }
+        let manifest = try Manifest.decode(data, what: consistent)
+        guard manifest.buildId.value == info.buildId, manifest.channel.name == info.channel,
+              manifest.sequence == info.sequence else {
+            throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
+        }
+        do { try FileSystem.writeAtomically(data, to: install.manifestPath(info.buildId)) } catch {
+            throw PatchSyncError.wrap(error)
+        }
+        return manifest
+    }
+
+    /// Removes staging of other builds and builds that are neither current nor previous.
+    private func collectGarbage(keeping staged: String?, state: StateStore) throws(PatchSyncError) {
+        let current = install.currentBuild(), previous = try state.setting("previous")
+        let ready = try state.setting("ready")
+        let keep = Set([current, previous, staged, ready].compactMap { $0 })
+        do {
+            for name in try FileSystem.list(install.stagingDirectory) where name != staged && name != ready {
+                try FileSystem.removeTree(install.stagedDirectory(name))
+            }
+            for name in try FileSystem.list(install.buildsDirectory) where !keep.contains(name) {
+                try FileSystem.removeTree(install.buildDirectory(name))
+            }
+        } catch { throw PatchSyncError.wrap(error).during("removing old builds") }
+        try state.forgetBuilds(except: keep)
+    }
+}
+
+extension BuildID {
+    /// A placeholder that matches no real target path.
+    fileprivate static let invalid: BuildID = {
+        guard let id = try? BuildID("-") else { preconditionFailure("'-' is a valid build id") }
+        return id
+    }()
+}

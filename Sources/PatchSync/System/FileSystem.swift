@@ -1,0 +1,150 @@
+import Foundation
+
+/// Small file-system steps, each a thin typed wrapper over the system call it names.
+enum FileSystem {
+    /// Creates `path` and its parents (mkdir -p).
+    static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(Errno) {
+        if mkdir(path, mode) == 0 { return }
+        let err = errno
+        if err == EEXIST, isDirectory(path) { return }
+        if err == ENOENT {
+            let parent = (path as NSString).deletingLastPathComponent
+            guard !parent.isEmpty, parent != path else { throw Errno(err, "creating directory", path) }
+            try makeDirectory(parent, mode: mode)
+            if mkdir(path, mode) == 0 || (errno == EEXIST && isDirectory(path)) { return }
+        }
+        throw Errno(errno == 0 ? err : errno, "creating directory", path)
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    /// lstat(2), nil when the path does not exist.
+    static func status(_ path: String) throws(Errno) -> stat? {
+        var st = stat()
+        if lstat(path, &st) == 0 { return st }
+        if errno == ENOENT || errno == ENOTDIR { return nil }
+        throw Errno(errno, "reading status of", path)
+    }
+
+    /// fsync of a directory, so that renames and creations inside it are durable.
+    static func syncDirectory(_ path: String) throws(Errno) {
+        let dir = try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY)
+        try dir.sync()
+    }
+
+    /// rename(2).
+    static func rename(_ from: String, _ to: String) throws(Errno) {
+        if Foundation.rename(from, to) != 0 { throw Errno(errno, "renaming \(from) to", to) }
+    }
+
+    /// link(2).
+    static func link(_ from: String, _ to: String) throws(Errno) {
+        if Foundation.link(from, to) != 0 { throw Errno(errno, "linking \(from) to", to) }
+    }
+
+    /// unlink(2); a missing file is not an error.
+    static func remove(_ path: String) throws(Errno) {
+        if unlink(path) != 0 && errno != ENOENT { throw Errno(errno, "removing", path) }
+    }
+
+    /// chmod(2).
+    static func setMode(_ path: String, _ mode: mode_t) throws(Errno) {
+        if chmod(path, mode) != 0 { throw Errno(errno, "changing mode of", path) }
+    }
+
+    /// Removes a tree, making read-only directories writable first (rm -rf).
+    static func removeTree(_ path: String) throws(Errno) {
+        guard let st = try status(path) else { return }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            _ = chmod(path, 0o755)
+            for name in try list(path) { try removeTree(path + "/" + name) }
+            if rmdir(path) != 0 { throw Errno(errno, "removing directory", path) }
+        } else {
+            try remove(path)
+        }
+    }
+
+    /// The names in a directory, sorted, without "." and "..".
+    static func list(_ path: String) throws(Errno) -> [String] {
+        guard let dir = opendir(path) else { throw Errno(errno, "listing", path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Writes `data` durably: temporary name, fsync, rename, fsync of the directory.
+    static func writeAtomically(_ data: Data, to path: String, mode: mode_t = 0o644) throws(Errno) {
+        let dir = (path as NSString).deletingLastPathComponent
+        try makeDirectory(dir)
+        let temp = "\(path).tmp-\(getpid())"
+        do throws(Errno) {
+            let file = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
+            try file.write(data)
+            try file.sync()
+        } catch {
+            try? remove(temp)
+            throw error
+        }
+        try rename(temp, path)
+        try syncDirectory(dir)
+    }
+
+    /// Reads a whole small file, refusing one larger than `limit` bytes.
+    static func read(_ path: String, limit: Int) throws(PatchSyncError) -> Data {
+        let file: FileDescriptor
+        do { file = try FileDescriptor(path: path, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n: Int
+            do { n = try file.read(into: &buffer) } catch {
+                throw PatchSyncError.wrap(error)
+            }
+            if n == 0 { return data }
+            data.append(contentsOf: buffer[0..<n])
+            if data.count > limit {
+                throw PatchSyncError(.refusedData, "\(path) is larger than the \(limit) bytes allowed")
+            }
+        }
+    }
+
+    /// Walks `root` and returns every regular file's path relative to it, sorted.
+    /// Symbolic links and other special files are refused: a build holds plain files.
+    static func regularFiles(under root: String) throws(PatchSyncError) -> [String] {
+        var found: [String] = []
+        func walk(_ relative: String) throws(PatchSyncError) {
+            let full = relative.isEmpty ? root : root + "/" + relative
+            let names: [String]
+            do { names = try list(full) } catch { throw PatchSyncError.wrap(error) }
+            for name in names {
+                let rel = relative.isEmpty ? name : relative + "/" + name
+                let st: stat?
+                do { st = try status(root + "/" + rel) } catch { throw PatchSyncError.wrap(error) }
+                guard let st else { continue }
+                switch st.st_mode & S_IFMT {
+                case S_IFDIR: try walk(rel)
+                case S_IFREG: found.append(rel)
+                default:
+                    throw PatchSyncError(.usage, "\(root)/\(rel) is not a regular file or directory",
+                                         remedy: "a build folder holds plain files only; replace links with copies")
+                }
+            }
+        }
+        try walk("")
+        return found.sorted()
+    }
+}

@@ -1,0 +1,183 @@
+internal import CCurl
+import Foundation
+
+/// Runs HTTP(S) and file transfers on libcurl's multi interface, on one thread.
+///
+/// Thread-safety: the transfer thread owns the multi handle and every easy
+/// handle; other threads only append to `inbox` under `lock` and wake the
+/// thread with curl_multi_wakeup. Results come back through continuations.
+final class HTTPClient: @unchecked Sendable {
+    /// Connection and timeout settings.
+    struct Settings: Sendable {
+        var maxConnections = 8
+        var maxConnectionsPerHost = 6
+        var connectTimeoutSeconds = 15
+        /// A transfer slower than `lowSpeedBytes` per second for `lowSpeedSeconds` is aborted.
+        var lowSpeedBytes = 1024
+        var lowSpeedSeconds = 30
+        var bufferSize = 256 * 1024
+        var caFile: String?
+    }
+
+    private let multi: UnsafeMutableRawPointer
+    private let settings: Settings
+    private let lock = NSLock()
+    private var inbox: [TransferBox] = []
+    private var stopping = false
+    private var bytesTotal: Int64 = 0
+    private let finished = DispatchSemaphore(value: 0)
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    init(settings: Settings = Settings()) throws(PatchSyncError) {
+        _ = Self.globalInit
+        guard let multi = curl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
+        self.multi = multi
+        self.settings = settings
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
+        let thread = Thread { [unowned self] in self.loop() }
+        thread.name = "patchsync-transfer"
+        thread.start()
+    }
+
+    deinit {
+        lock.withLock { stopping = true }
+        curl_multi_wakeup(multi)
+        finished.wait()
+        curl_multi_cleanup(multi)
+    }
+
+    /// Body bytes received by every transfer so far.
+    var bytesReceived: Int64 { lock.withLock { bytesTotal } }
+
+    /// Performs one request, handing the body to `sink` on the transfer thread.
+    func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<TransferResponse, TransferFailure> {
+        await withCheckedContinuation { continuation in
+            let box = TransferBox(request: request, sink: sink, continuation: continuation)
+            lock.withLock { inbox.append(box) }
+            curl_multi_wakeup(multi)
+        }
+    }
+
+    /// Fetches a whole small resource into memory, bounded by `maxBytes`.
+    func fetchData(url: String, maxBytes: Int64) async -> Result<Data, TransferFailure> {
+        let sink = DataSink()
+        return await fetch(TransferRequest(url: url, maxBytes: maxBytes), into: sink).map { _ in sink.data }
+    }
+
+    // MARK: The transfer thread
+
+    private func loop() {
+        var active = 0
+        while true {
+            let (incoming, stop) = lock.withLock { () -> ([TransferBox], Bool) in
+                defer { inbox.removeAll() }
+                return (inbox, stopping)
+            }
+            for box in incoming {
+                if start(box) { active += 1 }
+            }
+            if stop && active == 0 { break }
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            active -= drainCompleted()
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+        finished.signal()
+    }
+
+    /// Creates and adds the easy handle of `box`; false when it could not start (already completed).
+    private func start(_ box: TransferBox) -> Bool {
+        guard let easy = curl_easy_init() else {
+            box.complete(.failure(.network("curl_easy_init failed")))
+            return false
+        }
+        configure(easy, for: box)
+        curl_multi_add_handle(multi, easy)
+        return true
+    }
+
+    private func configure(_ easy: UnsafeMutableRawPointer, for box: TransferBox) {
+        let opaque = Unmanaged.passRetained(box).toOpaque()  // released in finish(_:)
+        box.currentEasy = easy
+        ccurl_easy_setopt_string(easy, CURLOPT_URL, box.request.url)
+        ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, opaque)
+        ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, opaque)
+        ccurl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback)
+        ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, opaque)
+        ccurl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
+        if let range = box.request.range {
+            ccurl_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound)")
+        }
+        ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
+        ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
+        ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
+        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
+        if let ca = settings.caFile { ccurl_easy_setopt_string(easy, CURLOPT_CAINFO, ca) }
+        ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT, settings.connectTimeoutSeconds)
+        ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
+        ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
+        ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, settings.bufferSize)
+        ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+        ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, "PatchSync/0.1")
+    }
+
+    /// Completes every finished transfer; returns how many there were.
+    private func drainCompleted() -> Int {
+        var count = 0
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            finish(easy, code: code)
+            count += 1
+        }
+        return count
+    }
+
+    private func finish(_ easy: UnsafeMutableRawPointer, code: CURLcode) {
+        var pointer: UnsafeMutableRawPointer?
+        ccurl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
+        curl_multi_remove_handle(multi, easy)
+        guard let pointer else { curl_easy_cleanup(easy); return }
+        let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
+        lock.withLock { bytesTotal += box.received }
+        box.complete(outcome(of: box, easy: easy, code: code))
+        curl_easy_cleanup(easy)
+    }
+
+    private func outcome(of box: TransferBox, easy: UnsafeMutableRawPointer,
+                         code: CURLcode) -> Result<TransferResponse, TransferFailure> {
+        if let failure = box.failure { return .failure(failure) }
+        if code != CURLE_OK {
+            if code == CURLE_FILE_COULDNT_READ_FILE { return .failure(.notFound) }
+            return .failure(.network(String(cString: curl_easy_strerror(code))))
+        }
+        if !box.checkedStatus, let failure = box.checkStatus(easy) { return .failure(failure) }
+        if let range = box.request.range, box.received != range.upperBound - range.lowerBound + 1 {
+            return .failure(.wrongRange("asked \(range.lowerBound)-\(range.upperBound), got \(box.received) bytes"))
+        }
+        return .success(TransferResponse(status: box.status, bytes: box.received))
+    }
+}
+
+/// libcurl's write callback: checks the status once, bounds the body, feeds the sink.
+/// Never throws: a failure is recorded on the box and a short count aborts the transfer.
+private let transferWriteCallback: ccurl_data_callback = { data, size, count, userdata in
+    guard let userdata, let data else { return 0 }
+    let box = Unmanaged<TransferBox>.fromOpaque(userdata).takeUnretainedValue()
+    return box.write(UnsafeRawBufferPointer(start: data, count: size * count)) ? size * count : 0
+}
+
+/// libcurl's header callback: remembers Content-Range of the final response.
+private let transferHeaderCallback: ccurl_data_callback = { data, size, count, userdata in
+    guard let userdata, let data else { return 0 }
+    let box = Unmanaged<TransferBox>.fromOpaque(userdata).takeUnretainedValue()
+    box.header(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self))
+    return size * count
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// One GET, optionally of a byte range, with a hard bound on the body.
+struct TransferRequest: Sendable {
+    var url: String
+    /// Inclusive byte range; nil for the whole resource.
+    var range: ClosedRange<Int64>?
+    /// The body may not exceed this many bytes (the range's length when a range is given).
+    var maxBytes: Int64
+
+    init(url: String, range: ClosedRange<Int64>? = nil, maxBytes: Int64) {
+        self.url = url
+        self.range = range
+        self.maxBytes = range.map { min(maxBytes, $0.upperBound - $0.lowerBound + 1) } ?? maxBytes
+    }
+}
+
+/// What a completed transfer reports.
+struct TransferResponse: Sendable {
+    var status: Int
+    var bytes: Int64
+}
+
+/// Why a transfer did not deliver what was asked.
+enum TransferFailure: Error, Sendable, CustomStringConvertible {
+    /// The origin has no such resource (HTTP 404/410, or a missing file).
+    case notFound
+    /// An HTTP error status.
+    case httpStatus(Int)
+    /// Connection, TLS, timeout or protocol failure, as libcurl words it.
+    case network(String)
+    /// The body would have exceeded the bound.
+    case tooLarge(Int64)
+    /// The origin answered another range than the one asked, or a short body.
+    case wrongRange(String)
+    /// The sink refused the bytes (a hash mismatch, a local write error).
+    case refused(PatchSyncError)
+
+    var description: String {
+        switch self {
+        case .notFound: return "not found"
+        case .httpStatus(let code): return "HTTP status \(code)"
+        case .network(let text): return text
+        case .tooLarge(let limit): return "response exceeds the \(limit) bytes allowed"
+        case .wrongRange(let text): return "wrong range: \(text)"
+        case .refused(let error): return error.description
+        }
+    }
+}
+
+/// Receives a response body, piece by piece, on the transfer thread.
+protocol ResponseSink: AnyObject {
+    /// Takes the next piece of the body; returns an error to abort the transfer.
+    func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError?
+}
+
+/// A sink that collects a bounded body in memory (metadata, manifests).
+///
+/// Thread-safety: written only on the transfer thread, read after the transfer completed.
+final class DataSink: ResponseSink, @unchecked Sendable {
+    private(set) var data = Data()
+
+    func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
+        data.append(contentsOf: bytes)
+        return nil
+    }
+}

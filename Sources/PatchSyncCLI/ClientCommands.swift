@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+struct Init: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make a folder an install that follows a channel of an origin.",
+        discussion: """
+            Example:
+              patchsync init --install ~/Games/forest --remote https://cdn.example.com/forest \\
+                  --remote https://mirror.example.net/forest --root root.json
+            """)
+
+    @Option(help: "The install folder (default: the current directory).") var install: String = "."
+    @Option(help: "A mirror of the origin (http, https or file URL); repeat for more, tried in order.")
+    var remote: [String] = []
+    @Option(help: "The root.json shipped with the game: the start of the trust chain.") var root: String
+    @Option(help: "The channel to follow.") var channel: String = "live"
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        let created = try Install.create(at: install, config: InstallConfig(remotes: remote, channel: channel),
+                                         trustedRoot: root)
+        Output(json: json).result(try created.status(),
+                                  human: "\(created.root) follows channel \(channel) of \(remote.joined(separator: ", "))\n"
+                                      + "next: patchsync sync --install \(created.root)")
+    }
+}
+
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check, download and stage the newest build; never touches the live tree.",
+        discussion: """
+            Verifies the signed metadata, downloads only the chunks the install lacks,
+            verifies each, and stages a complete build that `apply` swaps in.
+            Re-running after an interruption fetches only what is not yet done.
+
+            Example:
+              patchsync sync --install ~/Games/forest --json
+            """)
+
+    @OptionGroup var options: ClientOptions
+
+    func run() async throws {
+        let output = Output(json: options.json)
+        let syncer = Syncer(install: try Install.open(at: options.install))
+        let report = try await syncer.run { event in
+            switch event {
+            case .phase(let message): output.event("phase", ["message": message])
+            case .transfer(let done, let total):
+                let percent = total > 0 ? done * 100 / total : 100
+                output.event("transfer", ["done": String(done), "total": String(total),
+                                          "message": "fetched \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%)"])
+            }
+        }
+        output.result(report, human: Self.describe(report))
+    }
+
+    static func describe(_ r: SyncReport) -> String {
+        switch r.outcome {
+        case .upToDate: return "build \(r.buildId) is installed and current; nothing to do"
+        case .alreadyReady: return "build \(r.buildId) is staged and ready; run `patchsync apply`"
+        case .ready:
+            return """
+                build \(r.buildId) is staged and ready (\(ByteCount.format(r.buildBytes))): \
+                \(r.filesLinked) files unchanged, \(r.filesAssembled) assembled from \
+                \(r.chunksCopiedLocally) local and \(r.chunksFetched) fetched chunks; \
+                downloaded \(ByteCount.format(r.bytesReceived)) in \(r.requests) range requests
+                next: patchsync apply (or let the launcher do it at the next start)
+                """
+        }
+    }
+}
+
+struct Apply: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Swap a ready build in, atomically; a no-op when none is ready.",
+        discussion: "Refused (exit 75) while the game runs.\n\nExample:\n  patchsync apply --install ~/Games/forest")
+
+    @OptionGroup var options: ClientOptions
+
+    func run() async throws {
+        let report = try Install.open(at: options.install).applyPendingUpdate()
+        let human = report.applied
+            ? "build \(report.current ?? "?") is now current (previous: \(report.previous ?? "none"))"
+            : "no build is ready; current is \(report.current ?? "none")"
+        Output(json: options.json).result(report, human: human)
+    }
+}
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show installed, previous, staged and ready builds.",
+        discussion: "Example:\n  patchsync status --install ~/Games/forest --json")
+
+    @OptionGroup var options: ClientOptions
+
+    func run() async throws {
+        let status = try Install.open(at: options.install).status()
+        var lines = ["install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
+                     "current:  \(status.current ?? "none")", "previous: \(status.previous ?? "none")",
+                     "ready:    \(status.ready ?? "none")"]
+        if let s = status.staging {
+            lines.append("staging:  \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
+                         + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
+        }
+        Output(json: options.json).result(status, human: lines.joined(separator: "\n"))
+    }
+}

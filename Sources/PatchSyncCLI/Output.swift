@@ -1,0 +1,55 @@
+import Foundation
+import PatchSync
+
+/// Where a command's results go: human lines, or one JSON object (events one per line) with `--json`.
+struct Output: Sendable {
+    let json: Bool
+
+    /// Prints the final result: `human` for people, `value` as JSON.
+    func result<T: Encodable>(_ value: T, human: String) {
+        if json { print(Self.encode(value)) } else { print(human) }
+    }
+
+    /// A progress line: to stderr for people, a JSON event line on stdout with --json.
+    func event(_ kind: String, _ fields: [String: String]) {
+        if json {
+            var object = fields
+            object["event"] = kind
+            print(Self.encode(object))
+        } else if let message = fields["message"] {
+            FileHandle.standardError.write(Data((message + "\n").utf8))
+        }
+    }
+
+    /// Prints an error as `error:`/`hint:` lines, or a JSON error object with --json.
+    func failure(_ error: PatchSyncError, exitStatus: Int32) {
+        if json {
+            struct ErrorObject: Encodable {
+                var error: String, code: String, hint: String?, exitStatus: Int32
+            }
+            print(Self.encode(ErrorObject(error: error.description, code: error.code.rawValue, hint: error.remedy,
+                                          exitStatus: exitStatus)))
+        } else {
+            var text = "error: \(error.description)\n"
+            if let remedy = error.remedy { text += "hint: \(remedy)\n" }
+            FileHandle.standardError.write(Data(text.utf8))
+        }
+    }
+
+    static func encode<T: Encodable>(_ value: T) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(value) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Human-readable byte counts.
+enum ByteCount {
+    static func format(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes), unit = 0
+        while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+/// `patchsync`: the command line of PatchSync.
+public struct PatchSyncCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "patchsync",
+        abstract: "Keep a game's installed assets in step with the build its publisher released.",
+        discussion: """
+            Publisher:  keygen, repo init, publish, repo refresh
+            Player:     init, sync, apply, status
+
+            Exit status: 0 done, 64 usage, 65 refused data, 69 origin unavailable,
+            74 local I/O error, 75 deferred (try again later), 1 internal error.
+
+            Example:
+              patchsync init --install ~/Games/forest --remote https://cdn.example.com/forest --root root.json
+              patchsync sync --install ~/Games/forest && patchsync apply --install ~/Games/forest
+            """,
+        subcommands: [Keygen.self, RepoCommand.self, Publish.self, Init.self, Sync.self, Apply.self, Status.self]
+    )
+
+    public init() {}
+
+    /// Parses, runs, and exits with the status of DESIGN.md's table.
+    public static func runMain() async {
+        let json = CommandLine.arguments.contains("--json")
+        do {
+            var command = try await asyncParseAsRoot()
+            if var async = command as? AsyncParsableCommand { try await async.run() } else { try command.run() }
+        } catch let error as PatchSyncError {
+            let status = ExitStatus.of(error.code)
+            Output(json: json).failure(error, exitStatus: status)
+            Foundation.exit(status)
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Options every client verb takes.
+struct ClientOptions: ParsableArguments {
+    @Option(help: "The install folder (default: the current directory).")
+    var install: String = "."
+
+    @Flag(help: "Print one JSON object (progress events one per line before it).")
+    var json = false
+}
+
+/// Parses "365d", "12h", "30m" or plain seconds.
+func parseDuration(_ text: String) throws(PatchSyncError) -> TimeInterval {
+    let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+    let unit = text.last.flatMap { units[$0] }
+    let number = Double(unit == nil ? text : String(text.dropLast()))
+    guard let number, number > 0 else {
+        throw PatchSyncError(.usage, "'\(text)' is not a duration", remedy: "write it as 365d, 12h, 30m or seconds")
+    }
+    return number * (unit ?? 1)
+}

@@ -1,0 +1,102 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+struct Keygen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create the Ed25519 keys of a repository: an offline root key and an online key.",
+        discussion: "Example:\n  patchsync keygen --out keys/\n\nKeep root.key offline; the online key signs each publish.")
+
+    @Option(help: "The folder for root.key and online.key (created, files mode 0600).")
+    var out: String
+
+    @Flag(help: "Print the result as JSON.")
+    var json = false
+
+    func run() async throws {
+        let paths = try Keys.generate(into: out)
+        Output(json: json).result(paths, human: "wrote \(paths.rootKey) and \(paths.onlineKey)")
+    }
+}
+
+struct RepoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "repo", abstract: "Create a repository or re-sign its short-lived metadata.",
+        subcommands: [RepoInit.self, RepoRefresh.self])
+}
+
+struct RepoInit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init", abstract: "Create a new repository: signed root, empty targets.",
+        discussion: "Example:\n  patchsync repo init --origin out/ --root-key keys/root.key --online-key keys/online.key")
+
+    @Option(help: "The origin folder to create the repository in.") var origin: String
+    @Option(help: "The root key file.") var rootKey: String
+    @Option(help: "The online key file (signs timestamp, snapshot and targets).") var onlineKey: String
+    @Option(help: "How long the root stays valid (365d, 12h, …).") var expires: String = "365d"
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        var lifetimes = Repository.Lifetimes()
+        lifetimes.root = try parseDuration(expires)
+        let repo = try Repository.create(origin: origin, rootKey: try SigningKey.load(path: rootKey),
+                                         onlineKey: try SigningKey.load(path: onlineKey), lifetimes: lifetimes)
+        struct Result: Encodable { var origin: String; var root: String }
+        let root = repo.origin + "/metadata/root.json"
+        Output(json: json).result(Result(origin: repo.origin, root: root),
+                                  human: "created a repository in \(repo.origin)\nship \(root) with the game")
+    }
+}
+
+struct RepoRefresh: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "refresh", abstract: "Re-sign snapshot and timestamp before they expire (a cron job).",
+        discussion: "Example:\n  patchsync repo refresh --origin out/ --key keys/online.key")
+
+    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The online key file.") var key: String
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        var repo = try Repository.load(origin: origin)
+        try repo.refresh(key: try SigningKey.load(path: key))
+        struct Result: Encodable { var origin: String; var refreshed: Bool }
+        Output(json: json).result(Result(origin: origin, refreshed: true),
+                                  human: "re-signed snapshot and timestamp of \(origin)")
+    }
+}
+
+struct Publish: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Chunk, compress and publish a build folder into an origin.",
+        discussion: """
+            Writes only objects not already in the origin, then the manifest and new signed
+            metadata. Publishing the same build id with the same content again is a no-op.
+
+            Example:
+              patchsync publish build/ --origin out/ --build-id 1.4.2+873 --key keys/online.key
+            """)
+
+    @Argument(help: "The build folder.") var buildDirectory: String
+    @Option(help: "The origin folder (created with `repo init`).") var origin: String
+    @Option(help: "The build id, e.g. 1.4.2+873.") var buildId: String
+    @Option(help: "The online key file.") var key: String
+    @Option(help: "The channel.") var channel: String = "live"
+    @Option(help: "A bundles file (JSON): bundle name, required, priority, path globs.") var bundles: String?
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        let rules = try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
+            ?? BundleRules(bundles: [.base])
+        var options = Publisher.Options(buildDirectory: buildDirectory, origin: origin,
+                                        buildId: try BuildID(buildId), bundles: rules)
+        options.channel = try Channel(channel)
+        let report = try Publisher(options: options, key: try SigningKey.load(path: key)).run()
+        let human = report.alreadyPublished
+            ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"
+            : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
+                + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
+                + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
+        Output(json: json).result(report, human: human)
+    }
+}

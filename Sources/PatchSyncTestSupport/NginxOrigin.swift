@@ -1,0 +1,136 @@
+import Foundation
+
+/// A real nginx serving a folder on a free loopback port, started and stopped by
+/// tests and the demo: real Range, keep-alive and status behaviour, and an access
+/// log that counts what the origin sent.
+public final class NginxOrigin: @unchecked Sendable {
+    public let root: String
+    public let port: Int
+    private let directory: String
+    private let process: Process
+
+    /// Starts nginx serving `root`; `rateLimit` (e.g. "2m") slows each response, for kill tests.
+    public init(root: String, rateLimit: String? = nil) throws {
+        self.root = root
+        directory = NSTemporaryDirectory() + "patchsync-nginx-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory + "/tmp", withIntermediateDirectories: true)
+        port = try Self.freePort()
+        let conf = Self.configuration(root: root, directory: directory, port: port, rateLimit: rateLimit)
+        try conf.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.nginxPath())
+        process.arguments = ["-p", directory, "-c", directory + "/nginx.conf", "-e", directory + "/error.log"]
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        try waitUntilListening()
+    }
+
+    deinit { stop() }
+
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Stops nginx (fast shutdown) and waits for it.
+    public func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// One served request from the access log.
+    public struct Request: Sendable {
+        public var method: String
+        public var path: String
+        public var status: Int
+        public var bodyBytes: Int64
+        public var range: String
+    }
+
+    /// Every request served so far.
+    public func requests() -> [Request] {
+        guard let log = try? String(contentsOfFile: directory + "/access.log", encoding: .utf8) else { return [] }
+        return log.split(separator: "\n").compactMap { line in
+            let f = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+            guard f.count >= 5, let status = Int(f[2]), let bytes = Int64(f[3]) else { return nil }
+            return Request(method: f[0], path: f[1], status: status, bodyBytes: bytes, range: f[4])
+        }
+    }
+
+    /// Body bytes sent for paths with `prefix` (all when nil).
+    public func bytesServed(under prefix: String? = nil) -> Int64 {
+        requests().filter { prefix == nil || $0.path.hasPrefix(prefix!) }.reduce(0) { $0 + $1.bodyBytes }
+    }
+
+    private static func configuration(root: String, directory: String, port: Int, rateLimit: String?) -> String {
+        let user = getuid() == 0 ? "user root root;" : ""
+        return """
+            daemon off;
+            \(user)
+            worker_processes 1;
+            pid \(directory)/nginx.pid;
+            error_log \(directory)/error.log warn;
+            events { worker_connections 512; }
+            http {
+                default_type application/octet-stream;
+                log_format counts '$request_method $uri $status $body_bytes_sent $http_range';
+                access_log \(directory)/access.log counts;
+                client_body_temp_path \(directory)/tmp;
+                proxy_temp_path \(directory)/tmp;
+                fastcgi_temp_path \(directory)/tmp;
+                uwsgi_temp_path \(directory)/tmp;
+                scgi_temp_path \(directory)/tmp;
+                sendfile on;
+                keepalive_requests 100000;
+                server {
+                    listen 127.0.0.1:\(port);
+                    root \(root);
+                    location / { \(rateLimit.map { "limit_rate \($0);" } ?? "") }
+                }
+            }
+            """
+    }
+
+    private static func nginxPath() throws -> String {
+        for path in ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
+        where FileManager.default.isExecutableFile(atPath: path) { return path }
+        throw NSError(domain: "NginxOrigin", code: 1,
+                      userInfo: [NSLocalizedDescriptionKey: "nginx is not installed: run `make test` (it installs it)"])
+    }
+
+    /// A port the kernel reports free (bind to 0, read it back, close).
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw NSError(domain: "NginxOrigin", code: 2) }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// Waits (bounded, 10 s) until nginx accepts connections.
+    private func waitUntilListening() throws {
+        for _ in 0..<200 {
+            guard process.isRunning else { break }
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = in_port_t(UInt16(port).bigEndian)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
+            }
+            close(fd)
+            if connected { return }
+            usleep(50_000)
+        }
+        let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
+        throw NSError(domain: "NginxOrigin", code: 3,
+                      userInfo: [NSLocalizedDescriptionKey: "nginx did not start on port \(port): \(log)"])
+    }
+}

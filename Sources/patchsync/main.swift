@@ -1,0 +1,3 @@
+import PatchSyncCLI
+
+await PatchSyncCommand.runMain()

@@ -16,13 +16,13 @@ struct ChunkFetcher: Sendable {
                 var running = 0
                 for request in requests {
                     if running >= limit {
-                        if let bytes = try await group.next() { onEvent(progress.add(bytes)) }
+                        if let bytes = try await group.next(), let event = progress.add(bytes) { onEvent(event) }
                         running -= 1
                     }
                     group.addTask { try await fetch(request) }
                     running += 1
                 }
-                for try await bytes in group { onEvent(progress.add(bytes)) }
+                for try await bytes in group { if let event = progress.add(bytes) { onEvent(event) } }
             }
         } catch { throw PatchSyncError.wrap(error) }
     }
@@ -48,17 +48,24 @@ struct ChunkFetcher: Sendable {
         throw Origin.error(fetching: "object \(object)", failures)
     }
 
-    /// Bytes done out of the total, shared by the concurrent requests.
+    /// Bytes done out of the total, shared by the concurrent requests; an event at most
+    /// every half second, and always at the end.
+    ///
+    /// Thread-safety: `lock` guards the counters.
     private final class Progress: @unchecked Sendable {
         private let lock = NSLock()
         private var done: Int64 = 0
         private let total: Int64
+        private var last = ContinuousClock.now
 
         init(total: Int64) { self.total = total }
 
-        func add(_ bytes: Int64) -> SyncEvent {
+        func add(_ bytes: Int64) -> SyncEvent? {
             lock.withLock {
                 done += bytes
+                let now = ContinuousClock.now
+                guard done >= total || now - last >= .milliseconds(500) else { return nil }
+                last = now
                 return .transfer(done: done, total: total)
             }
         }

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The PatchSync demo: a release engineer publishes two builds of the sample game,
+# and a player's install goes from nothing to build 1, then to build 2, over HTTP
+# range requests from a real nginx on loopback.
+set -euo pipefail
+
+BIN=$(cd "${1:-.build/release}" && pwd)
+WORK=$(mktemp -d /tmp/patchsync-demo.XXXXXX)
+SERVE_PID=""
+cleanup() {
+    [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+ps_() { "$BIN/patchsync" "$@"; }
+
+step "Generating the sample game, builds 1 and 2 (seed 2026, about 100 MB each)"
+"$BIN/patchsync-sample" generate --build 1 --out "$WORK/build-1"
+"$BIN/patchsync-sample" generate --build 2 --out "$WORK/build-2"
+du -sh "$WORK/build-1" "$WORK/build-2"
+
+step "Release engineer: keys, a repository, and build 1"
+run "$BIN/patchsync" keygen --out "$WORK/keys"
+run "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key"
+run "$BIN/patchsync" publish "$WORK/build-1" --origin "$WORK/origin" --build-id 1.0.0+1 --key "$WORK/keys/online.key"
+
+step "Serving the origin with nginx on loopback"
+"$BIN/patchsync-sample" serve --root "$WORK/origin" --url-file "$WORK/url" &
+SERVE_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/url" ] && break; sleep 0.1; done
+URL=$(cat "$WORK/url")
+echo "origin: $URL"
+
+step "Player: a new install that trusts the shipped root.json"
+run "$BIN/patchsync" init --install "$WORK/game" --remote "$URL" --root "$WORK/origin/metadata/root.json"
+run "$BIN/patchsync" sync --install "$WORK/game"
+run "$BIN/patchsync" apply --install "$WORK/game"
+diff -r "$WORK/build-1" "$WORK/game/current" && echo "current/ is byte-identical to build 1"
+
+step "Release engineer: build 2 (about 5% changed)"
+run "$BIN/patchsync" publish "$WORK/build-2" --origin "$WORK/origin" --build-id 1.0.1+2 --key "$WORK/keys/online.key"
+
+step "Player: the patch to build 2"
+printf '$ %s\n' "patchsync sync --install $WORK/game --json"
+"$BIN/patchsync" sync --install "$WORK/game" --json | tee "$WORK/sync.json" | tail -n 1
+run "$BIN/patchsync" apply --install "$WORK/game"
+diff -r "$WORK/build-2" "$WORK/game/current" && echo "current/ is byte-identical to build 2"
+run "$BIN/patchsync" status --install "$WORK/game"
+
+step "What the patch cost"
+python3 - "$WORK" <<'PY'
+import gzip, json, sys
+work = sys.argv[1]
+result = json.loads(open(f"{work}/sync.json").read().strip().splitlines()[-1])
+def load(build):
+    return json.load(gzip.open(f"{work}/game/.patchsync/manifests/{build}.json.gz"))
+old, new = load("1.0.0+1"), load("1.0.1+2")
+old_chunks = {c["sha256"] for f in old["files"] for c in f["chunks"]}
+size = sum(f["size"] for f in new["files"])
+compressed, changed, seen = 0, 0, set()
+for f in new["files"]:
+    for c in f["chunks"]:
+        if c["sha256"] in seen:
+            continue
+        seen.add(c["sha256"])
+        compressed += c["objectLength"]
+        if c["sha256"] not in old_chunks:
+            changed += c["objectLength"]
+got = result["bytesReceived"]
+mib = lambda n: f"{n / 1048576:.1f} MiB"
+print(f"build 2 size:                         {mib(size)}")
+print(f"build 2 compressed (all chunks):      {mib(compressed)}")
+print(f"compressed size of the changed chunks: {mib(changed)}")
+print(f"downloaded for the patch:             {mib(got)} "
+      f"({got / size:.1%} of the build, {got / compressed:.1%} of its compressed size, "
+      f"{got / changed:.2f}x the changed chunks)")
+PY

@@ -1,0 +1,34 @@
+# PatchSync: `make demo` runs the sample end to end, `make test` runs all that CI runs.
+# Both install what is missing first (Debian packages through apt-get; sudo when not root).
+
+SWIFT ?= swift
+APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libssl-dev libsqlite3-dev pkg-config nginx-light python3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps demo test build release clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && ! { [ "$$missing" = " nginx-light" ] && [ -x /usr/sbin/nginx ]; }; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema \
+	  || python3 -m pip install -q --break-system-packages jsonschema
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product patchsync
+	$(SWIFT) build -c release --product patchsync-sample
+
+demo: release
+	bash Examples/demo.sh .build/release
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+clean:
+	rm -rf .build

@@ -55,9 +55,10 @@ public final class NginxOrigin: @unchecked Sendable {
         }
     }
 
-    /// Body bytes sent for paths with `prefix` (all when nil).
+    /// Body bytes of successful responses (2xx) for paths with `prefix` (all when nil).
     public func bytesServed(under prefix: String? = nil) -> Int64 {
-        requests().filter { prefix == nil || $0.path.hasPrefix(prefix!) }.reduce(0) { $0 + $1.bodyBytes }
+        requests().filter { (200..<300).contains($0.status) && (prefix == nil || $0.path.hasPrefix(prefix!)) }
+            .reduce(0) { $0 + $1.bodyBytes }
     }
 
     private static func configuration(root: String, directory: String, port: Int, rateLimit: String?) -> String {

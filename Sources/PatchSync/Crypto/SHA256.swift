@@ -17,6 +17,14 @@ public struct SHA256Digest: Hashable, Sendable, Comparable, CustomStringConverti
     public var description: String { hex }
     public static func < (a: Self, b: Self) -> Bool { a.hex < b.hex }
 
+    /// The SHA-256 of `data`.
+    public static func of(_ data: Data) -> SHA256Digest { SHA256Hasher.hash(data) }
+
+    /// The SHA-256 of a file's content, read in bounded pieces.
+    public static func of(file path: String) throws(PatchSyncError) -> SHA256Digest {
+        do { return try SHA256Hasher.hash(file: path) } catch { throw PatchSyncError.wrap(error) }
+    }
+
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let digest = SHA256Digest(hex: text) else {

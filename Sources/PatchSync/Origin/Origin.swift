@@ -50,7 +50,11 @@ final class Origin: MetadataSource, Sendable {
             case .failure(let failure): failures.append((mirrors[index], failure))
             }
         }
-        if failures.allSatisfy({ if case .notFound = $0.1 { return true }; return false }) { return nil }
+        // A mirror that answers "not found" is believed over ones that cannot be reached.
+        let answered = failures.filter { if case .network = $0.1 { return false }; return true }
+        if !answered.isEmpty, answered.allSatisfy({ if case .notFound = $0.1 { return true }; return false }) {
+            return nil
+        }
         throw Origin.error(fetching: path, failures)
     }
 

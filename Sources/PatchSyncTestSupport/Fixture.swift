@@ -1,0 +1,129 @@
+import Foundation
+import PatchSync
+
+/// A scratch world for one test: a temporary folder with keys, an origin
+/// repository, generated builds and installs; removed when released.
+public final class Fixture: @unchecked Sendable {
+    public let directory: String
+    public let rootKey: SigningKey
+    public let onlineKey: SigningKey
+    public var origin: String { directory + "/origin" }
+    public var rootMetadata: String { origin + "/metadata/root.json" }
+
+    public init(now: Date = Date()) throws {
+        directory = NSTemporaryDirectory() + "patchsync-test-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let keys = try Keys.generate(into: directory + "/keys")
+        rootKey = try SigningKey.load(path: keys.rootKey)
+        onlineKey = try SigningKey.load(path: keys.onlineKey)
+        _ = try Repository.create(origin: directory + "/origin", rootKey: rootKey, onlineKey: onlineKey, now: now)
+    }
+
+    deinit {
+        _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+w", directory]).waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    public var keyDirectory: String { directory + "/keys" }
+
+    /// Writes build `number` of the sample game at `scale` and returns its folder.
+    public func sampleBuild(_ number: Int, scale: Double, seed: UInt64 = 7) throws -> String {
+        let path = directory + "/build-\(number)"
+        if !FileManager.default.fileExists(atPath: path) {
+            try SampleGame(seed: seed, scale: scale).write(build: number, into: path)
+        }
+        return path
+    }
+
+    /// Publishes a build folder into the origin.
+    @discardableResult
+    public func publish(_ build: String, id: String, channel: String = "live",
+                        chunking: ChunkingParameters = .standard, now: Date = Date()) throws -> Publisher.Report {
+        var options = Publisher.Options(buildDirectory: build, origin: origin, buildId: try BuildID(id),
+                                        bundles: try BundleRules(bundles: [.base]))
+        options.channel = try Channel(channel)
+        options.chunking = chunking
+        options.now = now
+        return try Publisher(options: options, key: onlineKey).run()
+    }
+
+    /// Creates an install following `remotes`.
+    public func makeInstall(_ name: String = "install", remotes: [String], configure: (inout InstallConfig) -> Void = { _ in }) throws -> Install {
+        var config = InstallConfig(remotes: remotes, channel: "live")
+        configure(&config)
+        return try Install.create(at: directory + "/" + name, config: config, trustedRoot: rootMetadata)
+    }
+
+    /// The origin as a file:// remote.
+    public var fileRemote: String { "file://" + origin }
+}
+
+/// Runs the built `patchsync` binary and captures what it printed.
+public enum CLI {
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// The folder of the built products (next to the test bundle).
+    public static var productsDirectory: String {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var dir = (exe as NSString).deletingLastPathComponent
+        while !dir.isEmpty, dir != "/", !FileManager.default.isExecutableFile(atPath: dir + "/patchsync") {
+            dir = (dir as NSString).deletingLastPathComponent
+        }
+        return dir
+    }
+
+    public static var executable: String { productsDirectory + "/patchsync" }
+
+    /// Runs `patchsync ARGS…` to completion.
+    public static func run(_ arguments: [String]) throws -> Result {
+        let process = try start(arguments)
+        let out = process.out.fileHandleForReading.readDataToEndOfFile()
+        let err = process.err.fileHandleForReading.readDataToEndOfFile()
+        process.process.waitUntilExit()
+        return Result(status: process.process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+                      stderr: String(decoding: err, as: UTF8.self))
+    }
+
+    /// Starts `patchsync ARGS…` without waiting, for kill tests.
+    public static func start(_ arguments: [String]) throws -> (process: Process, out: Pipe, err: Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        return (process, out, err)
+    }
+}
+
+/// A file's content hash and permission bits.
+public struct FileFacts: Hashable, Sendable {
+    public var sha256: String
+    public var mode: Int
+
+    public init(sha256: String, mode: Int) {
+        self.sha256 = sha256
+        self.mode = mode
+    }
+}
+
+/// The content hash and mode of every file under a folder (a `current` link is followed).
+public func treeFacts(_ root: String) throws -> [String: FileFacts] {
+    let resolved = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+    var result: [String: FileFacts] = [:]
+    guard let walker = FileManager.default.enumerator(atPath: resolved) else { return result }
+    while let path = walker.nextObject() as? String {
+        let full = resolved + "/" + path
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: full, isDirectory: &isDir), !isDir.boolValue else { continue }
+        let attrs = try FileManager.default.attributesOfItem(atPath: full)
+        let mode = (attrs[.posixPermissions] as? NSNumber)?.intValue ?? 0
+        result[path] = FileFacts(sha256: try SHA256Digest.of(file: full).hex, mode: mode)
+    }
+    return result
+}

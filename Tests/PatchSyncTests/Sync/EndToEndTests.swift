@@ -1,0 +1,85 @@
+import Foundation
+@testable import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+@Suite("Publish, sync and apply against nginx", .tags(.large))
+struct EndToEndTests {
+    /// Checks that `current` holds exactly the build folder: every file's SHA-256, and its mode without write bits.
+    static func expectInstalled(_ install: Install, matches build: String) throws {
+        let installed = try treeFacts(install.root + "/current")
+        let expected = try treeFacts(build).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) }
+        #expect(installed.count == expected.count)
+        #expect(installed == expected)
+    }
+
+    /// The compressed bytes of the distinct chunks of `new` that `old` does not have.
+    static func missingChunkBytes(_ new: Manifest, given old: Manifest?) -> Int64 {
+        let have = Set(old?.files.flatMap { $0.chunks.map(\.sha256) } ?? [])
+        var seen = Set<SHA256Digest>(), total: Int64 = 0
+        for chunk in new.files.flatMap(\.chunks) where !have.contains(chunk.sha256) && seen.insert(chunk.sha256).inserted {
+            total += Int64(chunk.objectLength)
+        }
+        return total
+    }
+
+    @Test("a fresh install is byte-identical to the build, and the patch 1→2 fetches little more than the changed chunks")
+    func installAndPatch() async throws {
+        let fixture = try Fixture()
+        let build1 = try fixture.sampleBuild(1, scale: 0.05), build2 = try fixture.sampleBuild(2, scale: 0.05)
+        try fixture.publish(build1, id: "1.0+1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        let install = try fixture.makeInstall(remotes: [nginx.url])
+
+        let first = try await Syncer(install: install).run()
+        #expect(first.outcome == .ready)
+        #expect(install.currentBuild() == nil, "sync never touches the live tree")
+        #expect(try install.applyPendingUpdate().applied)
+        try Self.expectInstalled(install, matches: build1)
+        let manifest1 = try Syncer(install: install).loadManifest("1.0+1")
+        #expect(nginx.bytesServed(under: "/objects/") == Self.missingChunkBytes(manifest1, given: nil))
+
+        try fixture.publish(build2, id: "1.1+2")
+        let before = nginx.bytesServed(under: "/objects/"), metaBefore = nginx.bytesServed() - before
+        let patch = try await Syncer(install: install).run()
+        let fetched = nginx.bytesServed(under: "/objects/") - before
+        let metadata = nginx.bytesServed() - nginx.bytesServed(under: "/objects/") - metaBefore
+        let manifest2 = try Syncer(install: install).loadManifest("1.1+2")
+        let lacking = Self.missingChunkBytes(manifest2, given: manifest1)
+        #expect(lacking > 0)
+        #expect(Double(fetched) <= 1.1 * Double(lacking), "fetched \(fetched) for \(lacking) of changed chunks")
+        #expect(patch.bytesReceived == fetched + metadata)
+        #expect(patch.filesLinked > 300)
+        #expect(install.currentBuild() == "1.0+1")
+        let applied = try install.applyPendingUpdate()
+        #expect(applied.current == "1.1+2" && applied.previous == "1.0+1")
+        try Self.expectInstalled(install, matches: build2)
+
+        let again = try await Syncer(install: install).run()
+        #expect(again.outcome == .upToDate)
+        #expect(nginx.bytesServed(under: "/objects/") - before == fetched, "an up-to-date sync fetches no objects")
+    }
+
+    @Test("mirrors are tried in order: a dead first mirror falls over to the next")
+    func failover() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        let install = try fixture.makeInstall(remotes: ["http://127.0.0.1:1", nginx.url])
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        _ = try install.applyPendingUpdate()
+        try Self.expectInstalled(install, matches: build)
+    }
+
+    @Test("a sync from a file:// origin installs the same tree")
+    func fileOrigin() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        try Self.expectInstalled(install, matches: build)
+    }
+}

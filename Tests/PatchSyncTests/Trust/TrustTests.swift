@@ -1,0 +1,114 @@
+import Foundation
+@testable import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+@Suite("The TUF trust chain", .tags(.medium))
+struct TrustTests {
+    /// A fixture with build 1 installed and current, and build 2 published, over file://.
+    static func installedWithUpdate() async throws -> (Fixture, Install) {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2")
+        return (fixture, install)
+    }
+
+    /// Runs a sync that must be refused as bad data, and checks that nothing live changed.
+    static func expectRefused(_ install: Install, mentioning text: String) async throws {
+        let before = try treeFacts(install.root + "/current")
+        let error = await #expect(throws: PatchSyncError.self) { try await Syncer(install: install).run() }
+        #expect(error?.code == .refusedData)
+        #expect(error?.description.contains(text) == true, "\(String(describing: error))")
+        #expect(install.currentBuild() == "1")
+        #expect(try install.status().ready == nil)
+        #expect(try treeFacts(install.root + "/current") == before)
+    }
+
+    @Test("metadata written by the publisher verifies through the client workflow")
+    func roundTrip() async throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.005), id: "1.0+1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let origin = try Origin(mirrors: [fixture.fileRemote], client: try HTTPClient())
+        let trusted = try await TrustClient(directory: install.metadataDirectory, source: origin, now: Date()).refresh()
+        let target = try #require(trusted.targets.signed.targets["manifests/live/1.0+1.json.gz"])
+        #expect(target.custom == ManifestTargetInfo(channel: "live", buildId: "1.0+1", sequence: 1))
+        #expect(trusted.timestamp.signed.meta["snapshot.json"]?.version == trusted.snapshot.signed.version)
+        let repo = try Repository.load(origin: fixture.origin)
+        #expect(repo.targetFiles == trusted.targets.signed.targets)
+    }
+
+    @Test("a timestamp with a bad signature is refused, the live tree untouched")
+    func badSignature() async throws {
+        let (fixture, install) = try await Self.installedWithUpdate()
+        let path = fixture.origin + "/metadata/timestamp.json"
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        let sig = try #require(text.range(of: "\"sig\":\"")).upperBound
+        text.replaceSubrange(sig...sig, with: text[sig] == "0" ? "1" : "0")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        try await Self.expectRefused(install, mentioning: "valid signature")
+    }
+
+    @Test("an expired timestamp is refused (freeze attack), the live tree untouched")
+    func expiredTimestamp() async throws {
+        let (fixture, install) = try await Self.installedWithUpdate()
+        var repo = try Repository.load(origin: fixture.origin)
+        try repo.refresh(key: fixture.onlineKey, now: Date(timeIntervalSinceNow: -30 * 86400))
+        try await Self.expectRefused(install, mentioning: "expired")
+    }
+
+    @Test("a timestamp older than the trusted one is refused (rollback), the live tree untouched")
+    func rollback() async throws {
+        let (fixture, install) = try await Self.installedWithUpdate()
+        let path = fixture.origin + "/metadata/timestamp.json"
+        let old = try Data(contentsOf: URL(fileURLWithPath: path))
+        var repo = try Repository.load(origin: fixture.origin)
+        try repo.refresh(key: fixture.onlineKey)
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")  // no-op: already published
+        let synced = try await Syncer(install: install).run()
+        #expect(synced.buildId == "2")
+        try FileManager.default.removeItem(atPath: install.stagedDirectory("2"))
+        try install.state().set(["ready": nil])
+        try old.write(to: URL(fileURLWithPath: path))
+        try await Self.expectRefused(install, mentioning: "rollback")
+    }
+
+    @Test("a root rotation is followed when both roots sign it, and refused when the old root did not")
+    func rootRotation() async throws {
+        let (fixture, install) = try await Self.installedWithUpdate()
+        var repo = try Repository.load(origin: fixture.origin)
+        let newRoot = SigningKey(try Ed25519.generate())
+        var next = repo.root.signed
+        next.version = 2
+        let newID = try newRoot.publicKey.keyID()
+        next.keys[newID] = newRoot.publicKey
+        next.roles["root"] = TUFRole(keyids: [newID], threshold: 1)
+        let onlyNew = try Signed(signing: next, with: [newRoot])
+        try onlyNew.serialized().write(to: URL(fileURLWithPath: fixture.origin + "/metadata/2.root.json"))
+        try await Self.expectRefused(install, mentioning: "2.root.json")
+
+        let both = try Signed(signing: next, with: [fixture.rootKey, newRoot])
+        try both.serialized().write(to: URL(fileURLWithPath: fixture.origin + "/metadata/2.root.json"))
+        repo = try Repository.load(origin: fixture.origin)
+        #expect(repo.root.signed.version == 2)
+        let report = try await Syncer(install: install).run()
+        #expect(report.outcome == .ready)
+        let trusted: Signed<RootMetadata> = try Signed(
+            parsing: try Data(contentsOf: URL(fileURLWithPath: install.metadataDirectory + "/root.json")), name: "root")
+        #expect(trusted.signed.version == 2)
+    }
+
+    @Test("a manifest whose bytes differ from its signed target is refused")
+    func tamperedManifest() async throws {
+        let (fixture, install) = try await Self.installedWithUpdate()
+        let dir = fixture.origin + "/targets/manifests/live"
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".2.json.gz") })
+        var data = try Data(contentsOf: URL(fileURLWithPath: dir + "/" + name))
+        data[data.count / 2] ^= 0x01
+        try data.write(to: URL(fileURLWithPath: dir + "/" + name))
+        try await Self.expectRefused(install, mentioning: "SHA-256")
+    }
+}

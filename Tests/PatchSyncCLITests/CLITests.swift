@@ -1,1 +1,131 @@
+import Foundation
+import PatchSync
+import PatchSyncCLI
+import PatchSyncTestSupport
 import Testing
+
+extension Tag {
+    @Tag static var cli: Self
+}
+
+/// Parses the last line of `--json` output.
+func lastJSON(_ text: String) throws -> [String: Any] {
+    let line = try #require(text.split(separator: "\n").last)
+    return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+}
+
+@Suite("The command line", .tags(.cli))
+struct CLITests {
+    static let verbs: [[String]] = [
+        ["keygen"], ["repo", "init"], ["repo", "refresh"], ["publish"], ["init"], ["sync"], ["apply"], ["status"],
+    ]
+
+    @Test("every verb has --help with an example", arguments: verbs)
+    func help(verb: [String]) throws {
+        let result = try CLI.run(verb + ["--help"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("USAGE: patchsync \(verb.joined(separator: " "))"))
+        #expect(result.stdout.contains("Example"))
+        #expect(result.stdout.contains("patchsync \(verb.joined(separator: " ")) "))
+    }
+
+    @Test("the top-level help lists the verbs and the exit statuses")
+    func topHelp() throws {
+        let result = try CLI.run(["--help"])
+        #expect(result.status == 0)
+        for verb in ["keygen", "repo", "publish", "init", "sync", "apply", "status"] {
+            #expect(result.stdout.contains("  \(verb)"))
+        }
+        #expect(result.stdout.contains("75 deferred"))
+    }
+
+    @Test("the exit status table is DESIGN.md's", arguments: [
+        (PatchSyncError.Code.usage, Int32(64)), (.refusedData, 65), (.originUnavailable, 69), (.localIO, 74),
+        (.deferred, 75), (.internal, 1),
+    ])
+    func exitTable(code: PatchSyncError.Code, status: Int32) {
+        #expect(ExitStatus.of(code) == status)
+    }
+
+    @Test("bad usage exits 64 with a message that names the problem")
+    func usage() throws {
+        let unknown = try CLI.run(["sync", "--no-such-flag"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.contains("--no-such-flag"))
+        let fixture = try Fixture()
+        let notInstall = try CLI.run(["status", "--install", fixture.directory])
+        #expect(notInstall.status == 64)
+        #expect(notInstall.stderr.contains("error: \(fixture.directory) is not a PatchSync install"))
+        #expect(notInstall.stderr.contains("hint: create one with `patchsync init"))
+        let badID = try CLI.run(["publish", fixture.directory, "--origin", fixture.origin, "--build-id", "../x",
+                                 "--key", fixture.keyDirectory + "/online.key"])
+        #expect(badID.status == 64)
+    }
+
+    @Test("no reachable mirror exits 69 naming the mirror, with a JSON error under --json")
+    func originUnavailable() throws {
+        let fixture = try Fixture()
+        let install = fixture.directory + "/game"
+        #expect(try CLI.run(["init", "--install", install, "--remote", "http://127.0.0.1:1",
+                             "--root", fixture.rootMetadata]).status == 0)
+        let result = try CLI.run(["sync", "--install", install, "--json"])
+        #expect(result.status == 69)
+        let error = try lastJSON(result.stdout)
+        #expect(error["exitStatus"] as? Int == 69)
+        #expect(error["code"] as? String == "originUnavailable")
+        #expect((error["error"] as? String)?.contains("http://127.0.0.1:1") == true)
+    }
+
+    @Test("a sync while another holds the install's lock exits 75 (deferred)")
+    func deferred() throws {
+        let fixture = try Fixture()
+        let install = fixture.directory + "/game"
+        _ = try CLI.run(["init", "--install", install, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata])
+        let fd = open(install + "/.patchsync/lock", O_RDWR | O_CREAT, 0o644)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX) == 0)
+        let result = try CLI.run(["sync", "--install", install])
+        #expect(result.status == 75)
+        #expect(result.stderr.contains("another PatchSync process"))
+    }
+
+    @Test("a local file system error exits 74")
+    func localIO() throws {
+        let fixture = try Fixture()
+        let result = try CLI.run(["init", "--install", "/etc/hostname/game", "--remote", fixture.fileRemote,
+                                  "--root", fixture.rootMetadata])
+        #expect(result.status == 74)
+        #expect(result.stderr.contains("/etc/hostname"))
+    }
+
+    @Test("status --json is one object with the install's builds")
+    func statusJSON() throws {
+        let fixture = try Fixture()
+        let install = fixture.directory + "/game"
+        _ = try CLI.run(["init", "--install", install, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata])
+        let result = try CLI.run(["status", "--install", install, "--json"])
+        #expect(result.status == 0)
+        let status = try lastJSON(result.stdout)
+        #expect(Set(status.keys) == ["install", "channel", "remotes", "builds"])
+        #expect(status["channel"] as? String == "live")
+    }
+
+    @Test("the publisher verbs: keygen writes 0600 keys, repo init and refresh sign metadata")
+    func publisherVerbs() throws {
+        let dir = NSTemporaryDirectory() + "patchsync-cli-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try CLI.run(["keygen", "--out", dir + "/keys"]).status == 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: dir + "/keys/online.key")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(try CLI.run(["keygen", "--out", dir + "/keys"]).status == 64, "keys are never overwritten")
+        let initResult = try CLI.run(["repo", "init", "--origin", dir + "/origin", "--root-key", dir + "/keys/root.key",
+                                      "--online-key", dir + "/keys/online.key", "--json"])
+        #expect(initResult.status == 0)
+        let refresh = try CLI.run(["repo", "refresh", "--origin", dir + "/origin", "--key", dir + "/keys/online.key"])
+        #expect(refresh.status == 0)
+        let wrongKey = try CLI.run(["repo", "refresh", "--origin", dir + "/origin", "--key", dir + "/keys/root.key"])
+        #expect(wrongKey.status == 64)
+        #expect(wrongKey.stderr.contains("is not the timestamp key"))
+        #expect(FileManager.default.fileExists(atPath: dir + "/origin/metadata/2.snapshot.json"))
+    }
+}

@@ -38,7 +38,6 @@ extension Syncer {
             .run(requests, total: fetchPlan.bytesToFetch)
         try files.flush()
         try finish(manifest, plan: plan, directory: directory, state: state)
-        onEvent(.phase("build \(id) is staged and ready"))
     }
 
     func loadManifest(_ build: String) throws(PatchSyncError) -> Manifest {

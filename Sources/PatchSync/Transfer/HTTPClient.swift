@@ -3,10 +3,11 @@ import Foundation
 
 /// Runs HTTP(S) and file transfers on libcurl's multi interface, on one thread.
 ///
-/// Thread-safety: the transfer thread owns the multi handle and every easy
-/// handle; other threads only append to `inbox` under `lock` and wake the
-/// thread with curl_multi_wakeup. Results come back through continuations.
-final class HTTPClient: @unchecked Sendable {
+/// Thread-safety: the transfer thread (``TransferLoop``) owns the multi handle and
+/// every easy handle; callers only hand requests to its locked inbox and wake it
+/// with curl_multi_wakeup. Results come back through continuations. Releasing the
+/// client stops the thread after the transfers in flight complete.
+final class HTTPClient: Sendable {
     /// Connection and timeout settings.
     struct Settings: Sendable {
         var maxConnections = 8
@@ -19,44 +20,24 @@ final class HTTPClient: @unchecked Sendable {
         var caFile: String?
     }
 
-    private let multi: UnsafeMutableRawPointer
-    private let settings: Settings
-    private let lock = NSLock()
-    private var inbox: [TransferBox] = []
-    private var stopping = false
-    private var bytesTotal: Int64 = 0
-    private let finished = DispatchSemaphore(value: 0)
-
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+    private let loop: TransferLoop
 
     init(settings: Settings = Settings()) throws(PatchSyncError) {
-        _ = Self.globalInit
-        guard let multi = curl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
-        self.multi = multi
-        self.settings = settings
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
-        let thread = Thread { [unowned self] in self.loop() }
+        loop = try TransferLoop(settings: settings)
+        let thread = Thread { [loop] in loop.run() }
         thread.name = "patchsync-transfer"
         thread.start()
     }
 
-    deinit {
-        lock.withLock { stopping = true }
-        curl_multi_wakeup(multi)
-        finished.wait()
-        curl_multi_cleanup(multi)
-    }
+    deinit { loop.stop() }
 
     /// Body bytes received by every transfer so far.
-    var bytesReceived: Int64 { lock.withLock { bytesTotal } }
+    var bytesReceived: Int64 { loop.bytesReceived }
 
     /// Performs one request, handing the body to `sink` on the transfer thread.
     func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<TransferResponse, TransferFailure> {
         await withCheckedContinuation { continuation in
-            let box = TransferBox(request: request, sink: sink, continuation: continuation)
-            lock.withLock { inbox.append(box) }
-            curl_multi_wakeup(multi)
+            loop.submit(TransferBox(request: request, sink: sink, continuation: continuation))
         }
     }
 
@@ -65,10 +46,51 @@ final class HTTPClient: @unchecked Sendable {
         let sink = DataSink()
         return await fetch(TransferRequest(url: url, maxBytes: maxBytes), into: sink).map { _ in sink.data }
     }
+}
+
+/// The transfer thread's state: the multi handle, the inbox and the counters.
+///
+/// Thread-safety: `run()` is the only user of the multi and easy handles; `lock`
+/// guards `inbox`, `stopping` and `bytesTotal`, which other threads touch.
+private final class TransferLoop: @unchecked Sendable {
+    private let multi: UnsafeMutableRawPointer
+    private let settings: HTTPClient.Settings
+    private let lock = NSLock()
+    private var inbox: [TransferBox] = []
+    private var stopping = false
+    private var bytesTotal: Int64 = 0
+    private let finished = DispatchSemaphore(value: 0)
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    init(settings: HTTPClient.Settings) throws(PatchSyncError) {
+        _ = Self.globalInit
+        guard let multi = curl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
+        self.multi = multi
+        self.settings = settings
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
+    }
+
+    deinit { curl_multi_cleanup(multi) }
+
+    var bytesReceived: Int64 { lock.withLock { bytesTotal } }
+
+    func submit(_ box: TransferBox) {
+        lock.withLock { inbox.append(box) }
+        curl_multi_wakeup(multi)
+    }
+
+    /// Asks the thread to finish its transfers and end, and waits until it has.
+    func stop() {
+        lock.withLock { stopping = true }
+        curl_multi_wakeup(multi)
+        finished.wait()
+    }
 
     // MARK: The transfer thread
 
-    private func loop() {
+    func run() {
         var active = 0
         while true {
             let (incoming, stop) = lock.withLock { () -> ([TransferBox], Bool) in

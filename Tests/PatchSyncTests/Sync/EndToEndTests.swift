@@ -83,3 +83,48 @@ struct EndToEndTests {
         try Self.expectInstalled(install, matches: build)
     }
 }
+
+@Suite("The stat cache and the live tree", .tags(.medium))
+struct LiveTreeTests {
+    @Test("a live file changed behind PatchSync's back is neither linked nor copied from: it is fetched")
+    func damagedLiveFileIsNotReused() async throws {
+        let fixture = try Fixture()
+        let build1 = try fixture.sampleBuild(1, scale: 0.01), build2 = try fixture.sampleBuild(2, scale: 0.01)
+        try fixture.publish(build1, id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        let damaged = install.root + "/current/textures/tex_1.dds"  // unchanged in build 2
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: damaged)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: damaged))
+        try handle.seek(toOffset: 100)
+        handle.write(Data(repeating: 0xEE, count: 64))
+        try handle.close()
+        try FileManager.default.setAttributes([.posixPermissions: 0o444], ofItemAtPath: damaged)
+
+        try fixture.publish(build2, id: "2")
+        let report = try await Syncer(install: install).run()
+        #expect(report.outcome == .ready)
+        #expect(report.chunksFetched > 0)
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: build2)
+    }
+
+    @Test("an unchanged live tree is trusted through the stat cache without re-hashing")
+    func statCacheTrusted() async throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.005), id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        let state = try install.state()
+        let manifest = try Syncer(install: install).loadManifest("1")
+        #expect(try state.statCache(build: "1").count == manifest.files.count)
+        // A cache entry that disagrees forces a re-hash; the re-hash confirms the file and refreshes the entry.
+        let path = manifest.files[0].path
+        try state.database.run("UPDATE stat_cache SET mtime_ns = 1 WHERE path = ?", rows: [[.text(path)]])
+        let live = try LiveTree(manifest: manifest, directory: install.root + "/current", build: "1", state: state)
+        #expect(live.files.count == Set(manifest.files.map(\.sha256)).count)
+        #expect(try state.statCache(build: "1")[path]?.modifiedNanoseconds != 1)
+    }
+}

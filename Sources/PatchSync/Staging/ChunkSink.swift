@@ -10,8 +10,11 @@ final class ChunkSink: ResponseSink, @unchecked Sendable {
     private let url: String
     private var position: Int64
     private var index = 0
-    private var buffer: [UInt8] = []
-    private var inflated: [UInt8] = []
+    /// The stored bytes of a chunk that arrived in pieces.
+    private let pending: UnsafeMutableRawBufferPointer
+    private var filled = 0
+    /// Where a deflated chunk is inflated.
+    private let inflated: UnsafeMutableRawBufferPointer
 
     /// The range to ask for: from the first chunk's start to the last chunk's end.
     var range: ClosedRange<Int64> {
@@ -27,6 +30,13 @@ final class ChunkSink: ResponseSink, @unchecked Sendable {
         self.files = files
         self.url = url
         self.position = needs[0].chunk.objectOffset
+        pending = .allocate(byteCount: needs.map(\.chunk.objectLength).max() ?? 0, alignment: 16)
+        inflated = .allocate(byteCount: needs.map(\.chunk.length).max() ?? 0, alignment: 16)
+    }
+
+    deinit {
+        pending.deallocate()
+        inflated.deallocate()
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
@@ -42,45 +52,39 @@ final class ChunkSink: ResponseSink, @unchecked Sendable {
                 position += Int64(skip)
                 continue
             }
-            let take = min(rest.count, chunk.objectLength - buffer.count)
-            buffer.append(contentsOf: rest.prefix(take))
+            let take = min(rest.count, chunk.objectLength - filled)
+            let piece = UnsafeRawBufferPointer(rebasing: rest.prefix(take))
             rest = rest.dropFirst(take)
             position += Int64(take)
-            if buffer.count == chunk.objectLength {
-                if let error = finishChunk(needs[index]) { return error }
-                buffer.removeAll(keepingCapacity: true)
-                index += 1
+            if filled == 0 && take == chunk.objectLength {  // the whole chunk in one piece: no copy
+                if let error = finishChunk(needs[index], stored: piece) { return error }
+            } else {
+                UnsafeMutableRawBufferPointer(rebasing: pending[filled..<(filled + take)]).copyMemory(from: piece)
+                filled += take
+                guard filled == chunk.objectLength else { continue }
+                filled = 0
+                let stored = UnsafeRawBufferPointer(rebasing: pending[0..<chunk.objectLength])
+                if let error = finishChunk(needs[index], stored: stored) { return error }
             }
+            index += 1
         }
         return nil
     }
 
-    private func finishChunk(_ need: Plan.Need) -> PatchSyncError? {
+    /// Inflates and checks one chunk, then writes it to every place it goes.
+    private func finishChunk(_ need: Plan.Need, stored: UnsafeRawBufferPointer) -> PatchSyncError? {
         let chunk = need.chunk
-        let ok: Bool = buffer.withUnsafeBytes { stored in
-            switch chunk.codec {
-            case .raw:
-                return chunk.length == stored.count && SHA256Hasher.hash(stored) == chunk.sha256
-            case .zlib:
-                if inflated.count < chunk.length { inflated = [UInt8](repeating: 0, count: chunk.length) }
-                return inflated.withUnsafeMutableBytes { out in
-                    let target = UnsafeMutableRawBufferPointer(rebasing: out[0..<chunk.length])
-                    return Zlib.inflate(stored, into: target)
-                        && SHA256Hasher.hash(UnsafeRawBufferPointer(target)) == chunk.sha256
-                }
-            }
+        var content = stored
+        if chunk.codec == .zlib {
+            let target = UnsafeMutableRawBufferPointer(rebasing: inflated[0..<chunk.length])
+            content = Zlib.inflate(stored, into: target) ? UnsafeRawBufferPointer(target) : UnsafeRawBufferPointer(start: nil, count: 0)
         }
-        guard ok else {
+        guard content.count == chunk.length, SHA256Hasher.hash(content) == chunk.sha256 else {
             return PatchSyncError(.refusedData, "object \(need.object) from \(url): the chunk at object offset "
                                   + "\(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
                                   remedy: "the mirror serves a damaged or tampered object; report it to the publisher")
         }
-        let bytes = chunk.codec == .raw ? buffer : Array(inflated[0..<chunk.length])
-        do {
-            try bytes.withUnsafeBytes { raw in
-                do throws(PatchSyncError) { try files.write(raw, to: need.destinations) } catch { throw error }
-            }
-        } catch { return PatchSyncError.wrap(error) }
+        do { try files.write(content, to: need.destinations) } catch { return error }
         return nil
     }
 }

@@ -16,11 +16,14 @@ struct Init: AsyncParsableCommand {
     var remote: [String] = []
     @Option(help: "The root.json shipped with the game: the start of the trust chain.") var root: String
     @Option(help: "The channel to follow.") var channel: String = "live"
+    @Option(help: "A PEM file of certificate authorities to trust for https remotes (besides the system's).")
+    var caFile: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        let created = try Install.create(at: install, config: InstallConfig(remotes: remote, channel: channel),
-                                         trustedRoot: root)
+        var config = InstallConfig(remotes: remote, channel: channel)
+        config.caFile = caFile.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        let created = try Install.create(at: install, config: config, trustedRoot: root)
         Output(json: json).result(try created.status(),
                                   human: "\(created.root) follows channel \(channel) of \(remote.joined(separator: ", "))\n"
                                       + "next: patchsync sync --install \(created.root)")

@@ -9,13 +9,18 @@ public final class NginxOrigin: @unchecked Sendable {
     private let directory: String
     private let process: Process
 
-    /// Starts nginx serving `root`; `rateLimit` (e.g. "2m") slows each response, for kill tests.
-    public init(root: String, rateLimit: String? = nil) throws {
+    /// The certificate authority of an https origin, for clients to trust.
+    public private(set) var caFile: String?
+
+    /// Starts nginx serving `root`; `rateLimit` (e.g. "2m") slows each response, for kill tests;
+    /// `tls` serves https (and HTTP/2) with a certificate from a CA made for this origin.
+    public init(root: String, rateLimit: String? = nil, tls: Bool = false) throws {
         self.root = root
         directory = NSTemporaryDirectory() + "patchsync-nginx-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory + "/tmp", withIntermediateDirectories: true)
         port = try Self.freePort()
-        let conf = Self.configuration(root: root, directory: directory, port: port, rateLimit: rateLimit)
+        if tls { caFile = try TestCertificates.make(in: directory) }
+        let conf = Self.configuration(root: root, directory: directory, port: port, rateLimit: rateLimit, tls: tls)
         try conf.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
         process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.nginxPath())
@@ -27,7 +32,7 @@ public final class NginxOrigin: @unchecked Sendable {
 
     deinit { stop() }
 
-    public var url: String { "http://127.0.0.1:\(port)" }
+    public var url: String { "\(caFile == nil ? "http" : "https")://127.0.0.1:\(port)" }
 
     /// Stops nginx (fast shutdown) and waits for it.
     public func stop() {
@@ -61,8 +66,13 @@ public final class NginxOrigin: @unchecked Sendable {
             .reduce(0) { $0 + $1.bodyBytes }
     }
 
-    private static func configuration(root: String, directory: String, port: Int, rateLimit: String?) -> String {
+    private static func configuration(root: String, directory: String, port: Int, rateLimit: String?,
+                                      tls: Bool) -> String {
         let user = getuid() == 0 ? "user root root;" : ""
+        let listen = tls
+            ? "listen 127.0.0.1:\(port) ssl http2; ssl_certificate \(directory)/server.pem; "
+                + "ssl_certificate_key \(directory)/server.key;"
+            : "listen 127.0.0.1:\(port);"
         return """
             daemon off;
             \(user)
@@ -82,7 +92,7 @@ public final class NginxOrigin: @unchecked Sendable {
                 sendfile on;
                 keepalive_requests 100000;
                 server {
-                    listen 127.0.0.1:\(port);
+                    \(listen)
                     root \(root);
                     location / { \(rateLimit.map { "limit_rate \($0);" } ?? "") }
                 }
@@ -133,5 +143,37 @@ public final class NginxOrigin: @unchecked Sendable {
         let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
         throw NSError(domain: "NginxOrigin", code: 3,
                       userInfo: [NSLocalizedDescriptionKey: "nginx did not start on port \(port): \(log)"])
+    }
+}
+
+/// A certificate authority and a server certificate for 127.0.0.1, made with the openssl tool.
+enum TestCertificates {
+    /// Writes ca.pem, server.pem and server.key into `directory`; returns the CA's path.
+    static func make(in directory: String) throws -> String {
+        let ext = directory + "/server.ext"
+        try "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n".write(toFile: ext, atomically: true, encoding: .utf8)
+        let steps: [[String]] = [
+            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=PatchSync Test CA"],
+            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.pem", "-days", "2", "-extfile", ext],
+        ]
+        for arguments in steps {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            process.arguments = arguments
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else {
+                throw NSError(domain: "TestCertificates", code: Int(process.terminationStatus),
+                              userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments[0]) failed"])
+            }
+        }
+        return directory + "/ca.pem"
     }
 }

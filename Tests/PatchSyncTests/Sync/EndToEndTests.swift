@@ -128,3 +128,25 @@ struct LiveTreeTests {
         #expect(try state.statCache(build: "1")[path]?.modifiedNanoseconds != 1)
     }
 }
+
+@Suite("https origins", .tags(.large))
+struct TLSTests {
+    @Test("an https origin is used with its CA, and refused when its certificate cannot be verified")
+    func verifiedTLS() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin, tls: true)
+        #expect(nginx.url.hasPrefix("https://"))
+
+        let untrusting = try fixture.makeInstall("untrusting", remotes: [nginx.url])
+        let error = await #expect(throws: PatchSyncError.self) { try await Syncer(install: untrusting).run() }
+        #expect(error?.code == .originUnavailable)
+        #expect(error?.description.lowercased().contains("certificate") == true, "\(String(describing: error))")
+
+        let trusting = try fixture.makeInstall("trusting", remotes: [nginx.url]) { $0.caFile = nginx.caFile }
+        #expect(try await Syncer(install: trusting).run().outcome == .ready)
+        _ = try trusting.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(trusting, matches: build)
+    }
+}

@@ -2,14 +2,14 @@
 # Both install what is missing first (Debian packages through apt-get; sudo when not root).
 
 SWIFT ?= swift
-APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libssl-dev libsqlite3-dev pkg-config nginx-light openssl python3 python3-pip
+APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libssl-dev libsqlite3-dev pkg-config nginx openssl python3 python3-pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test build release clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ] && ! { [ "$$missing" = " nginx-light" ] && [ -x /usr/sbin/nginx ]; }; then \
+	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi

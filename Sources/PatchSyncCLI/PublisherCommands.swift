@@ -91,12 +91,19 @@ struct Publish: AsyncParsableCommand {
         var options = Publisher.Options(buildDirectory: buildDirectory, origin: origin,
                                         buildId: try BuildID(buildId), bundles: rules)
         options.channel = try Channel(channel)
-        let report = try Publisher(options: options, key: try SigningKey.load(path: key)).run()
+        let output = Output(json: json)
+        var last = ContinuousClock.now
+        let report = try Publisher(options: options, key: try SigningKey.load(path: key)).run { done, total in
+            guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
+            last = ContinuousClock.now
+            output.event("publish", ["done": String(done), "total": String(total),
+                                     "message": "chunked and stored \(done) of \(total) files"])
+        }
         let human = report.alreadyPublished
             ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"
             : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
                 + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
                 + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
-        Output(json: json).result(report, human: human)
+        output.result(report, human: human)
     }
 }

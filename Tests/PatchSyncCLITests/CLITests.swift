@@ -129,3 +129,34 @@ struct CLITests {
         #expect(FileManager.default.fileExists(atPath: dir + "/origin/metadata/2.snapshot.json"))
     }
 }
+
+@Suite("Publishing with bundles", .tags(.cli))
+struct BundleCLITests {
+    @Test("--bundles assigns files by glob; a file that matches no bundle is refused with exit 64")
+    func bundles() throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.003)
+        let rules = fixture.directory + "/bundles.json"
+        let text = #"{"bundles": [{"name": "audio", "required": false, "priority": 5, "paths": ["audio/**"]},"#
+            + #"{"name": "base", "required": true, "priority": 0, "paths": ["bin/**", "config/*", "levels/*", "#
+            + #""packs/*", "scripts/**", "text/*", "textures/*"]}]}"#
+        try Data(text.utf8).write(to: URL(fileURLWithPath: rules))
+        let key = fixture.keyDirectory + "/online.key"
+        let ok = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "1", "--key", key,
+                              "--bundles", rules, "--json"])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        let dir = fixture.origin + "/targets/manifests/live"
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first)
+        let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: dir + "/" + name)), what: name)
+        #expect(manifest.files.filter { $0.path.hasPrefix("audio/") }.allSatisfy { $0.bundle == "audio" })
+        #expect(manifest.files.filter { !$0.path.hasPrefix("audio/") }.allSatisfy { $0.bundle == "base" })
+        #expect(manifest.bundles.map(\.name) == ["audio", "base"])
+
+        try Data(#"{"bundles": [{"name": "audio", "required": true, "priority": 0, "paths": ["audio/**"]}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: rules))
+        let refused = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "2", "--key", key,
+                                   "--bundles", rules])
+        #expect(refused.status == 64)
+        #expect(refused.stderr.contains("matches no bundle"))
+    }
+}

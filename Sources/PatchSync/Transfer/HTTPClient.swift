@@ -70,6 +70,8 @@ private final class TransferLoop: @unchecked Sendable {
         self.settings = settings
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
+        // Keep every idle connection for reuse (the default cache shrinks with the handles in use).
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnections)
     }
 
     deinit { curl_multi_cleanup(multi) }

@@ -55,9 +55,34 @@ struct EndToEndTests {
         #expect(applied.current == "1.1+2" && applied.previous == "1.0+1")
         try Self.expectInstalled(install, matches: build2)
 
+        let objectRequests = nginx.requests().filter { $0.path.hasPrefix("/objects/") }
+        #expect(objectRequests.allSatisfy { $0.status == 206 && $0.range.hasPrefix("bytes=") })
+        let connections = Set(objectRequests.map(\.connection)).count
+        #expect(connections <= 2 * 6 && objectRequests.count > 4 * connections, "keep-alive: \(objectRequests.count) requests on \(connections) connections")
+        #expect(FileManager.default.fileExists(atPath: install.root + "/builds/1.0+1"), "the previous build is kept")
+
         let again = try await Syncer(install: install).run()
         #expect(again.outcome == .upToDate)
         #expect(nginx.bytesServed(under: "/objects/") - before == fetched, "an up-to-date sync fetches no objects")
+    }
+
+    @Test("a third build collects the oldest: current and previous stay")
+    func garbageCollection() async throws {
+        let fixture = try Fixture()
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        for (n, id) in ["a", "b", "c"].enumerated() {
+            let dir = fixture.directory + "/tree-\(id)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try Data("build \(n)".utf8).write(to: URL(fileURLWithPath: dir + "/version.txt"))
+            try fixture.publish(dir, id: id)
+            _ = try await Syncer(install: install).run()
+            _ = try install.applyPendingUpdate()
+        }
+        _ = try await Syncer(install: install).run()
+        let status = try install.status()
+        #expect(status.current == "c" && status.previous == "b")
+        #expect(status.builds == ["b", "c"])
+        #expect(try String(contentsOfFile: install.root + "/current/version.txt", encoding: .utf8) == "build 2")
     }
 
     @Test("mirrors are tried in order: a dead first mirror falls over to the next")

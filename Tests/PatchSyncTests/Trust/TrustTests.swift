@@ -76,6 +76,19 @@ struct TrustTests {
         try await Self.expectRefused(install, mentioning: "rollback")
     }
 
+    @Test("a channel whose newest build has a lower sequence than one already seen is refused (rollback)")
+    func sequenceRollback() async throws {
+        let (fixture, install) = try await Self.installedWithUpdate()
+        #expect(try await Syncer(install: install).run().buildId == "2")
+        var repo = try Repository.load(origin: fixture.origin)
+        try repo.commit(targets: repo.targetFiles.filter { $0.value.custom?.buildId == "1" }, key: fixture.onlineKey)
+        let error = await #expect(throws: PatchSyncError.self) { try await Syncer(install: install).run() }
+        #expect(error?.code == .refusedData)
+        #expect(error?.description.contains("lower than 2 already seen") == true, "\(String(describing: error))")
+        #expect(install.currentBuild() == "1")
+        #expect(try install.status().ready == "2", "the staged build stays ready")
+    }
+
     @Test("a root rotation is followed when both roots sign it, and refused when the old root did not")
     func rootRotation() async throws {
         let (fixture, install) = try await Self.installedWithUpdate()

@@ -66,6 +66,7 @@ struct Sync: AsyncParsableCommand {
         switch r.outcome {
         case .upToDate: return "build \(r.buildId) is installed and current; nothing to do"
         case .alreadyReady: return "build \(r.buildId) is staged and ready; run `patchsync apply`"
+        case .heldBack: return "build \(r.buildId) was rolled back from; it stays out until a newer build is published"
         case .ready:
             return """
                 build \(r.buildId) is staged and ready (\(ByteCount.format(r.buildBytes))): \
@@ -106,8 +107,13 @@ struct Status: AsyncParsableCommand {
         var lines = ["install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
                      "current:  \(status.current ?? "none")", "previous: \(status.previous ?? "none")",
                      "ready:    \(status.ready ?? "none")"]
+        if let held = status.heldBack { lines.append("held back: \(held) (rolled back from)") }
+        for build in status.builds {
+            lines.append("build:    \(build.name): \(ByteCount.format(build.diskBytes)) on disk")
+        }
+        lines.append("staging:  \(ByteCount.format(status.stagingDiskBytes)) on disk")
         if let s = status.staging {
-            lines.append("staging:  \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
+            lines.append("progress: \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
                          + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
         }
         Output(json: options.json).result(status, human: lines.joined(separator: "\n"))
@@ -134,5 +140,53 @@ struct TransferRate: CustomStringConvertible {
         let eta = etaSeconds.map { ", about \($0 / 60)m\($0 % 60)s left" } ?? ""
         return "fetched \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%) at "
             + "\(ByteCount.format(bytesPerSecond))/s\(eta)"
+    }
+}
+
+struct Rollback: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make the previous build current again, atomically (one step back).",
+        discussion: """
+            The build rolled back from is held back: sync does not install it again until a
+            newer build is published. Refused (exit 75) while the game runs.
+
+            Example:
+              patchsync rollback --install ~/Games/forest
+            """)
+
+    @OptionGroup var options: ClientOptions
+
+    func run() async throws {
+        let report = try Install.open(at: options.install).rollback()
+        Output(json: options.json).result(report, human: "build \(report.current ?? "?") is current again")
+    }
+}
+
+struct Launch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apply a ready build, then run the game while holding running.lock.",
+        discussion: """
+            The game runs with PATCHSYNC_CONTENT_ROOT set to the install's `current` folder and
+            its own arguments; launch returns the game's exit status (128+N when killed by signal N).
+            While the game runs, apply and rollback refuse to swap the tree.
+
+            Example:
+              patchsync launch --install ~/Games/forest -- ./bin/game --fullscreen
+            """)
+
+    @OptionGroup var options: ClientOptions
+
+    @Argument(parsing: .postTerminator, help: "The game command and its arguments, after --.")
+    var command: [String] = []
+
+    func run() async throws {
+        guard let executable = command.first else {
+            throw PatchSyncError(.usage, "no game command given", remedy: "put it after --: patchsync launch -- ./game")
+        }
+        let install = try Install.open(at: options.install)
+        let status = try GameLauncher(install: install).launch(executable, Array(command.dropFirst())) { report in
+            if report.applied { FileHandle.standardError.write(Data("applied build \(report.current ?? "?")\n".utf8)) }
+        }
+        throw ExitCode(status)
     }
 }

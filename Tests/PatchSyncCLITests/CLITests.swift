@@ -17,7 +17,8 @@ func lastJSON(_ text: String) throws -> [String: Any] {
 @Suite("The command line", .tags(.cli))
 struct CLITests {
     static let verbs: [[String]] = [
-        ["keygen"], ["repo", "init"], ["repo", "refresh"], ["publish"], ["init"], ["sync"], ["apply"], ["status"],
+        ["keygen"], ["repo", "init"], ["repo", "refresh"], ["publish"], ["init"], ["sync"], ["apply"], ["launch"],
+        ["rollback"], ["status"],
     ]
 
     @Test("every verb has --help with an example", arguments: verbs)
@@ -33,7 +34,7 @@ struct CLITests {
     func topHelp() throws {
         let result = try CLI.run(["--help"])
         #expect(result.status == 0)
-        for verb in ["keygen", "repo", "publish", "init", "sync", "apply", "status"] {
+        for verb in ["keygen", "repo", "publish", "init", "sync", "apply", "launch", "rollback", "status"] {
             #expect(result.stdout.contains("  \(verb)"))
         }
         #expect(result.stdout.contains("75 deferred"))
@@ -106,7 +107,7 @@ struct CLITests {
         let result = try CLI.run(["status", "--install", install, "--json"])
         #expect(result.status == 0)
         let status = try lastJSON(result.stdout)
-        #expect(Set(status.keys) == ["install", "channel", "remotes", "builds"])
+        #expect(Set(status.keys) == ["install", "channel", "remotes", "builds", "stagingDiskBytes"])
         #expect(status["channel"] as? String == "live")
     }
 
@@ -158,5 +159,41 @@ struct BundleCLITests {
                                    "--bundles", rules])
         #expect(refused.status == 64)
         #expect(refused.stderr.contains("matches no bundle"))
+    }
+}
+
+@Suite("Launching the game", .tags(.cli))
+struct LaunchTests {
+    @Test("launch applies a ready build, runs the game with its content root and returns its exit status; apply inside is refused with 75")
+    func launch() throws {
+        let fixture = try Fixture()
+        let dir = fixture.directory + "/tree"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try Data("build 1".utf8).write(to: URL(fileURLWithPath: dir + "/version.txt"))
+        try fixture.publish(dir, id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        try Data("build 2".utf8).write(to: URL(fileURLWithPath: dir + "/version.txt"))
+        try fixture.publish(dir, id: "2")
+
+        let game = """
+            cat "$PATCHSYNC_CONTENT_ROOT/version.txt"; echo; echo "root=$PATCHSYNC_CONTENT_ROOT args=$*"
+            "\(CLI.executable)" sync --install "\(install.root)" >/dev/null 2>&1; echo "sync=$?"
+            "\(CLI.executable)" apply --install "\(install.root)" 2>/dev/null; echo "apply=$?"
+            exit 7
+            """
+        let result = try CLI.run(["launch", "--install", install.root, "--", "/bin/sh", "-c", game, "game", "--fast"])
+        #expect(result.status == 7)
+        #expect(result.stdout.contains("build 1"))
+        #expect(result.stdout.contains("root=\(install.root)/current args=--fast"))
+        #expect(result.stdout.contains("sync=0"), "sync runs beside the game: it never touches the live tree")
+        #expect(result.stdout.contains("apply=75"), "apply is refused while the game holds running.lock")
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0, "the lock is released when the game exits")
+        #expect(try String(contentsOfFile: install.root + "/current/version.txt", encoding: .utf8) == "build 2")
+    }
+
+    @Test("launch without a command is a usage error")
+    func noCommand() throws {
+        #expect(try CLI.run(["launch"]).status == 64)
     }
 }

@@ -17,9 +17,8 @@ extension Install {
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
         try reconcile(state)
-        let old = currentBuild()
         guard let ready = try state.setting("ready") else {
-            return ApplyReport(applied: false, current: old, previous: try state.setting("previous"))
+            return ApplyReport(applied: false, current: currentDeployment(), previous: try previousDeployment(state))
         }
         guard !gameIsRunning() else {
             throw PatchSyncError(.deferred, "the game is running; build \(ready) stays ready",
@@ -40,16 +39,54 @@ extension Install {
             } catch { throw PatchSyncError.wrap(error) }
             try flipCurrent(to: ready)
         }
-        try state.set(["current": ready, "previous": old, "ready": nil])
-        return ApplyReport(applied: true, current: ready, previous: old)
+        var history = try state.history().filter { $0 != ready }
+        history.append(ready)
+        try state.set(["current": ready, "ready": nil, "history": StateStore.encode(history: history)])
+        return ApplyReport(applied: true, current: ready, previous: try previousDeployment(state))
     }
 
-    /// Brings the recorded current build in line with the `current` symlink after a
-    /// crash between the flip and the record.
-    func reconcile(_ state: StateStore) throws(PatchSyncError) {
-        let link = currentBuild(), recorded = try state.setting("current")
-        guard let link, link != recorded else { return }
+    /// Makes the previous build current again, atomically: one step back. Refused while the
+    /// game runs, and when no earlier build is kept. Sync then holds back the build rolled
+    /// back from until a newer one is published.
+    public func rollback() throws(PatchSyncError) -> ApplyReport {
+        let lock = try lock("rollback")
+        defer { withExtendedLifetime(lock) {} }
+        let state = try state()
+        try reconcile(state)
+        guard let current = currentDeployment() else {
+            throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
+        }
+        guard let previous = try previousDeployment(state) else {
+            throw PatchSyncError(.usage, "no build before \(current) is kept in \(buildsDirectory); rollback goes one step back",
+                                 remedy: "raise keepBuilds in \(configPath) to keep more builds for rollback")
+        }
+        guard !gameIsRunning() else {
+            throw PatchSyncError(.deferred, "the game is running; rollback must wait", remedy: "try again when it has exited")
+        }
+        try PatchSyncError.step("rolling back to \(previous)") { () throws(PatchSyncError) in try flipCurrent(to: previous) }
+        let history = try state.history().dropLast()
         let ready = try state.setting("ready")
-        try state.set(["current": link, "previous": recorded, "ready": ready == link ? nil : ready])
+        let heldBack = Deployment.buildID(of: current)
+        try state.set(["current": previous, "history": StateStore.encode(history: Array(history)), "heldBack": heldBack,
+                       "ready": ready.map(Deployment.buildID(of:)) == heldBack ? nil : ready])
+        return ApplyReport(applied: true, current: previous, previous: try previousDeployment(state))
+    }
+
+    /// Brings the recorded state in line with the `current` symlink after a crash between
+    /// a flip and its record: an apply (the link is new) or a rollback (the link went one back).
+    func reconcile(_ state: StateStore) throws(PatchSyncError) {
+        let link = currentDeployment(), recorded = try state.setting("current")
+        guard let link, link != recorded else { return }
+        var history = try state.history()
+        var values: [String: String?] = ["current": link]
+        if history.count >= 2, history[history.count - 2] == link {
+            history.removeLast()
+            if let recorded { values["heldBack"] = Deployment.buildID(of: recorded) }
+        } else {
+            history = history.filter { $0 != link } + [link]
+        }
+        values["history"] = StateStore.encode(history: history)
+        if try state.setting("ready") == link { values["ready"] = .some(nil) }
+        try state.set(values)
     }
 }

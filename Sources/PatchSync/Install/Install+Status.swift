@@ -11,6 +11,12 @@ public struct InstallStatus: Codable, Sendable {
         public var bytesTotal: Int64
     }
 
+    /// A kept build folder and the disk it uses that no folder listed before it shares (hard links count once).
+    public struct BuildDisk: Codable, Sendable {
+        public var name: String
+        public var diskBytes: Int64
+    }
+
     public var install: String
     public var channel: String
     public var remotes: [String]
@@ -21,7 +27,12 @@ public struct InstallStatus: Codable, Sendable {
     public var staging: Staging?
     /// The highest sequence seen on the channel (rollback protection).
     public var seenSequence: Int?
-    public var builds: [String]
+    /// A build rolled back from, which sync does not install again.
+    public var heldBack: String?
+    /// Builds in builds/, oldest applied first, with their disk use.
+    public var builds: [BuildDisk]
+    /// Disk used by staging.
+    public var stagingDiskBytes: Int64
 }
 
 extension Install {
@@ -29,13 +40,21 @@ extension Install {
     public func status() throws(PatchSyncError) -> InstallStatus {
         let config = try config()
         let state = try state(readOnly: true)
+        let history = try state.history()
+        let folders = ((try? FileSystem.list(buildsDirectory)) ?? []).sorted {
+            (history.firstIndex(of: $0) ?? -1, $0) < (history.firstIndex(of: $1) ?? -1, $1)
+        }
+        var inodes = Set<UInt64>()
+        let builds = folders.map { InstallStatus.BuildDisk(name: $0, diskBytes: DiskUsage.of(buildDirectory($0), &inodes)) }
+        let stagingBytes = DiskUsage.of(stagingDirectory, &inodes)
         var status = InstallStatus(install: root, channel: config.channel, remotes: config.remotes,
-                                   current: currentBuild(), previous: try state.setting("previous"),
+                                   current: currentDeployment(), previous: try previousDeployment(state),
                                    ready: try state.setting("ready"), staging: nil,
                                    seenSequence: (try state.setting("seenSequence.\(config.channel)")).flatMap { Int($0) },
-                                   builds: (try? FileSystem.list(buildsDirectory)) ?? [])
+                                   heldBack: try state.setting("heldBack"), builds: builds,
+                                   stagingDiskBytes: stagingBytes)
         if let staging = try state.setting("staging"),
-           let data = try? FileSystem.read(manifestPath(staging), limit: 256 << 20),
+           let data = try? FileSystem.read(manifestPath(Deployment.buildID(of: staging)), limit: 256 << 20),
            let manifest = try? Manifest.decode(data, what: manifestPath(staging)) {
             let done = try state.doneChunks(build: staging)
             var progress = InstallStatus.Staging(buildId: staging, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
@@ -52,5 +71,18 @@ extension Install {
             status.staging = progress
         }
         return status
+    }
+}
+
+/// Disk use of a tree: allocated blocks of each inode not counted before.
+enum DiskUsage {
+    static func of(_ path: String, _ seen: inout Set<UInt64>) -> Int64 {
+        guard let st = try? FileSystem.status(path) else { return 0 }
+        var total: Int64 = 0
+        if seen.insert(UInt64(st.st_ino)).inserted { total += Int64(st.st_blocks) * 512 }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            for name in (try? FileSystem.list(path)) ?? [] { total += of(path + "/" + name, &seen) }
+        }
+        return total
     }
 }

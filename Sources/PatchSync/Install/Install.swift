@@ -75,12 +75,6 @@ public struct Install: Sendable {
         try StateStore(path: databasePath, readOnly: readOnly)
     }
 
-    /// The build `current` points at, read from the symlink itself.
-    public func currentBuild() -> String? {
-        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: currentLink) else { return nil }
-        return (target as NSString).lastPathComponent
-    }
-
     /// Points `current` at `builds/<id>` in one step: a symlink under a temporary
     /// name, rename(2) over `current`, fsync of the install folder.
     func flipCurrent(to id: String) throws(PatchSyncError) {
@@ -104,9 +98,29 @@ public struct Install: Sendable {
         return (try? InstallLock(path: runningLockPath, purpose: "probe")) == nil
     }
 
+    /// Holds `running.lock` (shared: several game instances may run) until the value is released;
+    /// while it is held, apply and rollback refuse to swap the tree.
+    public func holdRunningLock() throws(PatchSyncError) -> RunningLock {
+        try RunningLock(path: runningLockPath)
+    }
+
     private static func absolute(_ path: String) -> String {
         let url = URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
         return url.standardizedFileURL.path
+    }
+}
+
+/// A shared flock(2) on `running.lock`, held while the game runs. The descriptor is
+/// inherited by the game's process, so the lock outlives a launcher that dies first.
+public final class RunningLock: Sendable {
+    private let file: FileDescriptor
+
+    init(path: String) throws(PatchSyncError) {
+        do { file = try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: 0o644) } catch {
+            throw PatchSyncError.wrap(error)
+        }
+        guard flock(file.fd, LOCK_SH) == 0 else { throw PatchSyncError.wrap(Errno(errno, "locking", path)) }
+        _ = fcntl(file.fd, F_SETFD, 0)  // clear FD_CLOEXEC: the game keeps the lock while it runs
     }
 }
 

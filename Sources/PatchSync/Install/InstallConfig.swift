@@ -13,6 +13,8 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     public var coalesceGapBytes: Int?
     /// A PEM file of extra certificate authorities for https remotes.
     public var caFile: String?
+    /// How many applied builds stay in builds/ (current and previous by default; at least 1).
+    public var keepBuilds: Int?
 
     public init(remotes: [String], channel: String) {
         self.remotes = remotes
@@ -22,4 +24,5 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     var connections: Int { max(1, min(maxConnections ?? 6, 64)) }
     var requestBytes: Int64 { Int64(max(64 << 10, maxRequestBytes ?? (8 << 20))) }
     var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }
+    var buildsKept: Int { max(1, keepBuilds ?? 2) }
 }

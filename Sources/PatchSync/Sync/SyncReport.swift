@@ -9,6 +9,8 @@ public struct SyncReport: Codable, Sendable {
         case upToDate
         /// The newest build was already staged and ready.
         case alreadyReady
+        /// The newest build is the one rolled back from: it is not installed again.
+        case heldBack
     }
 
     public var outcome: Outcome

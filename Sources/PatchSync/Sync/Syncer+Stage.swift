@@ -2,13 +2,13 @@ import Foundation
 
 extension Syncer {
     /// Plans and executes the staging of `manifest`, then marks it ready.
-    func stage(_ manifest: Manifest, state: StateStore, origin: Origin, config: InstallConfig,
+    func stage(_ manifest: Manifest, as id: String, state: StateStore, origin: Origin, config: InstallConfig,
                report: inout SyncReport, onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) {
-        let id = manifest.buildId.value
         let directory = install.stagedDirectory(id)
-        onEvent(.phase("comparing build \(id) with the installed files"))
+        onEvent(.phase("comparing build \(manifest.buildId) with the installed files"))
         var live = LiveTree()
-        if let current = install.currentBuild(), let currentManifest = try? loadManifest(current) {
+        if let current = install.currentDeployment(),
+           let currentManifest = try? loadManifest(Deployment.buildID(of: current)) {
             live = try LiveTree(manifest: currentManifest, directory: install.buildDirectory(current),
                                 build: current, state: state)
         }

@@ -35,15 +35,23 @@ public struct Syncer: Sendable {
         try checkSequence(info, state: state)
         var report = SyncReport(outcome: .ready, buildId: info.buildId, sequence: info.sequence)
         if info.buildId == install.currentBuild() {
-            try collectGarbage(keeping: nil, state: state)
+            try collectGarbage(keeping: nil, state: state, config: config)
             report.outcome = .upToDate
-        } else if info.buildId == (try state.setting("ready")) {
+        } else if let ready = try state.setting("ready"), Deployment.buildID(of: ready) == info.buildId {
             report.outcome = .alreadyReady
+        } else if info.buildId == (try state.setting("heldBack")) {
+            try collectGarbage(keeping: nil, state: state, config: config)
+            report.outcome = .heldBack
         } else {
             let manifest = try await fetchManifest(target, info: info, origin: origin)
-            try state.set(["seenSequence.\(config.channel)": String(info.sequence), "staging": info.buildId])
-            try collectGarbage(keeping: info.buildId, state: state)
-            try await stage(manifest, state: state, origin: origin, config: config, report: &report, onEvent: onEvent)
+            let staging = try state.setting("staging")
+            let deployment = staging.flatMap { Deployment.buildID(of: $0) == info.buildId ? $0 : nil }
+                ?? Deployment.newName(for: info.buildId, in: install)
+            try state.set(["seenSequence.\(config.channel)": String(info.sequence), "staging": deployment,
+                           "heldBack": nil])
+            try collectGarbage(keeping: deployment, state: state, config: config)
+            try await stage(manifest, as: deployment, state: state, origin: origin, config: config,
+                            report: &report, onEvent: onEvent)
         }
         report.bytesReceived = client.bytesReceived
         return report
@@ -98,11 +106,12 @@ public struct Syncer: Sendable {
         return manifest
     }
 
-    /// Removes staging of other builds and builds that are neither current nor previous.
-    private func collectGarbage(keeping staged: String?, state: StateStore) throws(PatchSyncError) {
-        let current = install.currentBuild(), previous = try state.setting("previous")
+    /// Removes abandoned staging, and builds other than the last `keepBuilds` applied
+    /// (current and previous by default), the ready one and the one being staged.
+    func collectGarbage(keeping staged: String?, state: StateStore, config: InstallConfig) throws(PatchSyncError) {
         let ready = try state.setting("ready")
-        let keep = Set([current, previous, staged, ready].compactMap { $0 })
+        let kept = try state.history().suffix(config.buildsKept)
+        let keep = Set(kept + [install.currentDeployment(), staged, ready].compactMap { $0 })
         do {
             for name in try FileSystem.list(install.stagingDirectory) where name != staged && name != ready {
                 try FileSystem.removeTree(install.stagedDirectory(name))

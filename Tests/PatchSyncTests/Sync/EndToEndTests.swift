@@ -81,7 +81,8 @@ struct EndToEndTests {
         _ = try await Syncer(install: install).run()
         let status = try install.status()
         #expect(status.current == "c" && status.previous == "b")
-        #expect(status.builds == ["b", "c"])
+        #expect(status.builds.map(\.name) == ["b", "c"])
+        #expect(status.builds.allSatisfy { $0.diskBytes > 0 })
         #expect(try String(contentsOfFile: install.root + "/current/version.txt", encoding: .utf8) == "build 2")
     }
 

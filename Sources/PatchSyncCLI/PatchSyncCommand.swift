@@ -9,7 +9,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         abstract: "Keep a game's installed assets in step with the build its publisher released.",
         discussion: """
             Publisher:  keygen, repo init, publish, repo refresh
-            Player:     init, sync, apply, launch, rollback, status
+            Player:     init, sync, apply, launch, rollback, verify, status
 
             Exit status: 0 done, 64 usage, 65 refused data, 69 origin unavailable,
             74 local I/O error, 75 deferred (try again later), 1 internal error.
@@ -19,7 +19,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
               patchsync sync --install ~/Games/forest && patchsync apply --install ~/Games/forest
             """,
         subcommands: [Keygen.self, RepoCommand.self, Publish.self, Init.self, Sync.self, Apply.self, Launch.self,
-                      Rollback.self, Status.self]
+                      Rollback.self, Verify.self, Status.self]
     )
 
     public init() {}

@@ -18,7 +18,7 @@ func lastJSON(_ text: String) throws -> [String: Any] {
 struct CLITests {
     static let verbs: [[String]] = [
         ["keygen"], ["repo", "init"], ["repo", "refresh"], ["publish"], ["init"], ["sync"], ["apply"], ["launch"],
-        ["rollback"], ["status"],
+        ["rollback"], ["verify"], ["status"],
     ]
 
     @Test("every verb has --help with an example", arguments: verbs)
@@ -34,7 +34,7 @@ struct CLITests {
     func topHelp() throws {
         let result = try CLI.run(["--help"])
         #expect(result.status == 0)
-        for verb in ["keygen", "repo", "publish", "init", "sync", "apply", "launch", "rollback", "status"] {
+        for verb in ["keygen", "repo", "publish", "init", "sync", "apply", "launch", "rollback", "verify", "status"] {
             #expect(result.stdout.contains("  \(verb)"))
         }
         #expect(result.stdout.contains("75 deferred"))
@@ -190,6 +190,26 @@ struct LaunchTests {
         #expect(result.stdout.contains("apply=75"), "apply is refused while the game holds running.lock")
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0, "the lock is released when the game exits")
         #expect(try String(contentsOfFile: install.root + "/current/version.txt", encoding: .utf8) == "build 2")
+    }
+
+    @Test("verify exits 65 on damage and names the file; verify --repair --now heals it and exits 0")
+    func verifyAndRepair() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.005), id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        _ = try CLI.run(["sync", "--install", install.root])
+        _ = try CLI.run(["apply", "--install", install.root])
+        #expect(try CLI.run(["verify", "--install", install.root]).status == 0)
+        try FileManager.default.removeItem(atPath: install.root + "/current/config/default.cfg")
+        let damaged = try CLI.run(["verify", "--install", install.root, "--json"])
+        #expect(damaged.status == 65)
+        let report = try lastJSON(damaged.stdout)
+        let first = try #require((report["damaged"] as? [[String: Any]])?.first)
+        #expect(first["path"] as? String == "config/default.cfg" && first["problem"] as? String == "missing")
+        let repaired = try CLI.run(["verify", "--install", install.root, "--repair", "--now"])
+        #expect(repaired.status == 0, "\(repaired.stderr)")
+        #expect(repaired.stdout.contains("is now current"))
+        #expect(try CLI.run(["verify", "--install", install.root, "--full"]).status == 0)
     }
 
     @Test("launch without a command is a usage error")

@@ -26,3 +26,13 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }
     var buildsKept: Int { max(1, keepBuilds ?? 2) }
 }
+
+extension HTTPClient.Settings {
+    /// The transfer settings an install's configuration asks for.
+    init(_ config: InstallConfig) {
+        self.init()
+        maxConnections = config.connections
+        maxConnectionsPerHost = config.connections
+        caFile = config.caFile
+    }
+}

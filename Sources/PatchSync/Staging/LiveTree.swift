@@ -39,3 +39,18 @@ extension Install {
     /// Installed files are read-only: the manifest's permission bits without write bits.
     static func installedMode(_ mode: UInt32) -> UInt32 { mode & 0o555 }
 }
+
+extension LiveTree {
+    /// The live files for a repair: every file but the damaged ones may be linked, and the
+    /// chunks of all present files may be copied (each chunk is re-verified as it is copied).
+    init(manifest: Manifest, directory: String, excluding damaged: Set<String>) {
+        for file in manifest.files {
+            let full = directory + "/" + file.path
+            guard FileSystem.exists(full) else { continue }
+            if !damaged.contains(file.path) { files[file.sha256] = full }
+            for chunk in file.chunks where chunks[chunk.sha256] == nil {
+                chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
+            }
+        }
+    }
+}

@@ -2,16 +2,10 @@ import Foundation
 
 extension Syncer {
     /// Plans and executes the staging of `manifest`, then marks it ready.
-    func stage(_ manifest: Manifest, as id: String, state: StateStore, origin: Origin, config: InstallConfig,
-               report: inout SyncReport, onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) {
+    func stage(_ manifest: Manifest, as id: String, live: LiveTree, state: StateStore, origin: Origin,
+               config: InstallConfig, report: inout SyncReport,
+               onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) {
         let directory = install.stagedDirectory(id)
-        onEvent(.phase("comparing build \(manifest.buildId) with the installed files"))
-        var live = LiveTree()
-        if let current = install.currentDeployment(),
-           let currentManifest = try? loadManifest(Deployment.buildID(of: current)) {
-            live = try LiveTree(manifest: currentManifest, directory: install.buildDirectory(current),
-                                build: current, state: state)
-        }
         let plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks,
                         done: try state.doneChunks(build: id))
         let files = StagedFiles(directory: directory, build: id, state: state)
@@ -37,7 +31,14 @@ extension Syncer {
         try await ChunkFetcher(origin: origin, files: files, limit: config.connections, onEvent: onEvent)
             .run(requests, total: fetchPlan.bytesToFetch)
         try files.flush()
-        try finish(manifest, plan: plan, directory: directory, state: state)
+        try finish(manifest, as: id, plan: plan, directory: directory, state: state)
+    }
+
+    /// The verified content of the live build, through the stat cache.
+    func liveTree(state: StateStore) throws(PatchSyncError) -> LiveTree {
+        guard let current = install.currentDeployment(),
+              let manifest = try? loadManifest(Deployment.buildID(of: current)) else { return LiveTree() }
+        return try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state)
     }
 
     func loadManifest(_ build: String) throws(PatchSyncError) -> Manifest {
@@ -83,9 +84,8 @@ extension Syncer {
     }
 
     /// Makes the staged tree final (modes, fsync, stat cache) and marks the build ready.
-    private func finish(_ manifest: Manifest, plan: Plan, directory: String,
+    private func finish(_ manifest: Manifest, as id: String, plan: Plan, directory: String,
                         state: StateStore) throws(PatchSyncError) {
-        let id = manifest.buildId.value
         let done = try state.doneChunks(build: id)
         var stats: [String: StateStore.FileStat] = [:]
         var folders = Set([directory])

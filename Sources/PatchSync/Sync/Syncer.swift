@@ -22,11 +22,7 @@ public struct Syncer: Sendable {
         let config = try install.config()
         let state = try install.state()
         try install.reconcile(state)
-        var settings = HTTPClient.Settings()
-        settings.maxConnections = config.connections
-        settings.maxConnectionsPerHost = config.connections
-        settings.caFile = config.caFile
-        let client = try HTTPClient(settings: settings)
+        let client = try HTTPClient(settings: .init(config))
         let origin = try Origin(mirrors: config.remotes, client: client)
 
         onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
@@ -50,8 +46,9 @@ public struct Syncer: Sendable {
             try state.set(["seenSequence.\(config.channel)": String(info.sequence), "staging": deployment,
                            "heldBack": nil])
             try collectGarbage(keeping: deployment, state: state, config: config)
-            try await stage(manifest, as: deployment, state: state, origin: origin, config: config,
-                            report: &report, onEvent: onEvent)
+            onEvent(.phase("comparing build \(manifest.buildId) with the installed files"))
+            try await stage(manifest, as: deployment, live: try liveTree(state: state), state: state, origin: origin,
+                            config: config, report: &report, onEvent: onEvent)
         }
         report.bytesReceived = client.bytesReceived
         return report

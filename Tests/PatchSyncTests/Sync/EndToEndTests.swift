@@ -9,8 +9,8 @@ struct EndToEndTests {
     static func expectInstalled(_ install: Install, matches build: String) throws {
         let installed = try treeFacts(install.root + "/current")
         let expected = try treeFacts(build).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) }
-        #expect(installed.count == expected.count)
-        #expect(installed == expected)
+        let differing = Set(installed.keys).union(expected.keys).filter { installed[$0] != expected[$0] }.sorted()
+        #expect(differing.isEmpty, "files that differ from the build: \(differing.prefix(10))")
     }
 
     /// The compressed bytes of the distinct chunks of `new` that `old` does not have.

@@ -1,0 +1,101 @@
+import Foundation
+
+/// What `verify` found in the live tree.
+public struct VerifyReport: Codable, Sendable {
+    /// How a file differs from its manifest.
+    public enum Problem: String, Codable, Sendable {
+        case missing, wrongSize, wrongHash, wrongMode
+    }
+
+    /// One damaged file.
+    public struct Damage: Codable, Sendable, Hashable {
+        public var path: String
+        public var problem: Problem
+        public var expected: String
+        public var actual: String?
+    }
+
+    public var deployment: String
+    public var buildId: String
+    public var filesChecked: Int
+    /// Files whose content was hashed (all with --full; those the stat cache could not vouch for otherwise).
+    public var filesHashed: Int
+    public var damaged: [Damage]
+    /// The repaired build staged by --repair, ready for the next apply.
+    public var repairStaged: String?
+    /// True when --now applied the repair at once.
+    public var applied = false
+}
+
+extension Install {
+    /// Checks the live tree against its manifest: size and mode of every file, and its
+    /// SHA-256 where the stat cache cannot vouch for it (or always, with `full`).
+    public func verify(full: Bool) throws(PatchSyncError) -> VerifyReport {
+        guard let deployment = currentDeployment() else {
+            throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
+        }
+        let build = Deployment.buildID(of: deployment)
+        let manifest = try Syncer(install: self).loadManifest(build)
+        let state = try state()
+        let cache = try state.statCache(build: deployment)
+        let directory = buildDirectory(deployment)
+        var report = VerifyReport(deployment: deployment, buildId: build, filesChecked: 0, filesHashed: 0, damaged: [])
+        var refreshed: [String: StateStore.FileStat] = [:]
+        for file in manifest.files {
+            report.filesChecked += 1
+            let (damage, hashed, stat) = check(file, at: directory + "/" + file.path, cache: cache[file.path], full: full)
+            if hashed { report.filesHashed += 1 }
+            if let damage { report.damaged.append(damage) } else if let stat, stat != cache[file.path] {
+                refreshed[file.path] = stat
+            }
+        }
+        if !refreshed.isEmpty { try state.saveStatCache(build: deployment, refreshed) }
+        return report
+    }
+
+    private func check(_ file: FileEntry, at path: String, cache: StateStore.FileStat?,
+                       full: Bool) -> (VerifyReport.Damage?, Bool, StateStore.FileStat?) {
+        func damage(_ problem: VerifyReport.Problem, _ expected: String, _ actual: String?) -> VerifyReport.Damage {
+            VerifyReport.Damage(path: file.path, problem: problem, expected: expected, actual: actual)
+        }
+        guard let st = try? FileSystem.status(path), (st.st_mode & S_IFMT) == S_IFREG else {
+            return (damage(.missing, "a file of \(file.size) bytes", nil), false, nil)
+        }
+        guard Int64(st.st_size) == file.size else {
+            return (damage(.wrongSize, "\(file.size) bytes", "\(st.st_size) bytes"), false, nil)
+        }
+        let mode = UInt32(st.st_mode) & 0o7777, expected = Install.installedMode(file.mode)
+        guard mode == expected else {
+            return (damage(.wrongMode, String(expected, radix: 8), String(mode, radix: 8)), false, nil)
+        }
+        let stat = StateStore.FileStat(st)
+        if !full && cache == stat { return (nil, false, stat) }
+        guard let sha = try? SHA256Hasher.hash(file: path) else {
+            return (damage(.missing, "a readable file", "unreadable"), true, nil)
+        }
+        return sha == file.sha256 ? (nil, true, stat) : (damage(.wrongHash, file.sha256.hex, sha.hex), true, nil)
+    }
+}
+
+extension Syncer {
+    /// Stages a repaired copy of the live build as a new deployment: good files hard-linked,
+    /// damaged ones rebuilt from chunks that still verify locally, the rest fetched. Returns
+    /// the deployment, marked ready for the next apply.
+    public func repair(_ report: VerifyReport,
+                       onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> String {
+        let lock = try install.lock("repair")
+        defer { withExtendedLifetime(lock) {} }
+        let config = try install.config()
+        let state = try install.state()
+        let manifest = try loadManifest(report.buildId)
+        let deployment = Deployment.newName(for: report.buildId, in: install)
+        try state.set(["staging": deployment])
+        let live = LiveTree(manifest: manifest, directory: install.buildDirectory(report.deployment),
+                            excluding: Set(report.damaged.map(\.path)))
+        let origin = try Origin(mirrors: config.remotes, client: try HTTPClient(settings: .init(config)))
+        var sync = SyncReport(outcome: .ready, buildId: report.buildId, sequence: manifest.sequence)
+        try await stage(manifest, as: deployment, live: live, state: state, origin: origin, config: config,
+                        report: &sync, onEvent: onEvent)
+        return deployment
+    }
+}

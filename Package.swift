@@ -34,6 +34,7 @@ let package = Package(
         .executableTarget(name: "patchsync", dependencies: ["PatchSyncCLI"]),
         .target(name: "PatchSyncTestSupport", dependencies: ["PatchSync"]),
         .executableTarget(name: "patchsync-sample", dependencies: ["PatchSyncTestSupport"]),
+        .executableTarget(name: "launcher-example", dependencies: ["PatchSync"], path: "Examples/Launcher"),
         .testTarget(name: "PatchSyncTests", dependencies: ["PatchSync", "PatchSyncTestSupport"]),
         .testTarget(
             name: "PatchSyncCLITests",

@@ -52,10 +52,15 @@ extension PatchSyncError {
         do { return try body() } catch { throw error.during(step) }
     }
 
+    /// A sync stopped by its caller: deferred, with progress kept.
+    static let cancelled = PatchSyncError(.deferred, "the sync was cancelled; the chunks already verified are kept",
+                                          remedy: "run sync again to continue where it stopped")
+
     /// Turns any error into a PatchSyncError: typed low-level errors keep their meaning.
     static func wrap(_ error: any Error) -> PatchSyncError {
         switch error {
         case let e as PatchSyncError: return e
+        case is CancellationError: return cancelled
         case let e as Errno: return PatchSyncError(.localIO, e.description, remedy: e.remedy)
         default: return PatchSyncError(.internal, String(describing: error))
         }

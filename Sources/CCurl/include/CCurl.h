@@ -9,6 +9,8 @@
 #include <curl/curl.h>
 
 typedef size_t (*ccurl_data_callback)(char *data, size_t size, size_t count, void *userdata);
+typedef int (*ccurl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+                                       curl_off_t ultotal, curl_off_t ulnow);
 
 /// curl_easy_setopt with a long argument.
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value);
@@ -20,6 +22,8 @@ CURLcode ccurl_easy_setopt_string(CURL *handle, CURLoption option, const char *v
 CURLcode ccurl_easy_setopt_pointer(CURL *handle, CURLoption option, void *value);
 /// curl_easy_setopt with a data callback (WRITEFUNCTION, HEADERFUNCTION).
 CURLcode ccurl_easy_setopt_callback(CURL *handle, CURLoption option, ccurl_data_callback value);
+/// curl_easy_setopt with a progress callback (XFERINFOFUNCTION).
+CURLcode ccurl_easy_setopt_xferinfo(CURL *handle, CURLoption option, ccurl_xferinfo_callback value);
 /// curl_multi_setopt with a long argument.
 CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
 /// curl_easy_getinfo for a long result.

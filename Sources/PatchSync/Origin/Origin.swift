@@ -49,6 +49,7 @@ final class Origin: MetadataSource, Sendable {
             case .success(let data): return data
             case .failure(let failure): failures.append((mirrors[index], failure))
             }
+            if Task.isCancelled { throw PatchSyncError.cancelled }
         }
         // A mirror that answers "not found" is believed over ones that cannot be reached.
         let answered = failures.filter { if case .network = $0.1 { return false }; return true }

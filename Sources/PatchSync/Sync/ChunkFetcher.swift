@@ -39,6 +39,7 @@ struct ChunkFetcher: Sendable {
                                                    into: sink)
             remaining = remaining.dropFirst(sink.completed)
             try files.flush()
+            if Task.isCancelled { throw PatchSyncError.cancelled }
             if case .failure(let failure) = result {
                 failures.append((origin.mirrors[mirror], failure))
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }

@@ -36,8 +36,14 @@ final class HTTPClient: Sendable {
 
     /// Performs one request, handing the body to `sink` on the transfer thread.
     func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<TransferResponse, TransferFailure> {
-        await withCheckedContinuation { continuation in
-            loop.submit(TransferBox(request: request, sink: sink, continuation: continuation))
+        let cancel = CancelFlag()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                loop.submit(TransferBox(request: request, sink: sink, cancel: cancel, continuation: continuation))
+            }
+        } onCancel: {
+            cancel.set()
+            loop.wake()
         }
     }
 
@@ -83,6 +89,9 @@ private final class TransferLoop: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
+    /// Wakes the thread so it notices cancelled transfers.
+    func wake() { curl_multi_wakeup(multi) }
+
     /// Asks the thread to finish its transfers and end, and waits until it has.
     func stop() {
         lock.withLock { stopping = true }
@@ -113,6 +122,10 @@ private final class TransferLoop: @unchecked Sendable {
 
     /// Creates and adds the easy handle of `box`; false when it could not start (already completed).
     private func start(_ box: TransferBox) -> Bool {
+        if box.cancel.isSet {
+            box.complete(.failure(.cancelled))
+            return false
+        }
         guard let easy = curl_easy_init() else {
             box.complete(.failure(.network("curl_easy_init failed")))
             return false
@@ -130,6 +143,9 @@ private final class TransferLoop: @unchecked Sendable {
         ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, opaque)
         ccurl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback)
         ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, opaque)
+        ccurl_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, opaque)
+        ccurl_easy_setopt_xferinfo(easy, CURLOPT_XFERINFOFUNCTION, transferProgressCallback)
+        ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
         ccurl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
         if let range = box.request.range {
             ccurl_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound)")
@@ -178,6 +194,7 @@ private final class TransferLoop: @unchecked Sendable {
     private func outcome(of box: TransferBox, easy: UnsafeMutableRawPointer,
                          code: CURLcode) -> Result<TransferResponse, TransferFailure> {
         if let failure = box.failure { return .failure(failure) }
+        if box.cancel.isSet { return .failure(.cancelled) }
         if code != CURLE_OK {
             if code == CURLE_FILE_COULDNT_READ_FILE { return .failure(.notFound) }
             return .failure(.network(String(cString: curl_easy_strerror(code))))
@@ -196,6 +213,13 @@ private let transferWriteCallback: ccurl_data_callback = { data, size, count, us
     guard let userdata, let data else { return 0 }
     let box = Unmanaged<TransferBox>.fromOpaque(userdata).takeUnretainedValue()
     return box.write(UnsafeRawBufferPointer(start: data, count: size * count)) ? size * count : 0
+}
+
+/// libcurl's progress callback, called at least once a second even when a transfer stalls:
+/// a non-zero return aborts a transfer whose caller was cancelled.
+private let transferProgressCallback: ccurl_xferinfo_callback = { userdata, _, _, _, _ in
+    guard let userdata else { return 0 }
+    return Unmanaged<TransferBox>.fromOpaque(userdata).takeUnretainedValue().cancel.isSet ? 1 : 0
 }
 
 /// libcurl's header callback: remembers Content-Range of the final response.

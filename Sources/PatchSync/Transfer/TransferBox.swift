@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import Synchronization
 
 /// The state of one transfer while libcurl runs it.
 ///
@@ -7,6 +8,7 @@ import Foundation
 /// thread (callbacks and completion) until `complete` resumes the caller once.
 final class TransferBox: @unchecked Sendable {
     let request: TransferRequest
+    let cancel: CancelFlag
     private let sink: any ResponseSink
     private var continuation: CheckedContinuation<Result<TransferResponse, TransferFailure>, Never>?
     private(set) var received: Int64 = 0
@@ -15,9 +17,10 @@ final class TransferBox: @unchecked Sendable {
     private(set) var status = 0
     private var contentRange: String?
 
-    init(request: TransferRequest, sink: any ResponseSink,
+    init(request: TransferRequest, sink: any ResponseSink, cancel: CancelFlag,
          continuation: CheckedContinuation<Result<TransferResponse, TransferFailure>, Never>) {
         self.request = request
+        self.cancel = cancel
         self.sink = sink
         self.continuation = continuation
     }
@@ -38,6 +41,7 @@ final class TransferBox: @unchecked Sendable {
 
     /// Takes a piece of the body; false aborts the transfer with `failure` recorded.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if cancel.isSet { return false }
         if !checkedStatus, let easy = currentEasy, let problem = checkStatus(easy) {
             failure = problem
             return false
@@ -74,4 +78,14 @@ final class TransferBox: @unchecked Sendable {
         }
         return nil
     }
+}
+
+/// Set once when the task waiting for a transfer is cancelled; read on the transfer thread.
+///
+/// Thread-safety: an atomic flag.
+final class CancelFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
 }

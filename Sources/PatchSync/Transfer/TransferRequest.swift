@@ -35,6 +35,8 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
     case wrongRange(String)
     /// The sink refused the bytes (a hash mismatch, a local write error).
     case refused(PatchSyncError)
+    /// The caller's task was cancelled.
+    case cancelled
 
     var description: String {
         switch self {
@@ -44,6 +46,7 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
         case .tooLarge(let limit): return "response exceeds the \(limit) bytes allowed"
         case .wrongRange(let text): return "wrong range: \(text)"
         case .refused(let error): return error.description
+        case .cancelled: return "cancelled"
         }
     }
 }

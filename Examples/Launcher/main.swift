@@ -1,0 +1,40 @@
+// A launcher written in Swift, using the PatchSync library directly:
+// apply what is ready, start the game, and sync the next build in the background
+// while it runs (sync never touches the live tree), cancelling it if the game exits first.
+//
+//   swift run launcher-example ~/Games/forest ./bin/game --fullscreen
+import Foundation
+import PatchSync
+
+let arguments = CommandLine.arguments.dropFirst()
+guard let folder = arguments.first, let game = arguments.dropFirst().first else {
+    print("usage: launcher-example INSTALL_DIR GAME [ARGS…]")
+    exit(64)
+}
+
+do {
+    let install = try Install.open(at: folder)
+    let applied = try install.applyPendingUpdate()
+    if applied.applied { print("updated to build \(applied.current ?? "?")") }
+    let status = try install.status()
+    print("playing build \(status.current ?? "none"); ready: \(status.ready ?? "none")")
+
+    let session = install.startSync()
+    let progress = Task {
+        for await event in session.events {
+            switch event {
+            case .phase(let text): print("sync: \(text)")
+            case .transfer(let done, let total): print("sync: \(done) of \(total) bytes")
+            }
+        }
+    }
+    let exitStatus = try GameLauncher(install: install).launch(game, Array(arguments.dropFirst(2)))
+    session.cancel()  // the game is done; a later start picks the sync up where it stopped
+    _ = try? await session.result()
+    await progress.value
+    exit(exitStatus)
+} catch {
+    print("error: \(error.description)")
+    if let remedy = error.remedy { print("hint: \(remedy)") }
+    exit(1)
+}

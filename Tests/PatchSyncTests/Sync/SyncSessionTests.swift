@@ -1,0 +1,37 @@
+import Foundation
+@testable import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+@Suite("The Swift API for launchers", .tags(.large))
+struct SyncSessionTests {
+    @Test("a sync session streams events, can be cancelled mid-transfer keeping progress, and a new one finishes")
+    func cancelAndResume() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.04)
+        try fixture.publish(build, id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "200k")
+        let install = try fixture.makeInstall(remotes: [nginx.url]) { $0.maxConnections = 2 }
+        let session = install.startSync()
+        var phases = 0
+        for await event in session.events {
+            if case .phase = event { phases += 1 }
+            if (try install.status().staging?.chunksDone ?? 0) >= 3 { break }
+        }
+        session.cancel()
+        let error = await #expect(throws: PatchSyncError.self) { try await session.result() }
+        #expect(error?.code == .deferred)
+        #expect(phases >= 2)
+        let kept = try #require(try install.status().staging)
+        #expect(kept.chunksDone >= 3 && kept.chunksDone < kept.chunksTotal)
+        #expect(install.currentDeployment() == nil)
+        #expect(try install.status().ready == nil)
+
+        let finished = try await install.startSync().result()
+        #expect(finished.outcome == .ready)
+        #expect(finished.chunksFetched <= kept.chunksTotal - kept.chunksDone + 2 * 4,
+                "only chunks not yet done (and those in flight) are fetched again")
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: build)
+    }
+}

@@ -29,6 +29,7 @@ extension Install {
             do {
                 if FileSystem.exists(staged) {
                     try FileSystem.removeTree(final)
+                    try FileSystem.syncDirectory(staged)  // its files were synced when staged
                     try FileSystem.rename(staged, final)
                     try FileSystem.syncDirectory(buildsDirectory)
                     try FileSystem.syncDirectory(stagingDirectory)

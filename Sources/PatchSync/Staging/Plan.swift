@@ -37,6 +37,11 @@ struct Plan: Sendable {
     var local: [(Need, LocalChunk)] = []
     var fetch: [Need] = []
 
+    /// Bytes the staged files still need on disk: every chunk not yet written, once per destination.
+    var bytesToWrite: Int64 {
+        (fetch + local.map(\.0)).reduce(0) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
+    }
+
     /// Compressed bytes to fetch, as the manifest states them.
     var bytesToFetch: Int64 { fetch.reduce(0) { $0 + Int64($1.chunk.objectLength) } }
 }

@@ -16,6 +16,9 @@ final class StagedFiles: @unchecked Sendable {
     private var pendingBytes = 0
     private(set) var bytesWritten: Int64 = 0
 
+    /// Room kept beyond the content for the state database, metadata and file-system overhead.
+    static let slackBytes: Int64 = 4 << 20
+
     /// Flush the records after this many chunks or bytes, whichever comes first.
     static let flushChunks = 64
     static let flushBytes = 4 << 20

@@ -12,6 +12,7 @@ extension Syncer {
         defer { files.closeAll() }
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
             do { try FileSystem.makeDirectory(directory) } catch { throw PatchSyncError.wrap(error) }
+            try checkFreeSpace(for: plan, in: directory)
             try link(plan.links, into: directory)
             for file in plan.assembled { try files.prepare(file) }
         }
@@ -39,6 +40,20 @@ extension Syncer {
         guard let current = install.currentDeployment(),
               let manifest = try? loadManifest(Deployment.buildID(of: current)) else { return LiveTree() }
         return try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state)
+    }
+
+    /// Refuses to start staging when the disk cannot hold the new content (linked files cost
+    /// nothing; chunks already written are not counted again).
+    private func checkFreeSpace(for plan: Plan, in directory: String) throws(PatchSyncError) {
+        let needed = plan.bytesToWrite + StagedFiles.slackBytes
+        var fs = statvfs()
+        guard statvfs(directory, &fs) == 0 else { throw PatchSyncError.wrap(Errno(errno, "checking free space of", directory)) }
+        let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
+        guard free >= needed else {
+            throw PatchSyncError(.localIO, "not enough disk space in \(directory): the build needs \(needed) bytes, "
+                                 + "\(free) are free", remedy: "free at least \(needed - free) bytes, then run sync again; "
+                                 + "the live build is untouched and progress is kept")
+        }
     }
 
     func loadManifest(_ build: String) throws(PatchSyncError) -> Manifest {

@@ -77,3 +77,177 @@ struct CrashTests {
         #expect(killed >= Self.loops / 3, "the loop should interrupt a fair share of runs (killed \(killed))")
     }
 }
+
+/// Runs `patchsync ARGS…` under libfiu's POSIX preload with one failure-point command.
+func runWithFaults(_ command: String, _ arguments: [String]) throws -> CLI.Result {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/fiu-run")
+    process.arguments = ["-x", "-f", "", "-c", command, CLI.executable] + arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let stdout = out.fileHandleForReading.readDataToEndOfFile(), stderr = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return CLI.Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr, as: UTF8.self))
+}
+
+@Suite("Faults injected with libfiu, and a full disk", .tags(.cli), .serialized)
+struct FaultTests {
+    /// An install at build 1 with build 2 published, and the facts of its live tree.
+    static func setUp() throws -> (Fixture, Install, [String: FileFacts]) {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2")
+        return (fixture, install, try treeFacts(install.root + "/current"))
+    }
+
+    @Test("ENOSPC on writes and EIO on fsync while staging: exit 74 with a clear error, live tree intact, the next sync completes",
+          arguments: ["enable_random name=posix/io/rw/pwrite,probability=0.05,failinfo=28",
+                      "enable_random name=posix/io/sync/fsync,probability=0.1,failinfo=5"])
+    func stagingFaults(command: String) throws {
+        let (fixture, install, live) = try Self.setUp()
+        defer { withExtendedLifetime(fixture) {} }
+        var failures = 0
+        for _ in 0..<4 {
+            let result = try runWithFaults(command, ["sync", "--install", install.root])
+            #expect(result.status == 0 || result.status == 74, "\(result.status): \(result.stderr)")
+            if result.status == 74 {
+                failures += 1
+                #expect(result.stderr.contains("error: ") && result.stderr.contains("hint: "), "\(result.stderr)")
+                #expect(["No space left on device", "Input/output error", "disk I/O error", "disk is full"]
+                    .contains { result.stderr.contains($0) }, "\(result.stderr)")
+            }
+            #expect(install.currentBuild() == "1")
+            #expect(try treeFacts(install.root + "/current") == live)
+            #expect(try integrityCheck(install) == "ok")
+            if result.status == 0 { break }
+        }
+        #expect(failures >= 1, "the injected faults should fail at least one run")
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        #expect(install.currentBuild() == "2")
+        try expectCompleteBuild(install)
+    }
+
+    @Test("EIO on fsync during apply: exit 74, no flip, the build stays ready and applies later")
+    func applyFsyncFails() throws {
+        let (fixture, install, live) = try Self.setUp()
+        defer { withExtendedLifetime(fixture) {} }
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        let result = try runWithFaults("enable name=posix/io/sync/fsync,failinfo=5", ["apply", "--install", install.root])
+        #expect(result.status == 74)
+        #expect(result.stderr.contains("Input/output error"), "\(result.stderr)")
+        #expect(install.currentBuild() == "1", "never a flip after a failed fsync")
+        #expect(try treeFacts(install.root + "/current") == live)
+        #expect(try install.status().ready == "2")
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        try expectCompleteBuild(install)
+        #expect(install.currentBuild() == "2")
+    }
+
+    @Test("apply under strace: each rename is preceded by an fsync of what it moves and followed by an fsync of its folder; current is never unlinked")
+    func applySyscallOrder() throws {
+        let (fixture, install, _) = try Self.setUp()
+        defer { withExtendedLifetime(fixture) {} }
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        let trace = fixture.directory + "/apply.trace"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+        process.arguments = ["-f", "-qq", "-o", trace, "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,close",
+                             CLI.executable, "apply", "--install", install.root]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let events = try SyscallTrace(path: trace)
+        let renames = events.renames
+        #expect(renames.count >= 2, "the staged tree and the current link are renamed")
+        for rename in renames {
+            if !rename.from.contains("/.current.tmp-") {  // a symlink cannot be fsynced; its folder is
+                #expect(events.synced(rename.from, before: rename.index), "\(rename.from) renamed before its fsync")
+            }
+            let folder = (rename.to as NSString).deletingLastPathComponent
+            #expect(events.synced(folder, after: rename.index), "\(folder) not synced after renaming \(rename.to)")
+        }
+        #expect(!events.unlinked.contains(install.root + "/current"))
+        #expect(install.currentBuild() == "2")
+    }
+
+    @Test("a disk too small for the new build: exit 74 naming both sizes before anything is staged; live tree intact",
+          .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+    func fullDisk() throws {
+        let fixture = try Fixture()
+        let mount = fixture.directory + "/small-disk"
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        #expect(try shell("mount -t tmpfs -o size=8m tmpfs '\(mount)'") == 0)
+        defer { _ = try? shell("umount '\(mount)'") }
+        let tree = fixture.directory + "/tree"
+        try FileManager.default.createDirectory(atPath: tree, withIntermediateDirectories: true)
+        try Data("small".utf8).write(to: URL(fileURLWithPath: tree + "/small.txt"))
+        try fixture.publish(tree, id: "1")
+        let installRoot = mount + "/game"
+        #expect(try CLI.run(["init", "--install", installRoot, "--remote", fixture.fileRemote,
+                             "--root", fixture.rootMetadata]).status == 0)
+        #expect(try CLI.run(["sync", "--install", installRoot]).status == 0)
+        #expect(try CLI.run(["apply", "--install", installRoot]).status == 0)
+        var rng = SeededRandom(seed: 9)
+        try Data(rng.bytes(6 << 20)).write(to: URL(fileURLWithPath: tree + "/big.pak"))
+        try fixture.publish(tree, id: "2")
+        let result = try CLI.run(["sync", "--install", installRoot])
+        #expect(result.status == 74)
+        #expect(result.stderr.contains("not enough disk space") && result.stderr.contains("bytes, "), "\(result.stderr)")
+        let install = try Install.open(at: installRoot)
+        #expect(install.currentBuild() == "1")
+        #expect(try String(contentsOfFile: installRoot + "/current/small.txt", encoding: .utf8) == "small")
+        #expect(try install.status().ready == nil)
+    }
+}
+
+func shell(_ command: String) throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", command]
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
+/// The file system calls of an strace log, with descriptors resolved to paths.
+struct SyscallTrace {
+    struct Rename { var index: Int; var from: String; var to: String }
+    private(set) var syncs: [(index: Int, path: String)] = []
+    private(set) var renames: [Rename] = []
+    private(set) var unlinked: [String] = []
+
+    init(path: String) throws {
+        var open: [String: String] = [:]  // "pid:fd" -> path
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init)
+        for (index, line) in lines.enumerated() {
+            let pid = String(line.prefix { $0 != " " })
+            let quoted = Self.quoted(line)
+            if line.contains("openat("), let path = quoted.first, let fd = line.split(separator: "=").last
+                .map({ $0.trimmingCharacters(in: .whitespaces) }), Int(fd) != nil {
+                open["\(pid):\(fd)"] = path
+            } else if line.contains("fsync(") || line.contains("fdatasync("), line.hasSuffix("= 0"),
+                      let fd = line.split(separator: "(").dropFirst().first?.split(separator: ")").first,
+                      let file = open["\(pid):\(fd)"] {
+                syncs.append((index, file))
+            } else if line.contains("rename"), quoted.count == 2 {
+                renames.append(Rename(index: index, from: quoted[0], to: quoted[1]))
+            } else if line.contains("unlink"), let file = quoted.first {
+                unlinked.append(file)
+            }
+        }
+    }
+
+    func synced(_ path: String, before index: Int) -> Bool { syncs.contains { $0.index < index && $0.path == path } }
+    func synced(_ path: String, after index: Int) -> Bool { syncs.contains { $0.index > index && $0.path == path } }
+
+    private static func quoted(_ line: String) -> [String] {
+        line.split(separator: "\"", omittingEmptySubsequences: false).enumerated().compactMap { $0 % 2 == 1 ? String($1) : nil }
+    }
+}

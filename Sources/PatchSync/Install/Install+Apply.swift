@@ -43,6 +43,7 @@ extension Install {
         var history = try state.history().filter { $0 != ready }
         history.append(ready)
         try state.set(["current": ready, "ready": nil, "history": StateStore.encode(history: history)])
+        try retireOldBuilds(keeping: Set(history.suffix(try config().buildsKept) + [ready]))
         return ApplyReport(applied: true, current: ready, previous: try previousDeployment(state))
     }
 
@@ -71,6 +72,18 @@ extension Install {
         try state.set(["current": previous, "history": StateStore.encode(history: Array(history)), "heldBack": heldBack,
                        "ready": ready.map(Deployment.buildID(of:)) == heldBack ? nil : ready])
         return ApplyReport(applied: true, current: previous, previous: try previousDeployment(state))
+    }
+
+    /// Moves builds beyond the kept ones out of builds/ with one rename each (cheap at launch);
+    /// the next sync deletes them.
+    private func retireOldBuilds(keeping keep: Set<String>) throws(PatchSyncError) {
+        do {
+            let old = try FileSystem.list(buildsDirectory).filter { !keep.contains($0) }
+            guard !old.isEmpty else { return }
+            try FileSystem.makeDirectory(trashDirectory)
+            for name in old { try FileSystem.rename(buildDirectory(name), trashDirectory + "/\(name)-\(UInt32.random(in: 0...UInt32.max))") }
+            try FileSystem.syncDirectory(buildsDirectory)
+        } catch { throw PatchSyncError.wrap(error).during("retiring old builds") }
     }
 
     /// Brings the recorded state in line with the `current` symlink after a crash between

@@ -14,6 +14,7 @@ public struct Install: Sendable {
     var lockPath: String { stateDirectory + "/lock" }
     var runningLockPath: String { stateDirectory + "/running.lock" }
     var buildsDirectory: String { root + "/builds" }
+    var trashDirectory: String { stateDirectory + "/trash" }
     var currentLink: String { root + "/current" }
 
     func buildDirectory(_ id: String) -> String { buildsDirectory + "/" + id }

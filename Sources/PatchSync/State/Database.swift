@@ -120,6 +120,7 @@ final class Database: @unchecked Sendable {
         let message = String(cString: sqlite3_errmsg(handle))
         let code = sqlite3_errcode(handle)
         return PatchSyncError(.localIO, "state database \(path): \(message) (in \(what.prefix(60)))",
-                              remedy: code == SQLITE_FULL ? "free disk space and run again" : nil)
+                              remedy: code == SQLITE_FULL ? "free disk space and run again; progress is kept"
+                                  : "check the disk holding \(path), then run again; the live build is untouched")
     }
 }

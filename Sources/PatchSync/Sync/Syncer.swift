@@ -103,21 +103,20 @@ public struct Syncer: Sendable {
         return manifest
     }
 
-    /// Removes abandoned staging, and builds other than the last `keepBuilds` applied
-    /// (current and previous by default), the ready one and the one being staged.
+    /// Deletes the builds that apply retired to `.patchsync/trash/` and abandoned staging.
+    /// Sync never touches `builds/` or `current` itself.
     func collectGarbage(keeping staged: String?, state: StateStore, config: InstallConfig) throws(PatchSyncError) {
         let ready = try state.setting("ready")
-        let kept = try state.history().suffix(config.buildsKept)
-        let keep = Set(kept + [install.currentDeployment(), staged, ready].compactMap { $0 })
         do {
             for name in try FileSystem.list(install.stagingDirectory) where name != staged && name != ready {
                 try FileSystem.removeTree(install.stagedDirectory(name))
             }
-            for name in try FileSystem.list(install.buildsDirectory) where !keep.contains(name) {
-                try FileSystem.removeTree(install.buildDirectory(name))
+            for name in (try? FileSystem.list(install.trashDirectory)) ?? [] {
+                try FileSystem.removeTree(install.trashDirectory + "/" + name)
             }
         } catch { throw PatchSyncError.wrap(error).during("removing old builds") }
-        try state.forgetBuilds(except: keep)
+        let present = (try? FileSystem.list(install.buildsDirectory)) ?? []
+        try state.forgetBuilds(except: Set(present + [staged, ready].compactMap { $0 }))
     }
 }
 

@@ -17,12 +17,13 @@ public struct Errno: Error, CustomStringConvertible, Sendable {
     }
 
     /// What a person can do about it, where errno says something useful.
-    var remedy: String? {
+    var remedy: String {
         switch code {
         case ENOSPC, EDQUOT: return "free disk space, then run the command again; progress is kept"
         case EACCES, EPERM, EROFS: return "check the permissions of \(path)"
         case ENOENT: return "check that \(path) exists"
-        default: return nil
+        case EIO: return "the disk reported an I/O error: check it (dmesg, SMART), then run again; the live build is untouched"
+        default: return "run the command again; the live build is untouched and progress is kept"
         }
     }
 }

@@ -180,14 +180,33 @@ struct Launch: AsyncParsableCommand {
     var command: [String] = []
 
     func run() async throws {
+        throw ExitCode(try Self.launch(install: options.install, command: command))
+    }
+
+    static func launch(install folder: String, command: [String]) throws(PatchSyncError) -> Int32 {
         guard let executable = command.first else {
             throw PatchSyncError(.usage, "no game command given", remedy: "put it after --: patchsync launch -- ./game")
         }
-        let install = try Install.open(at: options.install)
-        let status = try GameLauncher(install: install).launch(executable, Array(command.dropFirst())) { report in
+        let install = try Install.open(at: folder)
+        return try GameLauncher(install: install).launch(executable, Array(command.dropFirst())) { report in
             if report.applied { FileHandle.standardError.write(Data("applied build \(report.current ?? "?")\n".utf8)) }
         }
-        throw ExitCode(status)
+    }
+
+    /// `patchsync launch [--install DIR] -- CMD…` exactly: the launch, without the argument parser.
+    /// Any other form (help, --json, mistakes) goes through the parser as usual.
+    static func fastPath(_ arguments: [String]) -> (() throws(PatchSyncError) -> Int32)? {
+        var rest = arguments.dropFirst()
+        guard rest.first == "launch" else { return nil }
+        rest = rest.dropFirst()
+        var folder = "."
+        if rest.first == "--install", rest.count >= 2 {
+            folder = rest[rest.index(after: rest.startIndex)]
+            rest = rest.dropFirst(2)
+        }
+        guard rest.first == "--", rest.count >= 2 else { return nil }
+        let command = Array(rest.dropFirst())
+        return { () throws(PatchSyncError) in try launch(install: folder, command: command) }
     }
 }
 

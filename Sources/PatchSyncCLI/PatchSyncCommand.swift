@@ -27,6 +27,13 @@ public struct PatchSyncCommand: AsyncParsableCommand {
     /// Parses, runs, and exits with the status of DESIGN.md's table.
     public static func runMain() async {
         let json = CommandLine.arguments.contains("--json")
+        if let launch = Launch.fastPath(CommandLine.arguments) {
+            // The launcher's hot path skips the argument parser's reflection: it runs before every game start.
+            do { Foundation.exit(try launch()) } catch {
+                Output(json: false).failure(error, exitStatus: ExitStatus.of(error.code))
+                Foundation.exit(ExitStatus.of(error.code))
+            }
+        }
         do {
             var command = try await asyncParseAsRoot()
             if var async = command as? AsyncParsableCommand { try await async.run() } else { try command.run() }

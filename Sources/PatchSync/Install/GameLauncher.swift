@@ -18,25 +18,34 @@ public struct GameLauncher: Sendable {
         }
         let lock = try install.holdRunningLock()
         defer { withExtendedLifetime(lock) {} }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.resolve(executable))
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["PATCHSYNC_CONTENT_ROOT"] = install.currentLink
-        process.environment = environment
-        do { try process.run() } catch {
-            throw PatchSyncError(.usage, "cannot start the game \(executable)", remedy: "check the command's path",
-                                 cause: error)
-        }
-        process.waitUntilExit()
-        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        let pid = try Self.spawn(executable, arguments, environment: environment)
+        return try Self.wait(for: pid, executable)
     }
 
-    /// A command name without a slash is looked up in PATH, as a shell would.
-    private static func resolve(_ command: String) -> String {
-        guard !command.contains("/") else { return command }
-        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        where FileManager.default.isExecutableFile(atPath: "\(dir)/\(command)") { return "\(dir)/\(command)" }
-        return command
+    /// posix_spawnp of the game, searching PATH for a bare command name as a shell would.
+    private static func spawn(_ executable: String, _ arguments: [String],
+                              environment: [String: String]) throws(PatchSyncError) -> pid_t {
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawnp(&pid, executable, nil, nil, argv, envp)
+        guard status == 0 else {
+            throw PatchSyncError(.usage, "cannot start the game \(executable): \(String(cString: strerror(status)))",
+                                 remedy: "check the command's path and that it is executable")
+        }
+        return pid
+    }
+
+    /// waitpid(2) until the game ends; its exit status, or 128+N when signal N ended it.
+    private static func wait(for pid: pid_t, _ executable: String) throws(PatchSyncError) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw PatchSyncError.wrap(Errno(errno, "waiting for", executable)) }
+        }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 }

@@ -6,6 +6,8 @@ public struct ApplyReport: Codable, Sendable {
     public var applied: Bool
     public var current: String?
     public var previous: String?
+    /// How long the swap took inside the process, in milliseconds.
+    public var milliseconds: Double?
 }
 
 extension Install {
@@ -13,6 +15,16 @@ extension Install {
     /// rename, and records it; the old build is kept as previous. Refused while
     /// the game runs. A crash at any instant leaves `current` on a complete build.
     public func applyPendingUpdate() throws(PatchSyncError) -> ApplyReport {
+        let start = ContinuousClock.now
+        var report = try apply()
+        if report.applied {
+            let elapsed = ContinuousClock.now - start
+            report.milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        }
+        return report
+    }
+
+    private func apply() throws(PatchSyncError) -> ApplyReport {
         let lock = try lock("apply")
         defer { withExtendedLifetime(lock) {} }
         let state = try state()

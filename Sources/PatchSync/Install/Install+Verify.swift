@@ -35,13 +35,21 @@ extension Install {
             throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
         }
         let build = Deployment.buildID(of: deployment)
-        let manifest = try Syncer(install: self).loadManifest(build)
+        let lock = try lock("verify")
+        defer { withExtendedLifetime(lock) {} }
         let state = try state()
+        var files = try state.buildFiles(build: deployment)
+        if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs
+            files = try Syncer(install: self).loadManifest(build).files.map {
+                StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode),
+                                     sha256: $0.sha256.hex)
+            }
+        }
         let cache = try state.statCache(build: deployment)
         let directory = buildDirectory(deployment)
         var report = VerifyReport(deployment: deployment, buildId: build, filesChecked: 0, filesHashed: 0, damaged: [])
         var refreshed: [String: StateStore.FileStat] = [:]
-        for file in manifest.files {
+        for file in files {
             report.filesChecked += 1
             let (damage, hashed, stat) = check(file, at: directory + "/" + file.path, cache: cache[file.path], full: full)
             if hashed { report.filesHashed += 1 }
@@ -53,7 +61,7 @@ extension Install {
         return report
     }
 
-    private func check(_ file: FileEntry, at path: String, cache: StateStore.FileStat?,
+    private func check(_ file: StateStore.BuildFile, at path: String, cache: StateStore.FileStat?,
                        full: Bool) -> (VerifyReport.Damage?, Bool, StateStore.FileStat?) {
         func damage(_ problem: VerifyReport.Problem, _ expected: String, _ actual: String?) -> VerifyReport.Damage {
             VerifyReport.Damage(path: file.path, problem: problem, expected: expected, actual: actual)
@@ -64,7 +72,7 @@ extension Install {
         guard Int64(st.st_size) == file.size else {
             return (damage(.wrongSize, "\(file.size) bytes", "\(st.st_size) bytes"), false, nil)
         }
-        let mode = UInt32(st.st_mode) & 0o7777, expected = Install.installedMode(file.mode)
+        let mode = UInt32(st.st_mode) & 0o7777, expected = file.mode
         guard mode == expected else {
             return (damage(.wrongMode, String(expected, radix: 8), String(mode, radix: 8)), false, nil)
         }
@@ -73,7 +81,7 @@ extension Install {
         guard let sha = try? SHA256Hasher.hash(file: path) else {
             return (damage(.missing, "a readable file", "unreadable"), true, nil)
         }
-        return sha == file.sha256 ? (nil, true, stat) : (damage(.wrongHash, file.sha256.hex, sha.hex), true, nil)
+        return sha.hex == file.sha256 ? (nil, true, stat) : (damage(.wrongHash, file.sha256, sha.hex), true, nil)
     }
 }
 

@@ -34,6 +34,8 @@ final class StateStore: Sendable {
                 CREATE TABLE IF NOT EXISTS setting(key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS stat_cache(build TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
                     mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL, PRIMARY KEY(build, path));
+                CREATE TABLE IF NOT EXISTS build_file(build TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
+                    mode INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY(build, path));
                 CREATE TABLE IF NOT EXISTS chunk_done(build TEXT NOT NULL, path TEXT NOT NULL, chunk INTEGER NOT NULL,
                     PRIMARY KEY(build, path, chunk));
                 """)
@@ -79,6 +81,29 @@ final class StateStore: Sendable {
             })
     }
 
+    /// What a deployment's files must be, kept with the stat cache so that a fast verify
+    /// needs no manifest: path, size, permission bits as installed, SHA-256.
+    struct BuildFile: Sendable {
+        var path: String
+        var size: Int64
+        var mode: UInt32
+        var sha256: String
+    }
+
+    func saveBuildFiles(build: String, _ files: [BuildFile]) throws(PatchSyncError) {
+        try database.run("INSERT OR REPLACE INTO build_file(build, path, size, mode, sha256) VALUES(?, ?, ?, ?, ?)",
+                         rows: files.map { [.text(build), .text($0.path), .integer($0.size), .integer(Int64($0.mode)),
+                                            .text($0.sha256)] })
+    }
+
+    func buildFiles(build: String) throws(PatchSyncError) -> [BuildFile] {
+        try database.query("SELECT path, size, mode, sha256 FROM build_file WHERE build = ?", [.text(build)]).compactMap {
+            guard let path = $0[0].text, let size = $0[1].integer, let mode = $0[2].integer, let sha = $0[3].text
+            else { return nil }
+            return BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha)
+        }
+    }
+
     func doneChunks(build: String) throws(PatchSyncError) -> Set<ChunkRef> {
         var done = Set<ChunkRef>()
         for row in try database.query("SELECT path, chunk FROM chunk_done WHERE build = ?", [.text(build)]) {
@@ -96,10 +121,14 @@ final class StateStore: Sendable {
 
     /// Forgets staging progress and stat cache rows of builds not in `keep`.
     func forgetBuilds(except keep: Set<String>) throws(PatchSyncError) {
-        let builds = try database.query("SELECT DISTINCT build FROM chunk_done UNION SELECT DISTINCT build FROM stat_cache")
+        let builds = try database.query("""
+            SELECT DISTINCT build FROM chunk_done UNION SELECT DISTINCT build FROM stat_cache
+            UNION SELECT DISTINCT build FROM build_file
+            """)
         for build in builds.compactMap({ $0.first?.text }) where !keep.contains(build) {
             try database.run("DELETE FROM chunk_done WHERE build = ?", rows: [[.text(build)]])
             try database.run("DELETE FROM stat_cache WHERE build = ?", rows: [[.text(build)]])
+            try database.run("DELETE FROM build_file WHERE build = ?", rows: [[.text(build)]])
         }
     }
 

@@ -131,6 +131,9 @@ extension Syncer {
             }
         }
         try state.saveStatCache(build: id, stats)
+        try state.saveBuildFiles(build: id, manifest.files.map {
+            StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode), sha256: $0.sha256.hex)
+        })
         try state.set(["ready": id, "staging": nil])
     }
 }

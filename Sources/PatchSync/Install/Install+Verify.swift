@@ -40,20 +40,20 @@ extension Install {
         let state = try state()
         var files = try state.buildFiles(build: deployment)
         if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs
+            let cache = try state.statCache(build: deployment)
             files = try Syncer(install: self).loadManifest(build).files.map {
-                StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode),
-                                     sha256: $0.sha256.hex)
+                (StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode),
+                                      sha256: $0.sha256.hex), cache[$0.path])
             }
         }
-        let cache = try state.statCache(build: deployment)
         let directory = buildDirectory(deployment)
         var report = VerifyReport(deployment: deployment, buildId: build, filesChecked: 0, filesHashed: 0, damaged: [])
         var refreshed: [String: StateStore.FileStat] = [:]
-        for file in files {
+        for (file, cached) in files {
             report.filesChecked += 1
-            let (damage, hashed, stat) = check(file, at: directory + "/" + file.path, cache: cache[file.path], full: full)
+            let (damage, hashed, stat) = check(file, at: directory + "/" + file.path, cache: cached, full: full)
             if hashed { report.filesHashed += 1 }
-            if let damage { report.damaged.append(damage) } else if let stat, stat != cache[file.path] {
+            if let damage { report.damaged.append(damage) } else if let stat, stat != cached {
                 refreshed[file.path] = stat
             }
         }

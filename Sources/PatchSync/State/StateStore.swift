@@ -20,6 +20,12 @@ final class StateStore: Sendable {
         var modifiedNanoseconds: Int64
         var inode: Int64
 
+        init(size: Int64, modifiedNanoseconds: Int64, inode: Int64) {
+            self.size = size
+            self.modifiedNanoseconds = modifiedNanoseconds
+            self.inode = inode
+        }
+
         init(_ st: stat) {
             size = Int64(st.st_size)
             modifiedNanoseconds = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
@@ -63,12 +69,7 @@ final class StateStore: Sendable {
                                       [.text(build)]) {
             guard let path = row[0].text, let size = row[1].integer, let mtime = row[2].integer,
                   let inode = row[3].integer else { continue }
-            var st = stat()
-            st.st_size = off_t(size)
-            st.st_mtim.tv_sec = Int(mtime / 1_000_000_000)
-            st.st_mtim.tv_nsec = Int(mtime % 1_000_000_000)
-            st.st_ino = ino_t(inode)
-            cache[path] = FileStat(st)
+            cache[path] = FileStat(size: size, modifiedNanoseconds: mtime, inode: inode)
         }
         return cache
     }
@@ -96,11 +97,18 @@ final class StateStore: Sendable {
                                             .text($0.sha256)] })
     }
 
-    func buildFiles(build: String) throws(PatchSyncError) -> [BuildFile] {
-        try database.query("SELECT path, size, mode, sha256 FROM build_file WHERE build = ?", [.text(build)]).compactMap {
-            guard let path = $0[0].text, let size = $0[1].integer, let mode = $0[2].integer, let sha = $0[3].text
+    /// A deployment's files with what the stat cache remembers of each (nil where it has nothing), in one query.
+    func buildFiles(build: String) throws(PatchSyncError) -> [(BuildFile, FileStat?)] {
+        try database.query("""
+            SELECT b.path, b.size, b.mode, b.sha256, s.size, s.mtime_ns, s.inode FROM build_file b
+            LEFT JOIN stat_cache s ON s.build = b.build AND s.path = b.path WHERE b.build = ?
+            """, [.text(build)]).compactMap { row in
+            guard let path = row[0].text, let size = row[1].integer, let mode = row[2].integer, let sha = row[3].text
             else { return nil }
-            return BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha)
+            let cached = row[4].integer.flatMap { size in
+                row[5].integer.flatMap { mtime in row[6].integer.map { FileStat(size: size, modifiedNanoseconds: mtime, inode: $0) } }
+            }
+            return (BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha), cached)
         }
     }
 

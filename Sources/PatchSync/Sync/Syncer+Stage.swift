@@ -110,10 +110,10 @@ extension Syncer {
                     throw PatchSyncError(.internal, "\(file.path) chunk \(index) was never written")
                 }
                 let full = directory + "/" + file.path
-                do {
-                    try FileDescriptor(path: full, flags: O_RDONLY).sync()
-                    try FileSystem.setMode(full, mode_t(Install.installedMode(file.mode)))
-                } catch { throw PatchSyncError.wrap(error) }
+                // Its bytes were synced before its chunks were recorded done; only the mode is left.
+                do { try FileSystem.setMode(full, mode_t(Install.installedMode(file.mode))) } catch {
+                    throw PatchSyncError.wrap(error)
+                }
             }
             for file in manifest.files {
                 let full = directory + "/" + file.path
@@ -126,9 +126,10 @@ extension Syncer {
                     stats[file.path] = StateStore.FileStat(st)
                 } catch { throw PatchSyncError.wrap(error) }
             }
-            do { for folder in folders { try FileSystem.syncDirectory(folder) } } catch {
-                throw PatchSyncError.wrap(error)
-            }
+            do {
+                try FileSystem.syncFileSystem(of: directory)  // the modes set above
+                for folder in folders { try FileSystem.syncDirectory(folder) }
+            } catch { throw PatchSyncError.wrap(error) }
         }
         try state.saveStatCache(build: id, stats)
         try state.saveBuildFiles(build: id, manifest.files.map {

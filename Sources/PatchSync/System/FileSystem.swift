@@ -40,6 +40,19 @@ enum FileSystem {
         try dir.sync()
     }
 
+    /// syncfs(2) of the file system holding `path`: one call for many files' data and metadata.
+    static func syncFileSystem(of path: String) throws(Errno) {
+        let fd = try FileDescriptor(path: path, flags: O_RDONLY)
+        guard let syncfs = Self.syncfs else { sync(); return }
+        if syncfs(fd.fd) != 0 { throw Errno(errno, "syncing the file system of", path) }
+    }
+
+    /// glibc's syncfs(2), which Swift's Glibc module hides behind _GNU_SOURCE; looked up once.
+    private static let syncfs: (@convention(c) (Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    }()
+
     /// rename(2).
     static func rename(_ from: String, _ to: String) throws(Errno) {
         if Foundation.rename(from, to) != 0 { throw Errno(errno, "renaming \(from) to", to) }

@@ -1,16 +1,26 @@
-// CCurl: typed, non-variadic wrappers over libcurl's variadic calls.
+// CCurl: typed, non-variadic wrappers over libcurl, bound at first use.
 //
-// curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are C variadic
-// functions, which Swift cannot call. Each wrapper below fixes one argument
-// type, so Swift sees an ordinary typed function. Nothing else lives here.
+// Why it exists: curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are C
+// variadic functions, which Swift cannot call; each wrapper below fixes one
+// argument type. And libcurl pulls in a large tree of shared libraries (TLS, LDAP,
+// GSSAPI, SSH, IDN…) whose loading costs several milliseconds at every process
+// start; launchers call PatchSync before every game start and most calls never
+// transfer anything, so libcurl is loaded with dlopen by ccurl_load() on first use
+// instead of being linked. Every other function here is libcurl's, called through
+// the pointer that ccurl_load() found.
 #ifndef CCURL_H
 #define CCURL_H
 
 #include <curl/curl.h>
+#include <stddef.h>
 
 typedef size_t (*ccurl_data_callback)(char *data, size_t size, size_t count, void *userdata);
 typedef int (*ccurl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
                                        curl_off_t ultotal, curl_off_t ulnow);
+
+/// Loads libcurl (libcurl.so.4) and calls curl_global_init once; thread-safe.
+/// Returns 0 on success, or -1 with a message in `error`.
+int ccurl_load(char *error, size_t error_size);
 
 /// curl_easy_setopt with a long argument.
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value);
@@ -32,5 +42,28 @@ CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
 /// curl_easy_getinfo for a pointer result (CURLINFO_PRIVATE).
 CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
+
+/// curl_easy_init.
+CURL *ccurl_easy_init(void);
+/// curl_easy_cleanup.
+void ccurl_easy_cleanup(CURL *handle);
+/// curl_easy_strerror.
+const char *ccurl_easy_strerror(CURLcode code);
+/// curl_multi_init.
+CURLM *ccurl_multi_init(void);
+/// curl_multi_cleanup.
+CURLMcode ccurl_multi_cleanup(CURLM *multi);
+/// curl_multi_add_handle.
+CURLMcode ccurl_multi_add_handle(CURLM *multi, CURL *handle);
+/// curl_multi_remove_handle.
+CURLMcode ccurl_multi_remove_handle(CURLM *multi, CURL *handle);
+/// curl_multi_perform.
+CURLMcode ccurl_multi_perform(CURLM *multi, int *running);
+/// curl_multi_poll without extra descriptors.
+CURLMcode ccurl_multi_poll(CURLM *multi, int timeout_ms);
+/// curl_multi_wakeup.
+CURLMcode ccurl_multi_wakeup(CURLM *multi);
+/// curl_multi_info_read.
+CURLMsg *ccurl_multi_info_read(CURLM *multi, int *left);
 
 #endif

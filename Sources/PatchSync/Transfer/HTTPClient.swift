@@ -67,11 +67,13 @@ private final class TransferLoop: @unchecked Sendable {
     private var bytesTotal: Int64 = 0
     private let finished = DispatchSemaphore(value: 0)
 
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
-
     init(settings: HTTPClient.Settings) throws(PatchSyncError) {
-        _ = Self.globalInit
-        guard let multi = curl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
+        var error = [CChar](repeating: 0, count: 256)
+        guard ccurl_load(&error, error.count) == 0 else {
+            throw PatchSyncError(.internal, "libcurl could not be loaded: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))",
+                                 remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
+        }
+        guard let multi = ccurl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
         self.multi = multi
         self.settings = settings
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
@@ -80,22 +82,22 @@ private final class TransferLoop: @unchecked Sendable {
         ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnections)
     }
 
-    deinit { curl_multi_cleanup(multi) }
+    deinit { ccurl_multi_cleanup(multi) }
 
     var bytesReceived: Int64 { lock.withLock { bytesTotal } }
 
     func submit(_ box: TransferBox) {
         lock.withLock { inbox.append(box) }
-        curl_multi_wakeup(multi)
+        ccurl_multi_wakeup(multi)
     }
 
     /// Wakes the thread so it notices cancelled transfers.
-    func wake() { curl_multi_wakeup(multi) }
+    func wake() { ccurl_multi_wakeup(multi) }
 
     /// Asks the thread to finish its transfers and end, and waits until it has.
     func stop() {
         lock.withLock { stopping = true }
-        curl_multi_wakeup(multi)
+        ccurl_multi_wakeup(multi)
         finished.wait()
     }
 
@@ -113,9 +115,9 @@ private final class TransferLoop: @unchecked Sendable {
             }
             if stop && active == 0 { break }
             var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            ccurl_multi_perform(multi, &running)
             active -= drainCompleted()
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            ccurl_multi_poll(multi, 1000)
         }
         finished.signal()
     }
@@ -126,12 +128,12 @@ private final class TransferLoop: @unchecked Sendable {
             box.complete(.failure(.cancelled))
             return false
         }
-        guard let easy = curl_easy_init() else {
+        guard let easy = ccurl_easy_init() else {
             box.complete(.failure(.network("curl_easy_init failed")))
             return false
         }
         configure(easy, for: box)
-        curl_multi_add_handle(multi, easy)
+        ccurl_multi_add_handle(multi, easy)
         return true
     }
 
@@ -171,7 +173,7 @@ private final class TransferLoop: @unchecked Sendable {
     private func drainCompleted() -> Int {
         var count = 0
         var left: Int32 = 0
-        while let message = curl_multi_info_read(multi, &left) {
+        while let message = ccurl_multi_info_read(multi, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let code = message.pointee.data.result
             finish(easy, code: code)
@@ -183,12 +185,12 @@ private final class TransferLoop: @unchecked Sendable {
     private func finish(_ easy: UnsafeMutableRawPointer, code: CURLcode) {
         var pointer: UnsafeMutableRawPointer?
         ccurl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
-        curl_multi_remove_handle(multi, easy)
-        guard let pointer else { curl_easy_cleanup(easy); return }
+        ccurl_multi_remove_handle(multi, easy)
+        guard let pointer else { ccurl_easy_cleanup(easy); return }
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
         lock.withLock { bytesTotal += box.received }
         box.complete(outcome(of: box, easy: easy, code: code))
-        curl_easy_cleanup(easy)
+        ccurl_easy_cleanup(easy)
     }
 
     private func outcome(of box: TransferBox, easy: UnsafeMutableRawPointer,
@@ -197,7 +199,7 @@ private final class TransferLoop: @unchecked Sendable {
         if box.cancel.isSet { return .failure(.cancelled) }
         if code != CURLE_OK {
             if code == CURLE_FILE_COULDNT_READ_FILE { return .failure(.notFound) }
-            return .failure(.network(String(cString: curl_easy_strerror(code))))
+            return .failure(.network(ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"))
         }
         if !box.checkedStatus, let failure = box.checkStatus(easy) { return .failure(failure) }
         if let range = box.request.range, box.received != range.upperBound - range.lowerBound + 1 {

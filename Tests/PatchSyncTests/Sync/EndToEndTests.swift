@@ -70,20 +70,13 @@ struct EndToEndTests {
     func garbageCollection() async throws {
         let fixture = try Fixture()
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
-        for (n, id) in ["a", "b", "c"].enumerated() {
-            let dir = fixture.directory + "/tree-\(id)"
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            try Data("build \(n)".utf8).write(to: URL(fileURLWithPath: dir + "/version.txt"))
-            try fixture.publish(dir, id: id)
-            _ = try await Syncer(install: install).run()
-            _ = try install.applyPendingUpdate()
-        }
+        for id in ["a", "b", "c"] { try await RollbackTests.release(id, fixture, install) }
         _ = try await Syncer(install: install).run()
         let status = try install.status()
         #expect(status.current == "c" && status.previous == "b")
         #expect(status.builds.map(\.name) == ["b", "c"])
         #expect(status.builds.allSatisfy { $0.diskBytes > 0 })
-        #expect(try String(contentsOfFile: install.root + "/current/version.txt", encoding: .utf8) == "build 2")
+        #expect(try RollbackTests.version(install) == "build c")
     }
 
     @Test("mirrors are tried in order: a dead first mirror falls over to the next")

@@ -47,7 +47,14 @@ struct ObjectWriter: Sendable {
         }
     }
 
-    private func store(_ input: FileDescriptor, into output: FileDescriptor) throws(PatchSyncError) -> Result {
+    /// Chunks and compresses `path` as `write(file:)` would, writing nothing: what its object would be.
+    func describe(file path: String) throws(PatchSyncError) -> Result {
+        do { return try store(try FileDescriptor(path: path, flags: O_RDONLY), into: nil) } catch {
+            throw PatchSyncError.wrap(error).during("reading \(path)")
+        }
+    }
+
+    private func store(_ input: FileDescriptor, into output: FileDescriptor?) throws(PatchSyncError) -> Result {
         let fileHasher = SHA256Hasher()
         var chunks: [ChunkEntry] = []
         var objectOffset: Int64 = 0
@@ -57,8 +64,7 @@ struct ObjectWriter: Sendable {
             let useZlib = Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
             let stored = useZlib ? packed.count : bytes.count
             do {
-                if useZlib { try output.write(packed) }
-                else { try output.write(bytes) }
+                if useZlib { try output?.write(packed) } else { try output?.write(bytes) }
             } catch { throw PatchSyncError.wrap(error) }
             chunks.append(ChunkEntry(offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),
                                      objectOffset: objectOffset, objectLength: stored,

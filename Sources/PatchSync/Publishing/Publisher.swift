@@ -73,6 +73,27 @@ public struct Publisher: Sendable {
         return report
     }
 
+    /// The manifest this build folder would get, computed without writing anything (for `diff`).
+    public static func describe(buildDirectory: String, bundles: BundleRules,
+                                chunking: ChunkingParameters = .standard) throws(PatchSyncError) -> Manifest {
+        let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
+        var files: [FileEntry] = []
+        for path in try FileSystem.regularFiles(under: buildDirectory) {
+            try Manifest.checkPath(path)
+            let full = buildDirectory + "/" + path
+            let mode: UInt32
+            do { mode = UInt32(try FileDescriptor(path: full, flags: O_RDONLY).status().st_mode) & 0o755 } catch {
+                throw PatchSyncError.wrap(error).during("reading \(full)")
+            }
+            let result = try writer.describe(file: full)
+            files.append(FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                                   bundle: try bundles.bundle(for: path).name, chunks: result.chunks))
+        }
+        guard let id = try? BuildID("local") else { throw PatchSyncError(.internal, "'local' is a valid build id") }
+        return Manifest(formatVersion: Manifest.formatVersion, buildId: id, channel: .live, sequence: 0,
+                        chunking: chunking, bundles: bundles.bundles, files: files)
+    }
+
     /// The file's manifest entry; the object is reused without recompressing when an
     /// earlier manifest already describes this content, else chunked and stored.
     private func entry(for path: String, writer: ObjectWriter,

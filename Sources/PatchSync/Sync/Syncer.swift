@@ -27,7 +27,8 @@ public struct Syncer: Sendable {
 
         onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
         let trusted = try await TrustClient(directory: install.metadataDirectory, source: origin, now: now).refresh()
-        let (target, info) = try newestTarget(trusted.targets.signed, channel: try Channel(config.channel))
+        let target = try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel))
+        let info = target.info
         try checkSequence(info, state: state)
         var report = SyncReport(outcome: .ready, buildId: info.buildId, sequence: info.sequence)
         if info.buildId == install.currentBuild() {
@@ -39,7 +40,7 @@ public struct Syncer: Sendable {
             try collectGarbage(keeping: nil, state: state, config: config)
             report.outcome = .heldBack
         } else {
-            let manifest = try await fetchManifest(target, info: info, origin: origin)
+            let manifest = try await fetchManifest(target, origin: origin)
             let staging = try state.setting("staging")
             let deployment = staging.flatMap { Deployment.buildID(of: $0) == info.buildId ? $0 : nil }
                 ?? Deployment.newName(for: info.buildId, in: install)
@@ -55,21 +56,6 @@ public struct Syncer: Sendable {
     }
 
     /// The manifest target of the channel with the highest sequence.
-    private func newestTarget(_ targets: TargetsMetadata,
-                              channel: Channel) throws(PatchSyncError) -> ((String, TargetFile), ManifestTargetInfo) {
-        let candidates = targets.targets.compactMap { entry -> ((String, TargetFile), ManifestTargetInfo)? in
-            guard let info = entry.value.custom, info.channel == channel.name,
-                  entry.key == Manifest.targetPath(channel: channel, buildId: (try? BuildID(info.buildId)) ?? .invalid)
-            else { return nil }
-            return ((entry.key, entry.value), info)
-        }
-        guard let newest = candidates.max(by: { $0.1.sequence < $1.1.sequence }) else {
-            throw PatchSyncError(.originUnavailable, "the origin has no build on channel \(channel)",
-                                 remedy: "publish one with `patchsync publish … --channel \(channel)`, or check --channel")
-        }
-        return newest
-    }
-
     /// Refuses a build older than one already seen on the channel (rollback).
     private func checkSequence(_ info: ManifestTargetInfo, state: StateStore) throws(PatchSyncError) {
         let seen = Int(try state.setting("seenSequence.\(info.channel)") ?? "0") ?? 0
@@ -80,24 +66,9 @@ public struct Syncer: Sendable {
         }
     }
 
-    private func fetchManifest(_ target: (String, TargetFile), info: ManifestTargetInfo,
-                               origin: Origin) async throws(PatchSyncError) -> Manifest {
-        let (path, file) = target
-        guard let sha = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) has no sha256") }
-        let consistent = "targets/" + TargetNaming.consistentPath(path, sha256: sha)
-        guard let data = try await origin.whole(consistent, maxBytes: file.length) else {
-            throw PatchSyncError(.originUnavailable, "no mirror serves \(consistent)")
-        }
-        guard data.count == file.length, SHA256Hasher.hash(data).hex == sha else {
-            throw PatchSyncError(.refusedData, "\(consistent) does not match the length and SHA-256 that "
-                                 + "targets metadata signs", remedy: "the mirror serves a damaged or tampered manifest")
-        }
-        let manifest = try Manifest.decode(data, what: consistent)
-        guard manifest.buildId.value == info.buildId, manifest.channel.name == info.channel,
-              manifest.sequence == info.sequence else {
-            throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
-        }
-        do { try FileSystem.writeAtomically(data, to: install.manifestPath(info.buildId)) } catch {
+    private func fetchManifest(_ target: ManifestTarget, origin: Origin) async throws(PatchSyncError) -> Manifest {
+        let (manifest, data) = try await origin.manifest(target)
+        do { try FileSystem.writeAtomically(data, to: install.manifestPath(target.info.buildId)) } catch {
             throw PatchSyncError.wrap(error)
         }
         return manifest
@@ -118,12 +89,4 @@ public struct Syncer: Sendable {
         let present = (try? FileSystem.list(install.buildsDirectory)) ?? []
         try state.forgetBuilds(except: Set(present + [staged, ready].compactMap { $0 }))
     }
-}
-
-extension BuildID {
-    /// A placeholder that matches no real target path.
-    fileprivate static let invalid: BuildID = {
-        guard let id = try? BuildID("-") else { preconditionFailure("'-' is a valid build id") }
-        return id
-    }()
 }

@@ -1,0 +1,105 @@
+import Foundation
+
+/// What a patch from one build to another costs players, per bundle and per file.
+public struct PatchDiff: Codable, Sendable {
+    /// Totals for a bundle, or for the whole patch.
+    public struct Totals: Codable, Sendable, Equatable {
+        public var filesAdded = 0
+        public var filesRemoved = 0
+        public var filesChanged = 0
+        public var filesUnchanged = 0
+        /// Compressed bytes of the chunks NEW needs that OLD lacks, each distinct chunk once.
+        public var downloadBytes: Int64 = 0
+        /// Bytes written into the staged tree (added and changed files; unchanged ones are hard links).
+        public var writtenBytes: Int64 = 0
+        /// Size of the new build minus size of the old one.
+        public var diskDeltaBytes: Int64 = 0
+    }
+
+    /// One added or changed file.
+    public struct FileCost: Codable, Sendable, Equatable {
+        public var path: String
+        public var bundle: String
+        public var change: Change
+        public var size: Int64
+        /// Bytes of the file made of chunks OLD already has.
+        public var reusedBytes: Int64
+        /// Bytes of the file in chunks OLD lacks (uncompressed).
+        public var newBytes: Int64
+        public var downloadBytes: Int64
+    }
+
+    public enum Change: String, Codable, Sendable {
+        case added, changed
+    }
+
+    public var old: String
+    public var new: String
+    public var total: Totals
+    public var bundles: [String: Totals]
+    /// Download bytes per top-level folder.
+    public var folders: [String: Int64]
+    /// Added and changed files, largest download first.
+    public var files: [FileCost]
+    public var removed: [String]
+
+    /// The largest contributors to the download.
+    public var largest: [FileCost] { Array(files.prefix(10)) }
+}
+
+extension PatchDiff {
+    /// Compares two manifests (OLD may be nil: a fresh install).
+    public init(old: Manifest?, new: Manifest, oldName: String, newName: String) {
+        self.old = oldName
+        self.new = newName
+        total = Totals()
+        bundles = Dictionary(uniqueKeysWithValues: new.bundles.map { ($0.name, Totals()) })
+        folders = [:]
+        files = []
+        removed = []
+        let oldFiles = Dictionary(uniqueKeysWithValues: (old?.files ?? []).map { ($0.path, $0) })
+        let have = Set((old?.files ?? []).flatMap { $0.chunks.map(\.sha256) })
+        var counted = Set<SHA256Digest>()
+        let rank = Dictionary(uniqueKeysWithValues: new.bundles.map { ($0.name, ($0.required ? 0 : 1_000_000) + $0.priority) })
+        for file in new.files.sorted(by: { (rank[$0.bundle] ?? 0, $0.path) < (rank[$1.bundle] ?? 0, $1.path) }) {
+            add(file, before: oldFiles[file.path], have: have, counted: &counted)
+        }
+        let newPaths = Set(new.files.map(\.path))
+        for file in old?.files ?? [] where !newPaths.contains(file.path) {
+            removed.append(file.path)
+            total.filesRemoved += 1
+            bundles[file.bundle, default: Totals()].filesRemoved += 1
+            bundles[file.bundle, default: Totals()].diskDeltaBytes -= file.size
+        }
+        total.diskDeltaBytes = new.totalSize - (old?.totalSize ?? 0)
+        files.sort { ($0.downloadBytes, $1.path) > ($1.downloadBytes, $0.path) }
+        removed.sort()
+    }
+
+    private mutating func add(_ file: FileEntry, before: FileEntry?, have: Set<SHA256Digest>,
+                              counted: inout Set<SHA256Digest>) {
+        var bundle = bundles[file.bundle, default: Totals()]
+        defer { bundles[file.bundle] = bundle }
+        bundle.diskDeltaBytes += file.size - (before?.size ?? 0)
+        if let before, before.sha256 == file.sha256 {
+            total.filesUnchanged += 1
+            bundle.filesUnchanged += 1
+            return
+        }
+        var cost = FileCost(path: file.path, bundle: file.bundle, change: before == nil ? .added : .changed,
+                            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: 0)
+        for chunk in file.chunks {
+            if have.contains(chunk.sha256) { cost.reusedBytes += Int64(chunk.length); continue }
+            cost.newBytes += Int64(chunk.length)
+            if counted.insert(chunk.sha256).inserted { cost.downloadBytes += Int64(chunk.objectLength) }
+        }
+        if before == nil { total.filesAdded += 1; bundle.filesAdded += 1 } else { total.filesChanged += 1; bundle.filesChanged += 1 }
+        total.downloadBytes += cost.downloadBytes
+        total.writtenBytes += file.size
+        bundle.downloadBytes += cost.downloadBytes
+        bundle.writtenBytes += file.size
+        let folder = file.path.split(separator: "/").first.map(String.init) ?? file.path
+        folders[folder, default: 0] += cost.downloadBytes
+        files.append(cost)
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+
+/// A channel's build manifest as signed targets metadata lists it.
+struct ManifestTarget: Sendable {
+    let path: String
+    let file: TargetFile
+    let info: ManifestTargetInfo
+
+    /// The target of `build` on `channel`, or the channel's newest (highest sequence) when `build` is nil.
+    init(in targets: TargetsMetadata, channel: Channel, build: String? = nil) throws(PatchSyncError) {
+        let candidates = targets.targets.compactMap { entry -> ManifestTarget? in
+            guard let info = entry.value.custom, info.channel == channel.name,
+                  let id = try? BuildID(info.buildId), entry.key == Manifest.targetPath(channel: channel, buildId: id),
+                  build == nil || build == info.buildId
+            else { return nil }
+            return ManifestTarget(path: entry.key, file: entry.value, info: info)
+        }
+        guard let newest = candidates.max(by: { $0.info.sequence < $1.info.sequence }) else {
+            throw PatchSyncError(.originUnavailable, "the origin has no build \(build ?? "") on channel \(channel)",
+                                 remedy: "publish one with `patchsync publish … --channel \(channel)`, or check --channel")
+        }
+        self = newest
+    }
+
+    private init(path: String, file: TargetFile, info: ManifestTargetInfo) {
+        self.path = path
+        self.file = file
+        self.info = info
+    }
+}
+
+extension Origin {
+    /// Downloads a manifest target, checks it against the length and SHA-256 that targets metadata
+    /// signs and against its custom fields; returns it with its bytes.
+    func manifest(_ target: ManifestTarget) async throws(PatchSyncError) -> (Manifest, Data) {
+        guard let sha = target.file.hashes["sha256"] else {
+            throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
+        }
+        let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
+        guard let data = try await whole(consistent, maxBytes: target.file.length) else {
+            throw PatchSyncError(.originUnavailable, "no mirror serves \(consistent)")
+        }
+        guard data.count == target.file.length, SHA256Hasher.hash(data).hex == sha else {
+            throw PatchSyncError(.refusedData, "\(consistent) does not match the length and SHA-256 that "
+                                 + "targets metadata signs", remedy: "the mirror serves a damaged or tampered manifest")
+        }
+        let manifest = try Manifest.decode(data, what: consistent)
+        guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,
+              manifest.sequence == target.info.sequence else {
+            throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
+        }
+        return (manifest, data)
+    }
+}

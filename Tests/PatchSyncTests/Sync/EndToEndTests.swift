@@ -48,6 +48,8 @@ struct EndToEndTests {
         let lacking = Self.missingChunkBytes(manifest2, given: manifest1)
         #expect(lacking > 0)
         #expect(Double(fetched) <= 1.1 * Double(lacking), "fetched \(fetched) for \(lacking) of changed chunks")
+        let predicted = PatchDiff(old: manifest1, new: manifest2, oldName: "1", newName: "2").total.downloadBytes
+        #expect(abs(Double(predicted - fetched)) <= 0.02 * Double(fetched), "diff predicted \(predicted), sync fetched \(fetched)")
         #expect(patch.bytesReceived == fetched + metadata)
         #expect(patch.filesLinked > 300)
         #expect(install.currentBuild() == "1.0+1")

@@ -43,22 +43,14 @@ struct Sync: AsyncParsableCommand {
             """)
 
     @OptionGroup var options: ClientOptions
+    @Flag(help: "Print no progress, only the result.") var quiet = false
 
     func run() async throws {
         let output = Output(json: options.json)
         let syncer = Syncer(install: try Install.open(at: options.install))
-        let start = ContinuousClock.now
-        let report = try await syncer.run { event in
-            switch event {
-            case .phase(let message): output.event("phase", ["message": message])
-            case .transfer(let done, let total):
-                let rate = TransferRate(done: done, total: total, elapsed: ContinuousClock.now - start)
-                output.event("transfer", ["done": String(done), "total": String(total),
-                                          "bytesPerSecond": String(rate.bytesPerSecond),
-                                          "etaSeconds": rate.etaSeconds.map(String.init) ?? "",
-                                          "message": rate.description])
-            }
-        }
+        let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
+        let report = try await syncer.run { progress.handle($0) }
+        progress.finish()
         output.result(report, human: Self.describe(report))
     }
 
@@ -117,29 +109,6 @@ struct Status: AsyncParsableCommand {
                          + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
         }
         Output(json: options.json).result(status, human: lines.joined(separator: "\n"))
-    }
-}
-
-/// Rate and ETA of a transfer, never absurd: no ETA until there is a rate to go on.
-struct TransferRate: CustomStringConvertible {
-    var done: Int64
-    var total: Int64
-    var bytesPerSecond: Int64
-    var etaSeconds: Int64?
-
-    init(done: Int64, total: Int64, elapsed: Duration) {
-        self.done = done
-        self.total = total
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        bytesPerSecond = seconds > 0.05 ? Int64(Double(done) / seconds) : 0
-        etaSeconds = bytesPerSecond > 1024 ? (total - done) / bytesPerSecond : nil
-    }
-
-    var description: String {
-        let percent = total > 0 ? done * 100 / total : 100
-        let eta = etaSeconds.map { ", about \($0 / 60)m\($0 % 60)s left" } ?? ""
-        return "fetched \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%) at "
-            + "\(ByteCount.format(bytesPerSecond))/s\(eta)"
     }
 }
 

@@ -1,0 +1,117 @@
+import Foundation
+import PatchSync
+
+/// A smoothed transfer rate and an ETA that is never absurd, from samples whose time is given
+/// (so tests drive it without a clock): an exponentially weighted rate, and no ETA while the rate
+/// is under 1 KiB/s or the ETA would exceed a week.
+struct RateEstimator {
+    static let smoothing = 0.3
+    static let minimumRate = 1024.0
+    static let longestETA: Int64 = 7 * 86400
+
+    private(set) var bytesPerSecond = 0.0
+    private var last: (seconds: Double, done: Int64)?
+
+    mutating func add(seconds: Double, done: Int64) {
+        defer { last = (seconds, done) }
+        guard let last, seconds > last.seconds else { return }
+        let instant = Double(done - last.done) / (seconds - last.seconds)
+        bytesPerSecond = bytesPerSecond == 0 ? instant : Self.smoothing * instant + (1 - Self.smoothing) * bytesPerSecond
+    }
+
+    func eta(remaining: Int64) -> Int64? {
+        guard bytesPerSecond >= Self.minimumRate else { return nil }
+        let seconds = Int64((Double(remaining) / bytesPerSecond).rounded(.up))
+        return seconds <= Self.longestETA ? seconds : nil
+    }
+}
+
+/// One progress event of `sync --json`, a line each (schema: manifests/events.schema.json).
+struct ProgressEvent: Encodable {
+    var event: String
+    var message: String
+    var bytesDone: Int64?
+    var bytesTotal: Int64?
+    var bytesPerSecond: Int64?
+    var etaSeconds: Int64?
+}
+
+/// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
+/// JSON events with --json, nothing with --quiet.
+///
+/// Thread-safety: events arrive from the sync's tasks; `lock` serialises them.
+final class ProgressReporter: @unchecked Sendable {
+    enum Mode {
+        case live, lines, json, quiet
+
+        static func choose(json: Bool, quiet: Bool) -> Mode {
+            if quiet { return .quiet }
+            if json { return .json }
+            return isatty(STDERR_FILENO) == 1 ? .live : .lines
+        }
+    }
+
+    private let mode: Mode
+    private let lock = NSLock()
+    private let start = ContinuousClock.now
+    private var estimator = RateEstimator()
+    private var lastLine = -1.0
+    private var liveLineShown = false
+
+    init(mode: Mode) { self.mode = mode }
+
+    func handle(_ event: SyncEvent) {
+        lock.withLock {
+            switch event {
+            case .phase(let message): phase(message)
+            case .transfer(let done, let total): transfer(done, total)
+            }
+        }
+    }
+
+    /// Ends a live line.
+    func finish() {
+        lock.withLock { if liveLineShown { write("\n"); liveLineShown = false } }
+    }
+
+    private func phase(_ message: String) {
+        switch mode {
+        case .quiet: return
+        case .json: print(Output.encode(ProgressEvent(event: "phase", message: message)))
+        case .live:
+            if liveLineShown { write("\n"); liveLineShown = false }
+            write(message + "\n")
+        case .lines: write(message + "\n")
+        }
+    }
+
+    private func transfer(_ done: Int64, _ total: Int64) {
+        let elapsed = ContinuousClock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        estimator.add(seconds: seconds, done: done)
+        let eta = estimator.eta(remaining: total - done)
+        let text = Self.describe(done: done, total: total, rate: estimator.bytesPerSecond, eta: eta)
+        switch mode {
+        case .quiet: return
+        case .json:
+            print(Output.encode(ProgressEvent(event: "transfer", message: text, bytesDone: done, bytesTotal: total,
+                                              bytesPerSecond: Int64(estimator.bytesPerSecond), etaSeconds: eta)))
+        case .live:
+            write("\r\u{1B}[2K" + text)
+            liveLineShown = true
+        case .lines:
+            guard done >= total || seconds - lastLine >= 2 else { return }
+            lastLine = seconds
+            write(text + "\n")
+        }
+    }
+
+    static func describe(done: Int64, total: Int64, rate: Double, eta: Int64?) -> String {
+        let percent = total > 0 ? done * 100 / total : 100
+        let etaText = eta.map { String(format: ", ETA %d:%02d", $0 / 60, $0 % 60) } ?? ""
+        return "fetching \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%) at "
+            + "\(ByteCount.format(Int64(rate)))/s\(etaText)"
+    }
+
+    private func write(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+}

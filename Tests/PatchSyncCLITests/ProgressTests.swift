@@ -1,0 +1,60 @@
+import Foundation
+import PatchSync
+@testable import PatchSyncCLI
+import PatchSyncTestSupport
+import Testing
+
+@Suite("Progress for people and launchers", .tags(.cli))
+struct ProgressTests {
+    @Test("the rate is smoothed and the ETA is never absurd")
+    func estimator() {
+        var steady = RateEstimator()
+        for second in 0...10 { steady.add(seconds: Double(second), done: Int64(second) * 1_000_000) }
+        #expect(abs(steady.bytesPerSecond - 1_000_000) < 1)
+        #expect(steady.eta(remaining: 5_000_000) == 5)
+
+        var spiky = steady
+        spiky.add(seconds: 11, done: 10_000_000 + 11_000_000)  // one second at 11 MB/s
+        #expect(spiky.bytesPerSecond > 1_000_000 && spiky.bytesPerSecond < 5_000_000, "one burst moves the rate only part way")
+
+        var stalled = RateEstimator()
+        stalled.add(seconds: 0, done: 0)
+        stalled.add(seconds: 100, done: 100)  // 1 B/s
+        #expect(stalled.eta(remaining: 1 << 30) == nil, "no ETA of years when the rate is near zero")
+
+        var slow = RateEstimator()
+        slow.add(seconds: 0, done: 0)
+        slow.add(seconds: 1, done: 2048)
+        #expect(slow.eta(remaining: Int64(2048) * 8 * 86400) == nil, "no ETA beyond a week")
+        #expect(slow.eta(remaining: 2048 * 60) == 60)
+    }
+
+    @Test("sync --json prints one event per line that validates against manifests/events.schema.json, then the result; --quiet prints no progress")
+    func jsonEvents() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let result = try CLI.run(["sync", "--install", install.root, "--json"])
+        #expect(result.status == 0)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count >= 3)
+        let events = fixture.directory + "/events.jsonl"
+        try lines.dropLast().joined(separator: "\n").write(toFile: events, atomically: true, encoding: .utf8)
+        let (status, output) = try python("""
+            import json, sys, jsonschema
+            schema = json.load(open(sys.argv[1]))
+            events = [json.loads(l) for l in open(sys.argv[2])]
+            for e in events: jsonschema.validate(e, schema)
+            assert any(e["event"] == "transfer" for e in events)
+            assert events[-1]["event"] == "transfer" and events[-1]["bytesDone"] == events[-1]["bytesTotal"]
+            """, [DiffCLITests.repoRoot + "/manifests/events.schema.json", events])
+        #expect(status == 0, "\(output)")
+        #expect((try lastJSON(result.stdout))["outcome"] as? String == "ready")
+
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2")
+        let quiet = try CLI.run(["sync", "--install", install.root, "--quiet"])
+        #expect(quiet.status == 0)
+        #expect(quiet.stderr.isEmpty)
+        #expect(quiet.stdout.contains("is staged and ready"))
+    }
+}

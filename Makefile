@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils strace chromium python3 python3-pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps demo test build release clean
+.PHONY: deps demo test build release clean man
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -32,3 +32,10 @@ test: deps
 
 clean:
 	rm -rf .build
+
+# Man pages (swift-argument-parser's generate-manual plugin) and bash/zsh/fish completions.
+man: deps
+	$(SWIFT) package --allow-writing-to-package-directory generate-manual --multi-page --configuration debug
+	mkdir -p man completions
+	cp .build/plugins/GenerateManual/outputs/patchsync/*.1 man/
+	for shell in bash zsh fish; do .build/debug/patchsync --generate-completion-script $$shell > completions/patchsync.$$shell; done

@@ -1,0 +1,62 @@
+import Foundation
+import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+@Suite("The README's commands", .tags(.cli))
+struct ReadmeTests {
+    /// The first ```sh block under a `## heading` of README.md.
+    static func block(under heading: String) throws -> String {
+        let readme = try String(contentsOfFile: DiffCLITests.repoRoot + "/README.md", encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "\n## ").first { $0.hasPrefix(heading) })
+        let start = try #require(section.range(of: "```sh\n"))
+        let end = try #require(section.range(of: "\n```", range: start.upperBound..<section.endIndex))
+        return String(section[start.upperBound..<end.lowerBound])
+    }
+
+    @Test("the release engineer's, launcher integrator's and operator's commands run as written")
+    func walkthrough() throws {
+        let fixture = try Fixture()
+        let work = fixture.directory + "/walkthrough"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let environment = [
+            "PATH": CLI.productsDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
+            "KEYS": work + "/keys", "ORIGIN": work + "/origin", "GAME": work + "/game",
+            "BUILD": try fixture.sampleBuild(1, scale: 0.005), "NEXT_BUILD": try fixture.sampleBuild(2, scale: 0.005),
+            "REMOTE": "file://" + work + "/origin", "GAME_EXE": "/bin/true",
+        ]
+        for heading in ["For release engineers", "For launcher integrators", "For operators"] {
+            let script = try Self.block(under: heading)
+            if heading == "For launcher integrators" {  // the game ships the root it trusts
+                try FileManager.default.copyItem(atPath: work + "/origin/metadata/root.json", toPath: work + "/root.json")
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-e", "-c", script]
+            process.environment = environment
+            process.currentDirectoryURL = URL(fileURLWithPath: work)
+            let err = Pipe()
+            process.standardError = err
+            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "\(heading): \(stderr)")
+        }
+        #expect(FileManager.default.fileExists(atPath: work + "/patch.html"))
+        #expect(try Install.open(at: work + "/game").currentBuild() == "1.4.2+873")
+    }
+
+    @Test("shell completions and the man pages' source list every verb")
+    func completionsAndManual() throws {
+        let verbs = ["keygen", "repo", "publish", "diff", "init", "sync", "apply", "launch", "rollback", "verify", "status"]
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try CLI.run(["--generate-completion-script", shell])
+            #expect(script.status == 0)
+            for verb in verbs { #expect(script.stdout.contains(verb), "\(shell) completion lacks \(verb)") }
+        }
+        let dump = try CLI.run(["--experimental-dump-help"])  // what `make man` renders
+        #expect(dump.status == 0)
+        for verb in verbs { #expect(dump.stdout.contains("\"commandName\" : \"\(verb)\"") || dump.stdout.contains("\"commandName\":\"\(verb)\"")) }
+    }
+}

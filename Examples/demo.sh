@@ -40,6 +40,10 @@ run "$BIN/patchsync" sync --install "$WORK/game"
 run "$BIN/patchsync" apply --install "$WORK/game"
 diff -r "$WORK/build-1" "$WORK/game/current" && echo "current/ is byte-identical to build 1"
 
+step "Release engineer: what will build 2 cost players? (a 50 MiB budget stops the pipeline if exceeded)"
+run "$BIN/patchsync" diff "file://$WORK/origin#1.0.0+1" "$WORK/build-2" --root "$WORK/origin/metadata/root.json" \
+    --budget 50M --html "$WORK/patch.html"
+
 step "Release engineer: build 2 (about 5% changed)"
 run "$BIN/patchsync" publish "$WORK/build-2" --origin "$WORK/origin" --build-id 1.0.1+2 --key "$WORK/keys/online.key"
 

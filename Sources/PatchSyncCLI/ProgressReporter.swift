@@ -10,7 +10,8 @@ struct RateEstimator {
     static let longestETA: Int64 = 7 * 86400
 
     private(set) var bytesPerSecond = 0.0
-    private var last: (seconds: Double, done: Int64)?
+    /// The previous sample; a transfer starts at no bytes at time zero.
+    private var last: (seconds: Double, done: Int64)? = (0, 0)
 
     mutating func add(seconds: Double, done: Int64) {
         defer { last = (seconds, done) }

@@ -24,7 +24,8 @@ do {
         for await event in session.events {
             switch event {
             case .phase(let text): print("sync: \(text)")
-            case .transfer(let done, let total): print("sync: \(done) of \(total) bytes")
+            case .transfer(let done, let total, let files, let filesTotal):
+                print("sync: \(done) of \(total) bytes, \(files) of \(filesTotal) files")
             }
         }
     }

@@ -35,6 +35,8 @@ struct ProgressEvent: Encodable {
     var bytesTotal: Int64?
     var bytesPerSecond: Int64?
     var etaSeconds: Int64?
+    var filesDone: Int?
+    var filesTotal: Int?
 }
 
 /// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
@@ -65,7 +67,7 @@ final class ProgressReporter: @unchecked Sendable {
         lock.withLock {
             switch event {
             case .phase(let message): phase(message)
-            case .transfer(let done, let total): transfer(done, total)
+            case .transfer(let done, let total, let files, let filesTotal): transfer(done, total, files, filesTotal)
             }
         }
     }
@@ -86,17 +88,19 @@ final class ProgressReporter: @unchecked Sendable {
         }
     }
 
-    private func transfer(_ done: Int64, _ total: Int64) {
+    private func transfer(_ done: Int64, _ total: Int64, _ files: Int, _ filesTotal: Int) {
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         estimator.add(seconds: seconds, done: done)
         let eta = estimator.eta(remaining: total - done)
         let text = Self.describe(done: done, total: total, rate: estimator.bytesPerSecond, eta: eta)
+            + ", \(files)/\(filesTotal) files"
         switch mode {
         case .quiet: return
         case .json:
             print(Output.encode(ProgressEvent(event: "transfer", message: text, bytesDone: done, bytesTotal: total,
-                                              bytesPerSecond: Int64(estimator.bytesPerSecond), etaSeconds: eta)))
+                                              bytesPerSecond: Int64(estimator.bytesPerSecond), etaSeconds: eta,
+                                              filesDone: files, filesTotal: filesTotal)))
         case .live:
             write("\r\u{1B}[2K" + text)
             liveLineShown = true

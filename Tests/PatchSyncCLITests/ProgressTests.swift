@@ -47,6 +47,7 @@ struct ProgressTests {
             for e in events: jsonschema.validate(e, schema)
             assert any(e["event"] == "transfer" for e in events)
             assert events[-1]["event"] == "transfer" and events[-1]["bytesDone"] == events[-1]["bytesTotal"]
+            assert events[-1]["filesDone"] == events[-1]["filesTotal"] > 0, events[-1]
             """, [DiffCLITests.repoRoot + "/manifests/events.schema.json", events])
         #expect(status == 0, "\(output)")
         #expect((try lastJSON(result.stdout))["outcome"] as? String == "ready")

@@ -10,25 +10,25 @@ struct ChunkFetcher: Sendable {
     let onEvent: @Sendable (SyncEvent) -> Void
 
     func run(_ requests: [[Plan.Need]], total: Int64) async throws(PatchSyncError) {
-        let progress = Progress(total: total)
+        let progress = Progress(total: total, requests: requests)
         do {
-            try await withThrowingTaskGroup(of: Int64.self) { group in
+            try await withThrowingTaskGroup(of: [Plan.Need].self) { group in
                 var running = 0
                 for request in requests {
                     if running >= limit {
-                        if let bytes = try await group.next(), let event = progress.add(bytes) { onEvent(event) }
+                        if let done = try await group.next(), let event = progress.add(done) { onEvent(event) }
                         running -= 1
                     }
                     group.addTask { try await fetch(request) }
                     running += 1
                 }
-                for try await bytes in group { if let event = progress.add(bytes) { onEvent(event) } }
+                for try await done in group { if let event = progress.add(done) { onEvent(event) } }
             }
         } catch { throw PatchSyncError.wrap(error) }
     }
 
-    /// Fetches one coalesced range; returns the compressed bytes it delivered.
-    private func fetch(_ needs: [Plan.Need]) async throws(PatchSyncError) -> Int64 {
+    /// Fetches one coalesced range; returns its needs once all are written.
+    private func fetch(_ needs: [Plan.Need]) async throws(PatchSyncError) -> [Plan.Need] {
         var remaining = needs[...]
         var failures: [(String, TransferFailure)] = []
         let object = needs[0].object
@@ -44,7 +44,7 @@ struct ChunkFetcher: Sendable {
                 failures.append((origin.mirrors[mirror], failure))
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }
             }
-            if remaining.isEmpty { return needs.reduce(0) { $0 + Int64($1.chunk.objectLength) } }
+            if remaining.isEmpty { return needs }
         }
         throw Origin.error(fetching: "object \(object)", failures)
     }
@@ -57,17 +57,31 @@ struct ChunkFetcher: Sendable {
         private let lock = NSLock()
         private var done: Int64 = 0
         private let total: Int64
+        /// Chunks still to come per file being fetched; a file is done when its count reaches zero.
+        private var pending: [String: Int] = [:]
+        private let filesTotal: Int
+        private var filesDone = 0
         private var last = ContinuousClock.now
 
-        init(total: Int64) { self.total = total }
+        init(total: Int64, requests: [[Plan.Need]]) {
+            self.total = total
+            for need in requests.joined() { for d in need.destinations { pending[d.path, default: 0] += 1 } }
+            filesTotal = pending.count
+        }
 
-        func add(_ bytes: Int64) -> SyncEvent? {
+        func add(_ needs: [Plan.Need]) -> SyncEvent? {
             lock.withLock {
-                done += bytes
+                for need in needs {
+                    done += Int64(need.chunk.objectLength)
+                    for d in need.destinations {
+                        pending[d.path, default: 1] -= 1
+                        if pending[d.path] == 0 { filesDone += 1 }
+                    }
+                }
                 let now = ContinuousClock.now
                 guard done >= total || now - last >= .milliseconds(500) else { return nil }
                 last = now
-                return .transfer(done: done, total: total)
+                return .transfer(done: done, total: total, filesDone: filesDone, filesTotal: filesTotal)
             }
         }
     }

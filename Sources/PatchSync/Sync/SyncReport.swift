@@ -32,5 +32,6 @@ public struct SyncReport: Codable, Sendable {
 /// Progress of a sync as it runs.
 public enum SyncEvent: Sendable {
     case phase(String)
-    case transfer(done: Int64, total: Int64)
+    /// Compressed bytes fetched of the total, and files whose fetched chunks are all written.
+    case transfer(done: Int64, total: Int64, filesDone: Int, filesTotal: Int)
 }

@@ -69,9 +69,6 @@ int ccurl_load(char *error, size_t error_size) {
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl.easy_setopt(handle, option, value);
 }
-CURLcode ccurl_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value) {
-    return curl.easy_setopt(handle, option, value);
-}
 CURLcode ccurl_easy_setopt_string(CURL *handle, CURLoption option, const char *value) {
     return curl.easy_setopt(handle, option, value);
 }
@@ -88,9 +85,6 @@ CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption option, long value)
     return curl.multi_setopt(handle, option, value);
 }
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
-    return curl.easy_getinfo(handle, info, value);
-}
-CURLcode ccurl_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
     return curl.easy_getinfo(handle, info, value);
 }
 CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {

@@ -24,8 +24,6 @@ int ccurl_load(char *error, size_t error_size);
 
 /// curl_easy_setopt with a long argument.
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value);
-/// curl_easy_setopt with a curl_off_t argument.
-CURLcode ccurl_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value);
 /// curl_easy_setopt with a string argument (libcurl copies it).
 CURLcode ccurl_easy_setopt_string(CURL *handle, CURLoption option, const char *value);
 /// curl_easy_setopt with a pointer argument (WRITEDATA, HEADERDATA, PRIVATE).
@@ -38,8 +36,6 @@ CURLcode ccurl_easy_setopt_xferinfo(CURL *handle, CURLoption option, ccurl_xferi
 CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
 /// curl_easy_getinfo for a long result.
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
-/// curl_easy_getinfo for a curl_off_t result.
-CURLcode ccurl_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
 /// curl_easy_getinfo for a pointer result (CURLINFO_PRIVATE).
 CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
 

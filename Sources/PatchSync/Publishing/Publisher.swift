@@ -99,14 +99,15 @@ public struct Publisher: Sendable {
     private func entry(for path: String, writer: ObjectWriter,
                        known: [SHA256Digest: FileEntry]) throws(PatchSyncError) -> (FileEntry, Int64) {
         let full = options.buildDirectory + "/" + path
-        let mode: UInt32, sha: SHA256Digest
+        let mode: UInt32, sha: SHA256Digest?
         do {
             let st = try FileDescriptor(path: full, flags: O_RDONLY).status()
             mode = UInt32(st.st_mode) & 0o755
-            sha = try SHA256Hasher.hash(file: full)
+            // Hashing first only pays when an earlier manifest may already describe this content.
+            sha = known.isEmpty ? nil : try SHA256Hasher.hash(file: full)
         } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
         let bundle = try options.bundles.bundle(for: path).name
-        if let old = known[sha], old.chunks.allSatisfy({ $0.length <= options.chunking.maxSize }),
+        if let sha, let old = known[sha], old.chunks.allSatisfy({ $0.length <= options.chunking.maxSize }),
            FileSystem.exists(options.origin + "/" + ObjectID.path(sha)) {
             return (FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: sha, bundle: bundle,
                               chunks: old.chunks), 0)

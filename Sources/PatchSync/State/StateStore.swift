@@ -139,9 +139,4 @@ final class StateStore: Sendable {
             try database.run("DELETE FROM build_file WHERE build = ?", rows: [[.text(build)]])
         }
     }
-
-    /// Forgets the staging progress of one build (its chunk records).
-    func forgetStaging(build: String) throws(PatchSyncError) {
-        try database.run("DELETE FROM chunk_done WHERE build = ?", rows: [[.text(build)]])
-    }
 }

@@ -2,7 +2,7 @@
 # Both install what is missing first (Debian packages through apt-get; sudo when not root).
 
 SWIFT ?= swift
-APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils strace chromium python3 python3-pip
+APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils strace chromium python3 python3-pip python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test build release clean man
@@ -15,6 +15,9 @@ deps:
 	fi
 	@python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema \
 	  || python3 -m pip install -q --break-system-packages jsonschema
+	@# python-tuf, the independent TUF client of the interop tests, in its own virtual environment
+	@[ -x .venv-tuf/bin/python ] && .venv-tuf/bin/python -c 'import tuf' 2>/dev/null \
+	  || { python3 -m venv .venv-tuf && .venv-tuf/bin/pip install -q 'tuf>=5,<8'; }
 
 build: deps
 	$(SWIFT) build

@@ -119,6 +119,12 @@ struct CLITests {
         let mode = try FileManager.default.attributesOfItem(atPath: dir + "/keys/online.key")[.posixPermissions] as? Int
         #expect(mode == 0o600)
         #expect(try CLI.run(["keygen", "--out", dir + "/keys"]).status == 64, "keys are never overwritten")
+        chmod(dir + "/keys/online.key", 0o644)
+        let exposed = try CLI.run(["repo", "init", "--origin", dir + "/exposed", "--root-key", dir + "/keys/root.key",
+                                   "--online-key", dir + "/keys/online.key"])
+        #expect(exposed.status == 64)
+        #expect(exposed.stderr.contains("chmod 600"))
+        chmod(dir + "/keys/online.key", 0o600)
         let initResult = try CLI.run(["repo", "init", "--origin", dir + "/origin", "--root-key", dir + "/keys/root.key",
                                       "--online-key", dir + "/keys/online.key", "--json"])
         #expect(initResult.status == 0)

@@ -14,15 +14,19 @@ extension Manifest {
         try chunking.validate()
         let bundleNames = Set(bundles.map(\.name))
         guard bundleNames.count == bundles.count, !bundles.isEmpty else { throw refusal("has duplicate or no bundles") }
-        var seen = Set<String>()
+        var seen = Set<String>(), folded = Set<String>()
         for file in files {
             try Manifest.checkPath(file.path)
             guard seen.insert(file.path).inserted else { throw refusal("lists \(file.path) twice") }
+            guard folded.insert(file.path.lowercased()).inserted else {  // one file on case-insensitive disks
+                throw refusal("lists \(file.path) and another path that differs only in case")
+            }
             guard bundleNames.contains(file.bundle) else {
                 throw refusal("puts \(file.path) in unknown bundle \(file.bundle)")
             }
-            guard file.mode & ~0o777 == 0 else {
-                throw refusal("gives \(file.path) mode \(String(file.mode, radix: 8)); only permission bits are allowed")
+            guard file.mode & ~0o777 == 0, file.mode & 0o002 == 0 else {
+                throw refusal("gives \(file.path) mode \(String(file.mode, radix: 8)); only permission bits, "
+                              + "not world-writable, are allowed")
             }
             try checkChunks(of: file)
         }

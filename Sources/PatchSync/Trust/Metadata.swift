@@ -199,6 +199,10 @@ public struct SigningKey: Sendable {
 
     /// Reads a key file written by ``fileData()``.
     public static func load(path: String) throws(PatchSyncError) -> SigningKey {
+        if let st = try? FileSystem.status(path), st.st_mode & 0o077 != 0 {
+            throw PatchSyncError(.usage, "\(path) is readable by others (mode \(String(st.st_mode & 0o777, radix: 8)))",
+                                 remedy: "a private key must be private: chmod 600 \(path)")
+        }
         let data = try FileSystem.read(path, limit: 64 * 1024)
         let key = try JSONValue.parse(data, what: path).decode(TUFKey.self, what: "key file \(path)")
         guard key.keytype == "ed25519", let pub = key.keyval["public"].flatMap(Hex.decode),

@@ -58,8 +58,17 @@ struct ManifestTests {
         manifest.files[0].size = 11
         #expect(throws: PatchSyncError.self) { try manifest.validate() }
         manifest.files[0].size = 10
+        manifest.files[0].mode = 0o646
+        #expect(throws: PatchSyncError.self) { try manifest.validate() }
+        manifest.files[0].mode = 0o644
         manifest.files.append(file)
         #expect(throws: PatchSyncError.self) { try manifest.validate() }
+        manifest.files[1].path = "A"
+        #expect(throws: PatchSyncError.self, "paths that differ only in case collide on case-insensitive disks") {
+            try manifest.validate()
+        }
+        manifest.files[1].path = "b"
+        try manifest.validate()
     }
 
     @Test("bundle globs: * stays in a folder, ** crosses folders", .tags(.small))

@@ -138,4 +138,8 @@ final class InstallLock: Sendable {
                                  remedy: "try again when it has finished")
         }
     }
+
+    /// Unlocks explicitly: a child forked by another thread may still share the descriptor until it
+    /// execs, and closing ours alone would leave the lock held until then.
+    deinit { flock(file.fd, LOCK_UN) }
 }

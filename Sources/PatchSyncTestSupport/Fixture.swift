@@ -84,6 +84,20 @@ public enum CLI {
 
     public static var executable: String { productsDirectory + "/patchsync" }
 
+    /// Runs any program to completion; stdout and stderr are captured together in `stdout`.
+    public static func runProgram(_ path: String, _ arguments: [String]) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: text, stderr: "")
+    }
+
     /// Runs `patchsync ARGS…` to completion.
     public static func run(_ arguments: [String]) throws -> Result {
         let process = try start(arguments)

@@ -5,16 +5,8 @@ import Testing
 
 /// Runs python3 with a script and arguments; returns its exit status and output.
 func python(_ script: String, _ arguments: [String]) throws -> (Int32, String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", script] + arguments
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = out
-    try process.run()
-    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, text)
+    let result = try CLI.runProgram("/usr/bin/env", ["python3", "-c", script] + arguments)
+    return (result.status, result.stdout)
 }
 
 @Suite("patchsync diff", .tags(.cli))

@@ -12,9 +12,7 @@ func pythonTUF(origin: String, root: String, target: String, in directory: Strin
     try FileManager.default.createDirectory(atPath: meta, withIntermediateDirectories: true)
     try FileManager.default.createDirectory(atPath: dl, withIntermediateDirectories: true)
     try FileManager.default.copyItem(atPath: root, toPath: meta + "/root.json")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: venv)
-    process.arguments = ["-c", """
+    let result = try CLI.runProgram(venv, ["-c", """
         import sys
         from tuf.ngclient import Updater
         origin, meta, dl, target = sys.argv[1:5]
@@ -25,14 +23,8 @@ func pythonTUF(origin: String, root: String, target: String, in directory: Strin
         assert info is not None, f"{target} not found"
         u.download_target(info)
         print("ok", info.length, info.custom["sequence"])
-        """, origin, meta, dl, target]
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = out
-    try process.run()
-    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, text)
+        """, origin, meta, dl, target])
+    return (result.status, result.stdout)
 }
 
 @Suite("Interop with python-tuf", .tags(.large))
@@ -56,16 +48,7 @@ struct InteropTests {
                                          in: fixture.directory)
         #expect(status == 0 && output.hasPrefix("ok ") && output.contains(" 2"), "\(output)")
 
-        // Rotate the root key: version 2 signed by the old and the new root key.
-        repo = try Repository.load(origin: fixture.origin)
-        let newRoot = SigningKey(try Ed25519.generate())
-        var next = repo.root.signed
-        next.version = 2
-        let newID = try newRoot.publicKey.keyID()
-        next.keys[newID] = newRoot.publicKey
-        next.roles["root"] = TUFRole(keyids: [newID], threshold: 1)
-        try Signed(signing: next, with: [fixture.rootKey, newRoot]).serialized()
-            .write(to: URL(fileURLWithPath: fixture.origin + "/metadata/2.root.json"))
+        try TrustTests.rotateRoot(fixture, signedByOldKey: true)
         (status, output) = try pythonTUF(origin: nginx.url, root: shippedRoot, target: "manifests/live/1.1+2.json.gz",
                                          in: fixture.directory)
         #expect(status == 0 && output.hasPrefix("ok "), "\(output)")

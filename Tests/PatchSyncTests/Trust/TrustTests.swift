@@ -16,6 +16,19 @@ struct TrustTests {
         return (fixture, install)
     }
 
+    /// Writes root version 2 with a new root key, signed by the new key and (when asked) the old one.
+    static func rotateRoot(_ fixture: Fixture, signedByOldKey: Bool) throws {
+        let newRoot = SigningKey(try Ed25519.generate())
+        var next = try Repository.load(origin: fixture.origin).root.signed
+        next.version = 2
+        let newID = try newRoot.publicKey.keyID()
+        next.keys[newID] = newRoot.publicKey
+        next.roles["root"] = TUFRole(keyids: [newID], threshold: 1)
+        let signers = signedByOldKey ? [fixture.rootKey, newRoot] : [newRoot]
+        try Signed(signing: next, with: signers).serialized()
+            .write(to: URL(fileURLWithPath: fixture.origin + "/metadata/2.root.json"))
+    }
+
     /// Runs a sync that must be refused as bad data, and checks that nothing live changed.
     static func expectRefused(_ install: Install, mentioning text: String) async throws {
         let before = try treeFacts(install.root + "/current")
@@ -92,20 +105,11 @@ struct TrustTests {
     @Test("a root rotation is followed when both roots sign it, and refused when the old root did not")
     func rootRotation() async throws {
         let (fixture, install) = try await Self.installedWithUpdate()
-        var repo = try Repository.load(origin: fixture.origin)
-        let newRoot = SigningKey(try Ed25519.generate())
-        var next = repo.root.signed
-        next.version = 2
-        let newID = try newRoot.publicKey.keyID()
-        next.keys[newID] = newRoot.publicKey
-        next.roles["root"] = TUFRole(keyids: [newID], threshold: 1)
-        let onlyNew = try Signed(signing: next, with: [newRoot])
-        try onlyNew.serialized().write(to: URL(fileURLWithPath: fixture.origin + "/metadata/2.root.json"))
+        try Self.rotateRoot(fixture, signedByOldKey: false)
         try await Self.expectRefused(install, mentioning: "2.root.json")
 
-        let both = try Signed(signing: next, with: [fixture.rootKey, newRoot])
-        try both.serialized().write(to: URL(fileURLWithPath: fixture.origin + "/metadata/2.root.json"))
-        repo = try Repository.load(origin: fixture.origin)
+        try Self.rotateRoot(fixture, signedByOldKey: true)
+        let repo = try Repository.load(origin: fixture.origin)
         #expect(repo.root.signed.version == 2)
         let report = try await Syncer(install: install).run()
         #expect(report.outcome == .ready)

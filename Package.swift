@@ -29,6 +29,7 @@ let package = Package(
             dependencies: [
                 "PatchSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "patchsync", dependencies: ["PatchSyncCLI"]),

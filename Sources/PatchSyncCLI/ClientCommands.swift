@@ -204,7 +204,7 @@ struct Verify: AsyncParsableCommand {
         var report = try install.verify(full: full)
         if repair && !report.damaged.isEmpty {
             report.repairStaged = try await Syncer(install: install).repair(report) { event in
-                if case .phase(let message) = event { output.event("phase", ["message": message]) }
+                if case .phase(let message) = event { output.event(ProgressEvent(event: "phase", message: message)) }
             }
             if now { report.applied = try install.applyPendingUpdate().applied }
         }

@@ -10,15 +10,10 @@ struct Output: Sendable {
         if json { print(Self.encode(value)) } else { print(human) }
     }
 
-    /// A progress line: to stderr for people, a JSON event line on stdout with --json.
-    func event(_ kind: String, _ fields: [String: String]) {
-        if json {
-            var object = fields
-            object["event"] = kind
-            print(Self.encode(object))
-        } else if let message = fields["message"] {
-            FileHandle.standardError.write(Data((message + "\n").utf8))
-        }
+    /// A progress line: to stderr for people, a JSON event line on stdout with --json
+    /// (the shape of manifests/events.schema.json).
+    func event(_ event: ProgressEvent) {
+        if json { print(Self.encode(event)) } else { FileHandle.standardError.write(Data((event.message + "\n").utf8)) }
     }
 
     /// Prints an error as `error:`/`hint:` lines, or a JSON error object with --json.

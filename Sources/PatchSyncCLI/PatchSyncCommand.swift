@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import PatchSync
 
 /// `patchsync`: the command line of PatchSync.
@@ -26,6 +27,12 @@ public struct PatchSyncCommand: AsyncParsableCommand {
 
     /// Parses, runs, and exits with the status of DESIGN.md's table.
     public static func runMain() async {
+        let level = ProcessInfo.processInfo.environment["PATCHSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
         let json = CommandLine.arguments.contains("--json")
         if let launch = Launch.fastPath(CommandLine.arguments) {
             // The launcher's hot path skips the argument parser's reflection: it runs before every game start.

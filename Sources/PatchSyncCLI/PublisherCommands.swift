@@ -96,8 +96,8 @@ struct Publish: AsyncParsableCommand {
         let report = try Publisher(options: options, key: try SigningKey.load(path: key)).run { done, total in
             guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
             last = ContinuousClock.now
-            output.event("publish", ["done": String(done), "total": String(total),
-                                     "message": "chunked and stored \(done) of \(total) files"])
+            output.event(ProgressEvent(event: "publish", message: "chunked and stored \(done) of \(total) files",
+                                       filesDone: done, filesTotal: total))
         }
         let human = report.alreadyPublished
             ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"

@@ -21,14 +21,15 @@ struct ObjectWriter: Sendable {
     }
 
     /// Chunks, compresses and stores `path`; an object already in the origin is not written again.
-    func write(file path: String) throws(PatchSyncError) -> Result {
+    /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
+    func write(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> Result {
         let tempDir = origin + "/objects/.incoming"
         let temp = tempDir + "/\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
         do {
             try FileSystem.makeDirectory(tempDir)
             let input = try FileDescriptor(path: path, flags: O_RDONLY)
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-            var result = try store(input, into: output)
+            var result = try store(input, into: output, knownHash: knownHash)
             let final = origin + "/" + ObjectID.path(result.sha256)
             if FileSystem.exists(final) {
                 try FileSystem.remove(temp)
@@ -49,17 +50,18 @@ struct ObjectWriter: Sendable {
 
     /// Chunks and compresses `path` as `write(file:)` would, writing nothing: what its object would be.
     func describe(file path: String) throws(PatchSyncError) -> Result {
-        do { return try store(try FileDescriptor(path: path, flags: O_RDONLY), into: nil) } catch {
+        do { return try store(try FileDescriptor(path: path, flags: O_RDONLY), into: nil, knownHash: nil) } catch {
             throw PatchSyncError.wrap(error).during("reading \(path)")
         }
     }
 
-    private func store(_ input: FileDescriptor, into output: FileDescriptor?) throws(PatchSyncError) -> Result {
-        let fileHasher = SHA256Hasher()
+    private func store(_ input: FileDescriptor, into output: FileDescriptor?,
+                       knownHash: SHA256Digest?) throws(PatchSyncError) -> Result {
+        let fileHasher = knownHash == nil ? SHA256Hasher() : nil
         var chunks: [ChunkEntry] = []
         var objectOffset: Int64 = 0
         try chunker.forEachChunk(of: input) { (bytes, offset) throws(PatchSyncError) in
-            fileHasher.update(bytes)
+            fileHasher?.update(bytes)
             let packed = Zlib.deflate(bytes)
             let useZlib = Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
             let stored = useZlib ? packed.count : bytes.count
@@ -72,6 +74,7 @@ struct ObjectWriter: Sendable {
             objectOffset += Int64(stored)
         }
         let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0
-        return Result(sha256: fileHasher.finish(), size: size, chunks: chunks, bytesWritten: objectOffset)
+        guard let sha = knownHash ?? fileHasher?.finish() else { throw PatchSyncError(.internal, "no file hash") }
+        return Result(sha256: sha, size: size, chunks: chunks, bytesWritten: objectOffset)
     }
 }

@@ -1,10 +1,12 @@
 import Foundation
+import Logging
 
 /// The publisher's origin as the client sees it: an ordered list of mirrors
 /// (http, https or file URLs of the same published folder) behind one HTTPClient.
 final class Origin: MetadataSource, Sendable {
     let mirrors: [String]
     let client: HTTPClient
+    private static let logger = Logger(label: "patchsync.origin")
 
     init(mirrors: [String], client: HTTPClient) throws(PatchSyncError) {
         try Self.checkMirrors(mirrors)
@@ -47,7 +49,9 @@ final class Origin: MetadataSource, Sendable {
         for index in mirrors.indices {
             switch await client.fetchData(url: url(path, mirror: index), maxBytes: maxBytes) {
             case .success(let data): return data
-            case .failure(let failure): failures.append((mirrors[index], failure))
+            case .failure(let failure):
+                failures.append((mirrors[index], failure))
+                Self.logger.notice("fetching \(url(path, mirror: index)) failed: \(failure)")
             }
             if Task.isCancelled { throw PatchSyncError.cancelled }
         }
@@ -60,7 +64,8 @@ final class Origin: MetadataSource, Sendable {
     }
 
     /// The error when every mirror failed: refused data (65) when some mirror served
-    /// bytes that failed verification or bounds, else origin unavailable (69).
+    /// bytes that failed verification or bounds, else origin unavailable (69). Local failures
+    /// (disk full) never get here: the fetch rethrows them with their own code at once.
     static func error(fetching what: String, _ failures: [(String, TransferFailure)]) -> PatchSyncError {
         let list = failures.map { "\($0.0): \($0.1)" }.joined(separator: "; ")
         let refused = failures.contains {
@@ -68,10 +73,6 @@ final class Origin: MetadataSource, Sendable {
             case .refused, .tooLarge, .wrongRange: return true
             default: return false
             }
-        }
-        if refused, let first = failures.compactMap({ if case .refused(let e) = $0.1 { return e }; return nil }).first,
-           first.code != .refusedData {
-            return first.during("fetching \(what)")  // a local failure (disk full) keeps its own code
         }
         return PatchSyncError(refused ? .refusedData : .originUnavailable, "fetching \(what) failed on every mirror: \(list)",
                               remedy: refused ? "a mirror serves damaged or wrong data; report it to the publisher"

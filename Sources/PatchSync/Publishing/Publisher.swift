@@ -112,7 +112,7 @@ public struct Publisher: Sendable {
             return (FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: sha, bundle: bundle,
                               chunks: old.chunks), 0)
         }
-        let result = try writer.write(file: full)
+        let result = try writer.write(file: full, knownHash: sha)
         return (FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
                           bundle: bundle, chunks: result.chunks), result.bytesWritten)
     }

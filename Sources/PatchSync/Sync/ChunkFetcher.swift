@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Runs the range requests of a plan, a bounded number at once, each tried on
 /// every mirror in turn; a mirror that fails part-way leaves the chunks it
@@ -8,6 +9,7 @@ struct ChunkFetcher: Sendable {
     let files: StagedFiles
     let limit: Int
     let onEvent: @Sendable (SyncEvent) -> Void
+    private static let logger = Logger(label: "patchsync.transfer")
 
     func run(_ requests: [[Plan.Need]], total: Int64) async throws(PatchSyncError) {
         let progress = Progress(total: total, requests: requests)
@@ -42,6 +44,7 @@ struct ChunkFetcher: Sendable {
             if Task.isCancelled { throw PatchSyncError.cancelled }
             if case .failure(let failure) = result {
                 failures.append((origin.mirrors[mirror], failure))
+                Self.logger.notice("fetching \(url) failed: \(failure); trying the next mirror")
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }
             }
             if remaining.isEmpty { return needs }

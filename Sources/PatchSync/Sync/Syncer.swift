@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 
 /// Check, diff, plan, transfer and stage: brings the newest build of the install's
 /// channel into `.patchsync/staging/<build>` and marks it ready. Never touches the
@@ -8,7 +7,6 @@ public struct Syncer: Sendable {
     public let install: Install
     /// The time that metadata expiry is checked against.
     public var now: Date
-    private let logger = Logger(label: "patchsync.sync")
 
     public init(install: Install, now: Date = Date()) {
         self.install = install

@@ -16,8 +16,9 @@ deps:
 	@python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema \
 	  || python3 -m pip install -q --break-system-packages jsonschema
 	@# python-tuf, the independent TUF client of the interop tests, in its own virtual environment
-	@[ -x .venv-tuf/bin/python ] && .venv-tuf/bin/python -c 'import tuf' 2>/dev/null \
-	  || { python3 -m venv .venv-tuf && .venv-tuf/bin/pip install -q 'tuf>=5,<8'; }
+	@# (cryptography: python-tuf's ecdsa and rsa signers, for repositories with those keys)
+	@[ -x .venv-tuf/bin/python ] && .venv-tuf/bin/python -c 'import tuf, cryptography' 2>/dev/null \
+	  || { python3 -m venv .venv-tuf && .venv-tuf/bin/pip install -q 'tuf>=5,<8' 'cryptography>=41'; }
 
 build: deps
 	$(SWIFT) build

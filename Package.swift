@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "PatchSync", targets: ["PatchSync"]),
         .executable(name: "patchsync", targets: ["patchsync"]),
+        .executable(name: "patchsync-tuf-client", targets: ["patchsync-tuf-client"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -33,6 +34,10 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "patchsync", dependencies: ["PatchSyncCLI"]),
+        .executableTarget(
+            name: "patchsync-tuf-client",
+            dependencies: ["PatchSync", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .target(name: "PatchSyncTestSupport", dependencies: ["PatchSync"]),
         .executableTarget(name: "patchsync-sample", dependencies: ["PatchSyncTestSupport"]),
         .executableTarget(name: "launcher-example", dependencies: ["PatchSync"], path: "Examples/Launcher"),

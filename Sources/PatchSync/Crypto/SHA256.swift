@@ -82,6 +82,14 @@ final class SHA256Hasher {
 
     static func hash(_ data: Data) -> SHA256Digest { data.withUnsafeBytes { hash($0) } }
 
+    /// The SHA-512 of one buffer in hex: TUF metadata may pin files by it.
+    static func sha512(_ data: Data) -> String {
+        var out = [UInt8](repeating: 0, count: 64)
+        var length: UInt32 = 0
+        data.withUnsafeBytes { _ = EVP_Digest($0.baseAddress, $0.count, &out, &length, EVP_sha512(), nil) }
+        return out.withUnsafeBytes { Hex.encode($0) }
+    }
+
     /// The digest of a whole file, streamed in bounded reads.
     static func hash(file path: String) throws(Errno) -> SHA256Digest {
         let file = try FileDescriptor(path: path, flags: O_RDONLY)

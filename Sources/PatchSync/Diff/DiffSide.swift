@@ -45,7 +45,7 @@ public enum DiffSide {
                                            to: metadata + "/root.json")
         } catch { throw PatchSyncError.wrap(error) }
         let origin = try Origin(mirrors: [parts[0]], client: try HTTPClient())
-        let trusted = try await TrustClient(directory: metadata, source: origin, now: Date()).refresh()
+        let trusted = try await TrustClient(directory: metadata, source: origin, now: Date(), deadline: Date() + 120).refresh()
         let target = try ManifestTarget(in: trusted.targets.signed, channel: channel, build: parts.count > 1 ? parts[1] : nil)
         let (manifest, _) = try await origin.manifest(target)
         return (manifest, "\(manifest.buildId) (\(parts[0]))")

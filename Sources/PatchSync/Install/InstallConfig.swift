@@ -15,6 +15,12 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     public var caFile: String?
     /// How many applied builds stay in builds/ (current and previous by default; at least 1).
     public var keepBuilds: Int?
+    /// Slow retrieval: a transfer below `lowSpeedBytesPerSecond` for `lowSpeedSeconds` is cut off
+    /// (and another mirror or a retry takes over); defaults 1024 B/s for 30 s.
+    public var lowSpeedBytesPerSecond: Int?
+    public var lowSpeedSeconds: Int?
+    /// A metadata refresh still running after this many seconds is abandoned (default 120).
+    public var refreshDeadlineSeconds: Int?
 
     public init(remotes: [String], channel: String) {
         self.remotes = remotes
@@ -25,6 +31,7 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     var requestBytes: Int64 { Int64(max(64 << 10, maxRequestBytes ?? (8 << 20))) }
     var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }
     var buildsKept: Int { max(1, keepBuilds ?? 2) }
+    var refreshDeadline: TimeInterval { TimeInterval(max(1, refreshDeadlineSeconds ?? 120)) }
 }
 
 extension HTTPClient.Settings {
@@ -34,5 +41,7 @@ extension HTTPClient.Settings {
         maxConnections = config.connections
         maxConnectionsPerHost = config.connections
         caFile = config.caFile
+        lowSpeedBytes = max(1, config.lowSpeedBytesPerSecond ?? lowSpeedBytes)
+        lowSpeedSeconds = max(1, config.lowSpeedSeconds ?? lowSpeedSeconds)
     }
 }

@@ -39,19 +39,22 @@ final class Origin: MetadataSource, Sendable {
         return set
     }()
 
-    func metadata(_ name: String, maxBytes: Int64) async throws(PatchSyncError) -> Data? {
-        try await whole("metadata/" + name, maxBytes: maxBytes)
+    func metadata(_ name: String, maxBytes: Int64, timeout: TimeInterval?) async throws(PatchSyncError) -> Data? {
+        try await whole("metadata/" + name, maxBytes: maxBytes, timeout: timeout, escaped: true)
     }
 
     /// A whole file of the origin, bounded; nil when every mirror says it does not exist.
-    func whole(_ path: String, maxBytes: Int64) async throws(PatchSyncError) -> Data? {
+    /// `escaped` paths are used in URLs as they are.
+    func whole(_ path: String, maxBytes: Int64, timeout: TimeInterval? = nil,
+               escaped: Bool = false) async throws(PatchSyncError) -> Data? {
         var failures: [(String, TransferFailure)] = []
         for index in mirrors.indices {
-            switch await client.fetchData(url: url(path, mirror: index), maxBytes: maxBytes) {
+            let url = escaped ? mirrors[index] + "/" + path : url(path, mirror: index)
+            switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: timeout) {
             case .success(let data): return data
             case .failure(let failure):
                 failures.append((mirrors[index], failure))
-                Self.logger.notice("fetching \(url(path, mirror: index)) failed: \(failure)")
+                Self.logger.notice("fetching \(url) failed: \(failure)")
             }
             if Task.isCancelled { throw PatchSyncError.cancelled }
         }

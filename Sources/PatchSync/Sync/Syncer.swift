@@ -24,7 +24,8 @@ public struct Syncer: Sendable {
         let origin = try Origin(mirrors: config.remotes, client: client)
 
         onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
-        let trusted = try await TrustClient(directory: install.metadataDirectory, source: origin, now: now).refresh()
+        let trusted = try await TrustClient(directory: install.metadataDirectory, source: origin, now: now,
+                                              deadline: Date() + config.refreshDeadline).refresh()
         let target = try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel))
         let info = target.info
         try checkSequence(info, state: state)

@@ -48,9 +48,11 @@ final class HTTPClient: Sendable {
     }
 
     /// Fetches a whole small resource into memory, bounded by `maxBytes`.
-    func fetchData(url: String, maxBytes: Int64) async -> Result<Data, TransferFailure> {
+    func fetchData(url: String, maxBytes: Int64, timeout: TimeInterval? = nil) async -> Result<Data, TransferFailure> {
         let sink = DataSink()
-        return await fetch(TransferRequest(url: url, maxBytes: maxBytes), into: sink).map { _ in sink.data }
+        var request = TransferRequest(url: url, maxBytes: maxBytes)
+        request.timeout = timeout
+        return await fetch(request, into: sink).map { _ in sink.data }
     }
 }
 
@@ -163,6 +165,9 @@ private final class TransferLoop: @unchecked Sendable {
         ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT, settings.connectTimeoutSeconds)
         ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
         ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
+        if let timeout = box.request.timeout {
+            ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
+        }
         ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, settings.bufferSize)
         ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
         ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)

@@ -22,6 +22,7 @@ public struct TUFRole: Codable, Hashable, Sendable {
 protocol TUFSigned: Codable, Sendable {
     static var roleName: String { get }
     var type: String { get }
+    var specVersion: String { get }
     var version: Int { get }
     var expires: Date { get }
 }
@@ -79,10 +80,114 @@ public struct SnapshotMetadata: TUFSigned {
 }
 
 /// A target file entry: its length, hashes and PatchSync's custom fields.
+/// `custom` of another shape (a target some other tool published) decodes as nil
+/// and is kept as it was, so it still re-encodes unchanged.
 public struct TargetFile: Codable, Hashable, Sendable {
     public var length: Int64
     public var hashes: [String: String]
     public var custom: ManifestTargetInfo?
+    private var foreignCustom: JSONValue?
+
+    public init(length: Int64, hashes: [String: String], custom: ManifestTargetInfo?) {
+        self.length = length
+        self.hashes = hashes
+        self.custom = custom
+    }
+
+    enum CodingKeys: String, CodingKey { case length, hashes, custom }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        length = try container.decode(Int64.self, forKey: .length)
+        hashes = try container.decode([String: String].self, forKey: .hashes)
+        custom = try? container.decodeIfPresent(ManifestTargetInfo.self, forKey: .custom)
+        foreignCustom = custom == nil ? try container.decodeIfPresent(JSONValue.self, forKey: .custom) : nil
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(length, forKey: .length)
+        try container.encode(hashes, forKey: .hashes)
+        if let custom { try container.encode(custom, forKey: .custom) } else {
+            try container.encodeIfPresent(foreignCustom, forKey: .custom)
+        }
+    }
+}
+
+/// A role that targets metadata delegates to: its keys and threshold, and which
+/// target paths it may sign (`paths` patterns or `path_hash_prefixes`).
+public struct DelegatedRole: Codable, Hashable, Sendable {
+    public var name: String
+    public var keyids: [String]
+    public var threshold: Int
+    public var terminating: Bool
+    public var paths: [String]?
+    public var pathHashPrefixes: [String]?
+
+    enum CodingKeys: String, CodingKey {
+        case name, keyids, threshold, terminating, paths, pathHashPrefixes = "path_hash_prefixes"
+    }
+
+    var role: TUFRole { TUFRole(keyids: keyids, threshold: threshold) }
+
+    /// Whether this role is trusted for `target` (spec 1.0.31, "delegations"): each `paths`
+    /// pattern is matched segment by segment with shell wildcards, so `*` never crosses a `/`.
+    func isTrusted(for target: String) -> Bool {
+        if let paths { return paths.contains { Self.matches(pattern: $0, target) } }
+        if let prefixes = pathHashPrefixes {
+            let hash = SHA256Hasher.hash(Data(target.utf8)).hex
+            return prefixes.contains { hash.hasPrefix($0) }
+        }
+        return false
+    }
+
+    static func matches(pattern: String, _ target: String) -> Bool {
+        let patternParts = pattern.split(separator: "/", omittingEmptySubsequences: false)
+        let targetParts = target.split(separator: "/", omittingEmptySubsequences: false)
+        guard patternParts.count == targetParts.count else { return false }
+        return zip(patternParts, targetParts).allSatisfy { fnmatch(String($0), String($1), 0) == 0 }
+    }
+}
+
+/// Hash-bin delegation (TUF 1.0.31 `succinct_roles`): targets are spread over
+/// 2^bit_length roles named `<prefix>-<bin in hex>` by the leading bits of SHA-256(path).
+public struct SuccinctRoles: Codable, Hashable, Sendable {
+    public var keyids: [String]
+    public var threshold: Int
+    public var bitLength: Int
+    public var namePrefix: String
+
+    enum CodingKeys: String, CodingKey {
+        case keyids, threshold, bitLength = "bit_length", namePrefix = "name_prefix"
+    }
+
+    /// The bin role that holds `target`; never terminating.
+    func role(for target: String) -> DelegatedRole? {
+        guard (1...32).contains(bitLength) else { return nil }
+        let digest = Hex.decode(SHA256Hasher.hash(Data(target.utf8)).hex) ?? []
+        let leading = digest.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        let bin = bitLength == 32 ? leading : leading >> UInt32(32 - bitLength)
+        let width = String((UInt64(1) << UInt64(bitLength)) - 1, radix: 16).count
+        let hex = String(bin, radix: 16)
+        let name = namePrefix + "-" + String(repeating: "0", count: max(0, width - hex.count)) + hex
+        return DelegatedRole(name: name, keyids: keyids, threshold: threshold, terminating: true,
+                             paths: nil, pathHashPrefixes: nil)
+    }
+}
+
+/// The `delegations` of targets metadata: keys and the roles, in priority order.
+public struct Delegations: Codable, Hashable, Sendable {
+    public var keys: [String: TUFKey]
+    public var roles: [DelegatedRole]?
+    public var succinctRoles: SuccinctRoles?
+
+    enum CodingKeys: String, CodingKey { case keys, roles, succinctRoles = "succinct_roles" }
+
+    /// The delegated roles trusted for `target`, in order.
+    func roles(for target: String) -> [DelegatedRole] {
+        if let succinctRoles { return succinctRoles.role(for: target).map { [$0] } ?? [] }
+        return (roles ?? []).filter { $0.isTrusted(for: target) }
+    }
 }
 
 /// The custom fields of a manifest target: which channel, build and sequence it is.
@@ -100,7 +205,7 @@ public struct TargetsMetadata: TUFSigned {
     public var version: Int
     public var expires: Date
     public var targets: [String: TargetFile]
-    var delegations: JSONValue?
+    public var delegations: Delegations?
 
     enum CodingKeys: String, CodingKey {
         case type = "_type", specVersion = "spec_version", version, expires, targets, delegations
@@ -136,6 +241,10 @@ struct Signed<T: TUFSigned>: Sendable {
         guard signed.type == T.roleName else {
             throw PatchSyncError(.refusedData, "\(name) is \(signed.type) metadata, not \(T.roleName)")
         }
+        guard let major = signed.specVersion.split(separator: ".").first, major == "1" else {
+            throw PatchSyncError(.refusedData, "\(name) follows TUF specification \(signed.specVersion); "
+                                 + "PatchSync reads 1.x", remedy: "update PatchSync, or ask the publisher")
+        }
     }
 
     /// Signs `value` with each key.
@@ -158,25 +267,23 @@ struct Signed<T: TUFSigned>: Sendable {
     }
 
     /// Checks that at least `role.threshold` distinct keys of `role` signed the canonical `signed` part.
+    /// A key listed under two key ids counts once; a key of an unsupported type never counts.
     func verify(role: TUFRole, keys: [String: TUFKey], name: String) throws(PatchSyncError) {
         let message = try raw.canonical()
-        var valid = Set<String>()
-        for signature in signatures where role.keyids.contains(signature.keyid) && !valid.contains(signature.keyid) {
-            guard let key = keys[signature.keyid], try key.keyID() == signature.keyid else { continue }
-            if Self.check(signature, message: message, key: key) { valid.insert(signature.keyid) }
+        var validIDs = Set<String>(), validKeys = Set<String>()
+        for signature in signatures where role.keyids.contains(signature.keyid) && !validIDs.contains(signature.keyid) {
+            guard let key = keys[signature.keyid], let material = key.keyval["public"],
+                  !validKeys.contains(material), let sig = Hex.decode(signature.sig) else { continue }
+            if PublicKeySignature.verify(sig, message: message, key: key) {
+                validIDs.insert(signature.keyid)
+                validKeys.insert(material)
+            }
         }
-        guard role.threshold >= 1, valid.count >= role.threshold else {
+        guard role.threshold >= 1, validKeys.count >= role.threshold else {
             throw PatchSyncError(.refusedData,
-                                 "\(name) has \(valid.count) valid signature(s), \(role.threshold) required",
+                                 "\(name) has \(validKeys.count) valid signature(s), \(role.threshold) required",
                                  remedy: "the origin serves metadata not signed by the trusted keys; check the mirror")
         }
-    }
-
-    private static func check(_ signature: TUFSignature, message: [UInt8], key: TUFKey) -> Bool {
-        guard key.keytype == "ed25519", key.scheme == "ed25519",
-              let pub = key.keyval["public"].flatMap(Hex.decode),
-              let sig = Hex.decode(signature.sig) else { return false }
-        return Ed25519.verify(sig, message: message, publicKey: pub)
     }
 }
 

@@ -2,8 +2,9 @@ import Foundation
 
 /// Where trusted metadata comes from: the origin's `metadata/` folder on some mirror.
 protocol MetadataSource: Sendable {
-    /// The named metadata file, at most `maxBytes` long; nil when no mirror has it.
-    func metadata(_ name: String, maxBytes: Int64) async throws(PatchSyncError) -> Data?
+    /// The named metadata file (a name safe to put in a URL as it is), at most `maxBytes` long,
+    /// within `timeout` seconds when given; nil when no mirror has it.
+    func metadata(_ name: String, maxBytes: Int64, timeout: TimeInterval?) async throws(PatchSyncError) -> Data?
 }
 
 /// The verified top-level metadata after a refresh.
@@ -14,10 +15,11 @@ struct TrustedMetadata: Sendable {
     let targets: Signed<TargetsMetadata>
 }
 
-/// The TUF client workflow for the top-level roles (specification 1.0, "detailed
-/// client workflow"): root rotation, then timestamp, snapshot and targets, each
-/// checked for signatures against thresholds, versions that never go back,
-/// expiry, and the lengths and hashes that the role above pins.
+/// The TUF client workflow (specification 1.0.31, "detailed client workflow"): root
+/// rotation, then timestamp, snapshot and targets, each checked for signatures against
+/// thresholds, versions that never go back, expiry, and the lengths and hashes that the
+/// role above pins; then, for one target, the pre-order depth-first search of delegations.
+/// Each newly verified file is persisted under its non-versioned name as soon as it is trusted.
 struct TrustClient: Sendable {
     /// Bounds for metadata whose length nothing pins (the reference implementation's defaults).
     static let maxRootBytes: Int64 = 512_000
@@ -25,11 +27,23 @@ struct TrustClient: Sendable {
     static let maxSnapshotBytes: Int64 = 2_000_000
     static let maxTargetsBytes: Int64 = 5_000_000
     static let maxRootRotations = 32
+    /// How many delegated roles one target search may visit.
+    static let maxDelegations = 32
+    static let topLevelRoles: Set<String> = ["root", "timestamp", "snapshot", "targets"]
 
     /// The trusted metadata folder (`.patchsync/metadata`).
     let directory: String
     let source: any MetadataSource
     let now: Date
+    /// When set, a refresh (or target search) still running at this time is abandoned (slow retrieval).
+    var deadline: Date?
+
+    init(directory: String, source: any MetadataSource, now: Date, deadline: Date? = nil) {
+        self.directory = directory
+        self.source = source
+        self.now = now
+        self.deadline = deadline
+    }
 
     /// Runs the workflow and returns the verified metadata, persisting each new trusted file.
     func refresh() async throws(PatchSyncError) -> TrustedMetadata {
@@ -39,6 +53,8 @@ struct TrustClient: Sendable {
         let targets = try await updateTargets(root: root.signed, snapshot: snapshot.signed)
         return TrustedMetadata(root: root, timestamp: timestamp, snapshot: snapshot, targets: targets)
     }
+
+    // MARK: root
 
     private func updateRoot() async throws(PatchSyncError) -> Signed<RootMetadata> {
         guard let data = try? FileSystem.read(directory + "/root.json", limit: Int(Self.maxRootBytes)) else {
@@ -50,7 +66,7 @@ struct TrustClient: Sendable {
         for _ in 0..<Self.maxRootRotations {
             let version = trusted.signed.version + 1
             let name = "\(version).root.json"
-            guard let next = try await source.metadata(name, maxBytes: Self.maxRootBytes) else { break }
+            guard let next = try await fetch(name, maxBytes: Self.maxRootBytes) else { break }
             let candidate: Signed<RootMetadata> = try Signed(parsing: next, name: name)
             try candidate.verify(role: try role("root", in: trusted.signed, name), keys: trusted.signed.keys,
                                  name: "\(name) (by the trusted root's keys)")
@@ -72,13 +88,16 @@ struct TrustClient: Sendable {
         return trusted
     }
 
+    // MARK: timestamp, snapshot, targets
+
     private func updateTimestamp(root: RootMetadata) async throws(PatchSyncError) -> Signed<TimestampMetadata> {
-        guard let data = try await source.metadata("timestamp.json", maxBytes: Self.maxTimestampBytes) else {
+        guard let data = try await fetch("timestamp.json", maxBytes: Self.maxTimestampBytes) else {
             throw PatchSyncError(.originUnavailable, "no mirror serves metadata/timestamp.json",
                                  remedy: "check the remotes, or ask the publisher to run `patchsync repo refresh`")
         }
-        let new: Signed<TimestampMetadata> = try verified(data, "timestamp.json", root: root)
-        if let old: Signed<TimestampMetadata> = trustedCopy("timestamp.json", root: root) {
+        let new: Signed<TimestampMetadata> = try verified(data, "timestamp.json", role: try role("timestamp", in: root, "timestamp.json"),
+                                                          keys: root.keys)
+        if let old: Signed<TimestampMetadata> = trustedCopy("timestamp.json", role: root.roles["timestamp"], keys: root.keys) {
             guard new.signed.version >= old.signed.version else {
                 throw refusal("timestamp.json version \(new.signed.version) is older than trusted "
                               + "\(old.signed.version) (rollback)")
@@ -97,16 +116,16 @@ struct TrustClient: Sendable {
     private func updateSnapshot(root: RootMetadata,
                                 timestamp: TimestampMetadata) async throws(PatchSyncError) -> Signed<SnapshotMetadata> {
         guard let meta = timestamp.meta["snapshot.json"] else { throw refusal("timestamp.json names no snapshot") }
-        let name = "\(meta.version).snapshot.json"
+        let name = Self.remoteName("snapshot", version: meta.version, consistent: root.consistentSnapshot)
         let data = try await pinned(name, meta: meta, defaultMax: Self.maxSnapshotBytes)
-        let new: Signed<SnapshotMetadata> = try verified(data, name, root: root)
+        let new: Signed<SnapshotMetadata> = try verified(data, name, role: try role("snapshot", in: root, name), keys: root.keys)
         guard new.signed.version == meta.version else {
             throw refusal("\(name) has version \(new.signed.version), timestamp says \(meta.version)")
         }
-        if let old: Signed<SnapshotMetadata> = trustedCopy("snapshot.json", root: root) {
+        if let old: Signed<SnapshotMetadata> = trustedCopy("snapshot.json", role: root.roles["snapshot"], keys: root.keys) {
             for (file, entry) in old.signed.meta {
                 guard let now = new.signed.meta[file], now.version >= entry.version else {
-                    throw refusal("\(name) lists \(file) at an older version than trusted (rollback)")
+                    throw refusal("\(name) lists \(file) at an older version than trusted, or drops it (rollback)")
                 }
             }
         }
@@ -117,44 +136,154 @@ struct TrustClient: Sendable {
 
     private func updateTargets(root: RootMetadata,
                                snapshot: SnapshotMetadata) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
-        guard let meta = snapshot.meta["targets.json"] else { throw refusal("snapshot names no targets.json") }
-        let name = "\(meta.version).targets.json"
-        let data = try await pinned(name, meta: meta, defaultMax: Self.maxTargetsBytes)
-        let new: Signed<TargetsMetadata> = try verified(data, name, root: root)
+        try await loadTargets("targets", role: try role("targets", in: root, "targets.json"), keys: root.keys,
+                              snapshot: snapshot, consistent: root.consistentSnapshot)
+    }
+
+    /// Fetches, verifies and persists the targets metadata of `name` (top-level or delegated),
+    /// at the version, length and hash that snapshot metadata pins.
+    private func loadTargets(_ name: String, role: TUFRole, keys: [String: TUFKey], snapshot: SnapshotMetadata,
+                             consistent: Bool) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
+        let file = Self.fileName(role: name)
+        guard let meta = snapshot.meta[file] else { throw refusal("snapshot names no \(file)") }
+        let remote = Self.remoteName(name, version: meta.version, consistent: consistent)
+        let data = try await pinned(remote, meta: meta, defaultMax: Self.maxTargetsBytes)
+        let new: Signed<TargetsMetadata> = try verified(data, remote, role: role, keys: keys)
         guard new.signed.version == meta.version else {
-            throw refusal("\(name) has version \(new.signed.version), snapshot says \(meta.version)")
+            throw refusal("\(remote) has version \(new.signed.version), snapshot says \(meta.version)")
         }
-        try checkExpiry(new.signed, "targets")
-        try persist(data, "targets.json")
+        try checkExpiry(new.signed, name)
+        try persist(data, file)
         return new
+    }
+
+    // MARK: delegations
+
+    /// The signed entry of `path`: the top-level targets first, then delegated roles in pre-order
+    /// depth-first order (spec 5.6.7), stopping at a terminating role that matches and after
+    /// ``maxDelegations`` roles. nil when no trusted role lists it.
+    func findTarget(_ path: String, in trusted: TrustedMetadata) async throws(PatchSyncError) -> TargetFile? {
+        var toVisit: [(role: DelegatedRole?, parent: Signed<TargetsMetadata>?)] = [(nil, nil)]
+        var visited = Set<String>()
+        var budget = Self.maxDelegations + 1  // the top-level targets role plus the delegated ones
+        while budget > 0, let (delegated, parent) = toVisit.popLast() {
+            let name = delegated?.name ?? "targets"
+            if visited.contains(name) { continue }
+            let metadata: Signed<TargetsMetadata>
+            if let delegated, let parent {
+                guard !Self.topLevelRoles.contains(delegated.name) else {
+                    throw refusal("a delegation names the top-level role \(delegated.name)")
+                }
+                metadata = try await loadTargets(delegated.name, role: delegated.role,
+                                                 keys: parent.signed.delegations?.keys ?? [:],
+                                                 snapshot: trusted.snapshot.signed,
+                                                 consistent: trusted.root.signed.consistentSnapshot)
+            } else {
+                metadata = trusted.targets
+            }
+            if let target = metadata.signed.targets[path] { return target }
+            visited.insert(name)
+            budget -= 1
+            guard let delegations = metadata.signed.delegations else { continue }
+            var children: [(role: DelegatedRole?, parent: Signed<TargetsMetadata>?)] = []
+            for child in delegations.roles(for: path) {
+                children.append((child, metadata))
+                if child.terminating {
+                    toVisit.removeAll()
+                    break
+                }
+            }
+            toVisit.append(contentsOf: children.reversed())
+        }
+        return nil
+    }
+
+    // MARK: helpers
+
+    /// The name a role's metadata is fetched under: `<version>.<role>.json` with consistent snapshots.
+    static func remoteName(_ role: String, version: Int, consistent: Bool) -> String {
+        consistent ? "\(version).\(fileName(role: role))" : fileName(role: role)
+    }
+
+    /// `<role>.json` with the role name percent-encoded, so no name can leave the metadata folder.
+    static func fileName(role: String) -> String { percentEncoded(role) + ".json" }
+
+    /// Every byte but ASCII letters, digits and `-_.~` percent-encoded (Python's `quote(name, safe="")`,
+    /// which the reference client uses): the result never contains a `/`.
+    static func percentEncoded(_ name: String) -> String {
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
+        return name.addingPercentEncoding(withAllowedCharacters: allowed) ?? "invalid"
+    }
+
+    private func fetch(_ name: String, maxBytes: Int64) async throws(PatchSyncError) -> Data? {
+        var timeout: TimeInterval?
+        if let deadline {
+            timeout = deadline.timeIntervalSinceNow
+            guard timeout! > 0 else { throw deadlineError(name) }
+        }
+        do {
+            return try await source.metadata(name, maxBytes: maxBytes, timeout: timeout)
+        } catch {
+            if let deadline, Date() >= deadline { throw deadlineError(name) }
+            throw error
+        }
+    }
+
+    private func deadlineError(_ name: String) -> PatchSyncError {
+        PatchSyncError(.originUnavailable, "the metadata refresh passed its deadline while fetching \(name) "
+                       + "(the mirror is too slow or stalls)",
+                       remedy: "check the network and the remotes, or raise refreshDeadlineSeconds in .patchsync/config.json")
     }
 
     /// Fetches metadata that the role above pins by version, and maybe length and hash.
     private func pinned(_ name: String, meta: MetaFile, defaultMax: Int64) async throws(PatchSyncError) -> Data {
         let limit = meta.length.map(Int64.init) ?? defaultMax
-        guard let data = try await source.metadata(name, maxBytes: limit) else {
+        guard let data = try await fetch(name, maxBytes: limit) else {
             throw PatchSyncError(.originUnavailable, "no mirror serves metadata/\(name)")
         }
         if let length = meta.length, data.count != length {
             throw refusal("\(name) is \(data.count) bytes, the signed metadata says \(length)")
         }
-        if let sha = meta.hashes?["sha256"], SHA256Hasher.hash(data).hex != sha {
-            throw refusal("\(name) does not match its signed SHA-256 (mix-and-match or tampering)")
+        if let hashes = meta.hashes, !hashes.isEmpty {
+            try Self.checkHashes(data, hashes, name: name)
         }
         return data
     }
 
-    private func verified<T: TUFSigned>(_ data: Data, _ name: String,
-                                        root: RootMetadata) throws(PatchSyncError) -> Signed<T> {
+    /// Every hash the metadata gives that PatchSync knows must match; at least one must be known.
+    static func checkHashes(_ data: Data, _ hashes: [String: String], name: String) throws(PatchSyncError) {
+        var checked = 0
+        for (algorithm, expected) in hashes {
+            let actual: String
+            switch algorithm {
+            case "sha256": actual = SHA256Hasher.hash(data).hex
+            case "sha512": actual = SHA256Hasher.sha512(data)
+            default: continue
+            }
+            guard actual == expected.lowercased() else {
+                throw PatchSyncError(.refusedData, "\(name) does not match its signed \(algorithm) (mix-and-match or tampering)",
+                                     remedy: "the mirror serves damaged or substituted data; nothing was changed")
+            }
+            checked += 1
+        }
+        guard checked > 0 else {
+            throw PatchSyncError(.refusedData, "\(name) is pinned only by hash algorithms PatchSync does not know "
+                                 + "(\(hashes.keys.sorted().joined(separator: ", ")))",
+                                 remedy: "ask the publisher to include sha256 hashes")
+        }
+    }
+
+    private func verified<T: TUFSigned>(_ data: Data, _ name: String, role: TUFRole,
+                                        keys: [String: TUFKey]) throws(PatchSyncError) -> Signed<T> {
         let signed: Signed<T> = try Signed(parsing: data, name: name)
-        try signed.verify(role: try role(T.roleName, in: root, name), keys: root.keys, name: name)
+        try signed.verify(role: role, keys: keys, name: name)
         return signed
     }
 
     /// The locally trusted copy of a role, if it still verifies under the current root.
-    private func trustedCopy<T: TUFSigned>(_ file: String, root: RootMetadata) -> Signed<T>? {
-        guard let data = try? FileSystem.read(directory + "/" + file, limit: 8 << 20) else { return nil }
-        return try? verified(data, file, root: root)
+    private func trustedCopy<T: TUFSigned>(_ file: String, role: TUFRole?, keys: [String: TUFKey]) -> Signed<T>? {
+        guard let role, let data = try? FileSystem.read(directory + "/" + file, limit: 8 << 20) else { return nil }
+        return try? verified(data, file, role: role, keys: keys)
     }
 
     private func role(_ name: String, in root: RootMetadata, _ file: String) throws(PatchSyncError) -> TUFRole {

@@ -70,3 +70,39 @@ struct InteropTests {
         #expect(output.contains("signature") || output.contains("Unsigned"), "\(output)")
     }
 }
+
+/// The interop and attack tables of Tests/Interop/tuf_interop.py: repositories written by python-tuf's
+/// Metadata API, served by nginx, read by `patchsync-tuf-client`.
+@Suite("Conformance adapter against python-tuf repositories", .tags(.large))
+struct AdapterInteropTests {
+    static let interop = ["ed25519_basic", "root_rotation", "delegations", "terminating_stops_search", "hash_bins",
+                          "ecdsa_keys", "rsa_keys", "no_consistent_snapshot", "existing_target_not_refetched",
+                          "fast_forward_recovery", "target_name_stays_inside"]
+    static let attacks = ["rollback_timestamp", "rollback_snapshot", "rollback_targets", "rollback_snapshot_drops_role",
+                          "freeze_timestamp", "freeze_snapshot", "freeze_targets", "freeze_root",
+                          "fast_forward_without_rotation", "revoked_timestamp_key", "mix_and_match_targets",
+                          "wrong_snapshot_hash", "wrong_snapshot_length", "wrong_targets_hash", "wrong_targets_length",
+                          "endless_timestamp", "endless_root", "endless_target", "arbitrary_target",
+                          "root_threshold_not_met", "targets_threshold_not_met", "duplicate_key_counts_once",
+                          "bad_timestamp_signature", "old_metadata_mirror", "delegated_wrong_key", "delegated_outside_paths"]
+
+    @Test("python-tuf repositories are read, and every attack in the table exits 1 with trusted metadata unchanged")
+    func tables() throws {
+        let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+        let fixture = try Fixture()
+        let served = fixture.directory + "/served", work = fixture.directory + "/work"
+        try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let nginx = try NginxOrigin(root: served)
+        let adapter = CLI.productsDirectory + "/patchsync-tuf-client"
+        let result = try CLI.runProgram(repoRoot + "/.venv-tuf/bin/python",
+                                        [repoRoot + "/Tests/Interop/tuf_interop.py", adapter, served, nginx.url, work])
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        for name in Self.interop.map({ "interop/" + $0 }) + Self.attacks.map({ "attack/" + $0 }) {
+            #expect(lines.contains { $0.hasPrefix("PASS \(name):") }, "\(name) did not pass:\n\(result.stdout)")
+        }
+        #expect(result.status == 0, "\(result.stdout)")
+        withExtendedLifetime(nginx) {}
+    }
+}

@@ -49,7 +49,7 @@ struct TUFClientCommand: AsyncParsableCommand {
     static func main() async {
         do {
             var command = try parseAsRoot()
-            if var adapter = command as? TUFClientCommand { try await adapter.run() } else { try command.run() }
+            if let adapter = command as? TUFClientCommand { try await adapter.run() } else { try command.run() }
         } catch let error as PatchSyncError {
             FileHandle.standardError.write(Data("patchsync-tuf-client: \(error.description)\n".utf8))
             Foundation.exit(1)

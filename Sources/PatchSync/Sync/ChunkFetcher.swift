@@ -34,7 +34,7 @@ struct ChunkFetcher: Sendable {
         var remaining = needs[...]
         var failures: [(String, TransferFailure)] = []
         let object = needs[0].object
-        for mirror in origin.mirrors.indices {
+        for mirror in origin.order() {
             let url = origin.url(ObjectID.path(object), mirror: mirror)
             let sink = ChunkSink(needs: Array(remaining), files: files, url: url)
             let result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
@@ -44,6 +44,7 @@ struct ChunkFetcher: Sendable {
             if Task.isCancelled { throw PatchSyncError.cancelled }
             if case .failure(let failure) = result {
                 failures.append((origin.mirrors[mirror], failure))
+                origin.noteFailure(failure, mirror: mirror)
                 Self.logger.notice("fetching \(url) failed: \(failure); trying the next mirror")
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }
             }

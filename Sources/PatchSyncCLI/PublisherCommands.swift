@@ -22,7 +22,7 @@ struct Keygen: AsyncParsableCommand {
 struct RepoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repo", abstract: "Create a repository or re-sign its short-lived metadata.",
-        subcommands: [RepoInit.self, RepoRefresh.self])
+        subcommands: [RepoInit.self, RepoRefresh.self, RepoRotateRoot.self])
 }
 
 struct RepoInit: AsyncParsableCommand {
@@ -63,6 +63,44 @@ struct RepoRefresh: AsyncParsableCommand {
         struct Result: Encodable { var origin: String; var refreshed: Bool }
         Output(json: json).result(Result(origin: origin, refreshed: true),
                                   human: "re-signed snapshot and timestamp of \(origin)")
+    }
+}
+
+struct RepoRotateRoot: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-root",
+        abstract: "Sign a new root version with new root and/or online keys (key rotation or compromise).",
+        discussion: """
+            The new root is signed by the current root key and the new one, so every client that trusts
+            the current root moves to it on its next sync. With --new-online-key, targets, snapshot and
+            timestamp are re-signed by the new online key at once; the old online key stops working.
+            Generate new keys first with `patchsync keygen --out NEW_FOLDER`.
+
+            Example:
+              patchsync repo rotate-root --origin out/ --root-key keys/root.key \\
+                --new-root-key new/root.key --new-online-key new/online.key
+            """)
+
+    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The current root key file.") var rootKey: String
+    @Option(help: "The new root key file.") var newRootKey: String?
+    @Option(help: "The new online key file (signs timestamp, snapshot and targets from now on).") var newOnlineKey: String?
+    @Option(help: "How long the new root stays valid (365d, 12h, …).") var expires: String = "365d"
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        var lifetimes = Repository.Lifetimes()
+        lifetimes.root = try parseDuration(expires)
+        var repo = try Repository.load(origin: origin)
+        try repo.rotateRoot(currentRootKey: try SigningKey.load(path: rootKey),
+                            newRootKey: try newRootKey.map { path throws(PatchSyncError) in try SigningKey.load(path: path) },
+                            newOnlineKey: try newOnlineKey.map { path throws(PatchSyncError) in try SigningKey.load(path: path) },
+                            lifetimes: lifetimes)
+        struct Result: Encodable { var origin: String; var rootVersion: Int; var root: String }
+        let root = origin + "/metadata/root.json"
+        Output(json: json).result(Result(origin: origin, rootVersion: repo.rootVersion, root: root),
+                                  human: "signed root version \(repo.rootVersion) of \(origin)\n"
+                                      + "clients move to it on their next sync; ship \(root) with new game builds")
     }
 }
 

@@ -108,6 +108,48 @@ public struct Repository: Sendable {
         timestamp = stamp
     }
 
+    /// Signs root version N+1 with new keys: `newRootKey` for the root role and, when given,
+    /// `newOnlineKey` for timestamp, snapshot and targets. It is signed by the current root key
+    /// and the new one, so clients that trust version N accept it; with a new online key,
+    /// targets, snapshot and timestamp are re-signed at once, and clients forget their trusted
+    /// timestamp and snapshot (fast-forward recovery) when they see the rotation.
+    public mutating func rotateRoot(currentRootKey: SigningKey, newRootKey: SigningKey?, newOnlineKey: SigningKey?,
+                                    lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+        let currentID = try currentRootKey.publicKey.keyID()
+        guard root.signed.roles["root"]?.keyids.contains(currentID) == true else {
+            throw PatchSyncError(.usage, "the key \(currentID.prefix(12))… is not a root key of \(origin)",
+                                 remedy: "sign with the root key the repository was created with (or last rotated to)")
+        }
+        guard newRootKey != nil || newOnlineKey != nil else {
+            throw PatchSyncError(.usage, "nothing to rotate", remedy: "give --new-root-key, --new-online-key or both")
+        }
+        var next = root.signed
+        next.version += 1
+        next.expires = now + lifetimes.root
+        if let newRootKey {
+            let id = try newRootKey.publicKey.keyID()
+            next.keys[id] = newRootKey.publicKey
+            next.roles["root"] = TUFRole(keyids: [id], threshold: 1)
+        }
+        if let newOnlineKey {
+            let id = try newOnlineKey.publicKey.keyID()
+            next.keys[id] = newOnlineKey.publicKey
+            for role in ["timestamp", "snapshot", "targets"] { next.roles[role] = TUFRole(keyids: [id], threshold: 1) }
+        }
+        let used = Set(next.roles.values.flatMap(\.keyids))
+        next.keys = next.keys.filter { used.contains($0.key) }
+        var signers = [currentRootKey]
+        if let newRootKey, try newRootKey.publicKey.keyID() != currentID { signers.append(newRootKey) }
+        let signed = try Signed(signing: next, with: signers)
+        try Self.write(signed, to: metadataDirectory + "/\(next.version).root.json")
+        try Self.write(signed, to: metadataDirectory + "/root.json")
+        root = signed
+        if let newOnlineKey { try commit(targets: targets.signed.targets, key: newOnlineKey, lifetimes: lifetimes, now: now) }
+    }
+
+    /// The root metadata version.
+    public var rootVersion: Int { root.signed.version }
+
     /// Refuses a key that the root does not name for the online roles.
     private func checkOnline(_ key: SigningKey) throws(PatchSyncError) {
         let id = try key.publicKey.keyID()

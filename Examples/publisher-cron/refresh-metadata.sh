@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Re-signs an origin's timestamp and snapshot before they expire (timestamp: 7 days, snapshot: 30 days
+# by default) and then uploads the metadata folder to the CDN. Run it from cron (see crontab.example)
+# on the machine that holds the online key; the root key stays offline.
+#
+#   ORIGIN=/srv/patchsync/origin ONLINE_KEY=/etc/patchsync/online.key \
+#   UPLOAD='rsync -a --delay-updates "$ORIGIN/metadata/" cdn:/var/www/game/metadata/' \
+#   ./refresh-metadata.sh
+#
+# Exit status: 0 re-signed (and uploaded); non-zero otherwise, with patchsync's message on stderr, so
+# cron mails it. A failed run changes nothing the CDN serves.
+set -euo pipefail
+
+: "${ORIGIN:?set ORIGIN to the origin folder}"
+: "${ONLINE_KEY:?set ONLINE_KEY to the online key file (mode 0600)}"
+PATCHSYNC="${PATCHSYNC:-patchsync}"
+
+"$PATCHSYNC" repo refresh --origin "$ORIGIN" --key "$ONLINE_KEY" --json
+if [ -n "${UPLOAD:-}" ]; then
+  # Versioned files first is what --delay-updates gives rsync; timestamp.json is replaced last.
+  eval "$UPLOAD"
+fi

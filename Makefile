@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils strace chromium python3 python3-pip python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps demo test build release clean man
+.PHONY: deps demo test build release clean man fuzz
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -34,8 +34,13 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
+# libFuzzer targets for the metadata parser, canonical JSON, the manifest and object decoders
+# (FUZZ_SECONDS each, default 60); `make test` replays their seed corpus Fuzz/Corpus.
+fuzz: deps
+	bash Fuzz/run.sh
+
 clean:
-	rm -rf .build
+	rm -rf .build .build-fuzz .build-static
 
 # Man pages (swift-argument-parser's generate-manual plugin) and bash/zsh/fish completions.
 man: deps

@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -49,3 +50,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer targets (Fuzz/), only when PATCHSYNC_FUZZ is set: they link only with -sanitize=fuzzer.
+// `make fuzz` builds them into .build-fuzz and runs each one; `make test` replays their corpus.
+if ProcessInfo.processInfo.environment["PATCHSYNC_FUZZ"] != nil {
+    for name in ["Metadata", "CanonicalJson", "Manifest", "Object"] {
+        package.targets.append(.executableTarget(
+            name: "Fuzz\(name)", dependencies: ["PatchSync"], path: "Fuzz/Sources/Fuzz\(name)",
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]))
+    }
+}

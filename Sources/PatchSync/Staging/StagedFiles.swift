@@ -39,8 +39,8 @@ final class StagedFiles: @unchecked Sendable {
             if let st = try FileSystem.status(full), st.st_nlink > 1 || (st.st_mode & S_IFMT) != S_IFREG {
                 try FileSystem.remove(full)  // never write into a file shared with the live tree
             }
-            try FileSystem.makeDirectory((full as NSString).deletingLastPathComponent)
-            let fd = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT, mode: 0o600)
+            try FileSystem.makeDirectory((full as NSString).deletingLastPathComponent, within: directory)
+            let fd = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
             if try fd.status().st_size != file.size { try fd.truncate(to: file.size) }
         } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
     }
@@ -92,7 +92,7 @@ final class StagedFiles: @unchecked Sendable {
         defer { lock.unlock() }
         if let fd = open[path] { return fd }
         if open.count >= 256 { open.removeAll() }
-        let fd = try FileDescriptor(path: directory + "/" + path, flags: O_RDWR)
+        let fd = try FileDescriptor(path: directory + "/" + path, flags: O_RDWR | O_NOFOLLOW)
         open[path] = fd
         return fd
     }

@@ -11,7 +11,10 @@ extension Syncer {
         let files = StagedFiles(directory: directory, build: id, state: state)
         defer { files.closeAll() }
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
-            do { try FileSystem.makeDirectory(directory) } catch { throw PatchSyncError.wrap(error) }
+            do {
+                try FileSystem.makeDirectory(install.stagingDirectory)
+                try FileSystem.makeDirectory(directory, within: install.stagingDirectory)
+            } catch { throw PatchSyncError.wrap(error) }
             try checkFreeSpace(for: plan, in: directory)
             try link(plan.links, into: directory)
             for file in plan.assembled { try files.prepare(file) }
@@ -69,7 +72,7 @@ extension Syncer {
                 if let st = try FileSystem.status(target), let src = try FileSystem.status(link.source),
                    st.st_ino == src.st_ino { continue }
                 try FileSystem.remove(target)
-                try FileSystem.makeDirectory((target as NSString).deletingLastPathComponent)
+                try FileSystem.makeDirectory((target as NSString).deletingLastPathComponent, within: directory)
                 try FileSystem.link(link.source, target)
             }
         } catch { throw PatchSyncError.wrap(error) }

@@ -16,6 +16,30 @@ enum FileSystem {
         throw Errno(errno == 0 ? err : errno, "creating directory", path)
     }
 
+    /// Creates `path` and its parents below `root` (which must exist) without following any
+    /// symbolic link: a component that is a link or a file is removed and made a real directory,
+    /// so nothing written below `path` can land outside `root`.
+    static func makeDirectory(_ path: String, within root: String, mode: mode_t = 0o755) throws(Errno) {
+        guard path.hasPrefix(root + "/") else {
+            if path == root { return }
+            throw Errno(EINVAL, "creating directory outside \(root)", path)
+        }
+        var current = root
+        for component in path.dropFirst(root.count + 1).split(separator: "/") {
+            guard component != "..", component != "." else { throw Errno(EINVAL, "creating directory", path) }
+            current += "/" + component
+            var st = stat()
+            if lstat(current, &st) == 0 {
+                if (st.st_mode & S_IFMT) == S_IFDIR { continue }
+                try remove(current)  // a symbolic link or a file where a directory belongs
+            }
+            if mkdir(current, mode) != 0 && errno != EEXIST { throw Errno(errno, "creating directory", current) }
+            guard lstat(current, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw Errno(ENOTDIR, "creating directory", current)
+            }
+        }
+    }
+
     static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR

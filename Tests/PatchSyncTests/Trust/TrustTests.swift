@@ -102,6 +102,30 @@ struct TrustTests {
         #expect(try install.status().ready == "2", "the staged build stays ready")
     }
 
+    @Test("a channel's sequence never goes back, even when the repository is replaced by another one signed with the same root and the trusted metadata is lost")
+    func sequenceSurvivesReplacedRepository() async throws {
+        let (fixture, install) = try await Self.installedWithUpdate()
+        #expect(try await Syncer(install: install).run().sequence == 2)
+        // A second repository, same keys, whose only build on the channel has sequence 1.
+        let replacement = fixture.directory + "/replacement"
+        var repo = try Repository.create(origin: replacement, rootKey: fixture.rootKey, onlineKey: fixture.onlineKey)
+        var options = Publisher.Options(buildDirectory: try fixture.sampleBuild(1, scale: 0.01), origin: replacement,
+                                        buildId: try BuildID("1-again"), bundles: try BundleRules(bundles: [.base]))
+        options.channel = try Channel("live")
+        try Publisher(options: options, key: fixture.onlineKey).run()
+        repo = try Repository.load(origin: replacement)
+        for _ in 0..<5 { try repo.commit(targets: repo.targetFiles, key: fixture.onlineKey) }
+        try FileManager.default.removeItem(atPath: fixture.origin)
+        try FileManager.default.moveItem(atPath: replacement, toPath: fixture.origin)
+        for file in ["timestamp.json", "snapshot.json", "targets.json"] {
+            try? FileManager.default.removeItem(atPath: install.metadataDirectory + "/" + file)
+        }
+        let error = await #expect(throws: PatchSyncError.self) { try await Syncer(install: install).run() }
+        #expect(error?.code == .refusedData)
+        #expect(error?.description.contains("sequence 1, lower than 2 already seen") == true, "\(String(describing: error))")
+        #expect(install.currentBuild() == "1")
+    }
+
     @Test("a root rotation is followed when both roots sign it, and refused when the old root did not")
     func rootRotation() async throws {
         let (fixture, install) = try await Self.installedWithUpdate()

@@ -1,0 +1,38 @@
+import Foundation
+@testable import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+@Suite("Staging stays inside the install", .tags(.medium))
+struct StagingSafetyTests {
+    @Test("symbolic links planted in a staging tree (as folders and as files) are replaced, never followed out")
+    func plantedSymlinks() async throws {
+        let (fixture, install) = try await TrustTests.installedWithUpdate()
+        let outside = fixture.directory + "/outside"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        let victim = outside + "/victim.txt"
+        try "keep me".write(toFile: victim, atomically: true, encoding: .utf8)
+
+        // A half-done staging of build 2 in which something replaced a folder and a file with links out.
+        let build = try fixture.sampleBuild(2, scale: 0.01)
+        let files = try treeFacts(build).keys.sorted()
+        let folder = try #require(files.first { $0.contains("/") }.map { ($0 as NSString).deletingLastPathComponent })
+        let file = try #require(files.first { !$0.hasPrefix(folder + "/") && !folder.hasPrefix($0) })
+        let staged = install.stagedDirectory("2")
+        try FileManager.default.createDirectory(atPath: staged + "/" + (file as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: staged + "/" + (folder as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: staged + "/" + folder, withDestinationPath: outside)
+        try FileManager.default.createSymbolicLink(atPath: staged + "/" + file, withDestinationPath: victim)
+        try install.state().set(["staging": "2"])
+
+        let report = try await Syncer(install: install).run()
+        #expect(report.outcome == .ready)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["victim.txt"])
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "keep me")
+        let attributes = try FileManager.default.attributesOfItem(atPath: install.stagedDirectory("2") + "/" + folder)
+        #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
+        #expect(try treeFacts(install.stagedDirectory("2")).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
+    }
+}

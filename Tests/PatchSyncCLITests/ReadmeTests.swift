@@ -21,7 +21,7 @@ struct ReadmeTests {
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         let environment = [
             "PATH": CLI.productsDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
-            "KEYS": work + "/keys", "ORIGIN": work + "/origin", "GAME": work + "/game",
+            "KEYS": work + "/keys", "NEW": work + "/new-keys", "ORIGIN": work + "/origin", "GAME": work + "/game",
             "BUILD": try fixture.sampleBuild(1, scale: 0.005), "NEXT_BUILD": try fixture.sampleBuild(2, scale: 0.005),
             "REMOTE": "file://" + work + "/origin", "GAME_EXE": "/bin/true",
         ]
@@ -49,7 +49,7 @@ struct ReadmeTests {
 
     @Test("shell completions and the man pages' source list every verb")
     func completionsAndManual() throws {
-        let verbs = ["keygen", "repo", "publish", "diff", "init", "sync", "apply", "launch", "rollback", "verify", "status"]
+        let verbs = ["keygen", "repo", "rotate-root", "publish", "diff", "init", "sync", "apply", "launch", "rollback", "verify", "status"]
         for shell in ["bash", "zsh", "fish"] {
             let script = try CLI.run(["--generate-completion-script", shell])
             #expect(script.status == 0)

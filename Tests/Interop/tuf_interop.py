@@ -191,11 +191,13 @@ class Client:
         os.makedirs(self.dl)
         self.last = ""
 
-    def run(self, repo, *args, now=None):
+    def run(self, repo, *args, now=None, fake_days=None):
         env = dict(os.environ)
         if now is not None:
             env["PATCHSYNC_TUF_NOW"] = str(int(now.timestamp()))
         cmd = [ADAPTER, "--metadata-dir", self.meta, "--metadata-url", repo.url + "/metadata/", *args]
+        if fake_days:  # the way the TUF conformance suite moves a client's clock
+            cmd = ["faketime", "-f", f"+{fake_days}d", *cmd]
         result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         self.last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
         self.last = self.last[0]
@@ -209,9 +211,9 @@ class Client:
     def refresh(self, repo, now=None):
         return self.run(repo, "refresh", now=now)
 
-    def download(self, repo, target, now=None):
+    def download(self, repo, target, now=None, fake_days=None):
         return self.run(repo, "--target-name", target, "--target-base-url", repo.url + "/targets/",
-                        "--target-dir", self.dl, "download", now=now)
+                        "--target-dir", self.dl, "download", now=now, fake_days=fake_days)
 
     def trusted(self):
         out = {}
@@ -394,6 +396,24 @@ def existing_target_not_refetched():
 
 
 @interop
+def unchanged_metadata_not_refetched():
+    repo = Repo("i-unchanged")
+    repo.delegate("targets", "dlc", paths=["dlc/*"])
+    repo.add_target("dlc/a.bin", b"dlc\n", role="dlc")
+    repo.publish_all()
+    client = Client("i-unchanged")
+    client.init(repo)
+    expect_download(repo, client, "dlc/a.bin")
+    folder = os.path.join(repo.dir, "metadata")
+    for name in os.listdir(folder):
+        if name not in ("timestamp.json", "root.json", "1.root.json"):
+            os.remove(os.path.join(folder, name))
+    assert client.refresh(repo) == 0, client.last
+    expect_download(repo, client, "dlc/a.bin")
+    return "with timestamp unchanged, trusted snapshot, targets and delegated metadata are used without a request"
+
+
+@interop
 def fast_forward_recovery():
     repo, client = good_repo("i-fastforward")
     repo.timestamp.signed.version = 1000      # the compromised timestamp key fast-forwards
@@ -473,6 +493,12 @@ def rollback_snapshot_drops_role(repo, client):
 def freeze_timestamp(repo, client):
     client.now = NOW + 8 * DAY
     return "the same metadata, 8 days later: timestamp expired"
+
+
+@attack()
+def freeze_timestamp_faketime(repo, client):
+    client.fake_days = 8
+    return "the same metadata, 8 days later by faketime (as the conformance suite does): timestamp expired"
 
 
 @attack(may_change={"timestamp.json"})
@@ -690,11 +716,12 @@ def delegated_outside_paths(repo, client):
 def run_attack(name, fn, may_change):
     repo, client = good_repo("a-" + name)
     client.now = None
+    client.fake_days = None
     client.target = "game/data.pak"
     client.before = client.trusted()
     client.snapshot_before = lambda: setattr(client, "before", client.trusted())
     detail = fn(repo, client)
-    rc = client.download(repo, client.target, now=client.now)
+    rc = client.download(repo, client.target, now=client.now, fake_days=client.fake_days)
     after = client.trusted()
     changed = {n for n in set(client.before) | set(after) if client.before.get(n) != after.get(n)}
     assert rc == 1, f"exit {rc}, expected 1 ({detail})"

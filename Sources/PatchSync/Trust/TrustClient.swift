@@ -116,6 +116,11 @@ struct TrustClient: Sendable {
     private func updateSnapshot(root: RootMetadata,
                                 timestamp: TimestampMetadata) async throws(PatchSyncError) -> Signed<SnapshotMetadata> {
         guard let meta = timestamp.meta["snapshot.json"] else { throw refusal("timestamp.json names no snapshot") }
+        if let cached: Signed<SnapshotMetadata> = cachedCopy("snapshot.json", meta: meta, role: root.roles["snapshot"],
+                                                             keys: root.keys) {
+            try checkExpiry(cached.signed, "snapshot")
+            return cached
+        }
         let name = Self.remoteName("snapshot", version: meta.version, consistent: root.consistentSnapshot)
         let data = try await pinned(name, meta: meta, defaultMax: Self.maxSnapshotBytes)
         let new: Signed<SnapshotMetadata> = try verified(data, name, role: try role("snapshot", in: root, name), keys: root.keys)
@@ -146,6 +151,10 @@ struct TrustClient: Sendable {
                              consistent: Bool) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
         let file = Self.fileName(role: name)
         guard let meta = snapshot.meta[file] else { throw refusal("snapshot names no \(file)") }
+        if let cached: Signed<TargetsMetadata> = cachedCopy(file, meta: meta, role: role, keys: keys) {
+            try checkExpiry(cached.signed, name)
+            return cached
+        }
         let remote = Self.remoteName(name, version: meta.version, consistent: consistent)
         let data = try await pinned(remote, meta: meta, defaultMax: Self.maxTargetsBytes)
         let new: Signed<TargetsMetadata> = try verified(data, remote, role: role, keys: keys)
@@ -277,6 +286,20 @@ struct TrustClient: Sendable {
                                         keys: [String: TUFKey]) throws(PatchSyncError) -> Signed<T> {
         let signed: Signed<T> = try Signed(parsing: data, name: name)
         try signed.verify(role: role, keys: keys, name: name)
+        return signed
+    }
+
+    /// The locally trusted copy of a role when it is exactly what the role above pins now (same
+    /// version, and length and hashes when pinned) and still verifies: used without a download,
+    /// as the reference implementation does.
+    private func cachedCopy<T: TUFSigned>(_ file: String, meta: MetaFile, role: TUFRole?,
+                                          keys: [String: TUFKey]) -> Signed<T>? {
+        guard let role, let data = try? FileSystem.read(directory + "/" + file, limit: 8 << 20),
+              meta.length.map({ $0 == data.count }) ?? true else { return nil }
+        if let hashes = meta.hashes, !hashes.isEmpty,
+           (try? Self.checkHashes(data, hashes, name: file)) == nil { return nil }
+        guard let signed: Signed<T> = try? verified(data, file, role: role, keys: keys),
+              signed.signed.version == meta.version else { return nil }
         return signed
     }
 

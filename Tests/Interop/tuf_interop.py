@@ -89,7 +89,9 @@ class Repo:
         return md.to_bytes(JSONSerializer(compact=False))
 
     def put(self, name, data):
-        with open(os.path.join(self.dir, "metadata", name), "wb") as f:
+        path = os.path.join(self.dir, "metadata", name)   # a role name may hold a "/"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
             f.write(data)
 
     def write_root(self, signers=None):
@@ -411,6 +413,23 @@ def unchanged_metadata_not_refetched():
     assert client.refresh(repo) == 0, client.last
     expect_download(repo, client, "dlc/a.bin")
     return "with timestamp unchanged, trusted snapshot, targets and delegated metadata are used without a request"
+
+
+@interop
+def unusual_role_names():
+    for index, role in enumerate(["?", "#", "/delegatedrole", "../delegatedrole"]):
+        repo = Repo(f"i-role-{index}")
+        repo.delegate("targets", role, paths=["*"])
+        repo.add_target("inside.txt", b"x\n", role=role)
+        repo.publish_all()
+        client = Client(f"i-role-{index}")
+        client.init(repo)
+        assert client.download(repo, "nonexistent target") == 1, client.last
+        expect_download(repo, client, "inside.txt")
+        names = set(client.trusted())
+        assert len(names) == 5 and f"{__import__('urllib.parse').parse.quote(role, '')}.json" in names, sorted(names)
+        assert not os.path.exists(os.path.join(client.meta, "..", "delegatedrole.json"))
+    return "roles '?', '#', '/delegatedrole', '../delegatedrole': requested and stored percent-encoded"
 
 
 @interop

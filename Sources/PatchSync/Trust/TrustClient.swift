@@ -149,8 +149,8 @@ struct TrustClient: Sendable {
     /// at the version, length and hash that snapshot metadata pins.
     private func loadTargets(_ name: String, role: TUFRole, keys: [String: TUFKey], snapshot: SnapshotMetadata,
                              consistent: Bool) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
-        let file = Self.fileName(role: name)
-        guard let meta = snapshot.meta[file] else { throw refusal("snapshot names no \(file)") }
+        let file = Self.fileName(role: name)  // the local name; snapshot lists the role by its plain name
+        guard let meta = snapshot.meta[name + ".json"] else { throw refusal("snapshot names no \(name).json") }
         if let cached: Signed<TargetsMetadata> = cachedCopy(file, meta: meta, role: role, keys: keys) {
             try checkExpiry(cached.signed, name)
             return cached

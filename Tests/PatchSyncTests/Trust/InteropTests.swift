@@ -77,7 +77,7 @@ struct InteropTests {
 struct AdapterInteropTests {
     static let interop = ["ed25519_basic", "root_rotation", "delegations", "terminating_stops_search", "hash_bins",
                           "ecdsa_keys", "rsa_keys", "no_consistent_snapshot", "existing_target_not_refetched",
-                          "unchanged_metadata_not_refetched",
+                          "unchanged_metadata_not_refetched", "unusual_role_names",
                           "fast_forward_recovery", "target_name_stays_inside"]
     static let attacks = ["rollback_timestamp", "rollback_snapshot", "rollback_targets", "rollback_snapshot_drops_role",
                           "freeze_timestamp", "freeze_timestamp_faketime", "freeze_snapshot", "freeze_targets", "freeze_root",

@@ -334,6 +334,24 @@ def terminating_stops_search():
 
 
 @interop
+def delegation_visit_limit():
+    repo = Repo("i-chain")
+    parent = "targets"
+    for depth in range(1, 41):
+        repo.delegate(parent, f"level-{depth}", paths=["*"])
+        parent = f"level-{depth}"
+    repo.add_target("shallow.txt", b"visited\n", role="level-31")   # the 32nd role: within the limit
+    repo.add_target("deep.txt", b"too deep\n", role="level-32")
+    repo.publish_all()
+    client = Client("i-chain")
+    client.init(repo)
+    expect_download(repo, client, "shallow.txt")
+    rc = client.download(repo, "deep.txt")
+    assert rc == 1 and client.stored("deep.txt") is None, f"exit {rc}: the 33rd role was visited"
+    return "a chain of 40 delegations: the 32nd role (top-level included) is searched, the 33rd is not"
+
+
+@interop
 def hash_bins():
     repo = Repo("i-bins")
     succinct = repo.delegate_bins(bit_length=3)

@@ -27,7 +27,7 @@ struct TrustClient: Sendable {
     static let maxSnapshotBytes: Int64 = 2_000_000
     static let maxTargetsBytes: Int64 = 5_000_000
     static let maxRootRotations = 32
-    /// How many delegated roles one target search may visit.
+    /// How many targets roles (the top-level one included) one target search may visit, as in python-tuf.
     static let maxDelegations = 32
     static let topLevelRoles: Set<String> = ["root", "timestamp", "snapshot", "targets"]
 
@@ -174,7 +174,7 @@ struct TrustClient: Sendable {
     func findTarget(_ path: String, in trusted: TrustedMetadata) async throws(PatchSyncError) -> TargetFile? {
         var toVisit: [(role: DelegatedRole?, parent: Signed<TargetsMetadata>?)] = [(nil, nil)]
         var visited = Set<String>()
-        var budget = Self.maxDelegations + 1  // the top-level targets role plus the delegated ones
+        var budget = Self.maxDelegations
         while budget > 0, let (delegated, parent) = toVisit.popLast() {
             let name = delegated?.name ?? "targets"
             if visited.contains(name) { continue }

@@ -75,7 +75,7 @@ struct InteropTests {
 /// Metadata API, served by nginx, read by `patchsync-tuf-client`.
 @Suite("Conformance adapter against python-tuf repositories", .tags(.large))
 struct AdapterInteropTests {
-    static let interop = ["ed25519_basic", "root_rotation", "delegations", "terminating_stops_search", "hash_bins",
+    static let interop = ["ed25519_basic", "root_rotation", "delegations", "terminating_stops_search", "delegation_visit_limit", "hash_bins",
                           "ecdsa_keys", "rsa_keys", "no_consistent_snapshot", "existing_target_not_refetched",
                           "unchanged_metadata_not_refetched", "unusual_role_names",
                           "fast_forward_recovery", "target_name_stays_inside"]

@@ -237,7 +237,7 @@ class Client:
 
 
 def good_repo(name, **kwargs):
-    """A repository at timestamp/snapshot/targets version 2 and a client that trusts it."""
+    """A repository published twice (timestamp, snapshot and targets at version 3) and a client that trusts it."""
     repo = Repo(name, **kwargs)
     repo.add_target("game/data.pak", b"level data v1\n" * 100)
     repo.publish()
@@ -500,7 +500,7 @@ def rollback_timestamp(repo, client):
     old = copy.deepcopy(repo.timestamp)
     old.signed.version = 1
     resign_as(repo, old, repo.signers["timestamp"], "timestamp.json")
-    return "timestamp v1 served after v2 was trusted"
+    return "timestamp v1 served after v3 was trusted"
 
 
 @attack()
@@ -508,7 +508,7 @@ def rollback_snapshot(repo, client):
     repo.snapshot.signed.version = 1
     repo.publish(roles=("snapshot",), bump=False)
     repo.publish(roles=("timestamp",))
-    return "a new timestamp names snapshot v1 after v2 was trusted"
+    return "a new timestamp names snapshot v1 after v3 was trusted"
 
 
 @attack(may_change={"timestamp.json"})
@@ -516,7 +516,7 @@ def rollback_targets(repo, client):
     repo.targets.signed.version = 1
     repo.publish(roles=("targets",), bump=False)
     repo.publish(roles=("snapshot", "timestamp"))
-    return "a new snapshot lists targets v1 after v2 was trusted"
+    return "a new snapshot lists targets v1 after v3 was trusted"
 
 
 @attack(may_change={"timestamp.json"})

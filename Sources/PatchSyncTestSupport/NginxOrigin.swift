@@ -13,14 +13,18 @@ public final class NginxOrigin: @unchecked Sendable {
     public private(set) var caFile: String?
 
     /// Starts nginx serving `root`; `rateLimit` (e.g. "2m") slows each response, for kill tests;
-    /// `tls` serves https (and HTTP/2) with a certificate from a CA made for this origin.
-    public init(root: String, rateLimit: String? = nil, tls: Bool = false) throws {
+    /// `tls` serves https (and HTTP/2) with a certificate from a CA made for this origin;
+    /// `redirectTo` answers every request with a 302 to that base URL plus the request's path.
+    public init(root: String, rateLimit: String? = nil, tls: Bool = false, redirectTo: String? = nil) throws {
         self.root = root
         directory = NSTemporaryDirectory() + "patchsync-nginx-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory + "/tmp", withIntermediateDirectories: true)
         port = try Self.freePort()
         if tls { caFile = try TestCertificates.make(in: directory) }
-        let conf = Self.configuration(root: root, directory: directory, port: port, rateLimit: rateLimit, tls: tls)
+        var conf = Self.configuration(root: root, directory: directory, port: port, rateLimit: rateLimit, tls: tls)
+        if let redirectTo {
+            conf = conf.replacingOccurrences(of: "location / { ", with: "location / { return 302 \(redirectTo)$request_uri; ")
+        }
         try conf.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
         process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.nginxPath())

@@ -155,7 +155,9 @@ private final class TransferLoop: @unchecked Sendable {
             ccurl_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound)")
         }
         ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
-        ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        // Redirects stay on http(s), and a request that started on https never continues over plain http.
+        let https = box.request.url.lowercased().hasPrefix("https://")
+        ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https")
         ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
         ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
         ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)

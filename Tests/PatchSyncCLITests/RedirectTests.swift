@@ -41,6 +41,6 @@ struct RedirectTests {
         #expect(result.status == 69, "\(result.stderr)")
         #expect(result.stderr.contains("redirect"), "\(result.stderr)")
         let requests = looping.requests().count
-        #expect(requests >= 6 && requests <= 2 * 6, "\(requests) requests: 1 + 5 redirects per round, 2 rounds")
+        #expect(requests >= 6 && requests <= 3 * 6, "\(requests) requests: 1 + 5 redirects per attempt, 3 attempts")
     }
 }

@@ -19,6 +19,9 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// (and another mirror or a retry takes over); defaults 1024 B/s for 30 s.
     public var lowSpeedBytesPerSecond: Int?
     public var lowSpeedSeconds: Int?
+    /// Requests per mirror for one piece before the next mirror is asked (default 3: two retries
+    /// after exponential backoff with full jitter).
+    public var attemptsPerMirror: Int?
     /// A metadata refresh still running after this many seconds is abandoned (default 120).
     public var refreshDeadlineSeconds: Int?
 

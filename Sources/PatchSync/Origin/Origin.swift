@@ -13,10 +13,36 @@ final class Origin: MetadataSource, Sendable {
     static let coolDown: TimeInterval = 60
     private let cooling: Mutex<[Int: Date]> = Mutex([:])
 
-    init(mirrors: [String], client: HTTPClient) throws(PatchSyncError) {
+    /// Requests per mirror before moving on: the first try plus retries after exponential backoff.
+    let attemptsPerMirror: Int
+
+    init(mirrors: [String], client: HTTPClient, attemptsPerMirror: Int = 3) throws(PatchSyncError) {
         try Self.checkMirrors(mirrors)
         self.mirrors = mirrors.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.client = client
+        self.attemptsPerMirror = max(1, attemptsPerMirror)
+    }
+
+    /// Whether asking the same mirror again may help: network failures, 5xx and 429, a wrong range
+    /// or body, bytes that failed verification. "Not found" and other 4xx are the mirror's answer.
+    static func isRetryable(_ failure: TransferFailure) -> Bool {
+        switch failure {
+        case .network, .wrongRange, .tooLarge: return true
+        case .httpStatus(let code): return code >= 500 || code == 429 || code == 408
+        case .refused(let error): return error.code == .refusedData
+        case .notFound, .cancelled: return false
+        }
+    }
+
+    /// Exponential backoff with full jitter: a random wait up to min(5 s, 0.2 s × 2^(attempt-1)).
+    static func backoff(attempt: Int) -> Duration {
+        let cap = min(5.0, 0.2 * pow(2.0, Double(max(0, attempt - 1))))
+        return .milliseconds(Int(Double.random(in: 0...cap) * 1000))
+    }
+
+    /// Sleeps before retry `attempt`; a cancelled task stops waiting and reports it.
+    func pause(before attempt: Int) async throws(PatchSyncError) {
+        do { try await Task.sleep(for: Self.backoff(attempt: attempt)) } catch { throw PatchSyncError.cancelled }
     }
 
     /// Refuses an empty list or a URL of another scheme.
@@ -39,9 +65,10 @@ final class Origin: MetadataSource, Sendable {
         return mirrors.indices.filter { !cold.contains($0) } + mirrors.indices.filter { cold.contains($0) }
     }
 
-    /// Notes a failure of mirror `index`; a network failure starts its cool-down.
+    /// Notes that mirror `index` gave up on a request; a retryable failure starts its cool-down
+    /// (it is asked last until then, and again first afterwards: fail-back).
     func noteFailure(_ failure: TransferFailure, mirror index: Int) {
-        guard case .network = failure else { return }
+        guard Self.isRetryable(failure) else { return }
         cooling.withLock { $0[index] = Date() + Self.coolDown }
     }
 
@@ -62,39 +89,38 @@ final class Origin: MetadataSource, Sendable {
     }
 
     /// A whole file of the origin, bounded; nil when every mirror says it does not exist.
-    /// `escaped` paths are used in URLs as they are. When every mirror failed only at the
-    /// network level (unreachable, cut off for slow retrieval), the mirrors are tried once more.
+    /// `escaped` paths are used in URLs as they are. Each mirror is asked up to ``attemptsPerMirror``
+    /// times for retryable failures (with backoff), healthy mirrors first.
     func whole(_ path: String, maxBytes: Int64, timeout: TimeInterval? = nil,
                escaped: Bool = false) async throws(PatchSyncError) -> Data? {
         let deadline = timeout.map { Date() + $0 }
         var failures: [(String, TransferFailure)] = []
-        for round in 0..<Self.rounds {
-            failures.removeAll()
-            for index in order() {
-                let url = escaped ? mirrors[index] + "/" + path : url(path, mirror: index)
+        mirrors: for index in order() {
+            let url = escaped ? mirrors[index] + "/" + path : url(path, mirror: index)
+            for attempt in 1...attemptsPerMirror {
                 let remaining = deadline.map { $0.timeIntervalSinceNow }
-                if let remaining, remaining <= 0 { break }
+                if let remaining, remaining <= 0 { break mirrors }
+                if attempt > 1 { try await pause(before: attempt) }
                 switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: remaining) {
                 case .success(let data): return data
                 case .failure(let failure):
-                    failures.append((mirrors[index], failure))
-                    noteFailure(failure, mirror: index)
-                    Self.logger.notice("fetching \(url) failed (round \(round + 1)): \(failure)")
+                    Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")
+                    if Task.isCancelled { throw PatchSyncError.cancelled }
+                    guard Self.isRetryable(failure), attempt < attemptsPerMirror else {
+                        failures.append((mirrors[index], failure))
+                        noteFailure(failure, mirror: index)
+                        continue mirrors
+                    }
                 }
-                if Task.isCancelled { throw PatchSyncError.cancelled }
             }
-            // A mirror that answers "not found" is believed over ones that cannot be reached.
-            let answered = failures.filter { if case .network = $0.1 { return false }; return true }
-            if !answered.isEmpty {
-                if answered.allSatisfy({ if case .notFound = $0.1 { return true }; return false }) { return nil }
-                break
-            }
+        }
+        // A mirror that answers "not found" is believed over ones that cannot be reached.
+        let answered = failures.filter { if case .network = $0.1 { return false }; return true }
+        if !answered.isEmpty, answered.allSatisfy({ if case .notFound = $0.1 { return true }; return false }) {
+            return nil
         }
         throw Origin.error(fetching: path, failures)
     }
-
-    /// How many times the mirror list is tried when every failure was a network failure.
-    static let rounds = 2
 
     /// The error when every mirror failed: refused data (65) when some mirror served
     /// bytes that failed verification or bounds, else origin unavailable (69). Local failures

@@ -36,19 +36,24 @@ struct ChunkFetcher: Sendable {
         let object = needs[0].object
         for mirror in origin.order() {
             let url = origin.url(ObjectID.path(object), mirror: mirror)
-            let sink = ChunkSink(needs: Array(remaining), files: files, url: url)
-            let result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
-                                                   into: sink)
-            remaining = remaining.dropFirst(sink.completed)
-            try files.flush()
-            if Task.isCancelled { throw PatchSyncError.cancelled }
-            if case .failure(let failure) = result {
-                failures.append((origin.mirrors[mirror], failure))
-                origin.noteFailure(failure, mirror: mirror)
-                Self.logger.notice("fetching \(url) failed: \(failure); trying the next mirror")
+            for attempt in 1...origin.attemptsPerMirror {
+                if attempt > 1 { try await origin.pause(before: attempt) }
+                let sink = ChunkSink(needs: Array(remaining), files: files, url: url)
+                let result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
+                                                       into: sink)
+                remaining = remaining.dropFirst(sink.completed)
+                try files.flush()
+                if Task.isCancelled { throw PatchSyncError.cancelled }
+                if remaining.isEmpty { return needs }
+                guard case .failure(let failure) = result else { continue }
+                Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }
+                if !Origin.isRetryable(failure) || attempt == origin.attemptsPerMirror {
+                    failures.append((origin.mirrors[mirror], failure))
+                    origin.noteFailure(failure, mirror: mirror)
+                    break
+                }
             }
-            if remaining.isEmpty { return needs }
         }
         throw Origin.error(fetching: "object \(object)", failures)
     }

@@ -11,16 +11,13 @@ public final class FaultOrigin: @unchecked Sendable {
         case missingObjects
     }
 
-    public let port: Int
-    private let process: Process
-    private let logFile: String
+    private let server: PythonServer
 
-    public var url: String { "http://127.0.0.1:\(port)" }
+    public var port: Int { server.port }
+    public var url: String { server.url }
 
     /// Every request as "STATUS PATH", in order.
-    public var requests: [String] {
-        ((try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-    }
+    public var requests: [String] { server.logLines }
 
     /// Requests for objects answered with `status`.
     public func objectRequests(status: Int) -> Int {
@@ -28,32 +25,13 @@ public final class FaultOrigin: @unchecked Sendable {
     }
 
     public init(root: String, fault: Fault) throws {
-        logFile = NSTemporaryDirectory() + "fault-origin-\(UUID().uuidString).log"
-        FileManager.default.createFile(atPath: logFile, contents: nil)
         let (kind, count): (String, Int)
         switch fault {
         case .unavailable(let n): (kind, count) = ("503", n)
         case .flipped(let n): (kind, count) = ("flip", n)
         case .missingObjects: (kind, count) = ("404", 0)
         }
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", Self.script, root, kind, String(count), logFile]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            kill(process.processIdentifier, SIGKILL)
-            throw NSError(domain: "FaultOrigin", code: 1, userInfo: [NSLocalizedDescriptionKey: "server did not start"])
-        }
-        self.port = port
-    }
-
-    deinit {
-        kill(process.processIdentifier, SIGKILL)  // a child spawned by a test thread inherits SIGTERM blocked
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: logFile)
+        server = try PythonServer(script: Self.script, arguments: [root, kind, String(count)])
     }
 
     private static let script = """

@@ -9,43 +9,21 @@ public final class SlowOrigin: @unchecked Sendable {
         case trickle(bytesPerSecond: Int)
     }
 
-    public let port: Int
-    private let process: Process
-    private let countFile: String
+    private let server: PythonServer
 
-    public var url: String { "http://127.0.0.1:\(port)" }
+    public var port: Int { server.port }
+    public var url: String { server.url }
 
     /// Requests received so far.
-    public var requests: Int {
-        (try? String(contentsOfFile: countFile, encoding: .utf8)).map { $0.split(separator: "\n").count } ?? 0
-    }
+    public var requests: Int { server.logLines.count }
 
     public init(_ mode: Mode) throws {
-        countFile = NSTemporaryDirectory() + "slow-origin-\(UUID().uuidString).log"
-        FileManager.default.createFile(atPath: countFile, contents: nil)
         let rate: Int
         switch mode {
         case .stall: rate = 0
         case .trickle(let bytes): rate = bytes
         }
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", Self.script, String(rate), countFile]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let line = out.fileHandleForReading.availableData
-        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            process.terminate()
-            throw NSError(domain: "SlowOrigin", code: 1, userInfo: [NSLocalizedDescriptionKey: "server did not start"])
-        }
-        self.port = port
-    }
-
-    deinit {
-        kill(process.processIdentifier, SIGKILL)  // a child spawned by a test thread inherits SIGTERM blocked
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: countFile)
+        server = try PythonServer(script: Self.script, arguments: [String(rate)])
     }
 
     private static let script = """

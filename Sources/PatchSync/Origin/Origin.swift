@@ -8,8 +8,9 @@ final class Origin: MetadataSource, Sendable {
     let mirrors: [String]
     let client: HTTPClient
     private static let logger = Logger(label: "patchsync.origin")
-    /// A mirror that failed at the network level (unreachable, stalled, too slow) is asked last
-    /// until this long has passed, so one bad mirror does not cost every request a timeout.
+    /// A mirror that gave up on a request for a retryable reason (unreachable, stalled, 5xx, bad
+    /// bytes) is asked last until this long has passed, so one bad mirror does not cost every request
+    /// its retries and timeouts.
     static let coolDown: TimeInterval = 60
     private let cooling: Mutex<[Int: Date]> = Mutex([:])
 

@@ -19,6 +19,13 @@ public final class Fixture: @unchecked Sendable {
         _ = try Repository.create(origin: directory + "/origin", rootKey: rootKey, onlineKey: onlineKey, now: now)
     }
 
+    /// A fixture whose origin already holds build "1" of the sample game at `scale`.
+    public static func published(scale: Double = 0.002) throws -> Fixture {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: scale), id: "1")
+        return fixture
+    }
+
     deinit {
         _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+w", directory]).waitUntilExit()
         try? FileManager.default.removeItem(atPath: directory)

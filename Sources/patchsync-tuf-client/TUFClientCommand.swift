@@ -61,8 +61,7 @@ struct TUFClientCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var client = ConformanceClient(metadataDirectory: metadataDir, now: try Self.injectedNow() ?? Date())
-        client.deadlineSeconds = 120
+        let client = ConformanceClient(metadataDirectory: metadataDir, now: try Self.injectedNow() ?? Date())
         switch command {
         case "init":
             guard let trustedRoot else { throw ValidationError("init needs the trusted root.json") }

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import traceback
 from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
 
 from securesystemslib.signer import CryptoSigner
 from tuf.api.metadata import (
@@ -228,7 +229,6 @@ class Client:
         return Metadata.from_bytes(self.trusted()[f"{role}.json"]).signed.version
 
     def stored(self, target):
-        from urllib.parse import quote
         path = os.path.join(self.dl, quote(target, safe=""))
         if os.path.exists(path):
             with open(path, "rb") as f:
@@ -236,17 +236,23 @@ class Client:
         return None
 
 
+def fresh(name, **kwargs):
+    """A new repository and a client (of the same name) that trusts its first root."""
+    repo = Repo(name, **kwargs)
+    client = Client(name)
+    client.init(repo)
+    return repo, client
+
+
 def good_repo(name, **kwargs):
     """A repository published twice (timestamp, snapshot and targets at version 3) and a client that trusts it."""
-    repo = Repo(name, **kwargs)
+    repo, client = fresh(name, **kwargs)
     repo.add_target("game/data.pak", b"level data v1\n" * 100)
     repo.publish()
     folder = os.path.join(repo.dir, "metadata")
     repo.first_release = {name: open(os.path.join(folder, name), "rb").read() for name in os.listdir(folder)}
     repo.add_target("game/data.pak", b"level data v2\n" * 120)
     repo.publish()
-    client = Client(name)
-    client.init(repo)
     assert client.download(repo, "game/data.pak") == 0, f"good repository refused: {client.last}"
     os.remove(os.path.join(client.dl, os.listdir(client.dl)[0]))
     return repo, client
@@ -271,11 +277,9 @@ def expect_download(repo, client, target, now=None):
 
 @interop
 def ed25519_basic():
-    repo = Repo("i-basic")
+    repo, client = fresh("i-basic")
     repo.add_target("readme.txt", b"hello from python-tuf\n")
     repo.publish()
-    client = Client("i-basic")
-    client.init(repo)
     assert client.refresh(repo) == 0, client.last
     expect_download(repo, client, "readme.txt")
     assert set(client.trusted()) == {"root.json", "timestamp.json", "snapshot.json", "targets.json"}
@@ -284,11 +288,9 @@ def ed25519_basic():
 
 @interop
 def root_rotation():
-    repo = Repo("i-rotation")
+    repo, client = fresh("i-rotation")
     repo.add_target("a.bin", os.urandom(3000))
     repo.publish()
-    client = Client("i-rotation")
-    client.init(repo)
     repo.rotate("root")              # v2: new root key, signed by old and new
     repo.rotate("root")              # v3: again
     repo.rotate("targets")           # v4: new targets key
@@ -300,7 +302,7 @@ def root_rotation():
 
 @interop
 def delegations():
-    repo = Repo("i-delegations")
+    repo, client = fresh("i-delegations")
     repo.delegate("targets", "maps", paths=["maps/*"])
     repo.delegate("maps", "maps-dlc", paths=["maps/dlc-*"], terminating=True)
     repo.delegate("targets", "audio", prefixes=[hashlib.sha256(b"sfx/boom.ogg").hexdigest()[:2]])
@@ -308,8 +310,6 @@ def delegations():
     repo.add_target("maps/base.map", b"base map\n", role="maps")
     repo.add_target("sfx/boom.ogg", b"boom\n", role="audio")
     repo.publish_all()
-    client = Client("i-delegations")
-    client.init(repo)
     for target in ("maps/dlc-1.map", "maps/base.map", "sfx/boom.ogg"):
         expect_download(repo, client, target)
     assert {"maps.json", "maps-dlc.json", "audio.json"} <= set(client.trusted()), sorted(client.trusted())
@@ -318,14 +318,12 @@ def delegations():
 
 @interop
 def terminating_stops_search():
-    repo = Repo("i-terminating")
+    repo, client = fresh("i-terminating")
     repo.delegate("targets", "first", paths=["*.txt"], terminating=True)
     repo.delegate("targets", "second", paths=["*.txt"])
     repo.add_target("only-in-second.txt", b"should not be found\n", role="second")
     repo.add_target("in-first.txt", b"found\n", role="first")
     repo.publish_all()
-    client = Client("i-terminating")
-    client.init(repo)
     expect_download(repo, client, "in-first.txt")
     rc = client.download(repo, "only-in-second.txt")
     assert rc == 1 and client.stored("only-in-second.txt") is None, f"exit {rc}: a terminating role was passed"
@@ -335,7 +333,7 @@ def terminating_stops_search():
 
 @interop
 def delegation_visit_limit():
-    repo = Repo("i-chain")
+    repo, client = fresh("i-chain")
     parent = "targets"
     for depth in range(1, 41):
         repo.delegate(parent, f"level-{depth}", paths=["*"])
@@ -343,8 +341,6 @@ def delegation_visit_limit():
     repo.add_target("shallow.txt", b"visited\n", role="level-31")   # the 32nd role: within the limit
     repo.add_target("deep.txt", b"too deep\n", role="level-32")
     repo.publish_all()
-    client = Client("i-chain")
-    client.init(repo)
     expect_download(repo, client, "shallow.txt")
     rc = client.download(repo, "deep.txt")
     assert rc == 1 and client.stored("deep.txt") is None, f"exit {rc}: the 33rd role was visited"
@@ -353,14 +349,12 @@ def delegation_visit_limit():
 
 @interop
 def hash_bins():
-    repo = Repo("i-bins")
+    repo, client = fresh("i-bins")
     succinct = repo.delegate_bins(bit_length=3)
     for i in range(5):
         path = f"pak/{i}.pak"
         repo.add_target(path, f"pak {i}\n".encode(), role=succinct.get_role_for_target(path))
     repo.publish_all()
-    client = Client("i-bins")
-    client.init(repo)
     for i in range(5):
         expect_download(repo, client, f"pak/{i}.pak")
     return "succinct hash-bin delegation, 8 bins"
@@ -368,12 +362,10 @@ def hash_bins():
 
 @interop
 def ecdsa_keys():
-    repo = Repo("i-ecdsa", kinds={role: "ecdsa" for role in TOP})
+    repo, client = fresh("i-ecdsa", kinds={role: "ecdsa" for role in TOP})
     repo.delegate("targets", "dlc", paths=["dlc/*"], kind="ecdsa")
     repo.add_target("dlc/pack.bin", os.urandom(5000), role="dlc")
     repo.publish_all()
-    client = Client("i-ecdsa")
-    client.init(repo)
     repo.rotate("root", new_kind="ecdsa")
     expect_download(repo, client, "dlc/pack.bin")
     return "ecdsa-sha2-nistp256 for every role and a delegation, with a root rotation"
@@ -381,11 +373,9 @@ def ecdsa_keys():
 
 @interop
 def rsa_keys():
-    repo = Repo("i-rsa", kinds={"root": "rsa", "timestamp": "rsa", "snapshot": "ecdsa", "targets": "rsa"})
+    repo, client = fresh("i-rsa", kinds={"root": "rsa", "timestamp": "rsa", "snapshot": "ecdsa", "targets": "rsa"})
     repo.add_target("big.bin", os.urandom(100_000))
     repo.publish()
-    client = Client("i-rsa")
-    client.init(repo)
     repo.rotate("root", new_kind="rsa")
     expect_download(repo, client, "big.bin")
     return "rsassa-pss-sha256 (root, timestamp, targets) mixed with ecdsa, with a root rotation"
@@ -393,22 +383,18 @@ def rsa_keys():
 
 @interop
 def no_consistent_snapshot():
-    repo = Repo("i-plain", consistent=False, pin_hashes=False)
+    repo, client = fresh("i-plain", consistent=False, pin_hashes=False)
     repo.add_target("plain/file.txt", b"no consistent snapshots\n")
     repo.publish()
-    client = Client("i-plain")
-    client.init(repo)
     expect_download(repo, client, "plain/file.txt")
     return "consistent_snapshot false, no hashes pinned in timestamp"
 
 
 @interop
 def existing_target_not_refetched():
-    repo = Repo("i-cached")
+    repo, client = fresh("i-cached")
     repo.add_target("cached.bin", os.urandom(2000))
     repo.publish()
-    client = Client("i-cached")
-    client.init(repo)
     expect_download(repo, client, "cached.bin")
     shutil.rmtree(os.path.join(repo.dir, "targets"))
     expect_download(repo, client, "cached.bin")
@@ -417,12 +403,10 @@ def existing_target_not_refetched():
 
 @interop
 def unchanged_metadata_not_refetched():
-    repo = Repo("i-unchanged")
+    repo, client = fresh("i-unchanged")
     repo.delegate("targets", "dlc", paths=["dlc/*"])
     repo.add_target("dlc/a.bin", b"dlc\n", role="dlc")
     repo.publish_all()
-    client = Client("i-unchanged")
-    client.init(repo)
     expect_download(repo, client, "dlc/a.bin")
     folder = os.path.join(repo.dir, "metadata")
     for name in os.listdir(folder):
@@ -436,16 +420,14 @@ def unchanged_metadata_not_refetched():
 @interop
 def unusual_role_names():
     for index, role in enumerate(["?", "#", "/delegatedrole", "../delegatedrole"]):
-        repo = Repo(f"i-role-{index}")
+        repo, client = fresh(f"i-role-{index}")
         repo.delegate("targets", role, paths=["*"])
         repo.add_target("inside.txt", b"x\n", role=role)
         repo.publish_all()
-        client = Client(f"i-role-{index}")
-        client.init(repo)
         assert client.download(repo, "nonexistent target") == 1, client.last
         expect_download(repo, client, "inside.txt")
         names = set(client.trusted())
-        assert len(names) == 5 and f"{__import__('urllib.parse').parse.quote(role, '')}.json" in names, sorted(names)
+        assert len(names) == 5 and f"{quote(role, safe='')}.json" in names, sorted(names)
         assert not os.path.exists(os.path.join(client.meta, "..", "delegatedrole.json"))
     return "roles '?', '#', '/delegatedrole', '../delegatedrole': requested and stored percent-encoded"
 
@@ -466,11 +448,9 @@ def fast_forward_recovery():
 
 @interop
 def target_name_stays_inside():
-    repo = Repo("i-names")
+    repo, client = fresh("i-names")
     repo.add_target("../../escape.txt", b"must stay in the target folder\n")
     repo.publish()
-    client = Client("i-names")
-    client.init(repo)
     rc = client.download(repo, "../../escape.txt")
     assert rc == 0, client.last
     assert client.stored("../../escape.txt") == repo.data["../../escape.txt"]

@@ -7,8 +7,7 @@ import Testing
 struct KeyRotationTests {
     @Test("repo rotate-root moves clients to new root and online keys; the old online key can no longer publish")
     func rotateRoot() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
+        let fixture = try Fixture.published(scale: 0.003)
         let nginx = try NginxOrigin(root: fixture.origin)
         let install = try fixture.makeInstall(remotes: [nginx.url])
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
@@ -58,8 +57,7 @@ struct KeyRotationTests {
 struct PublisherCronTests {
     @Test("Examples/publisher-cron/refresh-metadata.sh re-signs timestamp and snapshot, and runs the upload")
     func cronScript() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().path + "/Examples/publisher-cron/refresh-metadata.sh"
         let version = { () throws -> Int in

@@ -7,15 +7,9 @@ import Testing
 /// mirror is asked; a mirror's 404 for vouched-for content moves on at once.
 @Suite("Mirror retries", .tags(.cli))
 struct MirrorRetryTests {
-    private func published() throws -> Fixture {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
-        return fixture
-    }
-
     @Test("503 bursts: each object is retried on the same mirror and the sync completes; without retries it fails (69)")
     func serviceUnavailableBursts() throws {
-        let fixture = try published()
+        let fixture = try Fixture.published()
         let origin = try FaultOrigin(root: fixture.origin, fault: .unavailable(1))
         let once = try fixture.makeInstall("once", remotes: [origin.url]) { $0.attemptsPerMirror = 1 }
         let failed = try CLI.run(["sync", "--install", once.root])
@@ -30,7 +24,7 @@ struct MirrorRetryTests {
 
     @Test("flipped bytes on the first response of each object: refused, retried, and only verified bytes staged")
     func flippedThenGood() throws {
-        let fixture = try published()
+        let fixture = try Fixture.published()
         let origin = try FaultOrigin(root: fixture.origin, fault: .flipped(1))
         let install = try fixture.makeInstall(remotes: [origin.url])
         let result = try CLI.run(["sync", "--install", install.root])
@@ -45,7 +39,7 @@ struct MirrorRetryTests {
 
     @Test("a mirror that answers 404 for objects is asked once per request, then the next mirror serves them")
     func notFoundMovesOn() throws {
-        let fixture = try published()
+        let fixture = try Fixture.published()
         let missing = try FaultOrigin(root: fixture.origin, fault: .missingObjects)
         let good = try NginxOrigin(root: fixture.origin)
         let install = try fixture.makeInstall(remotes: [missing.url, good.url])
@@ -57,7 +51,7 @@ struct MirrorRetryTests {
 
     @Test("when every mirror fails, exit 69 names each mirror and its last error")
     func allMirrorsFail() throws {
-        let fixture = try published()
+        let fixture = try Fixture.published()
         let first = try FaultOrigin(root: fixture.origin, fault: .unavailable(1000))
         let second = try FaultOrigin(root: fixture.origin, fault: .missingObjects)
         let install = try fixture.makeInstall(remotes: [first.url, second.url]) { $0.attemptsPerMirror = 2 }

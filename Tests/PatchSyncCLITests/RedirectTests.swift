@@ -8,8 +8,7 @@ import Testing
 struct RedirectTests {
     @Test("an http mirror that redirects to another http origin is followed")
     func followed() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let real = try NginxOrigin(root: fixture.origin)
         let front = try NginxOrigin(root: fixture.origin, redirectTo: real.url)
         let install = try fixture.makeInstall(remotes: [front.url])
@@ -20,8 +19,7 @@ struct RedirectTests {
 
     @Test("an https mirror that redirects to http is refused: nothing is fetched over plain http, exit 69")
     func neverDowngraded() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let plain = try NginxOrigin(root: fixture.origin)
         let secure = try NginxOrigin(root: fixture.origin, tls: true, redirectTo: plain.url)
         let install = try fixture.makeInstall(remotes: [secure.url]) { $0.caFile = secure.caFile }
@@ -33,8 +31,7 @@ struct RedirectTests {
 
     @Test("a redirect loop ends after 5 redirects with exit 69")
     func loop() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let looping = try NginxOrigin(root: fixture.origin, redirectTo: "$scheme://$http_host")  // to itself
         let install = try fixture.makeInstall(remotes: [looping.url])
         let result = try CLI.run(["sync", "--install", install.root])

@@ -15,8 +15,7 @@ struct SlowRetrievalTests {
 
     @Test("a mirror that sends headers and then nothing is cut off after lowSpeedSeconds and retried; exit 69")
     func stall() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let slow = try SlowOrigin(.stall)
         let install = try fixture.makeInstall(remotes: [slow.url]) { $0.lowSpeedSeconds = 2 }
         let (result, elapsed) = try sync(install)
@@ -29,8 +28,7 @@ struct SlowRetrievalTests {
 
     @Test("a mirror that trickles below lowSpeedBytesPerSecond is cut off")
     func trickle() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let slow = try SlowOrigin(.trickle(bytesPerSecond: 100))
         let install = try fixture.makeInstall(remotes: [slow.url]) { $0.lowSpeedSeconds = 2 }
         let (result, elapsed) = try sync(install)
@@ -40,8 +38,7 @@ struct SlowRetrievalTests {
 
     @Test("a mirror fast enough for the low-speed limit but endless is stopped by the refresh deadline")
     func deadline() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let slow = try SlowOrigin(.trickle(bytesPerSecond: 4000))
         let install = try fixture.makeInstall(remotes: [slow.url]) {
             $0.lowSpeedSeconds = 2
@@ -55,8 +52,7 @@ struct SlowRetrievalTests {
 
     @Test("with a stalling first mirror, sync completes from the second")
     func failover() throws {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let fixture = try Fixture.published()
         let slow = try SlowOrigin(.stall)
         let nginx = try NginxOrigin(root: fixture.origin)
         let install = try fixture.makeInstall(remotes: [slow.url, nginx.url]) { $0.lowSpeedSeconds = 2 }

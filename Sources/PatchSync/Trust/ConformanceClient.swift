@@ -30,7 +30,7 @@ public struct ConformanceClient: Sendable {
     /// The client workflow for the top-level metadata; returns the trusted versions by role.
     @discardableResult
     public func refresh(metadataURL: String) async throws(PatchSyncError) -> [String: Int] {
-        let (_, trusted) = try await refreshed(metadataURL)
+        let (_, trusted, _) = try await refreshed(metadataURL)
         return ["root": trusted.root.signed.version, "timestamp": trusted.timestamp.signed.version,
                 "snapshot": trusted.snapshot.signed.version, "targets": trusted.targets.signed.version]
     }
@@ -41,31 +41,28 @@ public struct ConformanceClient: Sendable {
     @discardableResult
     public func download(target targetName: String, metadataURL: String, targetBaseURL: String,
                          targetDirectory: String) async throws(PatchSyncError) -> String {
-        let (client, trusted) = try await refreshed(metadataURL)
+        let started = Date()
+        let (client, trusted, http) = try await refreshed(metadataURL)
         guard let target = try await client.findTarget(targetName, in: trusted) else {
             throw PatchSyncError(.originUnavailable, "no trusted targets metadata lists \(targetName)",
                                  remedy: "check the target name; delegations were searched")
         }
         let stored = targetDirectory + "/" + (try Self.localName(targetName))
         if let existing = try? FileSystem.read(stored, limit: Int(min(target.length, Int64(Int.max)))),
-           existing.count == target.length, (try? TrustClient.checkHashes(existing, target.hashes, name: stored)) != nil {
+           (try? Self.check(existing, against: target, name: stored)) != nil {
             return stored
         }
-        let http = try HTTPClient()
-        let url = Self.join(targetBaseURL, Self.remotePath(targetName, target: target,
-                                                           consistent: trusted.root.signed.consistentSnapshot))
-        let data: Data
-        switch await http.fetchData(url: url, maxBytes: target.length, timeout: deadlineSeconds) {
-        case .success(let body): data = body
-        case .failure(.notFound): throw PatchSyncError(.originUnavailable, "\(url) does not exist")
-        case .failure(let failure):
-            throw PatchSyncError(.refusedData, "downloading \(url) failed: \(failure)",
-                                 remedy: "the mirror serves a damaged target or none; nothing was stored")
+        var path = targetName
+        if trusted.root.signed.consistentSnapshot,
+           let hash = target.hashes["sha256"] ?? target.hashes.sorted(by: { $0.key < $1.key }).first?.value {
+            path = TargetNaming.consistentPath(targetName, sha256: hash)
         }
-        guard data.count == target.length else {
-            throw PatchSyncError(.refusedData, "\(url) is \(data.count) bytes, targets metadata says \(target.length)")
+        let mirror = try Origin(mirrors: [targetBaseURL], client: http)
+        guard let data = try await mirror.whole(path, maxBytes: target.length,
+                                                timeout: deadlineSeconds - Date().timeIntervalSince(started)) else {
+            throw PatchSyncError(.originUnavailable, "\(targetBaseURL) has no \(path)")
         }
-        try TrustClient.checkHashes(data, target.hashes, name: url)
+        try Self.check(data, against: target, name: path)
         do {
             try FileSystem.makeDirectory(targetDirectory)
             try FileSystem.writeAtomically(data, to: stored)
@@ -73,11 +70,21 @@ public struct ConformanceClient: Sendable {
         return stored
     }
 
-    private func refreshed(_ metadataURL: String) async throws(PatchSyncError) -> (TrustClient, TrustedMetadata) {
-        let source = try URLMetadataSource(base: metadataURL, client: try HTTPClient())
+    /// The signed length and every known signed hash of a target.
+    private static func check(_ data: Data, against target: TargetFile, name: String) throws(PatchSyncError) {
+        guard data.count == target.length else {
+            throw PatchSyncError(.refusedData, "\(name) is \(data.count) bytes, targets metadata says \(target.length)")
+        }
+        try TrustClient.checkHashes(data, target.hashes, name: name)
+    }
+
+    private func refreshed(_ metadataURL: String) async throws(PatchSyncError)
+        -> (TrustClient, TrustedMetadata, HTTPClient) {
+        let http = try HTTPClient()
+        let source = URLMetadataSource(origin: try Origin(mirrors: [metadataURL], client: http))
         let client = TrustClient(directory: metadataDirectory, source: source, now: now,
                                  deadline: Date() + deadlineSeconds)
-        return (client, try await client.refresh())
+        return (client, try await client.refresh(), http)
     }
 
     /// The file name a target is stored under: percent-encoded as the reference client does, so it is
@@ -90,40 +97,14 @@ public struct ConformanceClient: Sendable {
         }
         return name
     }
-
-    /// The target's path on the mirror: `dir/<hash>.<name>` with consistent snapshots.
-    static func remotePath(_ name: String, target: TargetFile, consistent: Bool) -> String {
-        guard consistent, let hash = target.hashes["sha256"] ?? target.hashes.sorted(by: { $0.key < $1.key }).first?.value
-        else { return name }
-        let parts = name.split(separator: "/", omittingEmptySubsequences: false)
-        return (parts.dropLast() + ["\(hash).\(parts.last ?? "")"]).joined(separator: "/")
-    }
-
-    static func join(_ base: String, _ path: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "/-._~")
-        let escaped = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
-        return (base.hasSuffix("/") ? base : base + "/") + escaped
-    }
 }
 
-/// Metadata fetched from one base URL (the conformance protocol's `--metadata-url`).
-/// HTTP 403 and 404 both mean "not there", as in the reference implementation.
+/// Metadata fetched from one base URL (the conformance protocol's `--metadata-url`) rather than
+/// an origin's `metadata/` folder; 403 and 404 both mean "not there", as in the reference client.
 struct URLMetadataSource: MetadataSource {
-    let base: String
-    let client: HTTPClient
-
-    init(base: String, client: HTTPClient) throws(PatchSyncError) {
-        try Origin.checkMirrors([base])
-        self.base = base.hasSuffix("/") ? base : base + "/"
-        self.client = client
-    }
+    let origin: Origin
 
     func metadata(_ name: String, maxBytes: Int64, timeout: TimeInterval?) async throws(PatchSyncError) -> Data? {
-        switch await client.fetchData(url: base + name, maxBytes: maxBytes, timeout: timeout) {
-        case .success(let data): return data
-        case .failure(.notFound), .failure(.httpStatus(403)): return nil
-        case .failure(let failure): throw Origin.error(fetching: name, [(base, failure)])
-        }
+        try await origin.whole(name, maxBytes: maxBytes, timeout: timeout, escaped: true)
     }
 }

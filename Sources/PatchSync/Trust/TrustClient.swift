@@ -225,11 +225,8 @@ struct TrustClient: Sendable {
     }
 
     private func fetch(_ name: String, maxBytes: Int64) async throws(PatchSyncError) -> Data? {
-        var timeout: TimeInterval?
-        if let deadline {
-            timeout = deadline.timeIntervalSinceNow
-            guard timeout! > 0 else { throw deadlineError(name) }
-        }
+        let timeout = deadline?.timeIntervalSinceNow
+        if let timeout, timeout <= 0 { throw deadlineError(name) }
         do {
             return try await source.metadata(name, maxBytes: maxBytes, timeout: timeout)
         } catch {

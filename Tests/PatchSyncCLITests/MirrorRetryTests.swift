@@ -10,7 +10,7 @@ struct MirrorRetryTests {
     @Test("503 bursts: each object is retried on the same mirror and the sync completes; without retries it fails (69)")
     func serviceUnavailableBursts() throws {
         let fixture = try Fixture.published()
-        let origin = try FaultOrigin(root: fixture.origin, fault: .unavailable(1))
+        let origin = try FaultOrigin(root: fixture.origin, fault: .unavailable, count: 1)
         let once = try fixture.makeInstall("once", remotes: [origin.url]) { $0.attemptsPerMirror = 1 }
         let failed = try CLI.run(["sync", "--install", once.root])
         #expect(failed.status == 69 && failed.stderr.contains("503"), "\(failed.stderr)")
@@ -25,7 +25,7 @@ struct MirrorRetryTests {
     @Test("flipped bytes on the first response of each object: refused, retried, and only verified bytes staged")
     func flippedThenGood() throws {
         let fixture = try Fixture.published()
-        let origin = try FaultOrigin(root: fixture.origin, fault: .flipped(1))
+        let origin = try FaultOrigin(root: fixture.origin, fault: .flipped, count: 1)
         let install = try fixture.makeInstall(remotes: [origin.url])
         let result = try CLI.run(["sync", "--install", install.root])
         #expect(result.status == 0, "\(result.stderr)")
@@ -40,7 +40,7 @@ struct MirrorRetryTests {
     @Test("a mirror that answers 404 for objects is asked once per request, then the next mirror serves them")
     func notFoundMovesOn() throws {
         let fixture = try Fixture.published()
-        let missing = try FaultOrigin(root: fixture.origin, fault: .missingObjects)
+        let missing = try FaultOrigin(root: fixture.origin, fault: .missing)
         let good = try NginxOrigin(root: fixture.origin)
         let install = try fixture.makeInstall(remotes: [missing.url, good.url])
         let result = try CLI.run(["sync", "--install", install.root, "--json"])
@@ -52,8 +52,8 @@ struct MirrorRetryTests {
     @Test("when every mirror fails, exit 69 names each mirror and its last error")
     func allMirrorsFail() throws {
         let fixture = try Fixture.published()
-        let first = try FaultOrigin(root: fixture.origin, fault: .unavailable(1000))
-        let second = try FaultOrigin(root: fixture.origin, fault: .missingObjects)
+        let first = try FaultOrigin(root: fixture.origin, fault: .unavailable)
+        let second = try FaultOrigin(root: fixture.origin, fault: .missing)
         let install = try fixture.makeInstall(remotes: [first.url, second.url]) { $0.attemptsPerMirror = 2 }
         let result = try CLI.run(["sync", "--install", install.root])
         #expect(result.status == 69, "\(result.stderr)")

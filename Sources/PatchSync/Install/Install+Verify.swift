@@ -100,7 +100,7 @@ extension Syncer {
         try state.set(["staging": deployment])
         let live = LiveTree(manifest: manifest, directory: install.buildDirectory(report.deployment),
                             excluding: Set(report.damaged.map(\.path)))
-        let origin = try Origin(mirrors: config.remotes, client: try HTTPClient(settings: .init(config)))
+        let origin = try Origin(config, client: try HTTPClient(settings: .init(config)))
         var sync = SyncReport(outcome: .ready, buildId: report.buildId, sequence: manifest.sequence)
         try await stage(manifest, as: deployment, live: live, state: state, origin: origin, config: config,
                         report: &sync, onEvent: onEvent)

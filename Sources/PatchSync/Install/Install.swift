@@ -6,7 +6,7 @@ public struct Install: Sendable {
     public let root: String
 
     var stateDirectory: String { root + "/.patchsync" }
-    var configPath: String { stateDirectory + "/config.json" }
+    public var configPath: String { stateDirectory + "/config.json" }
     var metadataDirectory: String { stateDirectory + "/metadata" }
     var manifestsDirectory: String { stateDirectory + "/manifests" }
     var stagingDirectory: String { stateDirectory + "/staging" }

@@ -24,6 +24,9 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     public var attemptsPerMirror: Int?
     /// A metadata refresh still running after this many seconds is abandoned (default 120).
     public var refreshDeadlineSeconds: Int?
+    /// One request still running after this many seconds is cut off and retried (default: 60 s
+    /// plus its size at the low-speed limit, so a transfer just above the limit still ends).
+    public var requestTimeoutSeconds: Int?
 
     public init(remotes: [String], channel: String) {
         self.remotes = remotes
@@ -35,6 +38,15 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }
     var buildsKept: Int { max(1, keepBuilds ?? 2) }
     var refreshDeadline: TimeInterval { TimeInterval(max(1, refreshDeadlineSeconds ?? 120)) }
+}
+
+extension Origin {
+    /// The origin an install's configuration names, with its retry and deadline policy.
+    convenience init(_ config: InstallConfig, client: HTTPClient) throws(PatchSyncError) {
+        try self.init(mirrors: config.remotes, client: client, attemptsPerMirror: config.attemptsPerMirror ?? 3,
+                      requestTimeoutSeconds: config.requestTimeoutSeconds,
+                      lowSpeedBytes: config.lowSpeedBytesPerSecond ?? HTTPClient.Settings().lowSpeedBytes)
+    }
 }
 
 extension HTTPClient.Settings {

@@ -39,8 +39,9 @@ struct ChunkFetcher: Sendable {
             for attempt in 1...origin.attemptsPerMirror {
                 if attempt > 1 { try await origin.pause(before: attempt) }
                 let sink = ChunkSink(needs: Array(remaining), files: files, url: url)
-                let result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
-                                                       into: sink)
+                var request = TransferRequest(url: url, range: sink.range, maxBytes: Int64.max)
+                request.timeout = origin.requestTimeout(bytes: request.maxBytes)
+                let result = await origin.client.fetch(request, into: sink)
                 remaining = remaining.dropFirst(sink.completed)
                 try files.flush()
                 if Task.isCancelled { throw PatchSyncError.cancelled }

@@ -21,7 +21,7 @@ public struct Syncer: Sendable {
         let state = try install.state()
         try install.reconcile(state)
         let client = try HTTPClient(settings: .init(config))
-        let origin = try Origin(mirrors: config.remotes, client: client, attemptsPerMirror: config.attemptsPerMirror ?? 3)
+        let origin = try Origin(config, client: client)
 
         onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
         let trusted = try await TrustClient(directory: install.metadataDirectory, source: origin, now: now,

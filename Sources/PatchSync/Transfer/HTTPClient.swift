@@ -144,6 +144,7 @@ private final class TransferLoop: @unchecked Sendable {
         box.currentEasy = easy
         ccurl_easy_setopt_string(easy, CURLOPT_URL, box.request.url)
         ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, opaque)
+        ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, box.errorBuffer)
         ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, opaque)
         ccurl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback)
         ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, opaque)
@@ -195,7 +196,7 @@ private final class TransferLoop: @unchecked Sendable {
         ccurl_multi_remove_handle(multi, easy)
         guard let pointer else { ccurl_easy_cleanup(easy); return }
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
-        lock.withLock { bytesTotal += box.received }
+        lock.withLock { bytesTotal += box.arrived }
         box.complete(outcome(of: box, easy: easy, code: code))
         ccurl_easy_cleanup(easy)
     }
@@ -204,9 +205,10 @@ private final class TransferLoop: @unchecked Sendable {
                          code: CURLcode) -> Result<TransferResponse, TransferFailure> {
         if let failure = box.failure { return .failure(failure) }
         if box.cancel.isSet { return .failure(.cancelled) }
-        if code != CURLE_OK {
+        if code != CURLE_OK && !box.satisfied {
             if code == CURLE_FILE_COULDNT_READ_FILE { return .failure(.notFound) }
-            return .failure(.network(ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"))
+            return .failure(.network(box.curlMessage ?? ccurl_easy_strerror(code).map { String(cString: $0) }
+                                     ?? "libcurl error \(code.rawValue)"))
         }
         if !box.checkedStatus, let failure = box.checkStatus(easy) { return .failure(failure) }
         if let range = box.request.range, box.received != range.upperBound - range.lowerBound + 1 {

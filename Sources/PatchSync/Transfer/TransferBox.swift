@@ -11,11 +11,21 @@ final class TransferBox: @unchecked Sendable {
     let cancel: CancelFlag
     private let sink: any ResponseSink
     private var continuation: CheckedContinuation<Result<TransferResponse, TransferFailure>, Never>?
+    /// Body bytes handed to the sink.
     private(set) var received: Int64 = 0
+    /// Body bytes that arrived, including any the sink never saw (a whole file sent for a range).
+    private(set) var arrived: Int64 = 0
+    /// Set when a range arrived inside a whole-file answer: the rest is not wanted.
+    private(set) var satisfied = false
+    /// Bytes to drop before the range starts, when the origin ignored Range and sent the whole file.
+    private var skip: Int64 = 0
     private(set) var failure: TransferFailure?
     private(set) var checkedStatus = false
     private(set) var status = 0
     private var contentRange: String?
+    private var contentLength: Int64?
+    /// libcurl's own words for a failure ("Operation too slow. Less than…"), CURLOPT_ERRORBUFFER.
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
     init(request: TransferRequest, sink: any ResponseSink, cancel: CancelFlag,
          continuation: CheckedContinuation<Result<TransferResponse, TransferFailure>, Never>) {
@@ -23,6 +33,15 @@ final class TransferBox: @unchecked Sendable {
         self.cancel = cancel
         self.sink = sink
         self.continuation = continuation
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+    }
+
+    deinit { errorBuffer.deallocate() }
+
+    /// What libcurl said about the failure, if anything.
+    var curlMessage: String? {
+        let text = String(cString: errorBuffer).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
     }
 
     /// Resumes the waiting caller; later calls do nothing.
@@ -32,10 +51,12 @@ final class TransferBox: @unchecked Sendable {
     }
 
     func header(_ line: String) {
-        if line.hasPrefix("HTTP/") { contentRange = nil }
+        if line.hasPrefix("HTTP/") { (contentRange, contentLength) = (nil, nil) }
         let lower = line.lowercased()
         if lower.hasPrefix("content-range:") {
             contentRange = String(line.dropFirst("content-range:".count)).trimmingCharacters(in: .whitespacesAndNewlines)
+        } else if lower.hasPrefix("content-length:") {
+            contentLength = Int64(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespacesAndNewlines))
         }
     }
 
@@ -46,16 +67,31 @@ final class TransferBox: @unchecked Sendable {
             failure = problem
             return false
         }
-        received += Int64(bytes.count)
+        arrived += Int64(bytes.count)
+        var piece = bytes[...]
+        if skip > 0 {  // a whole file for a range: drop what precedes the range
+            let dropped = Int(min(skip, Int64(piece.count)))
+            piece = piece.dropFirst(dropped)
+            skip -= Int64(dropped)
+            if piece.isEmpty { return true }
+        }
+        if let range = request.range, status == 200 {  // and stop once the range is complete
+            let wanted = range.upperBound - range.lowerBound + 1 - received
+            if Int64(piece.count) >= wanted {
+                piece = piece.prefix(Int(wanted))
+                satisfied = true
+            }
+        }
+        received += Int64(piece.count)
         guard received <= request.maxBytes else {
             failure = .tooLarge(request.maxBytes)
             return false
         }
-        if let error = sink.receive(bytes) {
+        if let error = sink.receive(UnsafeRawBufferPointer(rebasing: piece)) {
             failure = .refused(error)
             return false
         }
-        return true
+        return !satisfied  // a short count ends the transfer; `satisfied` makes it a success
     }
 
     /// The easy handle is not passed to write callbacks, so the box keeps it while running.
@@ -70,11 +106,28 @@ final class TransferBox: @unchecked Sendable {
         guard request.url.lowercased().hasPrefix("http") else { return nil }
         if code == 404 || code == 410 || code == 403 { return .notFound }
         guard (200..<300).contains(code) else { return .httpStatus(code) }
-        guard let range = request.range else { return code == 200 ? nil : .httpStatus(code) }
-        guard code == 206 else { return .wrongRange("the origin ignored Range (status \(code))") }
+        guard let range = request.range else {
+            guard code == 200 else { return .httpStatus(code) }
+            if let contentLength, contentLength > request.maxBytes { return .tooLarge(request.maxBytes) }
+            return nil
+        }
+        if code == 200 {
+            // The origin ignored Range (some CDNs do for objects not yet cached): read up to the
+            // range's end of the whole file, drop the rest. Bounded by the range's end.
+            if let contentLength, contentLength <= range.upperBound {
+                return .wrongRange("asked bytes \(range.lowerBound)-\(range.upperBound), the whole file is \(contentLength) bytes")
+            }
+            skip = range.lowerBound
+            return nil
+        }
+        guard code == 206 else { return .httpStatus(code) }
         let expected = "bytes \(range.lowerBound)-\(range.upperBound)/"
         guard let contentRange, contentRange.hasPrefix(expected) else {
-            return .wrongRange("asked \(expected)…, Content-Range is \(contentRange ?? "missing")")
+            return .wrongRange("asked \(expected)…, Content-Range is \(contentRange.map { "\"\($0)\"" } ?? "missing")")
+        }
+        let length = range.upperBound - range.lowerBound + 1
+        if let contentLength, contentLength != length {
+            return .wrongRange("asked \(length) bytes, Content-Length is \(contentLength)")
         }
         return nil
     }

@@ -8,6 +8,7 @@ static struct {
     CURLcode (*global_init)(long);
     CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
     CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    CURLcode (*easy_pause)(CURL *, int);
     CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
     CURL *(*easy_init)(void);
     void (*easy_cleanup)(CURL *);
@@ -40,6 +41,7 @@ static void load(void) {
     BIND(global_init, "curl_global_init")
     BIND(easy_setopt, "curl_easy_setopt")
     BIND(easy_getinfo, "curl_easy_getinfo")
+    BIND(easy_pause, "curl_easy_pause")
     BIND(multi_setopt, "curl_multi_setopt")
     BIND(easy_init, "curl_easy_init")
     BIND(easy_cleanup, "curl_easy_cleanup")
@@ -92,6 +94,7 @@ CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {
 }
 
 CURL *ccurl_easy_init(void) { return curl.easy_init(); }
+CURLcode ccurl_easy_pause(CURL *handle, int bitmask) { return curl.easy_pause(handle, bitmask); }
 void ccurl_easy_cleanup(CURL *handle) { curl.easy_cleanup(handle); }
 const char *ccurl_easy_strerror(CURLcode code) { return curl.easy_strerror(code); }
 CURLM *ccurl_multi_init(void) { return curl.multi_init(); }

@@ -38,16 +38,22 @@ struct Sync: AsyncParsableCommand {
             verifies each, and stages a complete build that `apply` swaps in.
             Re-running after an interruption fetches only what is not yet done.
 
-            Example:
+            Examples:
               patchsync sync --install ~/Games/forest --json
+              patchsync sync --install ~/Games/forest --max-rate 2M
             """)
 
     @OptionGroup var options: ClientOptions
     @Flag(help: "Print no progress, only the result.") var quiet = false
+    @Option(help: ArgumentHelp("One bandwidth cap for all downloads together, bytes per second (suffix K, M or G: "
+                               + "binary multiples); overrides the config's maxBytesPerSecond.", valueName: "rate"),
+            transform: ByteCount.parseRate)
+    var maxRate: Int?
 
     func run() async throws {
         let output = Output(json: options.json)
-        let syncer = Syncer(install: try Install.open(at: options.install))
+        var syncer = Syncer(install: try Install.open(at: options.install))
+        syncer.maxBytesPerSecond = maxRate
         let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
         let report = try await syncer.run { progress.handle($0) }
         progress.finish()

@@ -1,5 +1,6 @@
 import Foundation
 import PatchSync
+import ArgumentParser
 
 /// Where a command's results go: human lines, or one JSON object (events one per line) with `--json`.
 struct Output: Sendable {
@@ -46,5 +47,18 @@ enum ByteCount {
         var value = Double(bytes), unit = 0
         while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
         return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    /// Parses a rate such as 500K, 2M or 1.5G (binary multiples) or plain bytes per second.
+    static func parseRate(_ text: String) throws -> Int {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).uppercased()
+        let multipliers: [Character: Double] = ["K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024]
+        var number = Substring(trimmed)
+        var multiplier = 1.0
+        if let last = number.last, let m = multipliers[last] { multiplier = m; number = number.dropLast() }
+        guard let value = Double(number), value > 0, value * multiplier < Double(Int.max) else {
+            throw ValidationError("--max-rate \(text) is not a rate: give bytes per second such as 500K, 2M or 1.5G")
+        }
+        return Int(value * multiplier)
     }
 }

@@ -41,6 +41,12 @@ CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
 
 /// curl_easy_init.
 CURL *ccurl_easy_init(void);
+/// curl_easy_pause (CURLPAUSE_CONT resumes a transfer whose write callback paused it).
+CURLcode ccurl_easy_pause(CURL *handle, int bitmask);
+/// The write callback's return value that pauses a transfer (CURL_WRITEFUNC_PAUSE).
+static const size_t ccurl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+/// curl_easy_pause's bitmask that resumes both directions (CURLPAUSE_CONT).
+static const int ccurl_pause_cont = CURLPAUSE_CONT;
 /// curl_easy_cleanup.
 void ccurl_easy_cleanup(CURL *handle);
 /// curl_easy_strerror.

@@ -27,6 +27,8 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// One request still running after this many seconds is cut off and retried (default: 60 s
     /// plus its size at the low-speed limit, so a transfer just above the limit still ends).
     public var requestTimeoutSeconds: Int?
+    /// One bandwidth cap for all transfers together, in bytes per second (`sync --max-rate` overrides it).
+    public var maxBytesPerSecond: Int?
 
     public init(remotes: [String], channel: String) {
         self.remotes = remotes
@@ -58,5 +60,10 @@ extension HTTPClient.Settings {
         caFile = config.caFile
         lowSpeedBytes = max(1, config.lowSpeedBytesPerSecond ?? lowSpeedBytes)
         lowSpeedSeconds = max(1, config.lowSpeedSeconds ?? lowSpeedSeconds)
+        if let cap = config.maxBytesPerSecond, cap > 0 {
+            maxBytesPerSecond = cap
+            // Each connection gets its share of the cap; the slow-retrieval cut-off must stay below it.
+            lowSpeedBytes = min(lowSpeedBytes, max(1, cap / (4 * maxConnections)))
+        }
     }
 }

@@ -7,6 +7,8 @@ public struct Syncer: Sendable {
     public let install: Install
     /// The time that metadata expiry is checked against.
     public var now: Date
+    /// A bandwidth cap in bytes per second for this run, over the configured one.
+    public var maxBytesPerSecond: Int?
 
     public init(install: Install, now: Date = Date()) {
         self.install = install
@@ -17,7 +19,8 @@ public struct Syncer: Sendable {
     public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> SyncReport {
         let lock = try install.lock("sync")
         defer { withExtendedLifetime(lock) {} }
-        let config = try install.config()
+        var config = try install.config()
+        if let maxBytesPerSecond { config.maxBytesPerSecond = maxBytesPerSecond }
         let state = try install.state()
         try install.reconcile(state)
         let client = try HTTPClient(settings: .init(config))

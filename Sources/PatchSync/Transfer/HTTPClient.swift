@@ -18,6 +18,8 @@ final class HTTPClient: Sendable {
         var lowSpeedSeconds = 30
         var bufferSize = 256 * 1024
         var caFile: String?
+        /// One cap on the bytes per second of all transfers together; nil: no cap.
+        var maxBytesPerSecond: Int?
     }
 
     private let loop: TransferLoop
@@ -68,6 +70,8 @@ private final class TransferLoop: @unchecked Sendable {
     private var stopping = false
     private var bytesTotal: Int64 = 0
     private let finished = DispatchSemaphore(value: 0)
+    /// The shared bandwidth budget (transfer thread only).
+    private let limiter: RateLimiter?
 
     init(settings: HTTPClient.Settings) throws(PatchSyncError) {
         var error = [CChar](repeating: 0, count: 256)
@@ -78,6 +82,7 @@ private final class TransferLoop: @unchecked Sendable {
         guard let multi = ccurl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
         self.multi = multi
         self.settings = settings
+        limiter = settings.maxBytesPerSecond.map { RateLimiter(bytesPerSecond: $0) }
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
         // Keep every idle connection for reuse (the default cache shrinks with the handles in use).
@@ -119,9 +124,30 @@ private final class TransferLoop: @unchecked Sendable {
             var running: Int32 = 0
             ccurl_multi_perform(multi, &running)
             active -= drainCompleted()
-            ccurl_multi_poll(multi, 1000)
+            ccurl_multi_poll(multi, Int32(pollTimeout()))
+            resumePaused()
         }
         finished.signal()
+    }
+
+    /// How long to wait for activity: until tokens are back when transfers wait for them.
+    private func pollTimeout() -> Int {
+        guard let limiter, !limiter.paused.isEmpty else { return 1000 }
+        limiter.refill()
+        return min(1000, limiter.millisecondsUntilAvailable)
+    }
+
+    /// Resumes the transfers that paused for tokens, once the budget has some again.
+    private func resumePaused() {
+        guard let limiter, !limiter.paused.isEmpty else { return }
+        limiter.refill()
+        guard limiter.available else { return }
+        let waiting = limiter.paused
+        limiter.paused = []
+        for box in waiting {
+            // May deliver the kept bytes at once, and pause again if they spend the budget.
+            if let easy = box.currentEasy { ccurl_easy_pause(easy, ccurl_pause_cont) }
+        }
     }
 
     /// Creates and adds the easy handle of `box`; false when it could not start (already completed).
@@ -142,6 +168,7 @@ private final class TransferLoop: @unchecked Sendable {
     private func configure(_ easy: UnsafeMutableRawPointer, for box: TransferBox) {
         let opaque = Unmanaged.passRetained(box).toOpaque()  // released in finish(_:)
         box.currentEasy = easy
+        box.limiter = limiter
         ccurl_easy_setopt_string(easy, CURLOPT_URL, box.request.url)
         ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, opaque)
         ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, box.errorBuffer)
@@ -196,6 +223,8 @@ private final class TransferLoop: @unchecked Sendable {
         ccurl_multi_remove_handle(multi, easy)
         guard let pointer else { ccurl_easy_cleanup(easy); return }
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
+        box.currentEasy = nil
+        limiter?.paused.removeAll { $0 === box }
         lock.withLock { bytesTotal += box.arrived }
         box.complete(outcome(of: box, easy: easy, code: code))
         ccurl_easy_cleanup(easy)
@@ -223,7 +252,11 @@ private final class TransferLoop: @unchecked Sendable {
 private let transferWriteCallback: ccurl_data_callback = { data, size, count, userdata in
     guard let userdata, let data else { return 0 }
     let box = Unmanaged<TransferBox>.fromOpaque(userdata).takeUnretainedValue()
-    return box.write(UnsafeRawBufferPointer(start: data, count: size * count)) ? size * count : 0
+    switch box.write(UnsafeRawBufferPointer(start: data, count: size * count)) {
+    case .accepted: return size * count
+    case .pause: return ccurl_writefunc_pause
+    case .stop: return 0
+    }
 }
 
 /// libcurl's progress callback, called at least once a second even when a transfer stalls:

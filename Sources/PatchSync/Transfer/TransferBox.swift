@@ -60,9 +60,33 @@ final class TransferBox: @unchecked Sendable {
         }
     }
 
-    /// Takes a piece of the body; false aborts the transfer with `failure` recorded.
-    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if cancel.isSet { return false }
+    /// What the write callback tells libcurl.
+    enum WriteOutcome {
+        case accepted
+        /// Keep the bytes and pause (the shared bandwidth budget is spent).
+        case pause
+        /// End the transfer: `failure` says why, or `satisfied` that nothing more is wanted.
+        case stop
+    }
+
+    /// The shared bandwidth budget, when a cap is set (transfer thread only).
+    var limiter: RateLimiter?
+
+    /// Takes a piece of the body.
+    func write(_ bytes: UnsafeRawBufferPointer) -> WriteOutcome {
+        if cancel.isSet { return .stop }
+        if let limiter {
+            guard limiter.available else {
+                limiter.paused.append(self)
+                return .pause
+            }
+            limiter.take(bytes.count)
+        }
+        return accept(bytes) ? .accepted : .stop
+    }
+
+    /// Checks and hands on a piece; false ends the transfer.
+    private func accept(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if !checkedStatus, let easy = currentEasy, let problem = checkStatus(easy) {
             failure = problem
             return false

@@ -1,0 +1,46 @@
+import Foundation
+
+/// One bandwidth budget shared by every transfer of a client: a token bucket refilled at
+/// `bytesPerSecond`, holding at most a twentieth of a second's worth (at least 16 KiB).
+/// libcurl's own cap (CURLOPT_MAX_RECV_SPEED_LARGE) is per transfer and would multiply by the
+/// number of connections.
+///
+/// A write callback that finds the bucket empty pauses its transfer (the bytes stay with libcurl,
+/// the socket stops being read, TCP slows the sender); the transfer thread resumes paused
+/// transfers once tokens are back. Bytes taken may overdraw the bucket by one callback's worth;
+/// the debt is repaid before anyone continues, so the average rate holds.
+///
+/// Thread-safety: used only on the transfer thread.
+final class RateLimiter {
+    let bytesPerSecond: Double
+    private let capacity: Double
+    private var tokens: Double
+    private var last = ContinuousClock.now
+    /// Transfers paused for want of tokens, to resume once there are some.
+    var paused: [TransferBox] = []
+
+    init(bytesPerSecond: Int) {
+        self.bytesPerSecond = Double(max(1, bytesPerSecond))
+        capacity = max(16 * 1024, self.bytesPerSecond / 20)
+        tokens = capacity
+    }
+
+    /// Adds the tokens earned since the last refill.
+    func refill(now: ContinuousClock.Instant = .now) {
+        let elapsed = now - last
+        last = now
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        tokens = min(capacity, tokens + seconds * bytesPerSecond)
+    }
+
+    /// Whether a transfer may take bytes now.
+    var available: Bool { tokens > 0 }
+
+    /// Charges `bytes` taken.
+    func take(_ bytes: Int) { tokens -= Double(bytes) }
+
+    /// How long until the bucket holds tokens again, in milliseconds (at least 1).
+    var millisecondsUntilAvailable: Int {
+        tokens > 0 ? 0 : max(1, Int((-tokens / bytesPerSecond * 1000).rounded(.up)))
+    }
+}

@@ -1,20 +1,26 @@
 import Foundation
 
-/// Receives one range of an object, cuts it into its chunks, and for each: inflates,
-/// checks its SHA-256, and only then writes it to its places in the staged build.
+/// Receives one range of an object and cuts it into its chunks; each complete chunk goes to the
+/// ``ChunkPipeline``, which inflates it, checks its SHA-256 and only then writes it to its places
+/// in the staged build.
 ///
-/// Thread-safety: used on the transfer thread only, then read by the requester after completion.
+/// Thread-safety: `receive` runs on the transfer thread only; `lock` guards what the pipeline's
+/// workers report (`done`, `failure`, `outstanding`) and the waiting requester.
 final class ChunkSink: ResponseSink, @unchecked Sendable {
     private let needs: [Plan.Need]
-    private let files: StagedFiles
-    private let url: String
+    private let pipeline: ChunkPipeline
+    let url: String
     private var position: Int64
     private var index = 0
-    /// The stored bytes of a chunk that arrived in pieces.
-    private let pending: UnsafeMutableRawBufferPointer
+    /// The stored bytes of the chunk being assembled, handed to the pipeline when complete.
+    private var current: UnsafeMutableRawBufferPointer?
     private var filled = 0
-    /// Where a deflated chunk is inflated.
-    private let inflated: UnsafeMutableRawBufferPointer
+
+    private let lock = NSLock()
+    private var done: [Bool]
+    private var failure: PatchSyncError?
+    private var outstanding = 0
+    private var waiter: CheckedContinuation<Void, Never>?
 
     /// The range to ask for: from the first chunk's start to the last chunk's end.
     var range: ClosedRange<Int64> {
@@ -22,24 +28,18 @@ final class ChunkSink: ResponseSink, @unchecked Sendable {
         return needs[0].chunk.objectOffset...(last.objectOffset + Int64(last.objectLength) - 1)
     }
 
-    /// The needs this sink has written and verified so far.
-    var completed: Int { index }
-
-    init(needs: [Plan.Need], files: StagedFiles, url: String) {
+    init(needs: [Plan.Need], pipeline: ChunkPipeline, url: String) {
         self.needs = needs
-        self.files = files
+        self.pipeline = pipeline
         self.url = url
         self.position = needs[0].chunk.objectOffset
-        pending = .allocate(byteCount: needs.map(\.chunk.objectLength).max() ?? 0, alignment: 16)
-        inflated = .allocate(byteCount: needs.map(\.chunk.length).max() ?? 0, alignment: 16)
+        done = Array(repeating: false, count: needs.count)
     }
 
-    deinit {
-        pending.deallocate()
-        inflated.deallocate()
-    }
+    deinit { current?.deallocate() }
 
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
+        if let failure = lock.withLock({ failure }) { return failure }  // a chunk failed: stop early
         var rest = bytes[...]
         while !rest.isEmpty {
             guard index < needs.count else {
@@ -52,39 +52,49 @@ final class ChunkSink: ResponseSink, @unchecked Sendable {
                 position += Int64(skip)
                 continue
             }
+            let stored = current ?? .allocate(byteCount: chunk.objectLength, alignment: 16)
+            current = stored
             let take = min(rest.count, chunk.objectLength - filled)
-            let piece = UnsafeRawBufferPointer(rebasing: rest.prefix(take))
+            UnsafeMutableRawBufferPointer(rebasing: stored[filled..<(filled + take)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest.prefix(take)))
             rest = rest.dropFirst(take)
             position += Int64(take)
-            if filled == 0 && take == chunk.objectLength {  // the whole chunk in one piece: no copy
-                if let error = finishChunk(needs[index], stored: piece) { return error }
-            } else {
-                UnsafeMutableRawBufferPointer(rebasing: pending[filled..<(filled + take)]).copyMemory(from: piece)
-                filled += take
-                guard filled == chunk.objectLength else { continue }
-                filled = 0
-                let stored = UnsafeRawBufferPointer(rebasing: pending[0..<chunk.objectLength])
-                if let error = finishChunk(needs[index], stored: stored) { return error }
-            }
+            filled += take
+            guard filled == chunk.objectLength else { continue }
+            (current, filled) = (nil, 0)
+            lock.withLock { outstanding += 1 }
+            pipeline.submit(.init(need: needs[index], stored: stored, sink: self, index: index))
             index += 1
         }
         return nil
     }
 
-    /// Inflates and checks one chunk, then writes it to every place it goes.
-    private func finishChunk(_ need: Plan.Need, stored: UnsafeRawBufferPointer) -> PatchSyncError? {
-        let chunk = need.chunk
-        var content = stored
-        if chunk.codec == .zlib {
-            let target = UnsafeMutableRawBufferPointer(rebasing: inflated[0..<chunk.length])
-            content = Zlib.inflate(stored, into: target) ? UnsafeRawBufferPointer(target) : UnsafeRawBufferPointer(start: nil, count: 0)
+    /// Called by a pipeline worker when chunk `index` is written (nil) or refused.
+    func finished(_ index: Int, error: PatchSyncError?) {
+        let resume: CheckedContinuation<Void, Never>? = lock.withLock {
+            if let error { failure = failure ?? error } else { done[index] = true }
+            outstanding -= 1
+            guard outstanding == 0, let waiter else { return nil }
+            self.waiter = nil
+            return waiter
         }
-        guard content.count == chunk.length, SHA256Hasher.hash(content) == chunk.sha256 else {
-            return PatchSyncError(.refusedData, "object \(need.object) from \(url): the chunk at object offset "
-                                  + "\(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
-                                  remedy: "the mirror serves a damaged or tampered object; report it to the publisher")
+        resume?.resume()
+    }
+
+    /// Waits until every chunk handed to the pipeline has been written or refused.
+    func drained() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now: Bool = lock.withLock {
+                if outstanding == 0 { return true }
+                waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
         }
-        do { try files.write(content, to: need.destinations) } catch { return error }
-        return nil
+    }
+
+    /// The needs not yet written and verified, in object order; and the first refusal, if any.
+    var outcome: (remaining: [Plan.Need], failure: PatchSyncError?) {
+        lock.withLock { (needs.indices.filter { !done[$0] }.map { needs[$0] }, failure) }
     }
 }

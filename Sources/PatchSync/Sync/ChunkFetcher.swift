@@ -13,6 +13,8 @@ struct ChunkFetcher: Sendable {
 
     func run(_ requests: [[Plan.Need]], total: Int64) async throws(PatchSyncError) {
         let progress = Progress(total: total, requests: requests)
+        let pipeline = ChunkPipeline(files: files)
+        defer { pipeline.stop() }
         do {
             try await withThrowingTaskGroup(of: [Plan.Need].self) { group in
                 var running = 0
@@ -21,7 +23,7 @@ struct ChunkFetcher: Sendable {
                         if let done = try await group.next(), let event = progress.add(done) { onEvent(event) }
                         running -= 1
                     }
-                    group.addTask { try await fetch(request) }
+                    group.addTask { try await fetch(request, pipeline: pipeline) }
                     running += 1
                 }
                 for try await done in group { if let event = progress.add(done) { onEvent(event) } }
@@ -30,19 +32,22 @@ struct ChunkFetcher: Sendable {
     }
 
     /// Fetches one coalesced range; returns its needs once all are written.
-    private func fetch(_ needs: [Plan.Need]) async throws(PatchSyncError) -> [Plan.Need] {
-        var remaining = needs[...]
+    private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline) async throws(PatchSyncError) -> [Plan.Need] {
+        var remaining = needs
         var failures: [(String, TransferFailure)] = []
         let object = needs[0].object
         for mirror in origin.order() {
             let url = origin.url(ObjectID.path(object), mirror: mirror)
             for attempt in 1...origin.attemptsPerMirror {
                 if attempt > 1 { try await origin.pause(before: attempt) }
-                let sink = ChunkSink(needs: Array(remaining), files: files, url: url)
+                let sink = ChunkSink(needs: remaining, pipeline: pipeline, url: url)
                 var request = TransferRequest(url: url, range: sink.range, maxBytes: Int64.max)
                 request.timeout = origin.requestTimeout(bytes: request.maxBytes)
-                let result = await origin.client.fetch(request, into: sink)
-                remaining = remaining.dropFirst(sink.completed)
+                var result = await origin.client.fetch(request, into: sink)
+                await sink.drained()
+                let refused: PatchSyncError?
+                (remaining, refused) = sink.outcome
+                if let refused { result = .failure(.refused(refused)) }
                 try files.flush()
                 if Task.isCancelled { throw PatchSyncError.cancelled }
                 if remaining.isEmpty { return needs }

@@ -1,0 +1,119 @@
+import Foundation
+
+/// Inflates, hashes and writes fetched chunks on worker threads, so the transfer thread only
+/// copies bytes and the network never waits for the CPU while a core is free.
+///
+/// The queue is bounded in bytes: when the workers fall behind, `submit` blocks the transfer
+/// thread (which stops reading sockets, and TCP slows the senders), so memory stays bounded
+/// whatever the build size.
+///
+/// Thread-safety: `condition` guards the queue and the counters; each worker owns its buffer.
+final class ChunkPipeline: @unchecked Sendable {
+    /// One chunk's stored bytes, owned by the job until a worker has finished with it.
+    struct Job {
+        var need: Plan.Need
+        var stored: UnsafeMutableRawBufferPointer
+        var sink: ChunkSink
+        var index: Int
+    }
+
+    private let files: StagedFiles
+    private let capacityBytes: Int
+    private let condition = NSCondition()
+    private var queue: [Job] = []
+    private var head = 0
+    private var queuedBytes = 0
+    private var stopping = false
+    private var running: Int
+    private let stopped = DispatchSemaphore(value: 0)
+
+    /// Starts `workers` threads sharing a queue of at most `capacityBytes` stored bytes.
+    init(files: StagedFiles, workers: Int = ProcessInfo.processInfo.activeProcessorCount,
+         capacityBytes: Int = 32 << 20) {
+        self.files = files
+        self.capacityBytes = capacityBytes
+        running = max(1, min(workers, 8))
+        for number in 0..<running {
+            let thread = Thread { [self] in work() }
+            thread.name = "patchsync-verify-\(number)"
+            thread.start()
+        }
+    }
+
+    /// Queues a chunk; blocks while the queue is full (never when it is empty, so any chunk fits).
+    func submit(_ job: Job) {
+        condition.lock()
+        while queuedBytes > 0 && queuedBytes + job.stored.count > capacityBytes { condition.wait() }
+        queue.append(job)
+        queuedBytes += job.stored.count
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Lets the workers finish the queue, then ends them and waits.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        let workers = running
+        condition.unlock()
+        for _ in 0..<workers { stopped.wait() }
+    }
+
+    private func next() -> Job? {
+        condition.lock()
+        defer { condition.unlock() }
+        while head == queue.count && !stopping { condition.wait() }
+        guard head < queue.count else { return nil }
+        let job = queue[head]
+        head += 1
+        if head > 1024 && head * 2 > queue.count {
+            queue.removeFirst(head)
+            head = 0
+        }
+        return job
+    }
+
+    private func dequeued(_ bytes: Int) {
+        condition.lock()
+        queuedBytes -= bytes
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func work() {
+        var inflated = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
+        while let job = next() {
+            let chunk = job.need.chunk
+            if inflated.count < chunk.length {
+                inflated.deallocate()
+                inflated = .allocate(byteCount: chunk.length, alignment: 16)
+            }
+            let error = process(job, inflated: inflated)
+            let bytes = job.stored.count
+            job.stored.deallocate()
+            dequeued(bytes)
+            job.sink.finished(job.index, error: error)
+        }
+        inflated.deallocate()
+        stopped.signal()
+    }
+
+    /// Inflates and checks one chunk, then writes it to every place it goes.
+    private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer) -> PatchSyncError? {
+        let chunk = job.need.chunk
+        var content = UnsafeRawBufferPointer(job.stored)
+        if chunk.codec == .zlib {
+            let target = UnsafeMutableRawBufferPointer(rebasing: inflated[0..<chunk.length])
+            content = Zlib.inflate(content, into: target) ? UnsafeRawBufferPointer(target)
+                : UnsafeRawBufferPointer(start: nil, count: 0)
+        }
+        guard content.count == chunk.length, SHA256Hasher.hash(content) == chunk.sha256 else {
+            return PatchSyncError(.refusedData, "object \(job.need.object) from \(job.sink.url): the chunk at object "
+                                  + "offset \(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
+                                  remedy: "the mirror serves a damaged or tampered object; report it to the publisher")
+        }
+        do { try files.write(content, to: job.need.destinations) } catch { return error }
+        return nil
+    }
+}

@@ -53,6 +53,8 @@ public final class NginxOrigin: @unchecked Sendable {
         public var bodyBytes: Int64
         /// nginx's serial number of the connection that carried the request.
         public var connection: Int
+        /// "HTTP/1.1" or "HTTP/2.0".
+        public var httpProtocol: String
         public var range: String
     }
 
@@ -61,11 +63,11 @@ public final class NginxOrigin: @unchecked Sendable {
         guard let log = try? String(contentsOfFile: directory + "/access.log", encoding: .utf8) else { return [] }
         return log.split(separator: "\n").compactMap { line in
             let f = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
-            guard f.count >= 6, let status = Int(f[2]), let bytes = Int64(f[3]), let connection = Int(f[4]) else {
+            guard f.count >= 7, let status = Int(f[2]), let bytes = Int64(f[3]), let connection = Int(f[4]) else {
                 return nil
             }
             return Request(method: f[0], path: f[1], status: status, bodyBytes: bytes, connection: connection,
-                           range: f[5...].joined(separator: " "))
+                           httpProtocol: f[5], range: f[6...].joined(separator: " "))
         }
     }
 
@@ -91,7 +93,7 @@ public final class NginxOrigin: @unchecked Sendable {
             events { worker_connections 512; }
             http {
                 default_type application/octet-stream;
-                log_format counts '$request_method $uri $status $body_bytes_sent $connection $http_range';
+                log_format counts '$request_method $uri $status $body_bytes_sent $connection $server_protocol $http_range';
                 access_log \(directory)/access.log counts;
                 client_body_temp_path \(directory)/tmp;
                 proxy_temp_path \(directory)/tmp;

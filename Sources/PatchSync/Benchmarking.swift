@@ -1,0 +1,59 @@
+import Foundation
+import Synchronization
+
+/// Measurements for `Benchmarks/transfer.sh`: what the client's CPU work costs on its own.
+@_spi(Benchmarks)
+public enum CPULimit {
+    public struct Result: Sendable {
+        public var seconds: Double
+        public var chunks: Int
+        public var storedBytes: Int64
+        public var contentBytes: Int64
+    }
+
+    /// Inflates and hashes every distinct chunk of a manifest from the objects of a published
+    /// origin, already in memory, on `threads` threads; checks each hash. The bound that a sync
+    /// over an infinitely fast network cannot beat (it also writes, and the network costs CPU).
+    public static func inflateAndHash(origin: String, manifest path: String, threads: Int) throws -> Result {
+        let manifest = try Manifest.decode(try FileSystem.read(path, limit: 1 << 30), what: path)
+        var seen = Set<SHA256Digest>()
+        var list: [(ChunkEntry, SHA256Digest)] = []
+        for file in manifest.files {
+            for chunk in file.chunks where seen.insert(chunk.sha256).inserted { list.append((chunk, file.object)) }
+        }
+        var loaded: [SHA256Digest: Data] = [:]
+        for object in Set(list.map(\.1)) {
+            loaded[object] = try FileSystem.read(origin + "/" + ObjectID.path(object), limit: 1 << 40)
+        }
+        let (chunks, objects) = (list, loaded)
+        let stored = chunks.reduce(Int64(0)) { $0 + Int64($1.0.objectLength) }
+        let content = chunks.reduce(Int64(0)) { $0 + Int64($1.0.length) }
+        let count = max(1, threads)
+        let failures = Mutex(0)
+        let started = ContinuousClock.now
+        DispatchQueue.concurrentPerform(iterations: count) { worker in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunks.map(\.0.length).max() ?? 1, alignment: 16)
+            defer { buffer.deallocate() }
+            var bad = 0
+            for index in stride(from: worker, to: chunks.count, by: count) {
+                let (chunk, object) = chunks[index]
+                objects[object]!.withUnsafeBytes { raw in
+                    let piece = UnsafeRawBufferPointer(rebasing: raw[Int(chunk.objectOffset)..<(Int(chunk.objectOffset) + chunk.objectLength)])
+                    var content = piece
+                    if chunk.codec == .zlib {
+                        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<chunk.length])
+                        content = Zlib.inflate(piece, into: target) ? UnsafeRawBufferPointer(target) : UnsafeRawBufferPointer(start: nil, count: 0)
+                    }
+                    if SHA256Hasher.hash(content) != chunk.sha256 { bad += 1 }
+                }
+            }
+            failures.withLock { $0 += bad }
+        }
+        let elapsed = ContinuousClock.now - started
+        guard failures.withLock({ $0 }) == 0 else {
+            throw PatchSyncError(.refusedData, "\(failures.withLock { $0 }) chunks of \(path) do not match their hashes")
+        }
+        return Result(seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18,
+                      chunks: chunks.count, storedBytes: stored, contentBytes: content)
+    }
+}

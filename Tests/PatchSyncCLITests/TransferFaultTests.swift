@@ -7,7 +7,7 @@ import Testing
 /// origin over a real published build. A fault on the first response of each object is survived
 /// (retry on the same mirror); a mirror that always faults ends the sync with the exit code and a
 /// message naming the mirror and the fault, staging nothing unverified; nothing hangs.
-@Suite("Transfer faults", .tags(.cli))
+@Suite("Transfer faults", .tags(.cli), .serialized)  // each case blocks a thread of the shared pool for seconds
 struct TransferFaultTests {
     /// The outcome when the only mirror always answers with the fault: exit status and words of the message.
     static let always: [FaultOrigin.Fault: (Int32, String)] = [

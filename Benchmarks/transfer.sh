@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# The transfer engine against the tools a launcher engineer would otherwise use, side by side in
+# one run, against one nginx (issue 7):
+#   1. full install of a 1 GiB build (half incompressible, half compressible) over loopback, against
+#      the CPU limit (inflate + SHA-256 of the same chunks on two cores, patchsync-bench), against
+#      `curl -s URL | openssl dgst -sha256` and `aria2c -x4` + `openssl dgst -sha256` over the same
+#      uncompressed bytes, and on the incompressible half alone against curl | openssl;
+#   2. the same install over a rate-limited link (tc tbf in a network namespace) against
+#      compressed bytes ÷ link rate, and curl of the same objects over that link;
+#   3. `sync --max-rate` against the cap over about 30 s;
+#   4. peak RSS (/usr/bin/time -v) for 256 MiB and 2 GiB builds;
+#   5. requests per patch and bytes fetched per byte needed for the demo's patch, per coalescing
+#      gap, and install time per connection count (how the defaults were chosen).
+#
+#   sudo bash Benchmarks/transfer.sh [RATE_MIB]     (root for the network namespace; RATE_MIB default 20)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATE_MIB=${1:-20}
+ROOT=$(pwd)
+BIN=$ROOT/.build/release
+swift build -c release --product patchsync >/dev/null
+swift build -c release --product patchsync-sample >/dev/null
+swift build -c release --product patchsync-bench >/dev/null
+missing=""
+for tool in aria2c:aria2 nginx:nginx tc:iproute2 bc:bc; do
+  command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"
+done
+[ -x /usr/bin/time ] || missing="$missing time"
+if [ -n "$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; fi
+[ "$(id -u)" = 0 ] || { echo "run as root: the rate-limited link needs a network namespace" >&2; exit 77; }
+
+WORK=$(mktemp -d /var/tmp/patchsync-transfer.XXXXXX)
+NS=psbench$$
+NGINX_PID=""
+cleanup() {
+  [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null
+  ip netns del "$NS" 2>/dev/null || true
+  ip link del "v$NS" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT  # KEEP=1 keeps the work folder (for a look after a failure)
+[ "${KEEP:-}" = 1 ] && trap 'kill $NGINX_PID 2>/dev/null; ip netns del $NS 2>/dev/null; echo "kept $WORK" >&2' EXIT
+now() { date +%s.%N; }
+secs() { echo "$2 - $1" | bc; }
+psync() { "$BIN/patchsync" "$@"; }
+json() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(d$1)"; }
+log() { echo "== $*" >&2; }
+
+# --- builds: 32 MiB files of random bytes (stored as is) and of skewed letters (zlib ~60%) -------
+MAP=$(python3 -c "print(('e'*40+' '*36+'t'*20+'a'*18+'o'*16+'i'*14+'n'*14+'s'*12+'r'*12+'h'*10+'l'*10+'d'*8+'c'*8+'u'*6+'m'*6+'\\n'*6+'f'*4+'g'*4+'p'*4+'y'*4)[:256])")
+files() {  # files DIR FROM TO: random and text files numbered FROM..TO
+  mkdir -p "$1"
+  for i in $(seq "$2" "$3"); do
+    openssl rand $((32 << 20)) > "$1/rand-$i.bin"
+    openssl rand $((32 << 20)) | tr '\000-\377' "$MAP" > "$1/text-$i.txt"
+  done
+}
+log "generating builds"
+N=${BENCH_FILES:-16}  # pairs of 32 MiB files: 16 makes the 1 GiB build (fewer: a quick trial run)
+files "$WORK/full" 1 "$N"                                       # 1 GiB
+mkdir -p "$WORK/rand" "$WORK/small" "$WORK/big"
+ln "$WORK"/full/rand-*.bin "$WORK/rand/"                       # its incompressible half, 512 MiB
+for i in 1 2 3 4; do ln "$WORK/full/rand-$i.bin" "$WORK/full/text-$i.txt" "$WORK/small/"; done  # 256 MiB
+ln "$WORK"/full/* "$WORK/big/"; files "$WORK/big" $((N + 1)) $((2 * N))  # 2 GiB
+mkdir -p "$WORK/www/raw"
+cat "$WORK"/full/* > "$WORK/www/raw/full.bin"
+cat "$WORK"/rand/* > "$WORK/www/raw/rand.bin"
+
+log "publishing (1 GiB, its halves, 256 MiB, 2 GiB, the demo's two builds)"
+psync keygen --out "$WORK/keys" >/dev/null
+psync repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+publish() { psync publish "$1" --origin "$WORK/www/origin" --build-id "$2" --channel "$3" --key "$WORK/keys/online.key" >/dev/null 2>&1; }
+publish "$WORK/full" 1 live
+publish "$WORK/rand" r1 rand
+publish "$WORK/small" s1 small
+publish "$WORK/big" b1 big
+"$BIN/patchsync-sample" generate --build 1 --out "$WORK/demo-1" >/dev/null
+"$BIN/patchsync-sample" generate --build 2 --out "$WORK/demo-2" >/dev/null
+publish "$WORK/demo-1" 1 demo
+manifest() { ls -t "$WORK/www/origin/targets/manifests/$1/"*.json.gz | head -1; }
+
+# --- one nginx for everything, on loopback and on the namespace's link -------------------------
+PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])")
+mkdir -p "$WORK/nginx/tmp"
+cat > "$WORK/nginx/nginx.conf" <<EOF
+daemon off; user root root; worker_processes 2; pid $WORK/nginx/pid; error_log $WORK/nginx/error.log warn;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; keepalive_requests 100000; client_body_temp_path $WORK/nginx/tmp;
+  server { listen $PORT; root $WORK/www; } }
+EOF
+nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NGINX_PID=$!
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
+BASE="http://127.0.0.1:$PORT"; URL=$BASE/origin
+
+mkinstall() {  # mkinstall NAME CHANNEL REMOTE [config-json-python-edits]: a fresh install, prints its folder
+  local dir="$WORK/installs/$1"
+  rm -rf "$dir"
+  psync init --install "$dir" --remote "$3" --root "$WORK/www/origin/metadata/root.json" --channel "$2" >/dev/null
+  if [ -n "${4:-}" ]; then
+    python3 -c "import json; p='$dir/.patchsync/config.json'; c=json.load(open(p)); c.update($4); json.dump(c, open(p,'w'))"
+  fi
+  echo "$dir"
+}
+timed_sync() {  # timed_sync DIR [args]: prints "seconds bytesReceived requests bytesPlanned peakKiB"
+  local dir=$1; shift
+  sync  # earlier installs' dirty pages are not this one's to write
+  local t0 t1 out
+  t0=$(now)
+  out=$(/usr/bin/time -f "%M" -o "$WORK/rss" "$@" "$BIN/patchsync" sync --install "$dir" --json --quiet) || {
+    echo "sync of $dir failed: $out" >&2; kill $$; exit 1; }
+  t1=$(now)
+  echo "$(secs "$t0" "$t1") $(echo "$out" | json "['bytesReceived']") $(echo "$out" | json "['requests']") $(echo "$out" | json "['bytesPlanned']") $(cat "$WORK/rss")"
+}
+warm() { cat "$WORK/www/origin/objects"/*/* "$WORK/www/raw"/* > /dev/null; }
+
+# --- 1. loopback ---------------------------------------------------------------------------------
+log "1. loopback installs"
+cpu_full=$("$BIN/patchsync-bench" cpu-limit "$WORK/www/origin" "$(manifest live)" 2 | json "['seconds']")
+cpu_rand=$("$BIN/patchsync-bench" cpu-limit "$WORK/www/origin" "$(manifest rand)" 2 | json "['seconds']")
+warm
+read -r full_s full_bytes full_req _ full_rss <<< "$(timed_sync "$(mkinstall full live "$URL")")"
+warm
+read -r rand_s _ _ _ _ <<< "$(timed_sync "$(mkinstall rand rand "$URL")")"
+warm
+t0=$(now); curl -s "$BASE/raw/full.bin" | openssl dgst -sha256 >/dev/null; curl_full=$(secs "$t0" "$(now)")
+t0=$(now); curl -s "$BASE/raw/rand.bin" | openssl dgst -sha256 >/dev/null; curl_rand=$(secs "$t0" "$(now)")
+rm -f "$WORK/aria.bin"
+t0=$(now)
+aria2c -q -x4 -s4 --file-allocation=none -d "$WORK" -o aria.bin "$BASE/raw/full.bin"
+openssl dgst -sha256 "$WORK/aria.bin" >/dev/null
+aria_full=$(secs "$t0" "$(now)"); rm -f "$WORK/aria.bin"
+# The disk's floor: writing the build's bytes durably (a sync must; curl | openssl writes nothing).
+sync; t0=$(now); dd if="$WORK/www/raw/full.bin" of="$WORK/dd.bin" bs=4M conv=fsync status=none; disk_full=$(secs "$t0" "$(now)")
+rm -f "$WORK/dd.bin"
+
+# --- 2. rate-limited link ----------------------------------------------------------------------
+log "2. a ${RATE_MIB} MiB/s link (tc tbf, network namespace)"
+ip netns add "$NS"
+ip link add "v$NS" type veth peer name "p$NS"
+ip link set "p$NS" netns "$NS"
+ip addr add 10.213.0.1/24 dev "v$NS"; ip link set "v$NS" mtu 65535 up
+ip netns exec "$NS" ip addr add 10.213.0.2/24 dev "p$NS"
+ip netns exec "$NS" ip link set "p$NS" mtu 65535 up
+ip netns exec "$NS" ip link set lo up
+RATE_BITS=$((RATE_MIB * 1048576 * 8))
+tc qdisc add dev "v$NS" root tbf rate "${RATE_BITS}bit" burst 1mb latency 200ms
+NSURL="http://10.213.0.1:$PORT/origin"
+read -r rl_s rl_bytes _ _ _ <<< "$(timed_sync "$(mkinstall rl live "$NSURL")" ip netns exec "$NS")"
+rl_ideal=$(echo "$rl_bytes / ($RATE_MIB * 1048576)" | bc -l)
+(cd "$WORK/www/origin" && find objects -type f) | sed "s|^|$NSURL/|" > "$WORK/urls"
+t0=$(now)
+ip netns exec "$NS" xargs -a "$WORK/urls" -n 32 curl -s --parallel --parallel-max 6 -o /dev/null -o /dev/null \
+  -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
+  -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
+  -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
+  -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null 2>/dev/null
+rl_curl=$(secs "$t0" "$(now)")
+
+# --- 3. bandwidth cap --------------------------------------------------------------------------
+CAP_MIB=$(( full_bytes / 1048576 / 30 ))
+log "3. --max-rate ${CAP_MIB}M on loopback (about 30 s)"
+dir=$(mkinstall cap live "$URL")
+t0=$(now); out=$(psync sync --install "$dir" --json --quiet --max-rate "${CAP_MIB}M"); cap_s=$(secs "$t0" "$(now)")
+cap_bytes=$(echo "$out" | json "['bytesReceived']")
+cap_rate=$(echo "$cap_bytes / $cap_s / 1048576" | bc -l)
+
+# --- 4. peak RSS ---------------------------------------------------------------------------------
+log "4. peak RSS, 256 MiB and 2 GiB builds"
+read -r small_s _ _ _ small_rss <<< "$(timed_sync "$(mkinstall small small "$URL")")"
+read -r big_s _ _ _ big_rss <<< "$(timed_sync "$(mkinstall big big "$URL")")"
+rm -rf "$WORK/installs/big" "$WORK/installs/cap" "$WORK/installs/rl"
+
+# --- 5. the demo's patch: requests and bytes per coalescing gap; connections --------------------
+log "5. the demo's patch"
+dir=$(mkinstall demo demo "$URL")
+psync sync --install "$dir" --quiet >/dev/null && psync apply --install "$dir" >/dev/null
+cp -a "$dir" "$WORK/demo-base"
+publish "$WORK/demo-2" 2 demo
+gap_rows=""
+for gap in 0 4096 16384 65536 262144; do
+  rm -rf "$dir"; cp -a "$WORK/demo-base" "$dir"
+  python3 -c "import json; p='$dir/.patchsync/config.json'; c=json.load(open(p)); c['coalesceGapBytes']=$gap; json.dump(c, open(p,'w'))"
+  read -r s bytes req planned _ <<< "$(timed_sync "$dir")"
+  gap_rows+=$(printf '%-9s %9s %12s %12s %8.2f %7.2f\n' "$gap" "$req" "$bytes" "$planned" "$(echo "$bytes / $planned" | bc -l)" "$s")$'\n'
+done
+conn_rows=""
+for c in 1 2 4 6 8 16; do
+  read -r s _ _ _ _ <<< "$(timed_sync "$(mkinstall "conn$c" small "$URL" "{'maxConnections': $c}")")"
+  read -r rs _ _ _ _ <<< "$(timed_sync "$(mkinstall "connrl$c" small "$NSURL" "{'maxConnections': $c}")" ip netns exec "$NS")"
+  conn_rows+=$(printf '%-12s %14.2f %18.2f\n' "$c" "$s" "$rs")$'\n'
+  rm -rf "$WORK/installs/conn$c" "$WORK/installs/connrl$c"
+done
+
+# --- the table ---------------------------------------------------------------------------------
+mib() { echo "scale=1; $1 / 1048576" | bc; }
+ratio() { printf '%.2f' "$(echo "$1 / $2" | bc -l)"; }
+echo
+echo "PatchSync transfer benchmark — $(nproc) cores, $(date -u +%Y-%m-%d), nginx $(nginx -v 2>&1 | cut -d/ -f2)"
+echo "1 GiB build: 512 MiB random + 512 MiB text; objects fetched: $(mib "$full_bytes") MiB in $full_req requests"
+echo
+printf '%-58s %9s %s\n' "1. loopback, full install of 1 GiB" "seconds" "ratio"
+printf '%-58s %9.2f %s\n' "CPU limit: inflate + SHA-256 of its chunks on 2 cores" "$cpu_full" "1.00"
+printf '%-58s %9.2f %s\n' "disk floor: dd conv=fsync of the same 1 GiB" "$disk_full" ""
+printf '%-58s %9.2f %s\n' "patchsync sync (fetch, verify, write, fsync, record)" "$full_s" "$(ratio "$cpu_full" "$full_s")× of the CPU limit, $(ratio "$disk_full" "$full_s")× of the disk floor"
+printf '%-58s %9.2f %s\n' "curl -s URL | openssl dgst -sha256 (1 GiB uncompressed)" "$curl_full" "patchsync/curl $(ratio "$full_s" "$curl_full")"
+printf '%-58s %9.2f %s\n' "aria2c -x4, then openssl dgst -sha256" "$aria_full" "patchsync/aria2c $(ratio "$full_s" "$aria_full")"
+printf '%-58s %9.2f %s\n' "incompressible half: CPU limit (SHA-256 only)" "$cpu_rand" ""
+printf '%-58s %9.2f %s\n' "incompressible half: patchsync sync" "$rand_s" "$(ratio "$cpu_rand" "$rand_s")× of the CPU limit"
+printf '%-58s %9.2f %s\n' "incompressible half: curl | openssl dgst -sha256" "$curl_rand" "patchsync/curl $(ratio "$rand_s" "$curl_rand")"
+echo
+printf '%-58s %9s %s\n' "2. ${RATE_MIB} MiB/s link (tc tbf), full install" "seconds" ""
+printf '%-58s %9.2f %s\n' "compressed bytes ÷ link rate" "$rl_ideal" ""
+printf '%-58s %9.2f %s\n' "patchsync sync" "$rl_s" "$(ratio "$rl_s" "$rl_ideal")× the ideal"
+printf '%-58s %9.2f %s\n' "curl, the same objects whole, 6 parallel" "$rl_curl" "$(ratio "$rl_curl" "$rl_ideal")× the ideal"
+echo
+printf '%-58s %9s\n' "3. bandwidth cap" "MiB/s"
+printf '%-58s %9s\n' "--max-rate" "$CAP_MIB"
+printf '%-58s %9.2f %s\n' "measured over the whole sync ($(printf '%.1f' "$cap_s") s)" "$cap_rate" "$(ratio "$cap_rate" "$CAP_MIB")× the cap"
+echo
+printf '%-58s %9s %s\n' "4. peak RSS of sync" "MiB" "seconds"
+printf '%-58s %9s %.2f\n' "256 MiB build" "$(echo "$small_rss / 1024" | bc)" "$small_s"
+printf '%-58s %9s %.2f\n' "1 GiB build" "$(echo "$full_rss / 1024" | bc)" "$full_s"
+printf '%-58s %9s %.2f\n' "2 GiB build" "$(echo "$big_rss / 1024" | bc)" "$big_s"
+echo
+echo "5. the demo's patch (sample build 1 → 2), per coalesceGapBytes"
+printf '%-9s %9s %12s %12s %8s %7s\n' "gap" "requests" "fetched" "needed" "ratio" "seconds"
+printf '%s' "$gap_rows"
+echo "   install of the 256 MiB build per maxConnections"
+printf '%-12s %14s %18s\n' "connections" "loopback s" "${RATE_MIB} MiB/s link s"
+printf '%s' "$conn_rows"

@@ -12,7 +12,8 @@ public enum CPULimit {
     }
 
     /// Inflates and hashes every distinct chunk of a manifest from the objects of a published
-    /// origin, already in memory, on `threads` threads; checks each hash. The bound that a sync
+    /// origin, already in memory, on `threads` threads, the way a sync's workers do
+    /// (``ChunkEntry/verifiedContent(of:scratch:)``); checks each hash. The bound that a sync
     /// over an infinitely fast network cannot beat (it also writes, and the network costs CPU).
     public static func inflateAndHash(origin: String, manifest path: String, threads: Int) throws -> Result {
         let manifest = try Manifest.decode(try FileSystem.read(path, limit: 1 << 30), what: path)
@@ -38,13 +39,9 @@ public enum CPULimit {
             for index in stride(from: worker, to: chunks.count, by: count) {
                 let (chunk, object) = chunks[index]
                 objects[object]!.withUnsafeBytes { raw in
-                    let piece = UnsafeRawBufferPointer(rebasing: raw[Int(chunk.objectOffset)..<(Int(chunk.objectOffset) + chunk.objectLength)])
-                    var content = piece
-                    if chunk.codec == .zlib {
-                        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<chunk.length])
-                        content = Zlib.inflate(piece, into: target) ? UnsafeRawBufferPointer(target) : UnsafeRawBufferPointer(start: nil, count: 0)
-                    }
-                    if SHA256Hasher.hash(content) != chunk.sha256 { bad += 1 }
+                    let start = Int(chunk.objectOffset)
+                    let stored = UnsafeRawBufferPointer(rebasing: raw[start..<(start + chunk.objectLength)])
+                    if chunk.verifiedContent(of: stored, scratch: buffer) == nil { bad += 1 }
                 }
             }
             failures.withLock { $0 += bad }
@@ -53,7 +50,6 @@ public enum CPULimit {
         guard failures.withLock({ $0 }) == 0 else {
             throw PatchSyncError(.refusedData, "\(failures.withLock { $0 }) chunks of \(path) do not match their hashes")
         }
-        return Result(seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18,
-                      chunks: chunks.count, storedBytes: stored, contentBytes: content)
+        return Result(seconds: elapsed / .seconds(1), chunks: chunks.count, storedBytes: stored, contentBytes: content)
     }
 }

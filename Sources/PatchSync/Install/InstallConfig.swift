@@ -43,11 +43,9 @@ public struct InstallConfig: Codable, Sendable, Equatable {
 }
 
 extension Origin {
-    /// The origin an install's configuration names, with its retry and deadline policy.
+    /// The origin an install's configuration names, with its retry policy.
     convenience init(_ config: InstallConfig, client: HTTPClient) throws(PatchSyncError) {
-        try self.init(mirrors: config.remotes, client: client, attemptsPerMirror: config.attemptsPerMirror ?? 3,
-                      requestTimeoutSeconds: config.requestTimeoutSeconds,
-                      lowSpeedBytes: config.lowSpeedBytesPerSecond ?? HTTPClient.Settings().lowSpeedBytes)
+        try self.init(mirrors: config.remotes, client: client, attemptsPerMirror: config.attemptsPerMirror ?? 3)
     }
 }
 
@@ -60,6 +58,7 @@ extension HTTPClient.Settings {
         caFile = config.caFile
         lowSpeedBytes = max(1, config.lowSpeedBytesPerSecond ?? lowSpeedBytes)
         lowSpeedSeconds = max(1, config.lowSpeedSeconds ?? lowSpeedSeconds)
+        requestTimeoutSeconds = config.requestTimeoutSeconds.map { max(1, $0) }
         if let cap = config.maxBytesPerSecond, cap > 0 {
             maxBytesPerSecond = cap
             // Each connection gets its share of the cap; the slow-retrieval cut-off must stay below it.

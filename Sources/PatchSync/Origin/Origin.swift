@@ -17,26 +17,11 @@ final class Origin: MetadataSource, Sendable {
     /// Requests per mirror before moving on: the first try plus retries after exponential backoff.
     let attemptsPerMirror: Int
 
-    /// A request must end within this many seconds; nil: a bound from its size and the low-speed limit.
-    let requestTimeoutSeconds: Int?
-    /// The low-speed limit in bytes per second, which makes the default request deadline.
-    let lowSpeedBytes: Int
-
-    init(mirrors: [String], client: HTTPClient, attemptsPerMirror: Int = 3, requestTimeoutSeconds: Int? = nil,
-         lowSpeedBytes: Int = HTTPClient.Settings().lowSpeedBytes) throws(PatchSyncError) {
+    init(mirrors: [String], client: HTTPClient, attemptsPerMirror: Int = 3) throws(PatchSyncError) {
         try Self.checkMirrors(mirrors)
         self.mirrors = mirrors.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.client = client
         self.attemptsPerMirror = max(1, attemptsPerMirror)
-        self.requestTimeoutSeconds = requestTimeoutSeconds.map { max(1, $0) }
-        self.lowSpeedBytes = max(1, lowSpeedBytes)
-    }
-
-    /// The deadline of one request for `bytes`: the configured one, else 60 s plus the time the
-    /// body takes at the low-speed limit — a transfer that keeps just above the limit still ends.
-    func requestTimeout(bytes: Int64) -> TimeInterval {
-        if let requestTimeoutSeconds { return TimeInterval(requestTimeoutSeconds) }
-        return 60 + TimeInterval(bytes) / TimeInterval(lowSpeedBytes)
     }
 
     /// Whether asking the same mirror again may help: network failures, 5xx and 429, a wrong range
@@ -117,8 +102,7 @@ final class Origin: MetadataSource, Sendable {
                 let remaining = deadline.map { $0.timeIntervalSinceNow }
                 if let remaining, remaining <= 0 { break mirrors }
                 if attempt > 1 { try await pause(before: attempt) }
-                let limit = min(remaining ?? .infinity, requestTimeout(bytes: min(maxBytes, 1 << 40)))
-                switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: limit) {
+                switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: remaining) {
                 case .success(let data): return data
                 case .failure(let failure):
                     Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")

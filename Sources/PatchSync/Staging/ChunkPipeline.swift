@@ -24,7 +24,7 @@ final class ChunkPipeline: @unchecked Sendable {
     private var head = 0
     private var queuedBytes = 0
     private var stopping = false
-    private var running: Int
+    private let workerCount: Int
     private let stopped = DispatchSemaphore(value: 0)
 
     /// Starts `workers` threads sharing a queue of at most `capacityBytes` stored bytes.
@@ -32,8 +32,8 @@ final class ChunkPipeline: @unchecked Sendable {
          capacityBytes: Int = 32 << 20) {
         self.files = files
         self.capacityBytes = capacityBytes
-        running = max(1, min(workers, 8))
-        for number in 0..<running {
+        workerCount = max(1, min(workers, 8))
+        for number in 0..<workerCount {
             let thread = Thread { [self] in work() }
             thread.name = "patchsync-verify-\(number)"
             thread.start()
@@ -55,9 +55,8 @@ final class ChunkPipeline: @unchecked Sendable {
         condition.lock()
         stopping = true
         condition.broadcast()
-        let workers = running
         condition.unlock()
-        for _ in 0..<workers { stopped.wait() }
+        for _ in 0..<workerCount { stopped.wait() }
     }
 
     private func next() -> Job? {
@@ -102,13 +101,7 @@ final class ChunkPipeline: @unchecked Sendable {
     /// Inflates and checks one chunk, then writes it to every place it goes.
     private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer) -> PatchSyncError? {
         let chunk = job.need.chunk
-        var content = UnsafeRawBufferPointer(job.stored)
-        if chunk.codec == .zlib {
-            let target = UnsafeMutableRawBufferPointer(rebasing: inflated[0..<chunk.length])
-            content = Zlib.inflate(content, into: target) ? UnsafeRawBufferPointer(target)
-                : UnsafeRawBufferPointer(start: nil, count: 0)
-        }
-        guard content.count == chunk.length, SHA256Hasher.hash(content) == chunk.sha256 else {
+        guard let content = chunk.verifiedContent(of: UnsafeRawBufferPointer(job.stored), scratch: inflated) else {
             return PatchSyncError(.refusedData, "object \(job.need.object) from \(job.sink.url): the chunk at object "
                                   + "offset \(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
                                   remedy: "the mirror serves a damaged or tampered object; report it to the publisher")

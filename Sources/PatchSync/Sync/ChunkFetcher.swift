@@ -41,9 +41,8 @@ struct ChunkFetcher: Sendable {
             for attempt in 1...origin.attemptsPerMirror {
                 if attempt > 1 { try await origin.pause(before: attempt) }
                 let sink = ChunkSink(needs: remaining, pipeline: pipeline, url: url)
-                var request = TransferRequest(url: url, range: sink.range, maxBytes: Int64.max)
-                request.timeout = origin.requestTimeout(bytes: request.maxBytes)
-                var result = await origin.client.fetch(request, into: sink)
+                var result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
+                                                       into: sink)
                 await sink.drained()
                 let refused: PatchSyncError?
                 (remaining, refused) = sink.outcome

@@ -20,6 +20,16 @@ final class HTTPClient: Sendable {
         var caFile: String?
         /// One cap on the bytes per second of all transfers together; nil: no cap.
         var maxBytesPerSecond: Int?
+        /// Every request must end within this many seconds; nil: ``deadline(forBytes:)``'s bound.
+        var requestTimeoutSeconds: Int?
+
+        /// The deadline of one request for up to `bytes`: the configured one, else 60 s plus the time
+        /// the body takes at the low-speed limit, so a transfer just above the limit still ends
+        /// (at most a week, for unbounded bodies).
+        func deadline(forBytes bytes: Int64) -> TimeInterval {
+            if let requestTimeoutSeconds { return TimeInterval(requestTimeoutSeconds) }
+            return min(7 * 86_400, 60 + Double(bytes) / Double(max(1, lowSpeedBytes)))
+        }
     }
 
     private let loop: TransferLoop
@@ -195,9 +205,9 @@ private final class TransferLoop: @unchecked Sendable {
         ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT, settings.connectTimeoutSeconds)
         ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
         ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
-        if let timeout = box.request.timeout {
-            ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
-        }
+        // The caller's deadline (what is left of a metadata refresh), within the request's own.
+        let timeout = min(box.request.timeout ?? .infinity, settings.deadline(forBytes: box.request.maxBytes))
+        ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
         ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, settings.bufferSize)
         ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
         ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)

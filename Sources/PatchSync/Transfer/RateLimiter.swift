@@ -29,8 +29,7 @@ final class RateLimiter {
     func refill(now: ContinuousClock.Instant = .now) {
         let elapsed = now - last
         last = now
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-        tokens = min(capacity, tokens + seconds * bytesPerSecond)
+        tokens = min(capacity, tokens + elapsed / .seconds(1) * bytesPerSecond)
     }
 
     /// Whether a transfer may take bytes now.

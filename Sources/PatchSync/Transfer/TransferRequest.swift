@@ -7,7 +7,7 @@ struct TransferRequest: Sendable {
     var range: ClosedRange<Int64>?
     /// The body may not exceed this many bytes (the range's length when a range is given).
     var maxBytes: Int64
-    /// The whole transfer must end within this many seconds (nil: only the low-speed cut-off applies).
+    /// The whole transfer must end within this many seconds (nil: the client's per-request deadline).
     var timeout: TimeInterval?
 
     init(url: String, range: ClosedRange<Int64>? = nil, maxBytes: Int64) {

@@ -82,13 +82,14 @@ final class ChunkPipeline: @unchecked Sendable {
 
     private func work() {
         var inflated = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
+        let inflater = Zlib.Inflater()
         while let job = next() {
             let chunk = job.need.chunk
             if inflated.count < chunk.length {
                 inflated.deallocate()
                 inflated = .allocate(byteCount: chunk.length, alignment: 16)
             }
-            let error = process(job, inflated: inflated)
+            let error = process(job, inflated: inflated, inflater: inflater)
             let bytes = job.stored.count
             job.stored.deallocate()
             dequeued(bytes)
@@ -99,9 +100,10 @@ final class ChunkPipeline: @unchecked Sendable {
     }
 
     /// Inflates and checks one chunk, then writes it to every place it goes.
-    private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer) -> PatchSyncError? {
+    private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer, inflater: Zlib.Inflater) -> PatchSyncError? {
         let chunk = job.need.chunk
-        guard let content = chunk.verifiedContent(of: UnsafeRawBufferPointer(job.stored), scratch: inflated) else {
+        guard let content = chunk.verifiedContent(of: UnsafeRawBufferPointer(job.stored), scratch: inflated,
+                                                           inflater: inflater) else {
             return PatchSyncError(.refusedData, "object \(job.need.object) from \(job.sink.url): the chunk at object "
                                   + "offset \(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
                                   remedy: "the mirror serves a damaged or tampered object; report it to the publisher")

@@ -47,7 +47,7 @@ struct ChunkFetcher: Sendable {
                 let refused: PatchSyncError?
                 (remaining, refused) = sink.outcome
                 if let refused { result = .failure(.refused(refused)) }
-                try files.flush()
+                try await files.durable()
                 if Task.isCancelled { throw PatchSyncError.cancelled }
                 if remaining.isEmpty { return needs }
                 guard case .failure(let failure) = result else { continue }

@@ -16,13 +16,14 @@ let package = Package(
     ],
     targets: [
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "CLinux"),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(
             name: "PatchSync",
             dependencies: [
-                "CCurl", "CZlib", "CLibCrypto", "CSQLite3",
+                "CCurl", "CLinux", "CZlib", "CLibCrypto", "CSQLite3",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -102,15 +102,26 @@ mkinstall() {  # mkinstall NAME CHANNEL REMOTE [config-json-python-edits]: a fre
   fi
   echo "$dir"
 }
-timed_sync() {  # timed_sync DIR [args]: prints "seconds bytesReceived requests bytesPlanned peakKiB"
+timed_sync() {  # timed_sync DIR [args]: prints "seconds bytesReceived requests bytesPlanned peakKiB busy%"
   local dir=$1; shift
   sync  # earlier installs' dirty pages are not this one's to write
-  local t0 t1 out
+  local t0 t1 out cpu0
+  cpu0=$(head -1 /proc/stat)
   t0=$(now)
   out=$(/usr/bin/time -f "%M" -o "$WORK/rss" "$@" "$BIN/patchsync" sync --install "$dir" --json --quiet) || {
     echo "sync of $dir failed: $out" >&2; kill $$; exit 1; }
   t1=$(now)
-  echo "$(secs "$t0" "$t1") $(echo "$out" | json "['bytesReceived']") $(echo "$out" | json "['requests']") $(echo "$out" | json "['bytesPlanned']") $(cat "$WORK/rss")"
+  echo "$(secs "$t0" "$t1") $(echo "$out" | json "['bytesReceived']") $(echo "$out" | json "['requests']") $(echo "$out" | json "['bytesPlanned']") $(cat "$WORK/rss") $(busy "$cpu0" "$(head -1 /proc/stat)")"
+}
+busy() {  # busy "cpu line before" "cpu line after": % of all cores' time not idle (nor waiting for I/O)
+  python3 -c "import sys; a=[int(x) for x in sys.argv[1].split()[1:]]; b=[int(x) for x in sys.argv[2].split()[1:]]; d=[y-x for x,y in zip(a,b)]; print(round(100*(sum(d)-d[3]-d[4])/max(1,sum(d))))" "$1" "$2"
+}
+same_work() {  # same_work URL: curl | tee FILE | openssl dgst -sha256, then fsync FILE: fetch, hash, write durably
+  rm -f "$WORK/same.bin"; sync
+  local t0; t0=$(now)
+  curl -s "$1" | tee "$WORK/same.bin" | openssl dgst -sha256 >/dev/null
+  sync -d "$WORK/same.bin"
+  secs "$t0" "$(now)"; rm -f "$WORK/same.bin"
 }
 warm() { cat "$WORK/www/origin/objects"/*/* "$WORK/www/raw"/* > /dev/null; }
 
@@ -119,12 +130,14 @@ log "1. loopback installs"
 cpu_full=$("$BIN/patchsync-bench" cpu-limit "$WORK/www/origin" "$(manifest live)" 2 | json "['seconds']")
 cpu_rand=$("$BIN/patchsync-bench" cpu-limit "$WORK/www/origin" "$(manifest rand)" 2 | json "['seconds']")
 warm
-read -r full_s full_bytes full_req _ full_rss <<< "$(timed_sync "$(mkinstall full live "$URL")")"
+read -r full_s full_bytes full_req _ full_rss full_busy <<< "$(timed_sync "$(mkinstall full live "$URL")")"
 warm
-read -r rand_s _ _ _ _ <<< "$(timed_sync "$(mkinstall rand rand "$URL")")"
+read -r rand_s _ _ _ _ rand_busy <<< "$(timed_sync "$(mkinstall rand rand "$URL")")"
 warm
 t0=$(now); curl -s "$BASE/raw/full.bin" | openssl dgst -sha256 >/dev/null; curl_full=$(secs "$t0" "$(now)")
 t0=$(now); curl -s "$BASE/raw/rand.bin" | openssl dgst -sha256 >/dev/null; curl_rand=$(secs "$t0" "$(now)")
+same_full=$(same_work "$BASE/raw/full.bin")
+same_rand=$(same_work "$BASE/raw/rand.bin")
 rm -f "$WORK/aria.bin"
 t0=$(now)
 aria2c -q -x4 -s4 --file-allocation=none -d "$WORK" -o aria.bin "$BASE/raw/full.bin"
@@ -167,8 +180,8 @@ cap_rate=$(echo "$cap_bytes / $cap_s / 1048576" | bc -l)
 
 # --- 4. peak RSS ---------------------------------------------------------------------------------
 log "4. peak RSS, 256 MiB and 2 GiB builds"
-read -r small_s _ _ _ small_rss <<< "$(timed_sync "$(mkinstall small small "$URL")")"
-read -r big_s _ _ _ big_rss <<< "$(timed_sync "$(mkinstall big big "$URL")")"
+read -r small_s _ _ _ small_rss _ <<< "$(timed_sync "$(mkinstall small small "$URL")")"
+read -r big_s _ _ _ big_rss _ <<< "$(timed_sync "$(mkinstall big big "$URL")")"
 rm -rf "$WORK/installs/big" "$WORK/installs/cap" "$WORK/installs/rl"
 
 # --- 5. the demo's patch: requests and bytes per coalescing gap; connections --------------------
@@ -181,7 +194,7 @@ gap_rows=""
 for gap in 0 4096 16384 65536 262144; do
   rm -rf "$dir"; cp -a "$WORK/demo-base" "$dir"
   python3 -c "import json; p='$dir/.patchsync/config.json'; c=json.load(open(p)); c['coalesceGapBytes']=$gap; json.dump(c, open(p,'w'))"
-  read -r s bytes req planned _ <<< "$(timed_sync "$dir")"
+  read -r s bytes req planned _ _ <<< "$(timed_sync "$dir")"
   gap_rows+=$(printf '%-9s %9s %12s %12s %8.2f %7.2f\n' "$gap" "$req" "$bytes" "$planned" "$(echo "$bytes / $planned" | bc -l)" "$s")$'\n'
 done
 conn_rows=""
@@ -202,12 +215,14 @@ echo
 printf '%-58s %9s %s\n' "1. loopback, full install of 1 GiB" "seconds" "ratio"
 printf '%-58s %9.2f %s\n' "CPU limit: inflate + SHA-256 of its chunks on 2 cores" "$cpu_full" "1.00"
 printf '%-58s %9.2f %s\n' "disk floor: dd conv=fsync of the same 1 GiB" "$disk_full" ""
-printf '%-58s %9.2f %s\n' "patchsync sync (fetch, verify, write, fsync, record)" "$full_s" "$(ratio "$cpu_full" "$full_s")× of the CPU limit, $(ratio "$disk_full" "$full_s")× of the disk floor"
+printf '%-58s %9.2f %s\n' "patchsync sync (fetch, verify, write, fsync, record)" "$full_s" "$(ratio "$cpu_full" "$full_s")× of the CPU limit, $(ratio "$disk_full" "$full_s")× of the disk floor; cores ${full_busy}% busy"
+printf '%-58s %9.2f %s\n' "same work: curl | tee FILE | openssl dgst -sha256; fsync" "$same_full" "patchsync/that $(ratio "$full_s" "$same_full")"
 printf '%-58s %9.2f %s\n' "curl -s URL | openssl dgst -sha256 (1 GiB uncompressed)" "$curl_full" "patchsync/curl $(ratio "$full_s" "$curl_full")"
 printf '%-58s %9.2f %s\n' "aria2c -x4, then openssl dgst -sha256" "$aria_full" "patchsync/aria2c $(ratio "$full_s" "$aria_full")"
 printf '%-58s %9.2f %s\n' "incompressible half: CPU limit (SHA-256 only)" "$cpu_rand" ""
-printf '%-58s %9.2f %s\n' "incompressible half: patchsync sync" "$rand_s" "$(ratio "$cpu_rand" "$rand_s")× of the CPU limit"
+printf '%-58s %9.2f %s\n' "incompressible half: patchsync sync" "$rand_s" "$(ratio "$cpu_rand" "$rand_s")× of the CPU limit; cores ${rand_busy}% busy"
 printf '%-58s %9.2f %s\n' "incompressible half: curl | openssl dgst -sha256" "$curl_rand" "patchsync/curl $(ratio "$rand_s" "$curl_rand")"
+printf '%-58s %9.2f %s\n' "incompressible half: curl | tee | openssl dgst; fsync" "$same_rand" "patchsync/that $(ratio "$rand_s" "$same_rand")"
 echo
 printf '%-58s %9s %s\n' "2. ${RATE_MIB} MiB/s link (tc tbf), full install" "seconds" ""
 printf '%-58s %9.2f %s\n' "compressed bytes ÷ link rate" "$rl_ideal" ""

@@ -92,6 +92,9 @@ CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
 CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {
     return curl.easy_getinfo(handle, info, value);
 }
+CURLcode ccurl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value) {
+    return curl.easy_getinfo(handle, info, value);
+}
 
 CURL *ccurl_easy_init(void) { return curl.easy_init(); }
 CURLcode ccurl_easy_pause(CURL *handle, int bitmask) { return curl.easy_pause(handle, bitmask); }

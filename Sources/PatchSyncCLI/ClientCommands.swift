@@ -37,10 +37,19 @@ struct Sync: AsyncParsableCommand {
             Verifies the signed metadata, downloads only the chunks the install lacks,
             verifies each, and stages a complete build that `apply` swaps in.
             Re-running after an interruption fetches only what is not yet done.
+            SIGTERM or SIGINT stop it cleanly: the chunk writes in flight finish, progress is kept,
+            and it exits 75.
+
+            --discretionary is for schedulers (systemd timers, cron): idle CPU and I/O priority,
+            a bandwidth cap (config discretionaryMaxBytesPerSecond, default 8M) that yields to other
+            traffic, and exit 75 at once, without network traffic, while the game runs, on battery,
+            inside playHours, on a metered network or while backing off after such a deferral;
+            conditions are watched while it runs too.
 
             Examples:
               patchsync sync --install ~/Games/forest --json
               patchsync sync --install ~/Games/forest --max-rate 2M
+              patchsync sync --install ~/Games/forest --discretionary --deadline 06:00
             """)
 
     @OptionGroup var options: ClientOptions
@@ -49,15 +58,41 @@ struct Sync: AsyncParsableCommand {
                                + "binary multiples); overrides the config's maxBytesPerSecond.", valueName: "rate"),
             transform: ByteCount.parseRate)
     var maxRate: Int?
+    @Flag(help: "Run as a background agent that players never notice (see above).") var discretionary = false
+    @Option(help: ArgumentHelp("Stop at this local time (the next one to come), progress kept; exit 75.",
+                               valueName: "HH:MM"))
+    var deadline: String?
+    @Option(name: .customLong("for"), help: ArgumentHelp("Stop after this long (90s, 30m, 2h), progress kept; exit 75.",
+                                                         valueName: "duration"))
+    var duration: String?
 
     func run() async throws {
         let output = Output(json: options.json)
         var syncer = Syncer(install: try Install.open(at: options.install))
         syncer.maxBytesPerSecond = maxRate
+        syncer.discretionary = discretionary
+        syncer.deadline = try stopTime(now: syncer.environment.now(), zone: syncer.environment.timeZone)
+        let stop = SyncStop()
+        syncer.stop = stop
+        let signals = SignalStop(stop)
+        defer { withExtendedLifetime(signals) {} }
         let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
         let report = try await syncer.run { progress.handle($0) }
         progress.finish()
         output.result(report, human: Self.describe(report))
+    }
+
+    /// The earlier of `--deadline` (its next occurrence) and now + `--for`.
+    func stopTime(now: Date, zone: TimeZone) throws(PatchSyncError) -> Date? {
+        var times: [Date] = []
+        if let duration { times.append(now + (try parseDuration(duration))) }
+        if let deadline {
+            guard let minutes = ClockTime.minutes(deadline) else {
+                throw PatchSyncError(.usage, "--deadline '\(deadline)' is not a local time", remedy: "write it as HH:MM, e.g. 06:00")
+            }
+            times.append(ClockTime.next(minutes: minutes, after: now, in: zone))
+        }
+        return times.min()
     }
 
     static func describe(_ r: SyncReport) -> String {
@@ -113,6 +148,15 @@ struct Status: AsyncParsableCommand {
         if let s = status.staging {
             lines.append("progress: \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
                          + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
+        }
+        if let r = status.running {
+            let eta = r.etaSeconds.map { String(format: ", ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
+            lines.append("syncing:  process \(r.pid): \(ByteCount.format(r.bytesDone)) of \(ByteCount.format(r.bytesTotal)) "
+                         + "at \(ByteCount.format(Int64(r.bytesPerSecond)))/s\(eta)")
+        }
+        if let d = status.deferral {
+            lines.append("deferred: \(d.message) (\(d.count) in a row); next discretionary attempt after "
+                         + d.nextAttempt.formatted(.iso8601))
         }
         Output(json: options.json).result(status, human: lines.joined(separator: "\n"))
     }
@@ -231,5 +275,32 @@ struct Verify: AsyncParsableCommand {
             lines.append("next: patchsync verify --repair (add --now to apply at once)")
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// SIGTERM and SIGINT stop a sync cleanly instead of killing it: the chunk writes in flight
+/// finish and are recorded, and the sync exits 75. A second signal kills at once.
+/// Thread-safety: the sources are set once in init and only cancelled in deinit.
+final class SignalStop: @unchecked Sendable {
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ stop: SyncStop) {
+        sources = [SIGTERM, SIGINT].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                let name = number == SIGTERM ? "SIGTERM" : "SIGINT"
+                if stop.reason != nil { signal(number, SIG_DFL); raise(number) }
+                stop.stop(.signal, "stopped by \(name)")
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    deinit {
+        for source in sources { source.cancel() }
+        signal(SIGTERM, SIG_DFL)
+        signal(SIGINT, SIG_DFL)
     }
 }

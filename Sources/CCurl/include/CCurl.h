@@ -38,6 +38,8 @@ CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption option, long value)
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 /// curl_easy_getinfo for a pointer result (CURLINFO_PRIVATE).
 CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
+/// curl_easy_getinfo for a curl_off_t result (the *_TIME_T timings, in microseconds).
+CURLcode ccurl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 
 /// curl_easy_init.
 CURL *ccurl_easy_init(void);

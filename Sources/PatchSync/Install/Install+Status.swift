@@ -33,6 +33,10 @@ public struct InstallStatus: Codable, Sendable {
     public var builds: [BuildDisk]
     /// Disk used by staging.
     public var stagingDiskBytes: Int64
+    /// A sync running now (in this or another process), with its rate and ETA.
+    public var running: RunningSync?
+    /// The last discretionary run was deferred: why, and when the next may try.
+    public var deferral: Deferral?
 }
 
 extension Install {
@@ -52,7 +56,8 @@ extension Install {
                                    ready: try state.setting("ready"), staging: nil,
                                    seenSequence: (try state.setting("seenSequence.\(config.channel)")).flatMap { Int($0) },
                                    heldBack: try state.setting("heldBack"), builds: builds,
-                                   stagingDiskBytes: stagingBytes)
+                                   stagingDiskBytes: stagingBytes, running: try RunningSync.read(state),
+                                   deferral: try SyncWatch.deferral(in: state))
         if let staging = try state.setting("staging"),
            let data = try? FileSystem.read(manifestPath(Deployment.buildID(of: staging)), limit: 256 << 20),
            let manifest = try? Manifest.decode(data, what: manifestPath(staging)) {

@@ -30,6 +30,26 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// One bandwidth cap for all transfers together, in bytes per second (`sync --max-rate` overrides it).
     public var maxBytesPerSecond: Int?
 
+    // Discretionary syncs (`sync --discretionary`): when they run and how gently.
+    /// The cap of a discretionary sync, bytes per second (default 8 MiB/s), under which it also
+    /// yields to other traffic; `--max-rate` overrides it.
+    public var discretionaryMaxBytesPerSecond: Int?
+    /// Defer while running on battery (default true).
+    public var deferOnBattery: Bool?
+    /// Local times the player plays, when a discretionary sync defers: "18:00-23:30" (may wrap midnight).
+    public var playHours: [String]?
+    /// Whether the network is metered: nil asks NetworkManager (nmcli) where it is installed; true or
+    /// false overrides it.
+    public var networkMetered: Bool?
+    /// Defer on a metered network (default true).
+    public var deferOnMeteredNetwork: Bool?
+    /// Backoff after a deferred discretionary run: the first delay (default 600 s), doubling up to
+    /// `backoffMaxSeconds` (default 7200 s), with jitter; reset by a sync that completes.
+    public var backoffSeconds: Int?
+    public var backoffMaxSeconds: Int?
+    /// Cut the discretionary rate when request latency rises above its baseline (default true).
+    public var yieldToOtherTraffic: Bool?
+
     public init(remotes: [String], channel: String) {
         self.remotes = remotes
         self.channel = channel
@@ -40,6 +60,11 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }
     var buildsKept: Int { max(1, keepBuilds ?? 2) }
     var refreshDeadline: TimeInterval { TimeInterval(max(1, refreshDeadlineSeconds ?? 120)) }
+    var discretionaryRate: Int { max(16 << 10, discretionaryMaxBytesPerSecond ?? (8 << 20)) }
+    var backoff: Backoff {
+        Backoff(base: TimeInterval(max(1, backoffSeconds ?? 600)),
+                cap: TimeInterval(max(1, backoffMaxSeconds ?? 7200)))
+    }
 }
 
 extension Origin {
@@ -50,8 +75,9 @@ extension Origin {
 }
 
 extension HTTPClient.Settings {
-    /// The transfer settings an install's configuration asks for.
-    init(_ config: InstallConfig) {
+    /// The transfer settings an install's configuration asks for; `yielding` (discretionary syncs)
+    /// lets request latency lower the rate below the cap.
+    init(_ config: InstallConfig, yielding: Bool = false) {
         self.init()
         maxConnections = config.connections
         maxConnectionsPerHost = config.connections
@@ -61,6 +87,7 @@ extension HTTPClient.Settings {
         requestTimeoutSeconds = config.requestTimeoutSeconds.map { max(1, $0) }
         if let cap = config.maxBytesPerSecond, cap > 0 {
             maxBytesPerSecond = cap
+            yieldToOtherTraffic = yielding
             // Each connection gets its share of the cap; the slow-retrieval cut-off must stay below it.
             lowSpeedBytes = min(lowSpeedBytes, max(1, cap / (4 * maxConnections)))
         }

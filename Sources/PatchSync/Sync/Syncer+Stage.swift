@@ -84,6 +84,7 @@ extension Syncer {
         var unavailable: [Plan.Need] = []
         var buffer = [UInt8]()
         for (need, source) in local {
+            if Task.isCancelled { throw PatchSyncError.cancelled }  // what is written is recorded on close
             buffer = [UInt8](repeating: 0, count: need.chunk.length)
             let ok: Bool = buffer.withUnsafeMutableBytes { raw in
                 guard let fd = try? FileDescriptor(path: source.path, flags: O_RDONLY),

@@ -9,6 +9,16 @@ public struct Syncer: Sendable {
     public var now: Date
     /// A bandwidth cap in bytes per second for this run, over the configured one.
     public var maxBytesPerSecond: Int?
+    /// Background mode: runs only when its conditions hold (not while the game runs, on battery,
+    /// in play hours or on a metered network, nor while backing off), at idle CPU and I/O
+    /// priority, under a cap that yields to other traffic.
+    public var discretionary = false
+    /// The sync stops there (deferred, progress kept).
+    public var deadline: Date?
+    /// The clock, power supply and network that the conditions read.
+    public var environment = SyncEnvironment.system
+    /// Stops the sync from outside (signal handlers).
+    public var stop: SyncStop?
 
     public init(install: Install, now: Date = Date()) {
         self.install = install
@@ -20,10 +30,38 @@ public struct Syncer: Sendable {
         let lock = try install.lock("sync")
         defer { withExtendedLifetime(lock) {} }
         var config = try install.config()
-        if let maxBytesPerSecond { config.maxBytesPerSecond = maxBytesPerSecond }
         let state = try install.state()
+        let watch = try SyncWatch(install: install, config: config, environment: environment, deadline: deadline,
+                                  discretionary: discretionary, stop: stop)
+        if discretionary {
+            try watch.admit(state: state)
+            Priority.lowerForBackground()
+            config.maxBytesPerSecond = maxBytesPerSecond ?? config.discretionaryRate
+            // Few, short requests: gentle on the link, and latency samples often enough to yield quickly.
+            config.maxConnections = min(config.connections, 2)
+            config.maxRequestBytes = Int(min(config.requestBytes, 512 << 10))
+        } else if let maxBytesPerSecond {
+            config.maxBytesPerSecond = maxBytesPerSecond
+        }
+        if let (reason, message) = watch.failing() { throw try watch.deferred(reason, message, state: state) }
+        let recorder = RunningSync.Recorder(state: state)
+        defer { recorder.end() }
+        let settled = config
+        let result = await watch.supervise(state: state) { () async throws(PatchSyncError) -> SyncReport in
+            try await runAdmitted(config: settled, state: state) { event in
+                recorder.note(event)
+                onEvent(event)
+            }
+        }
+        let report = try result.get()
+        try SyncWatch.record(nil, in: state)  // a sync that completes resets the backoff
+        return report
+    }
+
+    private func runAdmitted(config: InstallConfig, state: StateStore,
+                             onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
         try install.reconcile(state)
-        let client = try HTTPClient(settings: .init(config))
+        let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
         let origin = try Origin(config, client: client)
 
         onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))

@@ -20,6 +20,8 @@ final class HTTPClient: Sendable {
         var caFile: String?
         /// One cap on the bytes per second of all transfers together; nil: no cap.
         var maxBytesPerSecond: Int?
+        /// Below the cap, cut the rate while request latency shows a full link (``DelayController``).
+        var yieldToOtherTraffic = false
         /// Every request must end within this many seconds; nil: ``deadline(forBytes:)``'s bound.
         var requestTimeoutSeconds: Int?
 
@@ -92,7 +94,9 @@ private final class TransferLoop: @unchecked Sendable {
         guard let multi = ccurl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
         self.multi = multi
         self.settings = settings
-        limiter = settings.maxBytesPerSecond.map { RateLimiter(bytesPerSecond: $0) }
+        limiter = settings.maxBytesPerSecond.map {
+            RateLimiter(bytesPerSecond: $0, yielding: settings.yieldToOtherTraffic)
+        }
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
         // Keep every idle connection for reuse (the default cache shrinks with the handles in use).
@@ -234,10 +238,23 @@ private final class TransferLoop: @unchecked Sendable {
         guard let pointer else { ccurl_easy_cleanup(easy); return }
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
         box.currentEasy = nil
-        limiter?.paused.removeAll { $0 === box }
+        if let limiter {
+            limiter.paused.removeAll { $0 === box }
+            if code == CURLE_OK, let latency = Self.timeToFirstByte(easy) { limiter.observe(latency: latency) }
+        }
         lock.withLock { bytesTotal += box.arrived }
         box.complete(outcome(of: box, easy: easy, code: code))
         ccurl_easy_cleanup(easy)
+    }
+
+    /// Seconds from the request sent to the first response byte (CURLINFO_STARTTRANSFER_TIME_T
+    /// minus CURLINFO_PRETRANSFER_TIME_T): round trip, server time and any queue on the way.
+    private static func timeToFirstByte(_ easy: UnsafeMutableRawPointer) -> Double? {
+        var sent: curl_off_t = 0, first: curl_off_t = 0
+        guard ccurl_easy_getinfo_off_t(easy, CURLINFO_PRETRANSFER_TIME_T, &sent) == CURLE_OK,
+              ccurl_easy_getinfo_off_t(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK,
+              first >= sent, first > 0 else { return nil }
+        return Double(first - sent) / 1_000_000
     }
 
     private func outcome(of box: TransferBox, easy: UnsafeMutableRawPointer,

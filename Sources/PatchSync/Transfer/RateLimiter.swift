@@ -10,19 +10,37 @@ import Foundation
 /// transfers once tokens are back. Bytes taken may overdraw the bucket by one callback's worth;
 /// the debt is repaid before anyone continues, so the average rate holds.
 ///
+/// With a ``DelayController`` the rate follows request latency below the cap (discretionary syncs
+/// yield to other traffic).
+///
 /// Thread-safety: used only on the transfer thread.
 final class RateLimiter {
-    let bytesPerSecond: Double
-    private let capacity: Double
+    private(set) var bytesPerSecond: Double
+    private var capacity: Double
     private var tokens: Double
     private var last = ContinuousClock.now
+    private var controller: DelayController?
+    private let started = ContinuousClock.now
     /// Transfers paused for want of tokens, to resume once there are some.
     var paused: [TransferBox] = []
 
-    init(bytesPerSecond: Int) {
-        self.bytesPerSecond = Double(max(1, bytesPerSecond))
+    init(bytesPerSecond: Int, yielding: Bool = false) {
+        let cap = Double(max(1, bytesPerSecond))
+        controller = yielding ? DelayController(ceiling: cap) : nil
+        self.bytesPerSecond = controller?.rate ?? cap
         capacity = max(16 * 1024, self.bytesPerSecond / 20)
         tokens = capacity
+    }
+
+    /// A request's time to first byte, for the delay controller (no-op without one).
+    func observe(latency seconds: Double) {
+        guard var controller else { return }
+        refill()
+        let rate = controller.observe(delay: seconds, at: (ContinuousClock.now - started) / .seconds(1))
+        self.controller = controller
+        bytesPerSecond = rate
+        capacity = max(16 * 1024, rate / 20)
+        tokens = min(tokens, capacity)
     }
 
     /// Adds the tokens earned since the last refill.

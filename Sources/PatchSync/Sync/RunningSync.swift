@@ -1,0 +1,75 @@
+import Foundation
+import Synchronization
+
+/// A sync as it runs, for `status` in another process: the running sync writes it to state.db
+/// about once a second and removes it when it ends.
+public struct RunningSync: Codable, Sendable, Equatable {
+    public var pid: Int32
+    public var startedAt: Date
+    public var updatedAt: Date
+    /// Compressed bytes fetched of those the plan needs.
+    public var bytesDone: Int64
+    public var bytesTotal: Int64
+    /// Over the last few seconds.
+    public var bytesPerSecond: Double
+    /// Seconds left at that rate; nil before any rate is known.
+    public var etaSeconds: Double?
+
+    /// The sync recorded in `state`, if its process still runs (a killed one leaves its row behind).
+    static func read(_ state: StateStore) throws(PatchSyncError) -> RunningSync? {
+        guard let text = try state.setting("running"),
+              let running = try? JSONDecoder.iso.decode(RunningSync.self, from: Data(text.utf8)) else { return nil }
+        return kill(running.pid, 0) == 0 || errno == EPERM ? running : nil
+    }
+
+    /// Writes a sync's progress as its events come.
+    ///
+    /// Thread-safety: `progress` is a Mutex; events come from any thread.
+    final class Recorder: Sendable {
+        private let state: StateStore
+        private struct Progress {
+            var record: RunningSync
+            var lastWrite = ContinuousClock.now
+            var samples: [(at: ContinuousClock.Instant, done: Int64)] = []
+        }
+        private let progress: Mutex<Progress>
+        /// The window of the rate, seconds.
+        static let window = Duration.seconds(5)
+
+        init(state: StateStore) {
+            self.state = state
+            let now = Date()
+            let record = RunningSync(pid: getpid(), startedAt: now, updatedAt: now, bytesDone: 0, bytesTotal: 0,
+                                     bytesPerSecond: 0, etaSeconds: nil)
+            progress = Mutex(Progress(record: record))
+            write(record)
+        }
+
+        func note(_ event: SyncEvent) {
+            guard case .transfer(let done, let total, _, _) = event else { return }
+            let now = ContinuousClock.now
+            let due: RunningSync? = progress.withLock { p in
+                p.samples.append((now, done))
+                p.samples.removeAll { now - $0.at > Self.window }
+                let first = p.samples[0]
+                let seconds = (now - first.at) / .seconds(1)
+                if seconds > 0.2 { p.record.bytesPerSecond = Double(done - first.done) / seconds }
+                p.record.bytesDone = done
+                p.record.bytesTotal = total
+                p.record.updatedAt = Date()
+                p.record.etaSeconds = p.record.bytesPerSecond > 0 ? Double(total - done) / p.record.bytesPerSecond : nil
+                guard now - p.lastWrite >= .seconds(1) || done >= total else { return nil }
+                p.lastWrite = now
+                return p.record
+            }
+            if let due { write(due) }
+        }
+
+        func end() { try? state.set(["running": nil]) }
+
+        private func write(_ record: RunningSync) {
+            let text = (try? JSONEncoder.iso.encode(record)).flatMap { String(data: $0, encoding: .utf8) }
+            try? state.set(["running": text])
+        }
+    }
+}

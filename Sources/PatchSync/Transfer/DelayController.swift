@@ -1,0 +1,63 @@
+import Foundation
+
+/// A rate that yields to other traffic, in the spirit of LEDBAT (RFC 6817): the lowest request
+/// latency seen lately is the path's base delay; latency above it is queueing in some buffer on
+/// the way, which means the link is full. Above `target` the rate halves (at most once per
+/// `decreaseInterval`); below it the rate climbs back slowly, the more the further below.
+///
+/// The latency samples are each request's time to first byte, from the transfer thread.
+struct DelayController: Sendable {
+    /// The cap: the rate never goes above it.
+    let ceiling: Double
+    /// The rate never goes below this (a sync always advances).
+    let floor: Double
+    /// Queueing delay tolerated before yielding, seconds.
+    var target = 0.05
+    /// Seconds to climb from the floor to the ceiling with no queueing at all.
+    var rampSeconds = 10.0
+    /// At most one halving per this many seconds: the effect of a cut takes a round trip or so.
+    var decreaseInterval = 0.25
+    private(set) var rate: Double
+    /// The lowest delay of each of the last minutes: the base is the lowest of them.
+    private var minima: [(minute: Int, delay: Double)] = []
+    /// The latest few samples: the current delay is their lowest (one slow reply is noise).
+    private var recent: [Double] = []
+    private var lastUpdate: Double?
+    private var lastDecrease = -Double.infinity
+
+    init(ceiling: Double) {
+        self.ceiling = max(1, ceiling)
+        floor = min(self.ceiling, max(16 * 1024, self.ceiling / 256))
+        rate = max(floor, self.ceiling / 4)
+    }
+
+    /// Base delay over the last ten minutes.
+    var base: Double? { minima.map(\.delay).min() }
+
+    /// Takes one latency sample (seconds) at `time` (seconds on any monotonic clock); returns the new rate.
+    mutating func observe(delay: Double, at time: Double) -> Double {
+        let minute = Int(time / 60)
+        if let last = minima.last, last.minute == minute {
+            minima[minima.count - 1].delay = min(last.delay, delay)
+        } else {
+            minima.append((minute, delay))
+        }
+        minima.removeAll { $0.minute <= minute - 10 }
+        recent.append(delay)
+        if recent.count > 3 { recent.removeFirst() }
+        let queueing = (recent.min() ?? delay) - (base ?? delay)
+        let elapsed = min(2, max(0, time - (lastUpdate ?? time)))
+        lastUpdate = time
+        if queueing > target {
+            if time - lastDecrease >= decreaseInterval {
+                rate = max(floor, rate / 2)
+                lastDecrease = time
+                recent.removeAll()  // judge the cut by what comes after it
+            }
+        } else {
+            let headroom = (target - queueing) / target
+            rate = min(ceiling, rate + headroom * (ceiling - floor) * elapsed / rampSeconds)
+        }
+        return rate
+    }
+}

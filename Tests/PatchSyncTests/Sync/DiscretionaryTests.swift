@@ -1,0 +1,169 @@
+import Foundation
+@testable import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+/// `sync --discretionary` from Swift, with the clock, the power supply and the network's metered
+/// flag injected: each condition defers before any request and while transfers run, the
+/// deadline stops a run, and the backoff spaces deferred runs.
+@Suite("Discretionary syncs", .tags(.large))
+struct DiscretionaryTests {
+    struct World {
+        let fixture: Fixture
+        let nginx: NginxOrigin
+        let install: Install
+        let clock = ManualClock(ManualClock.utc(10))
+        let power: PowerSupplies
+        var metered: Bool? = false
+
+        init(scale: Double = 0.004, rate: String? = nil, configure: (inout InstallConfig) -> Void = { _ in }) throws {
+            fixture = try Fixture()
+            try fixture.publish(try fixture.sampleBuild(1, scale: scale), id: "1")
+            nginx = try NginxOrigin(root: fixture.origin, rateLimit: rate)
+            install = try fixture.makeInstall(remotes: [nginx.url], configure: configure)
+            power = try PowerSupplies(in: fixture.directory)
+        }
+
+        var syncer: Syncer {
+            var syncer = Syncer(install: install)
+            syncer.discretionary = true
+            syncer.environment = .testing(clock: clock, power: power, metered: metered)
+            return syncer
+        }
+
+        /// Runs a discretionary sync; the deferred error, or nil when it completed.
+        func deferred(_ syncer: Syncer? = nil) async throws -> PatchSyncError? {
+            do {
+                _ = try await (syncer ?? self.syncer).run()
+                return nil
+            } catch {
+                #expect(error.code == .deferred, "\(error)")
+                return error
+            }
+        }
+
+        var deferral: Deferral? { get throws { try install.status().deferral } }
+    }
+
+    @Test("while the game runs, a discretionary sync exits 75 before any request and records when to try next")
+    func gameRunning() async throws {
+        let world = try World()
+        let game = try world.install.holdRunningLock()
+        let error = try #require(try await world.deferred())
+        #expect(error.description.contains("the game is running"))
+        #expect(world.nginx.requests().isEmpty, "no network traffic before the conditions hold")
+        let deferral = try #require(try world.deferral)
+        #expect(deferral.reason == .gameRunning && deferral.count == 1)
+        // Backoff 600 s doubled 0 times, half fixed + half × jitter 0.5.
+        #expect(deferral.nextAttempt == world.clock.now() + 450)
+        withExtendedLifetime(game) {}
+    }
+
+    @Test("on battery the run defers; on mains (or with deferOnBattery false) it completes")
+    func battery() async throws {
+        let world = try World()
+        try world.power.onBattery(true)
+        #expect(try await world.deferred()?.description.contains("battery") == true)
+        #expect(world.nginx.requests().isEmpty)
+        try world.power.onBattery(false)
+        world.clock.advance(by: 3600)  // past the backoff
+        #expect(try await world.deferred() == nil)
+        #expect(try world.install.status().ready == "1")
+
+        let unplugged = try World { $0.deferOnBattery = false }
+        try unplugged.power.onBattery(true)
+        #expect(try await unplugged.deferred() == nil)
+    }
+
+    @Test("inside the play hours the run defers (ranges may wrap midnight); outside them it completes")
+    func playHours() async throws {
+        let world = try World { $0.playHours = ["22:30-01:00", "12:00-13:00"] }
+        for (hour, minute) in [(23, 0), (0, 59), (12, 0)] {
+            world.clock.set(ManualClock.utc(hour, minute))
+            try SyncWatch.record(nil, in: try world.install.state())  // each probe as a first run
+            #expect(try await world.deferred()?.description.contains("play hours") == true, "\(hour):\(minute)")
+        }
+        #expect(world.nginx.requests().isEmpty)
+        world.clock.set(ManualClock.utc(13, 0, day: 24))
+        #expect(try await world.deferred() == nil, "13:00 is outside 12:00-13:00, a day later is past the backoff")
+    }
+
+    @Test("a metered network defers (NetworkManager's flag or the config's); networkMetered false overrides NetworkManager")
+    func metered() async throws {
+        var world = try World()
+        world.metered = true
+        #expect(try await world.deferred()?.description.contains("metered (NetworkManager)") == true)
+        let configured = try World { $0.networkMetered = true }
+        #expect(try await configured.deferred()?.description.contains("metered (config") == true)
+        var overridden = try World { $0.networkMetered = false }
+        overridden.metered = true
+        #expect(try await overridden.deferred() == nil)
+    }
+
+    @Test("backoff: a run before the next attempt exits at once without traffic; delays double to the cap; a completed sync resets it")
+    func backoff() async throws {
+        let world = try World { $0.backoffSeconds = 100; $0.backoffMaxSeconds = 300 }
+        try world.power.onBattery(true)
+        var expected: [TimeInterval] = []
+        for _ in 0..<4 {
+            let before = world.clock.now()
+            _ = try await world.deferred()
+            let deferral = try #require(try world.deferral)
+            expected.append(deferral.nextAttempt.timeIntervalSince(before))
+            world.clock.set(deferral.nextAttempt - 1)
+            try world.power.onBattery(false)
+            let early = try #require(try await world.deferred())
+            #expect(early.description.contains("backing off until"))
+            #expect(try world.deferral == deferral, "an early run changes nothing")
+            try world.power.onBattery(true)
+            world.clock.set(deferral.nextAttempt)
+        }
+        #expect(expected == [75, 150, 225, 225], "100 → 200 → 300 (cap) → 300, each 3/4 with the fixed jitter")
+        #expect(world.nginx.requests().isEmpty)
+        try world.power.onBattery(false)
+        #expect(try await world.deferred() == nil)
+        #expect(try world.deferral == nil, "a completed sync resets the backoff")
+    }
+
+    @Test("the deadline passing mid-transfer stops the sync (deferred, progress kept, no backoff); the next run finishes")
+    func deadline() async throws {
+        let world = try World(scale: 0.03, rate: "150k")
+        var syncer = world.syncer
+        syncer.deadline = world.clock.now() + 3600
+        let run = Task { try await world.deferred(syncer) }
+        try await Self.waitForChunks(world.install)
+        world.clock.advance(by: 3600)
+        let error = try #require(try await run.value)
+        #expect(error.description.contains("deadline"))
+        let kept = try #require(try world.install.status().staging)
+        #expect(kept.chunksDone > 0 && kept.chunksDone < kept.chunksTotal)
+        #expect(try world.deferral == nil, "a deadline is the scheduler's own limit: no backoff")
+        #expect(try await world.deferred() == nil)
+        #expect(try world.install.status().ready == "1")
+    }
+
+    @Test("the game starting mid-transfer stops the sync within a second, keeping its verified chunks")
+    func gameStartsMidTransfer() async throws {
+        let world = try World(scale: 0.03, rate: "150k")
+        let run = Task { try await world.deferred() }
+        try await Self.waitForChunks(world.install)
+        let started = ContinuousClock.now
+        let game = try world.install.holdRunningLock()
+        let error = try #require(try await run.value)
+        let stopped = ContinuousClock.now - started
+        #expect(error.description.contains("the game is running"))
+        #expect(stopped < .seconds(1), "stopped after \(stopped)")
+        #expect(try world.install.status().staging?.chunksDone ?? 0 > 0)
+        #expect(try world.deferral?.reason == .gameRunning)
+        withExtendedLifetime(game) {}
+    }
+
+    /// Polls until the staging has recorded some chunks (the transfer is under way).
+    static func waitForChunks(_ install: Install) async throws {
+        for _ in 0..<1000 {
+            if (try install.status().staging?.chunksDone ?? 0) >= 2 { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the sync recorded no chunks in 20 s")
+    }
+}

@@ -1,0 +1,62 @@
+@testable import PatchSync
+import Testing
+
+/// The discretionary rate yields when request latency shows a queue, and climbs back slowly.
+@Suite("Yielding to other traffic", .tags(.small))
+struct DelayControllerTests {
+    static let cap = 8.0 * 1024 * 1024
+
+    /// Feeds `seconds` of samples, one every `every` seconds at `delay`, from `start`; returns the end time.
+    @discardableResult
+    static func feed(_ controller: inout DelayController, delay: Double, from start: Double, for seconds: Double,
+                     every: Double = 0.1) -> Double {
+        var time = start
+        while time < start + seconds {
+            _ = controller.observe(delay: delay, at: time)
+            time += every
+        }
+        return time
+    }
+
+    @Test("with latency at its base the rate climbs to the cap in about rampSeconds, never above it")
+    func climbsToCap() {
+        var controller = DelayController(ceiling: Self.cap)
+        #expect(controller.rate < Self.cap, "starts below the cap")
+        Self.feed(&controller, delay: 0.02, from: 0, for: 5)
+        #expect(controller.rate < Self.cap, "half-way after 5 s, not there yet")
+        Self.feed(&controller, delay: 0.02, from: 5, for: 10)
+        #expect(controller.rate == Self.cap)
+    }
+
+    @Test("queueing above the target halves the rate down to the floor; it recovers slowly once the queue is gone")
+    func yieldsAndRecovers() {
+        var controller = DelayController(ceiling: Self.cap)
+        var time = Self.feed(&controller, delay: 0.02, from: 0, for: 15)
+        #expect(controller.base == 0.02)
+        time = Self.feed(&controller, delay: 0.02 + 0.2, from: time, for: 1)  // another flow fills a 200 ms queue
+        #expect(controller.rate <= Self.cap / 8, "cut within a second")
+        time = Self.feed(&controller, delay: 0.22, from: time, for: 5)
+        #expect(controller.rate == controller.floor)
+        time = Self.feed(&controller, delay: 0.02, from: time, for: 2)
+        #expect(controller.rate > controller.floor && controller.rate < Self.cap / 4, "recovers slowly")
+        Self.feed(&controller, delay: 0.02, from: time, for: 12)
+        #expect(controller.rate == Self.cap)
+    }
+
+    @Test("one slow reply among fast ones is noise, not a queue")
+    func singleOutlier() {
+        var controller = DelayController(ceiling: Self.cap)
+        let time = Self.feed(&controller, delay: 0.02, from: 0, for: 15)
+        _ = controller.observe(delay: 0.5, at: time)
+        #expect(controller.rate == Self.cap)
+    }
+
+    @Test("the base follows a path whose delay changed, after the minutes it remembers")
+    func baseExpires() {
+        var controller = DelayController(ceiling: Self.cap)
+        Self.feed(&controller, delay: 0.01, from: 0, for: 5)
+        Self.feed(&controller, delay: 0.2, from: 5, for: 660, every: 1)
+        #expect(controller.base == 0.2)
+        #expect(controller.rate > controller.floor * 4, "a longer path, no longer a queue")
+    }
+}

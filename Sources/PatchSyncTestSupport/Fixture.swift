@@ -105,9 +105,9 @@ public enum CLI {
         return Result(status: process.terminationStatus, stdout: text, stderr: "")
     }
 
-    /// Runs `patchsync ARGS…` to completion.
-    public static func run(_ arguments: [String]) throws -> Result {
-        let process = try start(arguments)
+    /// Runs `patchsync ARGS…` to completion, with `environment` added to this process's.
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let process = try start(arguments, environment: environment)
         let out = process.out.fileHandleForReading.readDataToEndOfFile()
         let err = process.err.fileHandleForReading.readDataToEndOfFile()
         process.process.waitUntilExit()
@@ -116,10 +116,14 @@ public enum CLI {
     }
 
     /// Starts `patchsync ARGS…` without waiting, for kill tests.
-    public static func start(_ arguments: [String]) throws -> (process: Process, out: Pipe, err: Pipe) {
+    public static func start(_ arguments: [String], environment: [String: String] = [:]) throws
+        -> (process: Process, out: Pipe, err: Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err

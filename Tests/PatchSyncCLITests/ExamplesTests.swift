@@ -1,0 +1,50 @@
+import Foundation
+import PatchSyncTestSupport
+import Testing
+
+/// The background examples a launcher engineer copies: they must stay valid.
+@Suite("Background examples", .tags(.cli))
+struct ExamplesTests {
+    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Examples/background").standardizedFileURL.path
+
+    @Test("the systemd service and timer pass systemd-analyze verify and ask for idle CPU and I/O",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")))
+    func systemdUnits() throws {
+        let fixture = try Fixture()
+        let units = fixture.directory + "/units"
+        try FileManager.default.createDirectory(atPath: units, withIntermediateDirectories: true)
+        for name in ["patchsync-sync.service", "patchsync-sync.timer"] {
+            var text = try String(contentsOfFile: Self.folder + "/" + name, encoding: .utf8)
+            // verify checks that ExecStart exists: point it at the built binary.
+            text = text.replacingOccurrences(of: "/usr/local/bin/patchsync", with: CLI.executable)
+            try text.write(toFile: units + "/" + name, atomically: true, encoding: .utf8)
+        }
+        let result = try CLI.runProgram("/usr/bin/systemd-analyze",
+                                        ["verify", "--man=no", units + "/patchsync-sync.service", units + "/patchsync-sync.timer"])
+        #expect(result.status == 0, "\(result.stdout)")
+        // A misspelt key or value is only a warning ("…, ignoring"): one would silently drop a setting.
+        #expect(!result.stdout.contains("ignoring") && !result.stdout.contains("Unknown"), "\(result.stdout)")
+        let service = try String(contentsOfFile: Self.folder + "/patchsync-sync.service", encoding: .utf8)
+        for line in ["IOSchedulingClass=idle", "CPUSchedulingPolicy=idle", "Nice=19", "SuccessExitStatus=75", "--discretionary"] {
+            #expect(service.contains(line), "\(line)")
+        }
+        let timer = try String(contentsOfFile: Self.folder + "/patchsync-sync.timer", encoding: .utf8)
+        #expect(timer.contains("Persistent=true") && timer.contains("RandomizedDelaySec="))
+    }
+
+    @Test("the cron line and the launcher hook call patchsync with options it accepts")
+    func cronAndHook() throws {
+        let cron = try String(contentsOfFile: Self.folder + "/crontab", encoding: .utf8)
+        let line = try #require(cron.split(separator: "\n").first { !$0.hasPrefix("#") && !$0.isEmpty })
+        #expect(line.split(separator: " ", omittingEmptySubsequences: true).count >= 6)
+        let help = try CLI.run(["sync", "--help"])
+        for option in ["--discretionary", "--for", "--quiet", "--install"] {
+            #expect(line.contains(option) && help.stdout.contains(option), "\(option)")
+        }
+        let hook = try String(contentsOfFile: Self.folder + "/launch-game.sh", encoding: .utf8)
+        #expect(hook.contains("patchsync launch --install"))
+        #expect(FileManager.default.isExecutableFile(atPath: Self.folder + "/launch-game.sh"))
+        #expect(try CLI.runProgram("/bin/sh", ["-n", Self.folder + "/launch-game.sh"]).status == 0)
+    }
+}

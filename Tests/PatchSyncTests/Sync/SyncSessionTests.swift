@@ -11,7 +11,12 @@ struct SyncSessionTests {
         let build = try fixture.sampleBuild(1, scale: 0.04)
         try fixture.publish(build, id: "1")
         let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "200k")
-        let install = try fixture.makeInstall(remotes: [nginx.url]) { $0.maxConnections = 2 }
+        // A cap that leaves the build most of a minute to arrive: under a loaded test pool this
+        // consumer may not run for seconds, and the sync must not finish before it cancels.
+        let install = try fixture.makeInstall(remotes: [nginx.url]) {
+            $0.maxConnections = 2
+            $0.maxBytesPerSecond = 64_000
+        }
         let session = install.startSync()
         var phases = 0
         for await event in session.events {
@@ -27,6 +32,9 @@ struct SyncSessionTests {
         #expect(install.currentDeployment() == nil)
         #expect(try install.status().ready == nil)
 
+        var config = try install.config()
+        config.maxBytesPerSecond = nil
+        try install.saveConfig(config)
         let finished = try await install.startSync().result()
         #expect(finished.outcome == .ready)
         #expect(finished.chunksFetched <= kept.chunksTotal - kept.chunksDone + 2 * 4,

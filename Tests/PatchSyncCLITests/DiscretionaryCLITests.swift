@@ -72,14 +72,31 @@ struct DiscretionaryCLITests {
         }
         let shown = try #require(running)
         #expect(shown.pid == pid)
-        #expect(shown.bytesPerSecond > 10_000 && shown.bytesPerSecond < 1_000_000, "\(shown.bytesPerSecond) B/s")
         #expect(shown.bytesDone > 0 && shown.bytesDone < shown.bytesTotal)
-        #expect((shown.etaSeconds ?? 0) > 0)
+        let eta = try #require(shown.etaSeconds)
+        #expect(abs(eta - Double(shown.bytesTotal - shown.bytesDone) / shown.bytesPerSecond) < 0.01, "ETA at that rate")
         let human = try CLI.run(["status", "--install", install.root])
         #expect(human.stdout.contains("syncing:  process \(pid)") && human.stdout.contains("ETA"), "\(human.stdout)")
         kill(pid, SIGTERM)
         sync.process.waitUntilExit()
         #expect(sync.process.terminationStatus == 75)
+    }
+
+    @Test("the game starting mid-transfer: the discretionary sync stops within a second (exit 75), chunks kept")
+    func gameStarts() throws {
+        let (fixture, nginx, install) = try Self.slowWorld()
+        defer { withExtendedLifetime((fixture, nginx)) {} }
+        let sync = try CLI.start(["sync", "--install", install.root, "--discretionary", "--quiet"])
+        try Self.waitForChunks(install, sync.process)
+        let started = ContinuousClock.now
+        let game = try install.holdRunningLock()
+        let err = String(decoding: sync.err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        sync.process.waitUntilExit()
+        let took = ContinuousClock.now - started
+        #expect(sync.process.terminationStatus == 75 && err.contains("the game is running"), "\(err)")
+        #expect(took < .seconds(1), "exited \(took) after the game started")
+        #expect(try install.status().staging?.chunksDone ?? 0 > 0)
+        withExtendedLifetime(game) {}
     }
 
     @Test("on battery (PATCHSYNC_POWER_SUPPLY_ROOT): exit 75 with the reason; status shows when the next attempt may run")

@@ -39,7 +39,7 @@ public struct Syncer: Sendable {
             config.maxBytesPerSecond = maxBytesPerSecond ?? config.discretionaryRate
             // Few, short requests: gentle on the link, and latency samples often enough to yield quickly.
             config.maxConnections = min(config.connections, 2)
-            config.maxRequestBytes = Int(min(config.requestBytes, 512 << 10))
+            config.maxRequestBytes = Int(min(config.requestBytes, 256 << 10))
         } else if let maxBytesPerSecond {
             config.maxBytesPerSecond = maxBytesPerSecond
         }

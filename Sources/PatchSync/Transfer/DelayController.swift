@@ -3,7 +3,8 @@ import Foundation
 /// A rate that yields to other traffic, in the spirit of LEDBAT (RFC 6817): the lowest request
 /// latency seen lately is the path's base delay; latency above it is queueing in some buffer on
 /// the way, which means the link is full. Above `target` the rate halves (at most once per
-/// `decreaseInterval`); below it the rate climbs back slowly, the more the further below.
+/// `decreaseInterval`); below it the rate climbs back slowly (by up to half per second, the more
+/// the further below target), so taking the link back from the floor takes ten seconds or so.
 ///
 /// The latency samples are each request's time to first byte, from the transfer thread.
 struct DelayController: Sendable {
@@ -13,8 +14,8 @@ struct DelayController: Sendable {
     let floor: Double
     /// Queueing delay tolerated before yielding, seconds.
     var target = 0.05
-    /// Seconds to climb from the floor to the ceiling with no queueing at all.
-    var rampSeconds = 10.0
+    /// How much the rate may grow per second with no queueing at all.
+    var growthPerSecond = 0.5
     /// At most one halving per this many seconds: the effect of a cut takes a round trip or so.
     var decreaseInterval = 0.25
     private(set) var rate: Double
@@ -27,8 +28,8 @@ struct DelayController: Sendable {
 
     init(ceiling: Double) {
         self.ceiling = max(1, ceiling)
-        floor = min(self.ceiling, max(16 * 1024, self.ceiling / 256))
-        rate = max(floor, self.ceiling / 4)
+        floor = min(self.ceiling, 32 * 1024)
+        rate = min(self.ceiling, 1024 * 1024)
     }
 
     /// Base delay over the last ten minutes.
@@ -46,7 +47,7 @@ struct DelayController: Sendable {
         recent.append(delay)
         if recent.count > 3 { recent.removeFirst() }
         let queueing = (recent.min() ?? delay) - (base ?? delay)
-        let elapsed = min(2, max(0, time - (lastUpdate ?? time)))
+        let elapsed = min(4, max(0, time - (lastUpdate ?? time)))
         lastUpdate = time
         if queueing > target {
             if time - lastDecrease >= decreaseInterval {
@@ -56,7 +57,7 @@ struct DelayController: Sendable {
             }
         } else {
             let headroom = (target - queueing) / target
-            rate = min(ceiling, rate + headroom * (ceiling - floor) * elapsed / rampSeconds)
+            rate = min(ceiling, rate * (1 + growthPerSecond * headroom * elapsed))
         }
         return rate
     }

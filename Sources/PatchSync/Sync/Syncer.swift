@@ -43,7 +43,9 @@ public struct Syncer: Sendable {
         } else if let maxBytesPerSecond {
             config.maxBytesPerSecond = maxBytesPerSecond
         }
-        if let (reason, message) = watch.failing() { throw try watch.deferred(reason, message, state: state) }
+        if !discretionary, let (reason, message) = watch.failing() {  // admit checked these (and the rest)
+            throw try watch.deferred(reason, message, state: state)
+        }
         let recorder = RunningSync.Recorder(state: state)
         defer { recorder.end() }
         let settled = config

@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE_MIB=${1:-20}
 ROOT=$(pwd)
+. Benchmarks/lib.sh
 BIN=$ROOT/.build/release
 swift build -c release --product patchsync >/dev/null
 swift build -c release --product patchsync-sample >/dev/null
@@ -81,16 +82,7 @@ publish "$WORK/demo-1" 1 demo
 manifest() { ls -t "$WORK/www/origin/targets/manifests/$1/"*.json.gz | head -1; }
 
 # --- one nginx for everything, on loopback and on the namespace's link -------------------------
-PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])")
-mkdir -p "$WORK/nginx/tmp"
-cat > "$WORK/nginx/nginx.conf" <<EOF
-daemon off; user root root; worker_processes 2; pid $WORK/nginx/pid; error_log $WORK/nginx/error.log warn;
-events { worker_connections 1024; }
-http { access_log off; sendfile on; keepalive_requests 100000; client_body_temp_path $WORK/nginx/tmp;
-  server { listen $PORT; root $WORK/www; } }
-EOF
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NGINX_PID=$!
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
+start_nginx
 BASE="http://127.0.0.1:$PORT"; URL=$BASE/origin
 
 mkinstall() {  # mkinstall NAME CHANNEL REMOTE [config-json-python-edits]: a fresh install, prints its folder
@@ -149,15 +141,8 @@ rm -f "$WORK/dd.bin"
 
 # --- 2. rate-limited link ----------------------------------------------------------------------
 log "2. a ${RATE_MIB} MiB/s link (tc tbf, network namespace)"
-ip netns add "$NS"
-ip link add "v$NS" type veth peer name "p$NS"
-ip link set "p$NS" netns "$NS"
-ip addr add 10.213.0.1/24 dev "v$NS"; ip link set "v$NS" mtu 65535 up
-ip netns exec "$NS" ip addr add 10.213.0.2/24 dev "p$NS"
-ip netns exec "$NS" ip link set "p$NS" mtu 65535 up
-ip netns exec "$NS" ip link set lo up
 RATE_BITS=$((RATE_MIB * 1048576 * 8))
-tc qdisc add dev "v$NS" root tbf rate "${RATE_BITS}bit" burst 1mb latency 200ms
+make_link "$NS" 10.213.0 "$RATE_BITS" 1mb 65535
 NSURL="http://10.213.0.1:$PORT/origin"
 read -r rl_s rl_bytes _ _ _ <<< "$(timed_sync "$(mkinstall rl live "$NSURL")" ip netns exec "$NS")"
 rl_ideal=$(echo "$rl_bytes / ($RATE_MIB * 1048576)" | bc -l)

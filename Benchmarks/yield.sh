@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE_MIB=${1:-20}
 BIN=$(pwd)/.build/release
+. Benchmarks/lib.sh
 swift build -c release --product patchsync >/dev/null
 missing=""
 for tool in nginx:nginx tc:iproute2 bc:bc curl:curl; do command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"; done
@@ -43,26 +44,10 @@ psync keygen --out "$WORK/keys" >/dev/null
 psync repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
 psync publish "$WORK/build" --origin "$WORK/www/origin" --build-id 1 --key "$WORK/keys/online.key" >/dev/null 2>&1
 
-PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])")
-mkdir -p "$WORK/nginx/tmp"
-cat > "$WORK/nginx/nginx.conf" <<CONF
-daemon off; user root root; worker_processes 2; pid $WORK/nginx/pid; error_log $WORK/nginx/error.log warn;
-events { worker_connections 1024; }
-http { access_log off; sendfile on; keepalive_requests 100000; client_body_temp_path $WORK/nginx/tmp;
-  server { listen $PORT; root $WORK/www; } }
-CONF
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NGINX_PID=$!
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
+start_nginx
 
 log "a ${RATE_MIB} MiB/s link (tc tbf, network namespace)"
-ip netns add "$NS"
-ip link add "v$NS" type veth peer name "p$NS"
-ip link set "p$NS" netns "$NS"
-ip addr add 10.214.0.1/24 dev "v$NS"; ip link set "v$NS" up
-ip netns exec "$NS" ip addr add 10.214.0.2/24 dev "p$NS"
-ip netns exec "$NS" ip link set "p$NS" up
-ip netns exec "$NS" ip link set lo up
-tc qdisc add dev "v$NS" root tbf rate "$((RATE_MIB * 8))mbit" burst 256kb latency 200ms
+make_link "$NS" 10.214.0 "$((RATE_MIB * 1048576 * 8))" 256kb
 BASE="http://10.214.0.1:$PORT"
 
 competitor() {  # competitor SECONDS: MiB/s a curl download gets over that time

@@ -215,6 +215,9 @@ struct FaultTests {
         var rng = SeededRandom(seed: 9)
         try Data(rng.bytes(6 << 20)).write(to: URL(fileURLWithPath: tree + "/big.pak"))
         try fixture.publish(tree, id: "2")
+        // A discretionary run checks the same before staging (and a full disk is no reason to back off).
+        #expect(try CLI.run(["sync", "--install", installRoot, "--discretionary"]).status == 74)
+        #expect(try Install.open(at: installRoot).status().deferral == nil)
         let result = try CLI.run(["sync", "--install", installRoot])
         #expect(result.status == 74)
         #expect(result.stderr.contains("not enough disk space") && result.stderr.contains("bytes, "), "\(result.stderr)")

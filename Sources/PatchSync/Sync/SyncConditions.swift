@@ -71,7 +71,7 @@ enum NetworkManager {
     /// metered flag is yes (also guessed), false when connected devices are not, nil without nmcli
     /// or a connected device.
     static func metered(nmcli: String) -> Bool? {
-        guard let output = try? Subprocess.output(nmcli, ["-t", "-f", "GENERAL.STATE,GENERAL.METERED", "device", "show"],
+        guard let output = Subprocess.output(nmcli, ["-t", "-f", "GENERAL.STATE,GENERAL.METERED", "device", "show"],
                                                   timeout: 5) else { return nil }
         var connected = false, answer: Bool?
         for line in output.split(separator: "\n") {
@@ -124,18 +124,20 @@ public enum ClockTime {
     }
 
     static func minuteOfDay(_ date: Date, in zone: TimeZone) -> Int {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        let parts = calendar.dateComponents([.hour, .minute], from: date)
+        let parts = calendar(zone).dateComponents([.hour, .minute], from: date)
         return (parts.hour ?? 0) * 60 + (parts.minute ?? 0)
     }
 
     /// The first time after `date` that the local clock shows `minutes` after midnight.
     public static func next(minutes: Int, after date: Date, in zone: TimeZone) -> Date {
+        let components = DateComponents(hour: minutes / 60 % 24, minute: minutes % 60, second: 0)
+        return calendar(zone).nextDate(after: date, matching: components, matchingPolicy: .nextTime) ?? date + 86_400
+    }
+
+    private static func calendar(_ zone: TimeZone) -> Calendar {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
-        let components = DateComponents(hour: minutes / 60 % 24, minute: minutes % 60, second: 0)
-        return calendar.nextDate(after: date, matching: components, matchingPolicy: .nextTime) ?? date + 86_400
+        return calendar
     }
 }
 

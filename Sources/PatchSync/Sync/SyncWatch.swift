@@ -68,11 +68,10 @@ struct SyncWatch: Sendable {
         return nil
     }
 
-    /// Before a discretionary run: refuses (exit 75, no network) while backing off or when a
-    /// condition fails, recording the deferral.
+    /// Before a run: refuses (exit 75, no network) when a condition fails (recording the deferral),
+    /// and a discretionary run while backing off.
     func admit(state: StateStore) throws(PatchSyncError) {
-        let now = environment.now()
-        if let last = try Self.deferral(in: state), now < last.nextAttempt {
+        if discretionary, let last = try Self.deferral(in: state), environment.now() < last.nextAttempt {
             throw PatchSyncError(.deferred, "backing off until \(Self.format(last.nextAttempt, environment.timeZone)) "
                                  + "after \(last.count) deferred runs in a row (last: \(last.message))",
                                  remedy: "a scheduled run after that time continues; `patchsync sync` without "

@@ -33,8 +33,8 @@ public struct Syncer: Sendable {
         let state = try install.state()
         let watch = try SyncWatch(install: install, config: config, environment: environment, deadline: deadline,
                                   discretionary: discretionary, stop: stop)
+        try watch.admit(state: state)
         if discretionary {
-            try watch.admit(state: state)
             Priority.lowerForBackground()
             config.maxBytesPerSecond = maxBytesPerSecond ?? config.discretionaryRate
             // Few, short requests: gentle on the link, and latency samples often enough to yield quickly.
@@ -42,9 +42,6 @@ public struct Syncer: Sendable {
             config.maxRequestBytes = Int(min(config.requestBytes, 256 << 10))
         } else if let maxBytesPerSecond {
             config.maxBytesPerSecond = maxBytesPerSecond
-        }
-        if !discretionary, let (reason, message) = watch.failing() {  // admit checked these (and the rest)
-            throw try watch.deferred(reason, message, state: state)
         }
         let recorder = RunningSync.Recorder(state: state)
         defer { recorder.end() }

@@ -4,7 +4,7 @@ import Foundation
 enum Subprocess {
     /// The standard output of `command` (a path, or a name searched in PATH), or nil when it
     /// is missing, fails, or runs longer than `timeout` seconds (then it is killed).
-    static func output(_ command: String, _ arguments: [String], timeout: TimeInterval) throws -> String? {
+    static func output(_ command: String, _ arguments: [String], timeout: TimeInterval) -> String? {
         guard let path = locate(command) else { return nil }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
@@ -13,7 +13,7 @@ enum Subprocess {
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        guard (try? process.run()) != nil else { return nil }
         let pid = process.processIdentifier
         let killer = DispatchWorkItem { kill(pid, SIGKILL) }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: killer)

@@ -16,7 +16,7 @@ import Foundation
 /// Thread-safety: used only on the transfer thread.
 final class RateLimiter {
     private(set) var bytesPerSecond: Double
-    private var capacity: Double
+    private var capacity: Double { Self.capacity(at: bytesPerSecond) }
     private var tokens: Double
     private var last = ContinuousClock.now
     private var controller: DelayController?
@@ -28,9 +28,11 @@ final class RateLimiter {
         let cap = Double(max(1, bytesPerSecond))
         controller = yielding ? DelayController(ceiling: cap) : nil
         self.bytesPerSecond = controller?.rate ?? cap
-        capacity = max(16 * 1024, self.bytesPerSecond / 20)
-        tokens = capacity
+        tokens = Self.capacity(at: self.bytesPerSecond)
     }
+
+    /// The bucket's size at `rate`: a twentieth of a second's worth, at least 16 KiB.
+    private static func capacity(at rate: Double) -> Double { max(16 * 1024, rate / 20) }
 
     /// A request's time to first byte, for the delay controller (no-op without one).
     func observe(latency seconds: Double) {
@@ -39,7 +41,6 @@ final class RateLimiter {
         let rate = controller.observe(delay: seconds, at: (ContinuousClock.now - started) / .seconds(1))
         self.controller = controller
         bytesPerSecond = rate
-        capacity = max(16 * 1024, rate / 20)
         tokens = min(tokens, capacity)
     }
 

@@ -58,8 +58,10 @@ files() {  # files DIR FROM TO: random and text files numbered FROM..TO
   done
 }
 log "generating builds"
-N=${BENCH_FILES:-16}  # pairs of 32 MiB files: 16 makes the 1 GiB build (fewer: a quick trial run)
+N=${BENCH_FILES:-16}  # pairs of 32 MiB files: 16 makes the 1 GiB build (at least 4: a quick trial run)
+[ "$N" -ge 4 ] || { echo "BENCH_FILES must be at least 4 (the 256 MiB build takes 4 pairs)" >&2; exit 64; }
 files "$WORK/full" 1 "$N"                                       # 1 GiB
+FULL="$((N * 64)) MiB"; HALF="$((N * 32)) MiB"; BIG="$((N * 128)) MiB"  # the sizes the table names
 mkdir -p "$WORK/rand" "$WORK/small" "$WORK/big"
 ln "$WORK"/full/rand-*.bin "$WORK/rand/"                       # its incompressible half, 512 MiB
 for i in 1 2 3 4; do ln "$WORK/full/rand-$i.bin" "$WORK/full/text-$i.txt" "$WORK/small/"; done  # 256 MiB
@@ -164,7 +166,7 @@ cap_bytes=$(echo "$out" | json "['bytesReceived']")
 cap_rate=$(echo "$cap_bytes / $cap_s / 1048576" | bc -l)
 
 # --- 4. peak RSS ---------------------------------------------------------------------------------
-log "4. peak RSS, 256 MiB and 2 GiB builds"
+log "4. peak RSS, 256 MiB, $FULL and $BIG builds"
 read -r small_s _ _ _ small_rss _ <<< "$(timed_sync "$(mkinstall small small "$URL")")"
 read -r big_s _ _ _ big_rss _ <<< "$(timed_sync "$(mkinstall big big "$URL")")"
 rm -rf "$WORK/installs/big" "$WORK/installs/cap" "$WORK/installs/rl"
@@ -195,14 +197,14 @@ mib() { echo "scale=1; $1 / 1048576" | bc; }
 ratio() { printf '%.2f' "$(echo "$1 / $2" | bc -l)"; }
 echo
 echo "PatchSync transfer benchmark — $(nproc) cores, $(date -u +%Y-%m-%d), nginx $(nginx -v 2>&1 | cut -d/ -f2)"
-echo "1 GiB build: 512 MiB random + 512 MiB text; objects fetched: $(mib "$full_bytes") MiB in $full_req requests"
+echo "$FULL build: $HALF random + $HALF text; objects fetched: $(mib "$full_bytes") MiB in $full_req requests"
 echo
-printf '%-58s %9s %s\n' "1. loopback, full install of 1 GiB" "seconds" "ratio"
+printf '%-58s %9s %s\n' "1. loopback, full install of $FULL" "seconds" "ratio"
 printf '%-58s %9.2f %s\n' "CPU limit: inflate + SHA-256 of its chunks on 2 cores" "$cpu_full" "1.00"
-printf '%-58s %9.2f %s\n' "disk floor: dd conv=fsync of the same 1 GiB" "$disk_full" ""
+printf '%-58s %9.2f %s\n' "disk floor: dd conv=fsync of the same $FULL" "$disk_full" ""
 printf '%-58s %9.2f %s\n' "patchsync sync (fetch, verify, write, fsync, record)" "$full_s" "$(ratio "$cpu_full" "$full_s")× of the CPU limit, $(ratio "$disk_full" "$full_s")× of the disk floor; cores ${full_busy}% busy"
 printf '%-58s %9.2f %s\n' "same work: curl | tee FILE | openssl dgst -sha256; fsync" "$same_full" "patchsync/that $(ratio "$full_s" "$same_full")"
-printf '%-58s %9.2f %s\n' "curl -s URL | openssl dgst -sha256 (1 GiB uncompressed)" "$curl_full" "patchsync/curl $(ratio "$full_s" "$curl_full")"
+printf '%-58s %9.2f %s\n' "curl -s URL | openssl dgst -sha256 ($FULL uncompressed)" "$curl_full" "patchsync/curl $(ratio "$full_s" "$curl_full")"
 printf '%-58s %9.2f %s\n' "aria2c -x4, then openssl dgst -sha256" "$aria_full" "patchsync/aria2c $(ratio "$full_s" "$aria_full")"
 printf '%-58s %9.2f %s\n' "incompressible half: CPU limit (SHA-256 only)" "$cpu_rand" ""
 printf '%-58s %9.2f %s\n' "incompressible half: patchsync sync" "$rand_s" "$(ratio "$cpu_rand" "$rand_s")× of the CPU limit; cores ${rand_busy}% busy"
@@ -220,8 +222,8 @@ printf '%-58s %9.2f %s\n' "measured over the whole sync ($(printf '%.1f' "$cap_s
 echo
 printf '%-58s %9s %s\n' "4. peak RSS of sync" "MiB" "seconds"
 printf '%-58s %9s %.2f\n' "256 MiB build" "$(echo "$small_rss / 1024" | bc)" "$small_s"
-printf '%-58s %9s %.2f\n' "1 GiB build" "$(echo "$full_rss / 1024" | bc)" "$full_s"
-printf '%-58s %9s %.2f\n' "2 GiB build" "$(echo "$big_rss / 1024" | bc)" "$big_s"
+printf '%-58s %9s %.2f\n' "$FULL build" "$(echo "$full_rss / 1024" | bc)" "$full_s"
+printf '%-58s %9s %.2f\n' "$BIG build" "$(echo "$big_rss / 1024" | bc)" "$big_s"
 echo
 echo "5. the demo's patch (sample build 1 → 2), per coalesceGapBytes"
 printf '%-9s %9s %12s %12s %8s %7s\n' "gap" "requests" "fetched" "needed" "ratio" "seconds"

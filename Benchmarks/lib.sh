@@ -28,3 +28,40 @@ make_link() {
   ip netns exec "$ns" ip link set lo up
   tc qdisc add dev "v$ns" root tbf rate "${rate}bit" burst "$burst" latency 200ms
 }
+
+# make_routed_link NS NET RATE_BITS BURST [DELAY_MS [CC]]: namespace NS reaching the host through a router
+# namespace rNS, with tc tbf at RATE_BITS bit/s (a 200 ms buffer) on the router's interface toward NS:
+# the host is NET.0.1, the client in NS is NET.1.2. With DELAY_MS, what NS sends (requests, ACKs)
+# crosses a fixed delay line on the router (Benchmarks/delayline.py; sets DELAYLINE_PID), so the link
+# has a round trip like a player's. With CC (cubic, bbr), the host's connections to NS use that TCP
+# congestion control (a route metric), whatever the machine's default. This is where a real bottleneck sits (a home router, the
+# ISP's edge), away from the sender: with tbf on the sending host's own interface (make_link), TCP
+# Small Queues keeps each flow's packets in its socket rather than in the qdisc, so the shared queue
+# never grows and no one sees the delay another flow causes. Remove with:
+# ip netns del NS; ip netns del rNS; ip link del vNS.
+make_routed_link() {
+  local ns=$1 net=$2 rate=$3 burst=$4 delay=${5:-} cc=${6:-} router=r$1
+  ip netns add "$ns"; ip netns add "$router"
+  ip link add "v$ns" type veth peer name "a$ns"
+  ip link add "b$ns" type veth peer name "p$ns"
+  ip link set "a$ns" netns "$router"; ip link set "b$ns" netns "$router"; ip link set "p$ns" netns "$ns"
+  ip addr add "$net.0.1/24" dev "v$ns"; ip link set "v$ns" up
+  ip route add "$net.1.0/24" via "$net.0.2" ${cc:+congctl "$cc"}
+  ip netns exec "$router" sh -e -c "
+    ip addr add $net.0.2/24 dev a$ns; ip link set a$ns up
+    ip addr add $net.1.1/24 dev b$ns; ip link set b$ns up
+    ip link set lo up; sysctl -q -w net.ipv4.ip_forward=1
+    tc qdisc add dev b$ns root tbf rate ${rate}bit burst $burst latency 200ms"
+  ip netns exec "$ns" sh -e -c "
+    ip addr add $net.1.2/24 dev p$ns; ip link set p$ns up; ip link set lo up
+    ip route add default via $net.1.1"
+  if [ -n "$delay" ]; then
+    ip netns exec "$router" ip tuntap add dev "d$ns" mode tun
+    ip netns exec "$router" python3 "$(dirname "${BASH_SOURCE[0]}")/delayline.py" "d$ns" "$delay" & DELAYLINE_PID=$!
+    ip netns exec "$router" sh -e -c "
+      for conf in all default d$ns b$ns; do sysctl -q -w net.ipv4.conf.\$conf.rp_filter=0; done
+      ip link set d$ns up
+      ip route add default dev d$ns table 100
+      ip rule add iif b$ns lookup 100"
+  fi
+}

@@ -31,26 +31,33 @@ struct ChunkFetcher: Sendable {
         } catch { throw PatchSyncError.wrap(error) }
     }
 
-    /// Fetches one coalesced range; returns its needs once all are written.
+    /// Fetches one coalesced range; returns its needs once all are written. While the client
+    /// yields to other traffic, the range goes in parts of its ``HTTPClient/requestBudget``.
     private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline) async throws(PatchSyncError) -> [Plan.Need] {
         var remaining = needs
         var failures: [(String, TransferFailure)] = []
         let object = needs[0].object
         for mirror in origin.order() {
             let url = origin.url(ObjectID.path(object), mirror: mirror)
-            for attempt in 1...origin.attemptsPerMirror {
+            var attempt = 1
+            while attempt <= origin.attemptsPerMirror {
                 if attempt > 1 { try await origin.pause(before: attempt) }
-                let sink = ChunkSink(needs: remaining, pipeline: pipeline, url: url)
+                let part = Self.prefix(of: remaining, budget: origin.client.requestBudget)
+                let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
                 var result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
                                                        into: sink)
                 await sink.drained()
-                let refused: PatchSyncError?
-                (remaining, refused) = sink.outcome
+                let (left, refused) = sink.outcome
+                remaining = left + remaining.dropFirst(part.count)
                 if let refused { result = .failure(.refused(refused)) }
                 try await files.durable()
                 if Task.isCancelled { throw PatchSyncError.cancelled }
                 if remaining.isEmpty { return needs }
-                guard case .failure(let failure) = result else { continue }
+                guard case .failure(let failure) = result else {
+                    if left.isEmpty { continue }  // the next part, not another attempt
+                    attempt += 1
+                    continue
+                }
                 Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }
                 if !Origin.isRetryable(failure) || attempt == origin.attemptsPerMirror {
@@ -58,9 +65,21 @@ struct ChunkFetcher: Sendable {
                     origin.noteFailure(failure, mirror: mirror)
                     break
                 }
+                attempt += 1
             }
         }
         throw Origin.error(fetching: "object \(object)", failures)
+    }
+
+    /// The leading needs of a range whose bytes fit `budget` (at least one); all without a budget.
+    static func prefix(of needs: [Plan.Need], budget: Int?) -> [Plan.Need] {
+        guard let budget, let first = needs.first else { return needs }
+        var end = 1
+        while end < needs.count,
+              needs[end].chunk.objectOffset + Int64(needs[end].chunk.objectLength) - first.chunk.objectOffset <= budget {
+            end += 1
+        }
+        return Array(needs[..<end])
     }
 
     /// Bytes done out of the total, shared by the concurrent requests; an event at most

@@ -37,9 +37,9 @@ public struct Syncer: Sendable {
         if discretionary {
             Priority.lowerForBackground()
             config.maxBytesPerSecond = maxBytesPerSecond ?? config.discretionaryRate
-            // Few, short requests: gentle on the link, and latency samples often enough to yield quickly.
+            // Two connections, and short requests when yielding (HTTPClient.requestBudget): little queue
+            // of the sync's own making in each request's time to first byte, latency samples often.
             config.maxConnections = min(config.connections, 2)
-            config.maxRequestBytes = Int(min(config.requestBytes, 256 << 10))
         } else if let maxBytesPerSecond {
             config.maxBytesPerSecond = maxBytesPerSecond
         }

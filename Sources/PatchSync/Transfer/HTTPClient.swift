@@ -48,6 +48,13 @@ final class HTTPClient: Sendable {
     /// Body bytes received by every transfer so far.
     var bytesReceived: Int64 { loop.bytesReceived }
 
+    /// While yielding to other traffic, how many bytes one request should ask for: a quarter
+    /// second at the current rate, so that latency samples keep coming however low the rate falls,
+    /// from 16 KiB (a chunk, in effect) to 512 KiB, so that one response never queues long on the link (it would hide
+    /// the queue of other traffic from the next sample, and push that traffic aside); nil when not
+    /// yielding (any size).
+    var requestBudget: Int? { loop.yieldingRate.map { min(512 << 10, max(16 << 10, Int($0 / 4))) } }
+
     /// Performs one request, handing the body to `sink` on the transfer thread.
     func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<TransferResponse, TransferFailure> {
         let cancel = CancelFlag()
@@ -106,6 +113,8 @@ private final class TransferLoop: @unchecked Sendable {
     deinit { ccurl_multi_cleanup(multi) }
 
     var bytesReceived: Int64 { lock.withLock { bytesTotal } }
+    /// The rate the delay controller allows now; nil when not yielding.
+    var yieldingRate: Double? { settings.yieldToOtherTraffic ? limiter?.publishedRate : nil }
 
     func submit(_ box: TransferBox) {
         lock.withLock { inbox.append(box) }
@@ -238,23 +247,10 @@ private final class TransferLoop: @unchecked Sendable {
         guard let pointer else { ccurl_easy_cleanup(easy); return }
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
         box.currentEasy = nil
-        if let limiter {
-            limiter.paused.removeAll { $0 === box }
-            if code == CURLE_OK, let latency = Self.timeToFirstByte(easy) { limiter.observe(latency: latency) }
-        }
+        limiter?.paused.removeAll { $0 === box }
         lock.withLock { bytesTotal += box.arrived }
         box.complete(outcome(of: box, easy: easy, code: code))
         ccurl_easy_cleanup(easy)
-    }
-
-    /// Seconds from the request sent to the first response byte (CURLINFO_STARTTRANSFER_TIME_T
-    /// minus CURLINFO_PRETRANSFER_TIME_T): round trip, server time and any queue on the way.
-    private static func timeToFirstByte(_ easy: UnsafeMutableRawPointer) -> Double? {
-        var sent: curl_off_t = 0, first: curl_off_t = 0
-        guard ccurl_easy_getinfo_off_t(easy, CURLINFO_PRETRANSFER_TIME_T, &sent) == CURLE_OK,
-              ccurl_easy_getinfo_off_t(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK,
-              first >= sent, first > 0 else { return nil }
-        return Double(first - sent) / 1_000_000
     }
 
     private func outcome(of box: TransferBox, easy: UnsafeMutableRawPointer,

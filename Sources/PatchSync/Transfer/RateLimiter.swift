@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One bandwidth budget shared by every transfer of a client: a token bucket refilled at
 /// `bytesPerSecond`, holding at most a twentieth of a second's worth (at least 16 KiB).
@@ -13,14 +14,20 @@ import Foundation
 /// With a ``DelayController`` the rate follows request latency below the cap (discretionary syncs
 /// yield to other traffic).
 ///
-/// Thread-safety: used only on the transfer thread.
-final class RateLimiter {
+/// Thread-safety: used only on the transfer thread, except `publishedRate` (a Mutex).
+final class RateLimiter: @unchecked Sendable {
     private(set) var bytesPerSecond: Double
     private var capacity: Double { Self.capacity(at: bytesPerSecond) }
     private var tokens: Double
     private var last = ContinuousClock.now
     private var controller: DelayController?
     private let started = ContinuousClock.now
+    /// Bytes taken since `windowStart`, and the rate they came at over the last window: how fast
+    /// the link actually delivers (the controller's rate may not run ahead of it).
+    private var windowBytes = 0.0
+    private var windowStart = ContinuousClock.now
+    private var achieved: Double?
+    private let shared: Mutex<Double>
     /// Transfers paused for want of tokens, to resume once there are some.
     var paused: [TransferBox] = []
 
@@ -29,7 +36,11 @@ final class RateLimiter {
         controller = yielding ? DelayController(ceiling: cap) : nil
         self.bytesPerSecond = controller?.rate ?? cap
         tokens = Self.capacity(at: self.bytesPerSecond)
+        shared = Mutex(self.bytesPerSecond)
     }
+
+    /// The current rate, for other threads.
+    var publishedRate: Double { shared.withLock { $0 } }
 
     /// The bucket's size at `rate`: a twentieth of a second's worth, at least 16 KiB.
     private static func capacity(at rate: Double) -> Double { max(16 * 1024, rate / 20) }
@@ -38,10 +49,18 @@ final class RateLimiter {
     func observe(latency seconds: Double) {
         guard var controller else { return }
         refill()
-        let rate = controller.observe(delay: seconds, at: (ContinuousClock.now - started) / .seconds(1))
+        let now = ContinuousClock.now
+        let window = (now - windowStart) / .seconds(1)
+        if window >= 0.5 {
+            achieved = windowBytes / window
+            windowBytes = 0
+            windowStart = now
+        }
+        let rate = controller.observe(delay: seconds, at: (now - started) / .seconds(1), achieved: achieved)
         self.controller = controller
         bytesPerSecond = rate
         tokens = min(tokens, capacity)
+        shared.withLock { $0 = rate }
     }
 
     /// Adds the tokens earned since the last refill.
@@ -55,7 +74,10 @@ final class RateLimiter {
     var available: Bool { tokens > 0 }
 
     /// Charges `bytes` taken.
-    func take(_ bytes: Int) { tokens -= Double(bytes) }
+    func take(_ bytes: Int) {
+        tokens -= Double(bytes)
+        windowBytes += Double(bytes)
+    }
 
     /// How long until the bucket holds tokens again, in milliseconds (at least 1).
     var millisecondsUntilAvailable: Int {

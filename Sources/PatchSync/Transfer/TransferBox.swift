@@ -71,11 +71,17 @@ final class TransferBox: @unchecked Sendable {
 
     /// The shared bandwidth budget, when a cap is set (transfer thread only).
     var limiter: RateLimiter?
+    /// Whether this response's time to first byte went to the limiter.
+    private var sampledLatency = false
 
     /// Takes a piece of the body.
     func write(_ bytes: UnsafeRawBufferPointer) -> WriteOutcome {
         if cancel.isSet { return .stop }
         if let limiter {
+            if !sampledLatency, let easy = currentEasy {  // at the first byte, not once a paused body is read
+                sampledLatency = true
+                if let latency = Self.timeToFirstByte(easy) { limiter.observe(latency: latency) }
+            }
             guard limiter.available else {
                 limiter.paused.append(self)
                 return .pause
@@ -165,4 +171,16 @@ final class CancelFlag: Sendable {
 
     func set() { flag.store(true, ordering: .releasing) }
     var isSet: Bool { flag.load(ordering: .acquiring) }
+}
+
+extension TransferBox {
+    /// Seconds from the request sent to the first response byte (CURLINFO_STARTTRANSFER_TIME_T
+    /// minus CURLINFO_PRETRANSFER_TIME_T): round trip, server time and any queue on the way.
+    private static func timeToFirstByte(_ easy: UnsafeMutableRawPointer) -> Double? {
+        var sent: curl_off_t = 0, first: curl_off_t = 0
+        guard ccurl_easy_getinfo_off_t(easy, CURLINFO_PRETRANSFER_TIME_T, &sent) == CURLE_OK,
+              ccurl_easy_getinfo_off_t(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK,
+              first >= sent, first > 0 else { return nil }
+        return Double(first - sent) / 1_000_000
+    }
 }

@@ -16,9 +16,15 @@ struct DiscretionaryTests {
         let power: PowerSupplies
         var metered: Bool? = false
 
-        init(scale: Double = 0.004, rate: String? = nil, configure: (inout InstallConfig) -> Void = { _ in }) throws {
+        /// `bigFile`: the size of one more file of random bytes in the build.
+        init(scale: Double = 0.004, rate: String? = nil, chunking: ChunkingParameters = .standard, bigFile: Int = 0,
+             configure: (inout InstallConfig) -> Void = { _ in }) throws {
             fixture = try Fixture()
-            try fixture.publish(try fixture.sampleBuild(1, scale: scale), id: "1")
+            let build = try fixture.sampleBuild(1, scale: scale)
+            if bigFile > 0 {
+                try Data((0..<bigFile).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: build + "/big.bin"))
+            }
+            try fixture.publish(build, id: "1", chunking: chunking)
             nginx = try NginxOrigin(root: fixture.origin, rateLimit: rate)
             install = try fixture.makeInstall(remotes: [nginx.url], configure: configure)
             power = try PowerSupplies(in: fixture.directory)
@@ -158,6 +164,19 @@ struct DiscretionaryTests {
         #expect(try world.install.status().staging?.chunksDone ?? 0 > 0)
         #expect(try world.deferral?.reason == .gameRunning)
         withExtendedLifetime(game) {}
+    }
+
+    @Test("while yielding, requests ask for at most a quarter second at the current rate (≤ 512 KiB) over at most two connections")
+    func shortRequests() async throws {
+        let world = try World(chunking: ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10, maxSize: 256 << 10),
+                              bigFile: 4 << 20)
+        #expect(try await world.deferred() == nil)
+        let objects = world.nginx.requests().filter { $0.path.contains("/objects/") && $0.status == 206 }
+        let largest = try #require(objects.map(\.bodyBytes).max())
+        #expect(largest <= 512 << 10, "a response of \(largest) bytes")
+        #expect(Set(objects.map(\.connection)).count <= 2)
+        // From the starting rate of 1 MiB/s: the first requests ask for about 256 KiB (plus a chunk).
+        #expect(objects.prefix(2).allSatisfy { $0.bodyBytes <= (256 + 256) << 10 })
     }
 
     /// Polls until the staging has recorded some chunks (the transfer is under way).

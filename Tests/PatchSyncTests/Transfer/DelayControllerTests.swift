@@ -43,6 +43,23 @@ struct DelayControllerTests {
         #expect(controller.rate == Self.cap)
     }
 
+    @Test("the rate never climbs past twice what the link delivered, so a cut takes effect at once")
+    func boundByDelivery() {
+        var controller = DelayController(ceiling: 1024 * 1024 * 1024)
+        var time = 0.0
+        while time < 20 {  // a 20 MiB/s link: no queue, since the sync's own responses are short
+            _ = controller.observe(delay: 0.02, at: time, achieved: 20 * 1024 * 1024)
+            time += 0.05
+        }
+        #expect(controller.rate == 40 * 1024 * 1024, "at twice the delivered rate, not at the 1 GiB/s cap")
+        _ = controller.observe(delay: 0.02, at: time, achieved: 2 * 1024 * 1024)
+        #expect(controller.rate == 4 * 1024 * 1024, "follows the delivered rate down")
+        for step in 1...3 {  // the current delay is the lowest of the last three samples
+            _ = controller.observe(delay: 0.2, at: time + 0.3 + Double(step) / 100, achieved: 2 * 1024 * 1024)
+        }
+        #expect(controller.rate == 2 * 1024 * 1024, "then halves, from there")
+    }
+
     @Test("one slow reply among fast ones is noise, not a queue")
     func singleOutlier() {
         var controller = DelayController(ceiling: Self.cap)

@@ -11,8 +11,7 @@
 # The link: tc tbf on a router namespace between nginx and the player's namespace, a 20 ms round
 # trip (Benchmarks/delayline.py), and the origin's TCP congestion control CC: cubic by default, the
 # Linux default and what most servers run, whose flows fill the router's buffer (the queue the sync
-# watches). With bbr, which keeps queues short by design, there is almost no delay to see: this
-# yielding, like every LEDBAT-style scheme, then shares the link rather than leaving it.
+# watches). bbr keeps queues short by design, so there is less delay to see: run it too.
 #
 #   bash Benchmarks/yield.sh [RATE_MIB [CC]]     (root: the network namespaces; default 20 cubic)
 set -euo pipefail

@@ -2,7 +2,7 @@
 # Real game data for the patch benchmarks (issue 9): pinned releases of Debian game-data packages,
 # fetched with a private APT configuration (its own sources list, lists, cache and status under the
 # cache folder: the machine's apt state is not touched), each .deb checked against the SHA-256 pinned
-# below, and extracted outside the repository.
+# below, and extracted outside the repository (without the symbolic links to other packages' files).
 #
 #   bash Benchmarks/datasets.sh [PAIR ...]     PAIR: supertuxkart, wesnoth (default: both)
 #
@@ -47,7 +47,6 @@ apt_private() {
     -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT" -o "Dir::State::Status=$APT/status"
     -o Debug::NoLocking=1 -o APT::Architecture=amd64 -o Acquire::Languages=none -o APT::Sandbox::User=root)
 }
-APT_READY=""
 
 fetch() {  # fetch NAME: the build's folder, extracted and complete
   local name=$1 line package version suite sha data
@@ -55,16 +54,16 @@ fetch() {  # fetch NAME: the build's folder, extracted and complete
   read -r _ package version suite sha data <<< "$line"
   local build="$CACHE/builds/$name"
   if [ -f "$build.complete" ]; then echo "$build"; return; fi
-  if [ -z "$APT_READY" ]; then
-    apt_private
-    echo "== apt-get update (private configuration under $APT)" >&2
-    apt-get "${APT_OPTIONS[@]}" update -qq >&2 || {
-      echo "datasets.sh: apt-get update failed; check the network to deb.debian.org" >&2; exit 69; }
-    APT_READY=1
-  fi
   mkdir -p "$CACHE/debs"
   local deb="$CACHE/debs/${package}_${version#*:}_all.deb"
   if [ ! -f "$deb" ] || [ "$(sha256sum < "$deb" | cut -d' ' -f1)" != "$sha" ]; then
+    apt_private
+    if [ ! -f "$APT/updated-$$" ]; then  # once per run ($$ is this script's, in subshells too)
+      echo "== apt-get update (private configuration under $APT)" >&2
+      apt-get "${APT_OPTIONS[@]}" update -qq >&2 || {
+        echo "datasets.sh: apt-get update failed; check the network to deb.debian.org" >&2; exit 69; }
+      rm -f "$APT"/updated-*; touch "$APT/updated-$$"
+    fi
     echo "== downloading $package $version ($suite)" >&2
     rm -rf "$CACHE/debs/partial" && mkdir -p "$CACHE/debs/partial"
     (cd "$CACHE/debs/partial" && apt-get "${APT_OPTIONS[@]}" download -q "$package=$version" >&2) || {
@@ -81,6 +80,10 @@ fetch() {  # fetch NAME: the build's folder, extracted and complete
   mkdir -p "$build.tmp"
   dpkg-deb -x "$deb" "$build.tmp"
   [ -d "$build.tmp/$data" ] || { echo "datasets.sh: $deb holds no $data" >&2; exit 65; }
+  # Debian links some files to other packages (fonts): dangling here, and not game data. A build
+  # folder holds plain files only, for every tool compared alike.
+  local links; links=$(find "$build.tmp/$data" -type l -print -delete | wc -l)
+  [ "$links" = 0 ] || echo "== $name: left out $links symbolic links to other packages' files" >&2
   mv "$build.tmp/$data" "$build"
   rm -rf "$build.tmp"
   touch "$build.complete"

@@ -35,6 +35,7 @@ done
 
 APT="$CACHE/apt"
 apt_private() {
+  local suite
   mkdir -p "$APT/lists/partial" "$APT/archives/partial" "$APT/etc"
   [ -f "$APT/status" ] || : > "$APT/status"
   local keyring=/usr/share/keyrings/debian-archive-keyring.gpg

@@ -49,10 +49,10 @@ final class HTTPClient: Sendable {
     var bytesReceived: Int64 { loop.bytesReceived }
 
     /// While yielding to other traffic, how many bytes one request should ask for: a quarter
-    /// second at the current rate, so that latency samples keep coming however low the rate falls,
-    /// from 16 KiB (a chunk, in effect) to 512 KiB, so that one response never queues long on the link (it would hide
-    /// the queue of other traffic from the next sample, and push that traffic aside); nil when not
-    /// yielding (any size).
+    /// second at the current rate, so that latency samples keep coming however low the rate falls;
+    /// from 16 KiB (a chunk, in effect) to 512 KiB, so that one response never queues long on the
+    /// link (it would hide other traffic's queue from the next sample, and push that traffic
+    /// aside). nil when not yielding (any size).
     var requestBudget: Int? { loop.yieldingRate.map { min(512 << 10, max(16 << 10, Int($0 / 4))) } }
 
     /// Performs one request, handing the body to `sink` on the transfer thread.

@@ -54,8 +54,7 @@ struct ChunkFetcher: Sendable {
                 if Task.isCancelled { throw PatchSyncError.cancelled }
                 if remaining.isEmpty { return needs }
                 guard case .failure(let failure) = result else {
-                    if left.isEmpty { continue }  // the next part, not another attempt
-                    attempt += 1
+                    if !left.isEmpty { attempt += 1 }  // a short response is an attempt; the next part is not
                     continue
                 }
                 Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")

@@ -103,7 +103,8 @@ struct Sync: AsyncParsableCommand {
         case .ready:
             return """
                 build \(r.buildId) is staged and ready (\(ByteCount.format(r.buildBytes))): \
-                \(r.filesLinked) files unchanged, \(r.filesAssembled) assembled from \
+                \(r.filesLinked) files unchanged, \(r.filesAssembled) assembled (\(r.filesPatched) patched by deltas\
+                \(r.deltaFallbacks > 0 ? ", \(r.deltaFallbacks) refused deltas fetched as chunks" : "")) from \
                 \(r.chunksCopiedLocally) local and \(r.chunksFetched) fetched chunks; \
                 downloaded \(ByteCount.format(r.bytesReceived)) in \(r.requests) range requests
                 next: patchsync apply (or let the launcher do it at the next start)

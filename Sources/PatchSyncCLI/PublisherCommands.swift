@@ -121,6 +121,10 @@ struct Publish: AsyncParsableCommand {
     @Option(help: "The online key file.") var key: String
     @Option(help: "The channel.") var channel: String = "live"
     @Option(help: "A bundles file (JSON): bundle name, required, priority, path globs.") var bundles: String?
+    @Option(help: "How many of the channel's latest builds get a delta pack to this one (0: none).")
+    var deltaSources = 2
+    @Option(help: ArgumentHelp("The average chunk size in KiB, a power of two (min a quarter, max 4×).",
+                               valueName: "KiB")) var chunkSize: Int?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -129,6 +133,14 @@ struct Publish: AsyncParsableCommand {
         var options = Publisher.Options(buildDirectory: buildDirectory, origin: origin,
                                         buildId: try BuildID(buildId), bundles: rules)
         options.channel = try Channel(channel)
+        guard deltaSources >= 0 else {
+            throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
+        }
+        options.deltaSources = deltaSources
+        if let chunkSize {
+            let average = chunkSize << 10
+            options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)
+        }
         let output = Output(json: json)
         var last = ContinuousClock.now
         let report = try Publisher(options: options, key: try SigningKey.load(path: key)).run { done, total in
@@ -142,6 +154,7 @@ struct Publish: AsyncParsableCommand {
             : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
                 + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
                 + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
+                + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
         output.result(report, human: human)
     }
 }

@@ -15,6 +15,8 @@ public struct Install: Sendable {
     var runningLockPath: String { stateDirectory + "/running.lock" }
     var buildsDirectory: String { root + "/builds" }
     var trashDirectory: String { stateDirectory + "/trash" }
+    /// Delta packs being downloaded or applied; removed once the build is staged.
+    var deltasDirectory: String { stateDirectory + "/deltas" }
     var currentLink: String { root + "/current" }
 
     func buildDirectory(_ id: String) -> String { buildsDirectory + "/" + id }

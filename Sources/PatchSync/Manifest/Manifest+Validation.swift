@@ -31,6 +31,11 @@ extension Manifest {
             try checkChunks(of: file)
         }
         try checkNoFileIsAFolder(seen)
+        for pack in deltas ?? [] {
+            guard pack.from != buildId, pack.length > 0, pack.files > 0, pack.files <= files.count else {
+                throw refusal("lists a delta pack from \(pack.from) that does not add up")
+            }
+        }
     }
 
     private func checkChunks(of file: FileEntry) throws(PatchSyncError) {

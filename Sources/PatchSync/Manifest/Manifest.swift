@@ -14,6 +14,8 @@ public struct Manifest: Codable, Hashable, Sendable {
     public var chunking: ChunkingParameters
     public var bundles: [Bundle]
     public var files: [FileEntry]
+    /// Delta packs from recent builds (absent when there are none).
+    public var deltas: [DeltaSource]?
 
     /// The total size of all files.
     public var totalSize: Int64 { files.reduce(0) { $0 + $1.size } }
@@ -98,6 +100,16 @@ public struct Bundle: Codable, Hashable, Sendable {
 
     /// The default: one required bundle `base` holding every file.
     public static let base = Bundle(name: "base", required: true, priority: 0, paths: ["**"])
+}
+
+/// A delta pack: the deltas that rebuild this build's changed files from build `from`'s files.
+public struct DeltaSource: Codable, Hashable, Sendable {
+    public var from: BuildID
+    /// The pack's SHA-256, which names its object.
+    public var object: SHA256Digest
+    public var length: Int64
+    /// How many files the pack rebuilds.
+    public var files: Int
 }
 
 /// One file of a build.

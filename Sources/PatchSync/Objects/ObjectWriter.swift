@@ -37,15 +37,20 @@ struct ObjectWriter: Sendable {
                 return result
             }
             try output.sync()
-            let dir = (final as NSString).deletingLastPathComponent
-            try FileSystem.makeDirectory(dir)
-            try FileSystem.rename(temp, final)
-            try FileSystem.syncDirectory(dir)
+            try Self.place(temp, as: final)
             return result
         } catch {
             try? FileSystem.remove(temp)
             throw PatchSyncError.wrap(error).during("storing \(path)")
         }
+    }
+
+    /// Renames a synced temporary file to its object path and syncs the folder.
+    static func place(_ temp: String, as final: String) throws(Errno) {
+        let dir = (final as NSString).deletingLastPathComponent
+        try FileSystem.makeDirectory(dir)
+        try FileSystem.rename(temp, final)
+        try FileSystem.syncDirectory(dir)
     }
 
     /// Chunks and compresses `path` as `write(file:)` would, writing nothing: what its object would be.

@@ -9,6 +9,8 @@ public struct Publisher: Sendable {
         public var channel: Channel = .live
         public var bundles: BundleRules
         public var chunking: ChunkingParameters = .standard
+        /// How many of the channel's latest builds get a delta pack to this one (0: none).
+        public var deltaSources = 2
         public var now = Date()
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
@@ -31,6 +33,8 @@ public struct Publisher: Sendable {
         /// True when this exact build was already published: nothing was written.
         public var alreadyPublished: Bool
         public var manifestTarget: String
+        /// The delta packs written, one per recent build.
+        public var deltas: [DeltaReport] = []
     }
 
     public let options: Options
@@ -65,10 +69,13 @@ public struct Publisher: Sendable {
                             objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
                             manifestTarget: target)
         if let existing = repo.targetFiles[target] {
-            report.sequence = try checkSamePublish(existing, &manifest)
+            report.sequence = try checkSamePublish(target, existing, &manifest)
             report.alreadyPublished = true
             return report
         }
+        manifest.deltas = try deltaPacks(for: files, repo: repo, sequence: manifest.sequence)
+        report.deltas = (manifest.deltas ?? []).map { DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length) }
+        if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
         try writeManifest(manifest, target: target, repo: &repo)
         return report
     }
@@ -128,7 +135,7 @@ public struct Publisher: Sendable {
         return known
     }
 
-    private func loadManifest(_ path: String, _ target: TargetFile) throws(PatchSyncError) -> Manifest {
+    func loadManifest(_ path: String, _ target: TargetFile) throws(PatchSyncError) -> Manifest {
         guard let hash = target.hashes["sha256"] else { throw PatchSyncError(.refusedData, "\(path) has no sha256") }
         let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
         return try Manifest.decode(try FileSystem.read(file, limit: 256 << 20), what: file)
@@ -140,10 +147,13 @@ public struct Publisher: Sendable {
     }
 
     /// A build id published before must have the same content: re-running publish is a no-op.
-    private func checkSamePublish(_ existing: TargetFile, _ manifest: inout Manifest) throws(PatchSyncError) -> Int {
-        manifest.sequence = existing.custom?.sequence ?? manifest.sequence
-        let data = Zlib.gzip(try manifest.encoded())
-        guard existing.hashes["sha256"] == SHA256Hasher.hash(data).hex else {
+    /// The delta packs are left out of the comparison: they depend on the builds published since.
+    private func checkSamePublish(_ target: String, _ existing: TargetFile,
+                                  _ manifest: inout Manifest) throws(PatchSyncError) -> Int {
+        let published = try loadManifest(target, existing)
+        manifest.sequence = published.sequence
+        manifest.deltas = published.deltas
+        guard manifest == published else {
             throw PatchSyncError(.usage, "build \(options.buildId) is already published on \(options.channel) "
                                  + "with other content", remedy: "give the new build a new --build-id")
         }

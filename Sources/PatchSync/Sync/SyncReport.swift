@@ -22,6 +22,12 @@ public struct SyncReport: Codable, Sendable {
     public var filesAssembled = 0
     public var chunksCopiedLocally = 0
     public var chunksFetched = 0
+    /// Files rebuilt from the live build's files with the publisher's deltas.
+    public var filesPatched = 0
+    /// Files the delta path was planned for that went by chunks instead (a refused delta or pack).
+    public var deltaFallbacks = 0
+    /// Bytes of the delta pack fetched by this run.
+    public var deltaBytes: Int64 = 0
     /// The compressed size of the chunks that had to be fetched, as the manifest states it.
     public var bytesPlanned: Int64 = 0
     /// Body bytes received from the origin by this run (metadata, manifest and objects).

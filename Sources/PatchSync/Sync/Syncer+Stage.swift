@@ -6,7 +6,7 @@ extension Syncer {
                config: InstallConfig, report: inout SyncReport,
                onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) {
         let directory = install.stagedDirectory(id)
-        let plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks,
+        var plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks,
                         done: try state.doneChunks(build: id))
         let files = StagedFiles(directory: directory, build: id, state: state)
         defer { files.closeAll() }
@@ -18,6 +18,13 @@ extension Syncer {
             try checkFreeSpace(for: plan, in: directory)
             try link(plan.links, into: directory)
             for file in plan.assembled { try files.prepare(file) }
+        }
+        let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, state: state,
+                                           origin: origin, onEvent: onEvent)
+        (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
+        if deltas.chunks > 0 {  // what is left after the deltas: chunks only
+            try files.flush()
+            plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: try state.doneChunks(build: id))
         }
         var fetch = plan.fetch
         fetch += try copyLocal(plan.local, files: files)
@@ -140,5 +147,6 @@ extension Syncer {
             StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode), sha256: $0.sha256.hex)
         })
         try state.set(["ready": id, "staging": nil])
+        try? FileSystem.removeTree(install.deltasDirectory)  // only a resume would have used them
     }
 }

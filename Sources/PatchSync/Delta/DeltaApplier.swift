@@ -1,0 +1,108 @@
+import Foundation
+
+/// Rebuilds a staged file from a live source file and a delta, one chunk at a time: each chunk of the
+/// result is checked against the target manifest's signed SHA-256 before it is written, so a wrong
+/// or hostile delta can cost a fetch, never a wrong byte.
+///
+/// Memory: one chunk of output and one piece of source at a time.
+struct DeltaApplier {
+    /// What rebuilding one file gave.
+    struct Outcome: Equatable {
+        /// Chunks verified and written.
+        var written = 0
+        /// Chunks the delta produced wrong, or never produced (a malformed delta stops early).
+        var refused = 0
+        /// Why the delta was refused, if it was.
+        var problem: String?
+    }
+
+    static let sourcePiece = 1 << 20
+
+    let file: FileEntry
+    let files: StagedFiles
+    /// Chunk indices already written (a resumed sync): produced, not written again.
+    let done: Set<Int>
+
+    /// Rebuilds `file` from `sourcePath` with `instructions`.
+    func rebuild(from sourcePath: String, instructions: UnsafeRawBufferPointer) throws(PatchSyncError) -> Outcome {
+        var cutter = Cutter(applier: self)
+        defer { cutter.buffer.deallocate() }
+        let problem: String?
+        do { problem = try run(from: sourcePath, instructions: instructions, into: &cutter) } catch {
+            throw PatchSyncError.wrap(error).during("rebuilding \(file.path) from \(sourcePath)")
+        }
+        cutter.outcome.refused += file.chunks.count - cutter.index  // never produced
+        cutter.outcome.problem = problem
+        return cutter.outcome
+    }
+
+    /// Runs the instructions; returns why the delta was refused (nil when it ran to its end).
+    private func run(from sourcePath: String, instructions: UnsafeRawBufferPointer,
+                     into cutter: inout Cutter) throws -> String? {
+        guard var reader = Delta.Reader(instructions) else { return "its header is malformed" }
+        guard reader.targetSize == file.size else { return "it builds \(reader.targetSize) bytes, not \(file.size)" }
+        let source = try FileDescriptor(path: sourcePath, flags: O_RDONLY)
+        guard Int64(try source.status().st_size) == reader.sourceSize else { return "its source has another size" }
+        let piece = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.sourcePiece, alignment: 16)
+        defer { piece.deallocate() }
+        do {
+            while let instruction = try reader.next() {
+                switch instruction {
+                case .add(let literal): try cutter.take(literal)
+                case .copy(var offset, var count):
+                    while count > 0 {
+                        let n = Int(min(count, Int64(Self.sourcePiece)))
+                        let part = UnsafeMutableRawBufferPointer(rebasing: piece[..<n])
+                        try source.read(into: part, at: offset)
+                        try cutter.take(UnsafeRawBufferPointer(part))
+                        offset += Int64(n)
+                        count -= Int64(n)
+                    }
+                }
+            }
+        } catch let error as DeltaError { return error.description }
+        return reader.isComplete ? nil : "it ends before the target does"
+    }
+
+    /// Cuts the produced bytes at the target's chunk boundaries and writes each verified chunk.
+    private struct Cutter {
+        let applier: DeltaApplier
+        var buffer: UnsafeMutableRawBufferPointer
+        var index = 0
+        var filled = 0
+        var outcome = Outcome()
+
+        init(applier: DeltaApplier) {
+            self.applier = applier
+            buffer = .allocate(byteCount: max(1, applier.file.chunks.map(\.length).max() ?? 0), alignment: 16)
+        }
+
+        mutating func take(_ bytes: UnsafeRawBufferPointer) throws(PatchSyncError) {
+            var rest = bytes[...]
+            while !rest.isEmpty, index < applier.file.chunks.count {
+                let chunk = applier.file.chunks[index]
+                let n = min(rest.count, chunk.length - filled)
+                UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<(filled + n)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest.prefix(n)))
+                rest = rest.dropFirst(n)
+                filled += n
+                if filled == chunk.length { try finish(chunk) }
+            }
+        }
+
+        private mutating func finish(_ chunk: ChunkEntry) throws(PatchSyncError) {
+            let content = UnsafeRawBufferPointer(rebasing: buffer[..<chunk.length])
+            if !applier.done.contains(index) {
+                if SHA256Hasher.hash(content) == chunk.sha256 {
+                    try applier.files.write(content, to: [Plan.Destination(path: applier.file.path, index: index,
+                                                                           offset: chunk.offset)])
+                    outcome.written += 1
+                } else {
+                    outcome.refused += 1
+                }
+            }
+            index += 1
+            filled = 0
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Synchronization
+
+extension Publisher {
+    /// Files larger than this get no delta (the encoder holds the source in memory): they go by chunks.
+    static let maxDeltaFileBytes: Int64 = 256 << 20
+    /// Files encoded at once, in parallel; bounds the deltas held before they go into the pack.
+    static let deltaBatch = 64
+
+    /// What one delta pack holds.
+    public struct DeltaReport: Sendable, Codable {
+        public var from: String
+        public var files: Int
+        public var bytes: Int64
+    }
+
+    /// One delta pack per recent build of the channel (up to ``Options/deltaSources``), each holding a delta
+    /// for every file that changed at the same path and whose delta costs less than its new chunks.
+    func deltaPacks(for files: [FileEntry], repo: Repository,
+                    sequence: Int) throws(PatchSyncError) -> [DeltaSource] {
+        guard options.deltaSources > 0 else { return [] }
+        var sources: [(Int, String, TargetFile)] = []
+        for (path, target) in repo.targetFiles {
+            guard let info = target.custom, info.channel == options.channel.name, info.sequence < sequence,
+                  info.buildId != options.buildId.value else { continue }
+            sources.append((info.sequence, path, target))
+        }
+        var packs: [DeltaSource] = []
+        for (_, path, target) in sources.sorted(by: { $0.0 > $1.0 }).prefix(options.deltaSources) {
+            let source = try loadManifest(path, target)
+            if let pack = try deltaPack(from: source, to: files) { packs.append(pack) }
+        }
+        return packs
+    }
+
+    /// The pack from `source` to `files`, written into the origin; nil when no file gains from a delta.
+    private func deltaPack(from source: Manifest, to files: [FileEntry]) throws(PatchSyncError) -> DeltaSource? {
+        let before = Dictionary(source.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let have = Set(source.files.lazy.flatMap { $0.chunks.map(\.sha256) })
+        var candidates: [(index: Int, old: FileEntry, cost: Int64)] = []
+        for (index, file) in files.enumerated() {
+            guard let old = before[file.path], old.sha256 != file.sha256, old.size > 0, file.size > 0,
+                  old.size <= Self.maxDeltaFileBytes, file.size <= Self.maxDeltaFileBytes else { continue }
+            let cost = file.chunks.reduce(Int64(0)) { $0 + (have.contains($1.sha256) ? 0 : Int64($1.objectLength)) }
+            if cost > 0 { candidates.append((index, old, cost)) }
+        }
+        guard !candidates.isEmpty else { return nil }
+        let temp = options.origin + "/objects/.incoming/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).pack"
+        do {
+            try FileSystem.makeDirectory(options.origin + "/objects/.incoming")
+            let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+            var writer = try DeltaPack.Writer(writingTo: output)
+            for start in stride(from: 0, to: candidates.count, by: Self.deltaBatch) {
+                let batch = Array(candidates[start..<min(start + Self.deltaBatch, candidates.count)])
+                let deltas = try encode(batch.map { (files[$0.index], $0.old, $0.cost) })
+                for (candidate, delta) in zip(batch, deltas) {
+                    if let delta { try writer.append(file: candidate.index, instructions: delta) }
+                }
+            }
+            let sha = try writer.finish()
+            guard writer.files > 0 else {
+                try FileSystem.remove(temp)
+                return nil
+            }
+            try output.sync()
+            try ObjectWriter.place(temp, as: options.origin + "/" + ObjectID.path(sha))
+            return DeltaSource(from: source.buildId, object: sha, length: writer.length, files: writer.files)
+        } catch {
+            try? FileSystem.remove(temp)
+            throw PatchSyncError.wrap(error).during("writing the delta pack from build \(source.buildId)")
+        }
+    }
+
+    /// The instructions of each file's delta, nil where the delta (deflated) would not cost less than
+    /// the file's new chunks; encoded on every core.
+    private func encode(_ work: [(FileEntry, FileEntry, Int64)]) throws(PatchSyncError) -> [[UInt8]?] {
+        let results = Mutex<[Result<[UInt8]?, PatchSyncError>?]>(Array(repeating: nil, count: work.count))
+        DispatchQueue.concurrentPerform(iterations: work.count) { i in
+            let (file, old, cost) = work[i]
+            let result = Result { () throws(PatchSyncError) -> [UInt8]? in
+                let delta = try self.delta(of: file, from: old)
+                guard delta.count <= DeltaPack.maxDeltaBytes else { return nil }
+                let packed = delta.withUnsafeBytes { Zlib.deflate($0).count }
+                return Int64(packed) < cost ? delta : nil
+            }
+            results.withLock { $0[i] = result }
+        }
+        var deltas: [[UInt8]?] = []
+        for result in results.withLock({ $0 }) {
+            guard let result else { throw PatchSyncError(.internal, "a delta was not computed") }
+            deltas.append(try result.get())
+        }
+        return deltas
+    }
+
+    /// The delta of the build folder's `file` from `old`'s content, rebuilt from its object in the origin.
+    private func delta(of file: FileEntry, from old: FileEntry) throws(PatchSyncError) -> [UInt8] {
+        let source = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(old.size), alignment: 16)
+        defer { source.deallocate() }
+        try ObjectReader(origin: options.origin).content(of: old, into: source)
+        let full = options.buildDirectory + "/" + file.path
+        do {
+            let target = try MappedFile(path: full)
+            guard Int64(target.bytes.count) == file.size else { throw Errno(EAGAIN, "reading (it changed while publishing)", full) }
+            return DeltaEncoder(source: UnsafeRawBufferPointer(source)).encode(target: target.bytes)
+        } catch { throw PatchSyncError.wrap(error).during("computing the delta of \(file.path)") }
+    }
+}
+
+/// Reads files back out of the objects of an origin folder.
+struct ObjectReader {
+    let origin: String
+
+    /// Inflates the chunks of `file`'s object into `buffer` (exactly the file's size), checking each chunk's hash.
+    func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
+        let path = origin + "/" + ObjectID.path(file.object)
+        let inflater = Zlib.Inflater()
+        let largest = file.chunks.map(\.objectLength).max() ?? 0
+        let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
+        defer { stored.deallocate() }
+        do {
+            let object = try FileDescriptor(path: path, flags: O_RDONLY)
+            for chunk in file.chunks {
+                let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
+                let packed = UnsafeMutableRawBufferPointer(rebasing: stored[..<chunk.objectLength])
+                try object.read(into: chunk.codec == .raw ? slice : packed, at: chunk.objectOffset)
+                guard chunk.codec == .raw || inflater.inflate(UnsafeRawBufferPointer(packed), into: slice) else {
+                    throw Errno(EIO, "inflating a chunk of", path)
+                }
+                guard SHA256Hasher.hash(UnsafeRawBufferPointer(slice)) == chunk.sha256 else {
+                    throw Errno(EIO, "verifying a chunk of", path)
+                }
+            }
+        } catch {
+            throw PatchSyncError(.localIO, "object \(file.object) of \(file.path) in \(origin) is damaged or missing: \(error)",
+                                 remedy: "publish the build it belongs to again, or give it no delta with --delta-sources 0")
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import Logging
+
+extension Syncer {
+    /// What the delta path did in one sync.
+    struct DeltaResult {
+        var files = 0
+        var chunks = 0
+        var packBytes: Int64 = 0
+        /// Files the delta path was planned for but that go by chunks after all.
+        var fellBack = 0
+    }
+
+    private static let deltaLogger = Logger(label: "patchsync.delta")
+
+    /// The files of `plan` that the manifest's delta pack from the live build can rebuild: target file
+    /// index → (file, a verified live file with the delta's source content).
+    func deltaCandidates(_ manifest: Manifest, plan: Plan, live: LiveTree,
+                         done: Set<StateStore.ChunkRef>) -> (DeltaSource, [Int: (FileEntry, String)])? {
+        guard let current = install.currentDeployment() else { return nil }
+        let liveBuild = Deployment.buildID(of: current)
+        guard let pack = manifest.deltas?.first(where: { $0.from.value == liveBuild }),
+              let source = try? loadManifest(liveBuild) else { return nil }
+        let before = Dictionary(source.files.map { ($0.path, $0.sha256) }, uniquingKeysWith: { a, _ in a })
+        let assembled = Set(plan.assembled.map(\.path))
+        var candidates: [Int: (FileEntry, String)] = [:]
+        for (index, file) in manifest.files.enumerated() where assembled.contains(file.path) {
+            guard let sha = before[file.path], let path = live.files[sha],
+                  file.chunks.indices.contains(where: { !done.contains(.init(path: file.path, index: $0)) }) else { continue }
+            candidates[index] = (file, path)
+        }
+        return candidates.isEmpty ? nil : (pack, candidates)
+    }
+
+    /// Rebuilds the files a delta pack from the live build covers, before any chunk is fetched. The pack
+    /// is downloaded (resumably) to `.patchsync/deltas/`, checked against the manifest's length and
+    /// SHA-256, and each rebuilt chunk against its own hash. Anything wrong with the pack or a delta
+    /// leaves the files to the chunk path; only local failures and cancellation stop the sync.
+    func applyDeltas(_ manifest: Manifest, plan: Plan, live: LiveTree, files: StagedFiles, state: StateStore,
+                     origin: Origin, onEvent: @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> DeltaResult {
+        var result = DeltaResult()
+        let done = try state.doneChunks(build: files.build)
+        guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: done) else { return result }
+        onEvent(.phase("patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
+        let path = install.deltasDirectory + "/" + pack.object.hex
+        do {
+            result.packBytes = try await origin.download(ObjectID.path(pack.object), to: path, length: pack.length,
+                                                         sha256: pack.object)
+        } catch where error.code == .refusedData || error.code == .originUnavailable {
+            Self.deltaLogger.notice("delta pack from \(pack.from) not used: \(error)")
+            onEvent(.phase("the delta pack is unusable (\(error.message)); fetching chunks instead"))
+            result.fellBack = candidates.count
+            return result
+        }
+        let input: FileDescriptor
+        do { input = try FileDescriptor(path: path, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }
+        var remaining = candidates
+        do throws(PatchSyncError) {
+            try DeltaPack.read(input) { (index, instructions) throws(PatchSyncError) in
+                if Task.isCancelled { throw PatchSyncError.cancelled }
+                guard let (file, source) = remaining.removeValue(forKey: index) else { return }
+                let chunksDone = Set(file.chunks.indices.filter { done.contains(.init(path: file.path, index: $0)) })
+                let outcome = try DeltaApplier(file: file, files: files, done: chunksDone)
+                    .rebuild(from: source, instructions: instructions)
+                result.chunks += outcome.written
+                if outcome.refused == 0 { result.files += 1 } else {
+                    result.fellBack += 1
+                    let why = outcome.problem ?? "chunk hashes differ"
+                    Self.deltaLogger.notice("the delta of \(file.path) was refused (\(why)): \(outcome.refused) chunks are fetched instead")
+                }
+            }
+        } catch where error.code == .refusedData {
+            Self.deltaLogger.notice("\(error)")
+            onEvent(.phase("the delta pack is malformed (\(error.message)); fetching the rest as chunks"))
+        }
+        result.fellBack += remaining.count
+        return result
+    }
+}
+
+extension Origin {
+    /// Downloads `path` into the file at `local`, resuming from what an earlier run left there, and
+    /// checks the whole file against `length` and `sha256`; a file that fails is deleted. Returns the
+    /// bytes fetched by this call.
+    func download(_ path: String, to local: String, length: Int64,
+                  sha256: SHA256Digest) async throws(PatchSyncError) -> Int64 {
+        let output = try Self.openForResume(local, length: length)
+        let start = (try? output.status().st_size).map(Int64.init) ?? 0
+        var have = start
+        var failures: [(String, TransferFailure)] = []
+        for mirror in order() {
+            if have == length { break }
+            var attempt = 1
+            while attempt <= attemptsPerMirror {
+                if attempt > 1 { try await pause(before: attempt) }
+                let sink = FileSink(output)
+                let request = TransferRequest(url: url(path, mirror: mirror), range: have...(length - 1), maxBytes: length)
+                let outcome = await client.fetch(request, into: sink)
+                have += sink.written
+                if let error = sink.error { throw error }
+                if Task.isCancelled { throw PatchSyncError.cancelled }
+                guard case .failure(let failure) = outcome else { break }
+                if !Origin.isRetryable(failure) || attempt == attemptsPerMirror {
+                    failures.append((mirrors[mirror], failure))
+                    noteFailure(failure, mirror: mirror)
+                    break
+                }
+                attempt += 1
+            }
+        }
+        guard have == length else { throw Origin.error(fetching: path, failures) }
+        try Self.verifyDownload(output, sha256: sha256, what: path)
+        return length - start
+    }
+
+    /// Opens (creating) a download's file for appending; a file longer than `length` starts again.
+    private static func openForResume(_ local: String, length: Int64) throws(PatchSyncError) -> FileDescriptor {
+        do {
+            try FileSystem.makeDirectory((local as NSString).deletingLastPathComponent)
+            let output = try FileDescriptor(path: local, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600)
+            if Int64(try output.status().st_size) > length { try output.truncate(to: 0) }
+            return output
+        } catch { throw PatchSyncError.wrap(error).during("downloading to \(local)") }
+    }
+
+    /// Syncs a complete download and checks its hash; deletes it when the hash differs.
+    private static func verifyDownload(_ output: FileDescriptor, sha256: SHA256Digest,
+                                       what: String) throws(PatchSyncError) {
+        let matches: Bool
+        do {
+            try output.sync()
+            matches = try SHA256Hasher.hash(file: output.path) == sha256
+            if !matches { try FileSystem.remove(output.path) }
+        } catch { throw PatchSyncError.wrap(error).during("checking \(output.path)") }
+        guard matches else {
+            throw PatchSyncError(.refusedData, "\(what) does not match the SHA-256 its manifest signs",
+                                 remedy: "a mirror serves a damaged or tampered file; report it to the publisher")
+        }
+    }
+}
+
+/// A sink that appends a body to a file.
+///
+/// Thread-safety: written only on the transfer thread, read after the transfer completed.
+final class FileSink: ResponseSink, @unchecked Sendable {
+    private let output: FileDescriptor
+    private(set) var written: Int64 = 0
+    private(set) var error: PatchSyncError?
+
+    init(_ output: FileDescriptor) { self.output = output }
+
+    func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
+        do { try output.write(bytes) } catch {
+            self.error = PatchSyncError.wrap(error).during("saving a download")
+            return self.error
+        }
+        written += Int64(bytes.count)
+        return nil
+    }
+}

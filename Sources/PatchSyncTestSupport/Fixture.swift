@@ -45,11 +45,13 @@ public final class Fixture: @unchecked Sendable {
     /// Publishes a build folder into the origin.
     @discardableResult
     public func publish(_ build: String, id: String, channel: String = "live",
-                        chunking: ChunkingParameters = .standard, now: Date = Date()) throws -> Publisher.Report {
+                        chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
+                        now: Date = Date()) throws -> Publisher.Report {
         var options = Publisher.Options(buildDirectory: build, origin: origin, buildId: try BuildID(id),
                                         bundles: try BundleRules(bundles: [.base]))
         options.channel = try Channel(channel)
         options.chunking = chunking
+        options.deltaSources = deltaSources
         options.now = now
         return try Publisher(options: options, key: onlineKey).run()
     }

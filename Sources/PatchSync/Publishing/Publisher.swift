@@ -160,7 +160,8 @@ public struct Publisher: Sendable {
         return manifest.sequence
     }
 
-    private func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository) throws(PatchSyncError) {
+    /// Writes `manifest` as the target `target` and commits new signed metadata.
+    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository) throws(PatchSyncError) {
         let data = Zlib.gzip(try manifest.encoded())
         let hash = SHA256Hasher.hash(data).hex
         let file = options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)

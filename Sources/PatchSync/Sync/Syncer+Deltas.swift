@@ -49,22 +49,25 @@ extension Syncer {
         } catch where error.code == .refusedData || error.code == .originUnavailable {
             Self.deltaLogger.notice("delta pack from \(pack.from) not used: \(error)")
             onEvent(.phase("the delta pack is unusable (\(error.message)); fetching chunks instead"))
-            result.fellBack = candidates.count
+            result.fellBack = pack.files
             return result
         }
         let input: FileDescriptor
         do { input = try FileDescriptor(path: path, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }
         var remaining = candidates
+        var skipped = 0
         do throws(PatchSyncError) {
             try DeltaPack.read(input) { (index, instructions) throws(PatchSyncError) in
                 if Task.isCancelled { throw PatchSyncError.cancelled }
-                guard let (file, source) = remaining.removeValue(forKey: index) else { return }
+                guard let (file, source) = remaining.removeValue(forKey: index) else {
+                    skipped += 1  // not needed here (done, or the live file differs): not a fallback
+                    return
+                }
                 let chunksDone = Set(file.chunks.indices.filter { done.contains(.init(path: file.path, index: $0)) })
                 let outcome = try DeltaApplier(file: file, files: files, done: chunksDone)
                     .rebuild(from: source, instructions: instructions)
                 result.chunks += outcome.written
                 if outcome.refused == 0 { result.files += 1 } else {
-                    result.fellBack += 1
                     let why = outcome.problem ?? "chunk hashes differ"
                     Self.deltaLogger.notice("the delta of \(file.path) was refused (\(why)): \(outcome.refused) chunks are fetched instead")
                 }
@@ -73,7 +76,7 @@ extension Syncer {
             Self.deltaLogger.notice("\(error)")
             onEvent(.phase("the delta pack is malformed (\(error.message)); fetching the rest as chunks"))
         }
-        result.fellBack += remaining.count
+        result.fellBack = max(0, pack.files - skipped - result.files)
         return result
     }
 }

@@ -39,7 +39,7 @@ struct EndToEndTests {
         let manifest1 = try Syncer(install: install).loadManifest("1.0+1")
         #expect(nginx.bytesServed(under: "/objects/") == Self.missingChunkBytes(manifest1, given: nil))
 
-        try fixture.publish(build2, id: "1.1+2")
+        try fixture.publish(build2, id: "1.1+2", deltaSources: 0)  // the chunk path (DeltaSyncTests: the delta path)
         let before = nginx.bytesServed(under: "/objects/"), metaBefore = nginx.bytesServed() - before
         let patch = try await Syncer(install: install).run()
         let fetched = nginx.bytesServed(under: "/objects/") - before

@@ -1,0 +1,109 @@
+import Foundation
+@testable import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+@Suite("The delta path: changed files rebuilt from the live build", .tags(.large))
+struct DeltaSyncTests {
+    /// Publishes and installs build 1, publishes build 2 (with `deltaSources`), and returns the pieces.
+    static func installedOne(deltaSources: Int = 2, remote: (Fixture) throws -> String = { $0.fileRemote })
+        throws -> (Fixture, Install, build2: String) {
+        let fixture = try Fixture()
+        let build1 = try fixture.sampleBuild(1, scale: 0.05), build2 = try fixture.sampleBuild(2, scale: 0.05)
+        try fixture.publish(build1, id: "1", deltaSources: 0)
+        let install = try fixture.makeInstall(remotes: [try remote(fixture)])
+        return (fixture, install, build2)
+    }
+
+    static func syncAndApply(_ install: Install) async throws -> SyncReport {
+        let report = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        return report
+    }
+
+    @Test("with a pack from the installed build, changed files are patched: fewer bytes than their chunks, identical result")
+    func patchesThroughNginx() async throws {
+        var nginx: NginxOrigin?
+        let (fixture, install, build2) = try Self.installedOne { fixture in
+            nginx = try NginxOrigin(root: fixture.origin)
+            return nginx!.url
+        }
+        _ = try await Self.syncAndApply(install)
+        let report = try fixture.publish(build2, id: "2")
+        #expect(report.deltas.map(\.from) == ["1"] && report.deltas[0].files >= 5)
+        let manifest1 = try Syncer(install: install).loadManifest("1")
+        let before = nginx!.bytesServed(under: "/objects/")
+
+        let patch = try await Self.syncAndApply(install)
+        let fetched = nginx!.bytesServed(under: "/objects/") - before
+        let manifest2 = try Syncer(install: install).loadManifest("2")
+        let chunkPath = EndToEndTests.missingChunkBytes(manifest2, given: manifest1)
+        #expect(patch.filesPatched == report.deltas[0].files && patch.deltaFallbacks == 0)
+        #expect(patch.deltaBytes == report.deltas[0].bytes)
+        #expect(Double(fetched) < 0.8 * Double(chunkPath), "fetched \(fetched); the chunks alone are \(chunkPath)")
+        try EndToEndTests.expectInstalled(install, matches: build2)
+        #expect(!FileManager.default.fileExists(atPath: install.deltasDirectory), "the pack is removed once staged")
+    }
+
+    @Test("a delta whose result fails the chunk hashes is refused, and those chunks are fetched instead")
+    func wrongDeltaFallsBack() async throws {
+        let (fixture, install, build2) = try Self.installedOne()
+        _ = try await Self.syncAndApply(install)
+        try fixture.publish(build2, id: "2", deltaSources: 0)
+        // A publisher bug: deltas that build each file with one byte flipped, signed all the same.
+        let manifest1 = try Syncer(install: install).loadManifest("1")
+        var repo = try Repository.load(origin: fixture.origin)
+        let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
+        let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
+                                                 bundles: try BundleRules(bundles: [.base])), key: fixture.onlineKey)
+        var manifest2 = try publisher.loadManifest(target, repo.targetFiles[target]!)
+        let before = Dictionary(uniqueKeysWithValues: manifest1.files.map { ($0.path, $0) })
+        let packPath = fixture.directory + "/wrong.pack"
+        let output = try FileDescriptor(path: packPath, flags: O_WRONLY | O_CREAT, mode: 0o644)
+        var writer = try DeltaPack.Writer(writingTo: output)
+        var wrong: [String] = []
+        for (index, file) in manifest2.files.enumerated() {
+            guard let old = before[file.path], old.sha256 != file.sha256, old.size > 4096 else { continue }
+            let source = [UInt8](try Data(contentsOf: URL(fileURLWithPath: install.root + "/current/" + file.path)))
+            var newBytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: build2 + "/" + file.path)))
+            newBytes[newBytes.count / 2] ^= 0xff
+            try writer.append(file: index, instructions: DeltaTests.encode(source, newBytes))
+            wrong.append(file.path)
+        }
+        let sha = try writer.finish()
+        try FileManager.default.createDirectory(atPath: fixture.origin + "/objects/" + sha.hex.prefix(2),
+                                                withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: packPath, toPath: fixture.origin + "/" + ObjectID.path(sha))
+        manifest2.deltas = [DeltaSource(from: try BuildID("1"), object: sha, length: writer.length, files: wrong.count)]
+        try publisher.writeManifest(manifest2, target: target, repo: &repo)
+
+        let patch = try await Self.syncAndApply(install)
+        #expect(wrong.count >= 3)
+        #expect(patch.deltaFallbacks == wrong.count && patch.filesPatched == 0)
+        let have = Set(manifest1.files.flatMap { $0.chunks.map(\.sha256) })
+        let chunkPath = Set(manifest2.files.flatMap { $0.chunks.map(\.sha256) }.filter { !have.contains($0) }).count
+        #expect(patch.chunksFetched >= wrong.count && patch.chunksFetched < chunkPath,
+                "the chunks the deltas built right are kept: \(patch.chunksFetched) fetched; \(chunkPath) without deltas")
+        try EndToEndTests.expectInstalled(install, matches: build2)
+    }
+
+    @Test("a pack that does not match its signed hash is refused, and its files come as chunks")
+    func tamperedPackFallsBack() async throws {
+        let (fixture, install, build2) = try Self.installedOne()
+        _ = try await Self.syncAndApply(install)
+        let report = try fixture.publish(build2, id: "2")
+        let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
+        let repo = try Repository.load(origin: fixture.origin)
+        let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
+                                                 bundles: try BundleRules(bundles: [.base])), key: fixture.onlineKey)
+        let pack = try #require(try publisher.loadManifest(target, repo.targetFiles[target]!).deltas?.first)
+        let path = fixture.origin + "/" + ObjectID.path(pack.object)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes[bytes.count - 10] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+
+        let patch = try await Self.syncAndApply(install)
+        #expect(patch.filesPatched == 0 && patch.deltaFallbacks == report.deltas[0].files)
+        try EndToEndTests.expectInstalled(install, matches: build2)
+    }
+}

@@ -1,13 +1,16 @@
 # Shared by the benchmarks (sourced): one nginx origin, and a rate-limited link in a network namespace.
 
 # start_nginx: serves $WORK/www on a free loopback port; sets PORT and NGINX_PID once it answers.
+# With NGINX_ACCESS_LOG=FILE, each request is logged there as: URI STATUS BODY_BYTES.
 start_nginx() {
+  local log="access_log off;"
+  [ -n "${NGINX_ACCESS_LOG:-}" ] && log="log_format bytes '\$request_uri \$status \$body_bytes_sent'; access_log $NGINX_ACCESS_LOG bytes;"
   PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])")
   mkdir -p "$WORK/nginx/tmp"
   cat > "$WORK/nginx/nginx.conf" <<CONF
 daemon off; user root root; worker_processes 2; pid $WORK/nginx/pid; error_log $WORK/nginx/error.log warn;
 events { worker_connections 1024; }
-http { access_log off; sendfile on; keepalive_requests 100000; client_body_temp_path $WORK/nginx/tmp;
+http { $log sendfile on; keepalive_requests 100000; client_body_temp_path $WORK/nginx/tmp;
   server { listen $PORT; root $WORK/www; } }
 CONF
   nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NGINX_PID=$!

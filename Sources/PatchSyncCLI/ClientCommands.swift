@@ -150,6 +150,10 @@ struct Status: AsyncParsableCommand {
             lines.append("progress: \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
                          + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
         }
+        if let r = status.routes {
+            lines.append("files:    \(r.buildId): \(r.linked) unchanged (linked), \(r.delta) patched by delta, "
+                         + "\(r.chunks) from chunks")
+        }
         if let r = status.running {
             let eta = r.etaSeconds.map { String(format: ", ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
             lines.append("syncing:  process \(r.pid): \(ByteCount.format(r.bytesDone)) of \(ByteCount.format(r.bytesTotal)) "

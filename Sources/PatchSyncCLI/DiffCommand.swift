@@ -33,7 +33,8 @@ struct Diff: AsyncParsableCommand {
         let budgets = try Budget.parse(budget)
         let (oldManifest, oldName) = try await DiffSide.load(old, root: root, channel: channel, bundles: rules)
         let (newManifest, newName) = try await DiffSide.load(new, root: root, channel: channel, bundles: rules)
-        let report = PatchDiff(old: oldManifest, new: newManifest, oldName: oldName, newName: newName)
+        let deltas = try await DiffSide.deltaShares(new: newManifest, newSpec: new, old: oldManifest)
+        let report = PatchDiff(old: oldManifest, new: newManifest, oldName: oldName, newName: newName, deltas: deltas)
         if let html {
             do { try Data(DiffHTML.render(report).utf8).write(to: URL(fileURLWithPath: html)) } catch {
                 throw PatchSyncError(.localIO, "writing \(html)", remedy: "check that its folder exists and is writable",
@@ -97,7 +98,7 @@ struct Budget {
 enum DiffTable {
     static func render(_ r: PatchDiff) -> String {
         var lines = ["patch \(r.old) → \(r.new)", ""]
-        let header = ["bundle", "added", "removed", "changed", "unchanged", "download", "written", "disk change"]
+        let header = ["bundle", "added", "removed", "changed", "by delta", "unchanged", "download", "written", "disk change"]
         var rows = r.bundles.sorted { $0.key < $1.key }.map { row($0.key, $0.value) }
         rows.append(row("total", r.total))
         let widths = header.indices.map { i in ([header[i]] + rows.map { $0[i] }).map(\.count).max() ?? 0 }
@@ -111,7 +112,7 @@ enum DiffTable {
             lines += ["", "largest downloads:"]
             for f in r.largest {
                 lines.append("  \(ByteCount.format(f.downloadBytes).padding(toLength: 10, withPad: " ", startingAt: 0)) "
-                             + "\(f.path) (\(f.change.rawValue); reused \(ByteCount.format(f.reusedBytes)), "
+                             + "\(f.path) (\(f.change.rawValue)\(f.route == .delta ? " by delta" : ""); reused \(ByteCount.format(f.reusedBytes)), "
                              + "new \(ByteCount.format(f.newBytes)))")
             }
         }
@@ -120,7 +121,7 @@ enum DiffTable {
 
     private static func row(_ name: String, _ t: PatchDiff.Totals) -> [String] {
         let delta = t.diskDeltaBytes < 0 ? "-" + ByteCount.format(-t.diskDeltaBytes) : "+" + ByteCount.format(t.diskDeltaBytes)
-        return [name, "\(t.filesAdded)", "\(t.filesRemoved)", "\(t.filesChanged)", "\(t.filesUnchanged)",
+        return [name, "\(t.filesAdded)", "\(t.filesRemoved)", "\(t.filesChanged)", "\(t.filesPatched)", "\(t.filesUnchanged)",
                 ByteCount.format(t.downloadBytes), ByteCount.format(t.writtenBytes), delta]
     }
 }

@@ -27,7 +27,7 @@ enum DiffHTML {
             <div><h2>Download per folder</h2>\(chart(Array(folders), id: "folders"))</div>
             </div>
             <h2>Files added or changed</h2>
-            <table id="files"><thead><tr><th>path</th><th>bundle</th><th>change</th><th>size</th>
+            <table id="files"><thead><tr><th>path</th><th>bundle</th><th>change</th><th>route</th><th>size</th>
             <th>reused</th><th>new</th><th>download</th></tr></thead><tbody>
             \(r.files.map(fileRow).joined(separator: "\n"))
             </tbody></table>
@@ -62,7 +62,7 @@ enum DiffHTML {
 
     private static func fileRow(_ f: PatchDiff.FileCost) -> String {
         func n(_ v: Int64) -> String { "<td class=\"n\" data-v=\"\(v)\">\(ByteCount.format(v))</td>" }
-        return "<tr><td>\(escape(f.path))</td><td>\(escape(f.bundle))</td><td>\(f.change.rawValue)</td>"
+        return "<tr><td>\(escape(f.path))</td><td>\(escape(f.bundle))</td><td>\(f.change.rawValue)</td><td>\(f.route.rawValue)</td>"
             + n(f.size) + n(f.reusedBytes) + n(f.newBytes) + n(f.downloadBytes) + "</tr>"
     }
 

@@ -57,7 +57,7 @@ struct DiffCLITests {
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         _ = try CLI.run(["sync", "--install", install.root])
         _ = try CLI.run(["apply", "--install", install.root])
-        try fixture.publish(b2, id: "2")
+        try fixture.publish(b2, id: "2", deltaSources: 0)  // a build folder has no deltas to compare (DeltaSyncTests)
         let fromOrigin = try CLI.run(["diff", fixture.fileRemote + "#1", fixture.fileRemote, "--root", fixture.rootMetadata, "--json"])
         #expect(fromOrigin.status == 0, "\(fromOrigin.stderr)")
         let fromInstall = try CLI.run(["diff", install.root, b2, "--json"])

@@ -50,4 +50,27 @@ public enum DiffSide {
         let (manifest, _) = try await origin.manifest(target)
         return (manifest, "\(manifest.buildId) (\(parts[0]))")
     }
+
+    /// For NEW read from an origin URL whose manifest has a delta pack from OLD's build: per path, that
+    /// file's share of the pack (its instructions' part of the pack's length). Empty otherwise. The pack
+    /// is checked against the SHA-256 that NEW's verified manifest gives.
+    public static func deltaShares(new: Manifest, newSpec: String, old: Manifest) async throws(PatchSyncError) -> [String: Int64] {
+        let lower = newSpec.lowercased()
+        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://"),
+              let pack = new.deltas?.first(where: { $0.from == old.buildId }) else { return [:] }
+        let base = String(newSpec.split(separator: "#", maxSplits: 1)[0])
+        let temp = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)/pack"
+        defer { try? FileSystem.removeTree((temp as NSString).deletingLastPathComponent) }
+        let origin = try Origin(mirrors: [base], client: try HTTPClient())
+        _ = try await origin.download(ObjectID.path(pack.object), to: temp, length: pack.length, sha256: pack.object)
+        var sizes: [(String, Int64)] = []
+        let input: FileDescriptor
+        do { input = try FileDescriptor(path: temp, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }
+        try DeltaPack.read(input) { (index, instructions) throws(PatchSyncError) in
+            guard new.files.indices.contains(index) else { return }
+            sizes.append((new.files[index].path, Int64(instructions.count)))
+        }
+        let total = max(1, sizes.reduce(Int64(0)) { $0 + $1.1 })
+        return Dictionary(sizes.map { ($0.0, max(1, $0.1 * pack.length / total)) }, uniquingKeysWith: +)
+    }
 }

@@ -8,6 +8,8 @@ public struct PatchDiff: Codable, Sendable {
         public var filesRemoved = 0
         public var filesChanged = 0
         public var filesUnchanged = 0
+        /// Changed files that a delta pack from OLD rebuilds (``Route/delta``).
+        public var filesPatched = 0
         /// Compressed bytes of the chunks NEW needs that OLD lacks, each distinct chunk once.
         public var downloadBytes: Int64 = 0
         /// Bytes written into the staged tree (added and changed files; unchanged ones are hard links).
@@ -27,6 +29,13 @@ public struct PatchDiff: Codable, Sendable {
         /// Bytes of the file in chunks OLD lacks (uncompressed).
         public var newBytes: Int64
         public var downloadBytes: Int64
+        /// How a player on OLD gets the file.
+        public var route: Route
+    }
+
+    /// How a sync gets a file: its chunks OLD lacks, or a delta from OLD's file (its share of the pack).
+    public enum Route: String, Codable, Sendable {
+        case chunks, delta
     }
 
     public enum Change: String, Codable, Sendable {
@@ -48,8 +57,9 @@ public struct PatchDiff: Codable, Sendable {
 }
 
 extension PatchDiff {
-    /// Compares two manifests (OLD may be nil: a fresh install).
-    public init(old: Manifest?, new: Manifest, oldName: String, newName: String) {
+    /// Compares two manifests (OLD may be nil: a fresh install). `deltas` holds, per path, the bytes of
+    /// the delta that NEW's pack from OLD has for that file (see ``DeltaShares``).
+    public init(old: Manifest?, new: Manifest, oldName: String, newName: String, deltas: [String: Int64] = [:]) {
         self.old = oldName
         self.new = newName
         total = Totals()
@@ -62,7 +72,7 @@ extension PatchDiff {
         var counted = Set<SHA256Digest>()
         let rank = Dictionary(uniqueKeysWithValues: new.bundles.map { ($0.name, ($0.required ? 0 : 1_000_000) + $0.priority) })
         for file in new.files.sorted(by: { (rank[$0.bundle] ?? 0, $0.path) < (rank[$1.bundle] ?? 0, $1.path) }) {
-            add(file, before: oldFiles[file.path], have: have, counted: &counted)
+            add(file, before: oldFiles[file.path], have: have, delta: deltas[file.path], counted: &counted)
         }
         let newPaths = Set(new.files.map(\.path))
         for file in old?.files ?? [] where !newPaths.contains(file.path) {
@@ -76,7 +86,7 @@ extension PatchDiff {
         removed.sort()
     }
 
-    private mutating func add(_ file: FileEntry, before: FileEntry?, have: Set<SHA256Digest>,
+    private mutating func add(_ file: FileEntry, before: FileEntry?, have: Set<SHA256Digest>, delta: Int64?,
                               counted: inout Set<SHA256Digest>) {
         var bundle = bundles[file.bundle, default: Totals()]
         defer { bundles[file.bundle] = bundle }
@@ -87,11 +97,17 @@ extension PatchDiff {
             return
         }
         var cost = FileCost(path: file.path, bundle: file.bundle, change: before == nil ? .added : .changed,
-                            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: 0)
+                            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: 0, route: .chunks)
         for chunk in file.chunks {
             if have.contains(chunk.sha256) { cost.reusedBytes += Int64(chunk.length); continue }
             cost.newBytes += Int64(chunk.length)
-            if counted.insert(chunk.sha256).inserted { cost.downloadBytes += Int64(chunk.objectLength) }
+            if delta == nil, counted.insert(chunk.sha256).inserted { cost.downloadBytes += Int64(chunk.objectLength) }
+        }
+        if let delta, before != nil {
+            cost.route = .delta
+            cost.downloadBytes = delta
+            total.filesPatched += 1
+            bundle.filesPatched += 1
         }
         if before == nil { total.filesAdded += 1; bundle.filesAdded += 1 } else { total.filesChanged += 1; bundle.filesChanged += 1 }
         total.downloadBytes += cost.downloadBytes

@@ -17,6 +17,14 @@ public struct InstallStatus: Codable, Sendable {
         public var diskBytes: Int64
     }
 
+    /// How the files of the staged or ready build came (or come): linked, rebuilt by delta, from chunks.
+    public struct Routes: Codable, Sendable, Equatable {
+        public var buildId: String
+        public var linked: Int
+        public var delta: Int
+        public var chunks: Int
+    }
+
     public var install: String
     public var channel: String
     public var remotes: [String]
@@ -37,6 +45,8 @@ public struct InstallStatus: Codable, Sendable {
     public var running: RunningSync?
     /// The last discretionary run was deferred: why, and when the next may try.
     public var deferral: Deferral?
+    /// Per route, the files of the build being staged or ready.
+    public var routes: Routes?
 }
 
 extension Install {
@@ -74,6 +84,10 @@ extension Install {
                 }
             }
             status.staging = progress
+        }
+        if let text = try state.setting("routes"), let routes = try? JSONDecoder().decode(InstallStatus.Routes.self, from: Data(text.utf8)),
+           [status.staging?.buildId, status.ready].contains(routes.buildId) {
+            status.routes = routes
         }
         return status
     }

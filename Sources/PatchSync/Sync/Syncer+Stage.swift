@@ -22,6 +22,9 @@ extension Syncer {
         let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, state: state,
                                            origin: origin, onEvent: onEvent)
         (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
+        let routes = InstallStatus.Routes(buildId: id, linked: plan.links.count, delta: deltas.files,
+                                          chunks: plan.assembled.count - deltas.files)
+        if let json = try? JSONEncoder().encode(routes) { try state.set(["routes": String(decoding: json, as: UTF8.self)]) }
         if deltas.chunks > 0 {  // what is left after the deltas: chunks only
             try files.flush()
             plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: try state.doneChunks(build: id))

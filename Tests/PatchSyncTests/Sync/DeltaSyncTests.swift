@@ -34,13 +34,25 @@ struct DeltaSyncTests {
         let manifest1 = try Syncer(install: install).loadManifest("1")
         let before = nginx!.bytesServed(under: "/objects/")
 
-        let patch = try await Self.syncAndApply(install)
+        let patch = try await Syncer(install: install).run()
+        let routes = try install.status().routes
+        _ = try install.applyPendingUpdate()
         let fetched = nginx!.bytesServed(under: "/objects/") - before
         let manifest2 = try Syncer(install: install).loadManifest("2")
         let chunkPath = EndToEndTests.missingChunkBytes(manifest2, given: manifest1)
         #expect(patch.filesPatched == report.deltas[0].files && patch.deltaFallbacks == 0)
         #expect(patch.deltaBytes == report.deltas[0].bytes)
         #expect(Double(fetched) < 0.8 * Double(chunkPath), "fetched \(fetched); the chunks alone are \(chunkPath)")
+        #expect(routes == InstallStatus.Routes(buildId: routes?.buildId ?? "", linked: patch.filesLinked,
+                                               delta: patch.filesPatched, chunks: patch.filesAssembled - patch.filesPatched))
+
+        // diff shows the same routes, and predicts what the sync fetched.
+        let shares = try await DiffSide.deltaShares(new: manifest2, newSpec: nginx!.url, old: manifest1)
+        let diff = PatchDiff(old: manifest1, new: manifest2, oldName: "1", newName: "2", deltas: shares)
+        #expect(diff.total.filesPatched == patch.filesPatched)
+        #expect(diff.files.filter { $0.route == .delta }.count == patch.filesPatched)
+        #expect(abs(Double(diff.total.downloadBytes - fetched)) <= 0.05 * Double(fetched),
+                "diff predicted \(diff.total.downloadBytes), sync fetched \(fetched)")
         try EndToEndTests.expectInstalled(install, matches: build2)
         #expect(!FileManager.default.fileExists(atPath: install.deltasDirectory), "the pack is removed once staged")
     }

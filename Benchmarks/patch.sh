@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Patch size on real game data (issue 9): one pair of releases from Benchmarks/datasets.sh, patched
+# by PatchSync through nginx on loopback (bytes and requests from nginx's access log), with and
+# without publisher-side deltas, side by side with rsync, zsync, casync, xdelta3 and the full
+# download compressed, in the same run. Prints one table: bytes, ratio to rsync, ratio to xdelta3,
+# requests, and wall time.
+#
+#   sudo bash Benchmarks/patch.sh [supertuxkart|wesnoth] [CHUNK_KIB]
+#
+# CHUNK_KIB sets PatchSync's average chunk size (default: the product default, 256); with
+# PATCH_ONLY_PATCHSYNC=1 only the PatchSync rows run (the chunk-size study, Benchmarks/chunks.sh).
+# Installs what is missing (nginx rsync zsync casync xdelta3 pigz bc). Needs about 6 GB in /tmp
+# for SuperTuxKart.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PAIR=${1:-wesnoth}
+CHUNK=${2:-}
+ONLY=${PATCH_ONLY_PATCHSYNC:-0}
+. Benchmarks/lib.sh
+
+need=""
+for tool in nginx rsync zsync casync xdelta3 pigz bc curl; do command -v "$tool" >/dev/null || need="$need $tool"; done
+if [ -n "$need" ]; then
+  echo "installing:$need" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+fi
+BIN=$(pwd)/.build/release
+[ -x "$BIN/patchsync" ] || make release >/dev/null
+
+read -r OLD_NAME OLD NEW_NAME NEW <<<"$(bash Benchmarks/datasets.sh "$PAIR" | awk '{printf "%s %s ", $1, $2}')"
+WORK=$(mktemp -d /tmp/patchsync-patch.XXXXXX)
+NGINX_PID=""; RSYNC_PID=""
+trap '[ -n "$NGINX_PID" ] && kill $NGINX_PID 2>/dev/null; [ -n "$RSYNC_PID" ] && kill $RSYNC_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+now() { date +%s.%N; }
+secs() { echo "scale=1; ($2 - $1) / 1" | bc; }
+ROWS="$WORK/rows"; : > "$ROWS"
+row() { echo "$1|$2|$3|$4" >> "$ROWS"; }   # what | bytes | requests | seconds
+
+# --- PatchSync: publish OLD, install it through nginx, publish NEW, sync; with and without deltas ---
+mkdir -p "$WORK/www"
+NGINX_ACCESS_LOG="$WORK/access.log" start_nginx
+URL="http://127.0.0.1:$PORT"
+"$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
+chunk_args=(); [ -n "$CHUNK" ] && chunk_args=(--chunk-size "$CHUNK")
+publish() {  # ORIGIN BUILD ID DELTAS → seconds
+  local t0 t1; t0=$(now)
+  "$BIN/patchsync" publish "$2" --origin "$1" --build-id "$3" --key "$WORK/keys/online.key" --delta-sources "$4" "${chunk_args[@]}" >/dev/null
+  t1=$(now); secs "$t0" "$t1"
+}
+served() {  # LOG_OFFSET PREFIX → "bytes requests" served since the offset under PREFIX
+  tail -c +"$(( $1 + 1 ))" "$WORK/access.log" | awk -v p="$2" 'index($1, p) == 1 { b += $3; n++ } END { printf "%d %d\n", b, n }'
+}
+for variant in deltas chunks; do
+  origin="$WORK/www/$variant"
+  "$BIN/patchsync" repo init --origin "$origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+done
+publish_old=$(publish "$WORK/www/deltas" "$OLD" "$OLD_NAME" 0)
+rm -rf "$WORK/www/chunks" && cp -a "$WORK/www/deltas" "$WORK/www/chunks"
+"$BIN/patchsync" init --install "$WORK/install-deltas" --remote "$URL/deltas" --root "$WORK/www/deltas/metadata/root.json" >/dev/null
+"$BIN/patchsync" sync --install "$WORK/install-deltas" >/dev/null 2>&1
+"$BIN/patchsync" apply --install "$WORK/install-deltas" >/dev/null
+full_bytes=$(served 0 /deltas/objects/ | cut -d' ' -f1)
+cp -a "$WORK/install-deltas" "$WORK/install-chunks"
+sed -i "s|$URL/deltas|$URL/chunks|" "$WORK/install-chunks/.patchsync/config.json"
+for variant in deltas chunks; do
+  sources=2; [ $variant = chunks ] && sources=0
+  seconds_publish=$(publish "$WORK/www/$variant" "$NEW" "$NEW_NAME" $sources)
+  offset=$(stat -c %s "$WORK/access.log")
+  t0=$(now)
+  "$BIN/patchsync" sync --install "$WORK/install-$variant" --json > "$WORK/sync-$variant.json" 2>/dev/null
+  t1=$(now)
+  read -r bytes requests <<<"$(served "$offset" "/$variant/")"
+  label="PatchSync, chunks + deltas"; [ $variant = chunks ] && label="PatchSync, chunks only"
+  row "$label${CHUNK:+ ($CHUNK KiB)}" "$bytes" "$requests" "$(secs "$t0" "$t1")"
+  echo "$variant: publish of $NEW_NAME took $seconds_publish s (of $OLD_NAME: $publish_old s)" >&2
+  "$BIN/patchsync" apply --install "$WORK/install-$variant" >/dev/null
+  diff -r "$WORK/install-$variant/current" "$NEW" >/dev/null || { echo "patch.sh: $variant install differs from $NEW_NAME" >&2; exit 1; }
+done
+manifest_bytes=$(tail -n1 "$WORK/sync-deltas.json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r.get("filesPatched", 0), r.get("deltaBytes", 0))')
+echo "deltas: files patched, pack bytes: $manifest_bytes" >&2
+
+if [ "$ONLY" != 1 ]; then
+  # --- rsync: a daemon on loopback, the client holding a copy of OLD ---
+  cat > "$WORK/rsyncd.conf" <<CONF
+use chroot = no
+[new]
+path = $NEW
+read only = yes
+CONF
+  RPORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])")
+  rsync --daemon --no-detach --config="$WORK/rsyncd.conf" --port="$RPORT" --address=127.0.0.1 & RSYNC_PID=$!
+  sleep 0.5
+  cp -a "$OLD" "$WORK/rsync-dest"
+  t0=$(now)
+  rsync -a -c --no-whole-file -z --delete --stats "rsync://127.0.0.1:$RPORT/new/" "$WORK/rsync-dest/" > "$WORK/rsync.log"
+  t1=$(now)
+  bytes=$(awk -F': ' '/^Total bytes received/ { gsub(/,/, "", $2); print $2 }' "$WORK/rsync.log")
+  row "rsync -a -c --no-whole-file -z" "$bytes" 1 "$(secs "$t0" "$t1")"
+  rm -rf "$WORK/rsync-dest"
+
+  # --- deterministic tars of the two trees, for zsync and xdelta3 ---
+  tarball() { tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$1" -cf "$2" .; }
+  tarball "$OLD" "$WORK/old.tar"; tarball "$NEW" "$WORK/new.tar"
+
+  # --- zsync: the new tar and its .zsync on nginx, the old tar as the seed ---
+  mkdir -p "$WORK/www/zsync"; ln "$WORK/new.tar" "$WORK/www/zsync/new.tar"
+  (cd "$WORK/www/zsync" && zsyncmake -u "$URL/zsync/new.tar" -o new.tar.zsync new.tar >/dev/null 2>&1)
+  offset=$(stat -c %s "$WORK/access.log")
+  t0=$(now)
+  (cd "$WORK" && zsync -q -i old.tar -o zsync-out.tar "$URL/zsync/new.tar.zsync" >/dev/null 2>&1)
+  t1=$(now)
+  cmp -s "$WORK/zsync-out.tar" "$WORK/new.tar" || { echo "patch.sh: zsync did not rebuild new.tar" >&2; exit 1; }
+  read -r bytes requests <<<"$(served "$offset" /zsync/)"
+  row "zsync (tar, over HTTP)" "$bytes" "$requests" "$(secs "$t0" "$t1")"
+  rm -f "$WORK/zsync-out.tar"
+
+  # --- casync: new compressed chunk bytes in a store that holds OLD ---
+  for size in 16K 64K; do
+    store="$WORK/casync-$size"
+    casync make --chunk-size="$size" --store="$store" "$WORK/old.caidx" "$OLD" >/dev/null
+    find "$store" -type f -name '*.cacnk' | sort > "$WORK/before"
+    t0=$(now)
+    casync make --chunk-size="$size" --store="$store" "$WORK/new.caidx" "$NEW" >/dev/null
+    t1=$(now)
+    find "$store" -type f -name '*.cacnk' | sort > "$WORK/after"
+    newchunks=$(comm -13 "$WORK/before" "$WORK/after")
+    bytes=$(echo "$newchunks" | xargs -r stat -c %s | awk '{ s += $1 } END { print s + 0 }')
+    row "casync make, $size chunks (new chunks)" "$bytes" "$(echo "$newchunks" | grep -c . || true)" "$(secs "$t0" "$t1")"
+    rm -rf "$store"
+  done
+
+  # --- xdelta3 on the tars, and the full download compressed ---
+  t0=$(now)
+  xdelta3 -e -9 -f -B $(( 1 << 30 )) -W $(( 1 << 23 )) -s "$WORK/old.tar" "$WORK/new.tar" "$WORK/patch.vcdiff"
+  t1=$(now)
+  XDELTA=$(stat -c %s "$WORK/patch.vcdiff")
+  row "xdelta3 -e -9 (tars)" "$XDELTA" 1 "$(secs "$t0" "$t1")"
+  t0=$(now); full=$(pigz -6 -c "$WORK/new.tar" | wc -c); t1=$(now)
+  row "full download (tar, gzip -6)" "$full" 1 "$(secs "$t0" "$t1")"
+fi
+
+echo
+echo "$OLD_NAME → $NEW_NAME ($(du -sm "$NEW" | cut -f1) MiB, $(find "$NEW" -type f | wc -l) files); PatchSync's fresh install of $OLD_NAME fetched $full_bytes object bytes"
+RSYNC=$(awk -F'|' '/^rsync/ { print $2 }' "$ROWS"); XD=${XDELTA:-}
+printf '%-44s %14s %9s %10s %9s %9s\n' "what" "bytes" "÷ rsync" "÷ xdelta3" "requests" "seconds"
+while IFS='|' read -r what bytes requests seconds; do
+  r1="-"; r2="-"
+  [ -n "$RSYNC" ] && r1=$(echo "scale=2; $bytes / $RSYNC" | bc)
+  [ -n "$XD" ] && r2=$(echo "scale=2; $bytes / $XD" | bc)
+  printf '%-44s %14s %9s %10s %9s %9s\n' "$what" "$bytes" "$r1" "$r2" "$requests" "$seconds"
+done < "$ROWS"

@@ -68,3 +68,19 @@ make_routed_link() {
       ip rule add iif b$ns lookup 100"
   fi
 }
+
+# ps_publish ORIGIN BUILD ID DELTA_SOURCES [ARGS…]: publishes with $BIN/patchsync and the key in $WORK/keys;
+# prints the seconds it took.
+ps_publish() {
+  local origin=$1 build=$2 id=$3 sources=$4 t0 t1; shift 4
+  t0=$(date +%s.%N)
+  "$BIN/patchsync" publish "$build" --origin "$origin" --build-id "$id" --key "$WORK/keys/online.key" \
+    --delta-sources "$sources" "$@" >/dev/null 2>"$WORK/publish.err" || { cat "$WORK/publish.err" >&2; exit 1; }
+  t1=$(date +%s.%N); echo "scale=1; ($t1 - $t0) / 1" | bc
+}
+
+# served_since OFFSET PREFIX: "bytes requests" that nginx's access log ($NGINX_ACCESS_LOG) records after
+# byte OFFSET for URIs under PREFIX.
+served_since() {
+  tail -c +"$(( $1 + 1 ))" "$NGINX_ACCESS_LOG" | awk -v p="$2" 'index($1, p) == 1 { b += $3; n++ } END { printf "%d %d\n", b, n }'
+}

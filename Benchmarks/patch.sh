@@ -24,7 +24,7 @@ if [ -n "$need" ]; then
   echo "installing:$need" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
 fi
-BIN=$(pwd)/.build/release
+BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}   # PATCHSYNC_BIN_DIR: a copy, to keep building meanwhile
 [ -x "$BIN/patchsync" ] || make release >/dev/null
 
 read -r OLD_NAME OLD NEW_NAME NEW <<<"$(bash Benchmarks/datasets.sh "$PAIR" | awk '{printf "%s %s ", $1, $2}')"
@@ -42,37 +42,32 @@ NGINX_ACCESS_LOG="$WORK/access.log" start_nginx
 URL="http://127.0.0.1:$PORT"
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
 chunk_args=(); [ -n "$CHUNK" ] && chunk_args=(--chunk-size "$CHUNK")
-publish() {  # ORIGIN BUILD ID DELTAS → seconds
-  local t0 t1; t0=$(now)
-  "$BIN/patchsync" publish "$2" --origin "$1" --build-id "$3" --key "$WORK/keys/online.key" --delta-sources "$4" "${chunk_args[@]}" >/dev/null
-  t1=$(now); secs "$t0" "$t1"
-}
-served() {  # LOG_OFFSET PREFIX → "bytes requests" served since the offset under PREFIX
-  tail -c +"$(( $1 + 1 ))" "$WORK/access.log" | awk -v p="$2" 'index($1, p) == 1 { b += $3; n++ } END { printf "%d %d\n", b, n }'
-}
+export NGINX_ACCESS_LOG="$WORK/access.log"
 for variant in deltas chunks; do
   origin="$WORK/www/$variant"
   "$BIN/patchsync" repo init --origin "$origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
 done
-publish_old=$(publish "$WORK/www/deltas" "$OLD" "$OLD_NAME" 0)
+publish_old=$(ps_publish "$WORK/www/deltas" "$OLD" "$OLD_NAME" 0 "${chunk_args[@]}")
 rm -rf "$WORK/www/chunks" && cp -a "$WORK/www/deltas" "$WORK/www/chunks"
 "$BIN/patchsync" init --install "$WORK/install-deltas" --remote "$URL/deltas" --root "$WORK/www/deltas/metadata/root.json" >/dev/null
 "$BIN/patchsync" sync --install "$WORK/install-deltas" >/dev/null 2>&1
 "$BIN/patchsync" apply --install "$WORK/install-deltas" >/dev/null
-full_bytes=$(served 0 /deltas/objects/ | cut -d' ' -f1)
+full_bytes=$(served_since 0 /deltas/objects/ | cut -d' ' -f1)
 cp -a "$WORK/install-deltas" "$WORK/install-chunks"
 sed -i "s|$URL/deltas|$URL/chunks|" "$WORK/install-chunks/.patchsync/config.json"
 for variant in deltas chunks; do
   sources=2; [ $variant = chunks ] && sources=0
-  seconds_publish=$(publish "$WORK/www/$variant" "$NEW" "$NEW_NAME" $sources)
+  seconds_publish=$(ps_publish "$WORK/www/$variant" "$NEW" "$NEW_NAME" $sources "${chunk_args[@]}")
   offset=$(stat -c %s "$WORK/access.log")
   t0=$(now)
   "$BIN/patchsync" sync --install "$WORK/install-$variant" --json > "$WORK/sync-$variant.json" 2>/dev/null
   t1=$(now)
-  read -r bytes requests <<<"$(served "$offset" "/$variant/")"
+  read -r bytes requests <<<"$(served_since "$offset" "/$variant/")"
   label="PatchSync, chunks + deltas"; [ $variant = chunks ] && label="PatchSync, chunks only"
   row "$label${CHUNK:+ ($CHUNK KiB)}" "$bytes" "$requests" "$(secs "$t0" "$t1")"
   echo "$variant: publish of $NEW_NAME took $seconds_publish s (of $OLD_NAME: $publish_old s)" >&2
+  manifest=$(find "$WORK/www/$variant/targets" -name "*.$NEW_NAME.json.gz" -printf '%s\n')
+  [ -n "${PATCH_SUMMARY:-}" ] && echo "$PAIR ${CHUNK:-256} $variant $bytes $requests $manifest $seconds_publish" >> "$PATCH_SUMMARY"
   "$BIN/patchsync" apply --install "$WORK/install-$variant" >/dev/null
   diff -r "$WORK/install-$variant/current" "$NEW" >/dev/null || { echo "patch.sh: $variant install differs from $NEW_NAME" >&2; exit 1; }
 done
@@ -110,7 +105,7 @@ CONF
   (cd "$WORK" && zsync -q -i old.tar -o zsync-out.tar "$URL/zsync/new.tar.zsync" >/dev/null 2>&1)
   t1=$(now)
   cmp -s "$WORK/zsync-out.tar" "$WORK/new.tar" || { echo "patch.sh: zsync did not rebuild new.tar" >&2; exit 1; }
-  read -r bytes requests <<<"$(served "$offset" /zsync/)"
+  read -r bytes requests <<<"$(served_since "$offset" /zsync/)"
   row "zsync (tar, over HTTP)" "$bytes" "$requests" "$(secs "$t0" "$t1")"
   rm -f "$WORK/zsync-out.tar"
 

@@ -110,6 +110,9 @@ struct Publish: AsyncParsableCommand {
         discussion: """
             Writes only objects not already in the origin, then the manifest and new signed
             metadata. Publishing the same build id with the same content again is a no-op.
+            For each of the channel's latest builds (--delta-sources, default 2) it also writes a
+            delta pack: players on those builds patch changed files from what they have, and
+            fetch chunks for the rest.
 
             Example:
               patchsync publish build/ --origin out/ --build-id 1.4.2+873 --key keys/online.key

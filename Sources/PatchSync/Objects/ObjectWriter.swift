@@ -18,22 +18,38 @@ struct ObjectWriter: Sendable {
         var chunks: [ChunkEntry]
         /// The bytes written to the origin (0 when the object was already there).
         var bytesWritten: Int64
+        /// With `deferPlacement`: the unsynced temporary file to place at the object's path later.
+        var pending: Pending?
+    }
+
+    /// A written object not yet in place: ``place(_:)`` syncs and renames a batch of them at once.
+    struct Pending: Sendable {
+        var temp: String
+        var final: String
     }
 
     /// Chunks, compresses and stores `path`; an object already in the origin is not written again.
     /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
-    func write(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> Result {
-        let tempDir = origin + "/objects/.incoming"
-        let temp = tempDir + "/\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+    /// With `deferPlacement` the object stays in a temporary file, unsynced (``Result/pending``).
+    func write(file path: String, knownHash: SHA256Digest? = nil,
+               deferPlacement: Bool = false) throws(PatchSyncError) -> Result {
+        // Spread over 16 folders: threads creating files in one folder wait for its lock.
+        let random = UInt64.random(in: 0...UInt64.max)
+        let tempDir = origin + "/objects/.incoming/\(random % 16)"
+        let temp = tempDir + "/\(getpid())-\(random)"
         do {
-            try FileSystem.makeDirectory(tempDir)
             let input = try FileDescriptor(path: path, flags: O_RDONLY)
+            if !FileSystem.isDirectory(tempDir) { try FileSystem.makeDirectory(tempDir) }  // the first object
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var result = try store(input, into: output, knownHash: knownHash)
             let final = origin + "/" + ObjectID.path(result.sha256)
             if FileSystem.exists(final) {
                 try FileSystem.remove(temp)
                 result.bytesWritten = 0
+                return result
+            }
+            if deferPlacement {
+                result.pending = Pending(temp: temp, final: final)
                 return result
             }
             try output.sync()
@@ -43,6 +59,41 @@ struct ObjectWriter: Sendable {
             try? FileSystem.remove(temp)
             throw PatchSyncError.wrap(error).during("storing \(path)")
         }
+    }
+
+    /// Places a batch of deferred objects: one syncfs(2) makes their bytes durable, then each is renamed
+    /// into place (an object path never names an incomplete object), then a second syncfs makes the
+    /// renames durable. An object already placed (the same content twice) is dropped. Returns the
+    /// temporary files dropped that way.
+    static func place(_ batch: [Pending], origin: String) throws(Errno) -> Set<String> {
+        guard !batch.isEmpty else { return [] }
+        try FileSystem.syncFileSystem(of: origin + "/objects")
+        var dropped = Set<String>(), folders = Set<String>()
+        for object in batch {
+            if FileSystem.exists(object.final) {
+                try FileSystem.remove(object.temp)
+                dropped.insert(object.temp)
+                continue
+            }
+            let folder = (object.final as NSString).deletingLastPathComponent
+            if folders.insert(folder).inserted { try FileSystem.makeDirectory(folder) }
+            try FileSystem.rename(object.temp, object.final)
+        }
+        try FileSystem.syncFileSystem(of: origin + "/objects")
+        return dropped
+    }
+
+    /// Whether deflating `bytes` may pay: false when fast deflate (level 1) of two samples (the start and
+    /// the middle) saves under ``minimumSaving`` of each, as with audio, images and other packed data.
+    /// Full deflate (level 6) of incompressible data costs several times the samples' deflate.
+    static func mayCompress(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let sample = 8 << 10
+        guard bytes.count >= 4 * sample else { return true }
+        for start in [0, bytes.count / 2] {
+            let piece = UnsafeRawBufferPointer(rebasing: bytes[start..<(start + sample)])
+            if Double(Zlib.deflate(piece, level: 1).count) <= Double(sample) * (1 - minimumSaving) { return true }
+        }
+        return false
     }
 
     /// Renames a synced temporary file to its object path and syncs the folder.
@@ -67,8 +118,8 @@ struct ObjectWriter: Sendable {
         var objectOffset: Int64 = 0
         try chunker.forEachChunk(of: input) { (bytes, offset) throws(PatchSyncError) in
             fileHasher?.update(bytes)
-            let packed = Zlib.deflate(bytes)
-            let useZlib = Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
+            let packed = Self.mayCompress(bytes) ? Zlib.deflate(bytes) : []
+            let useZlib = !packed.isEmpty && Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
             let stored = useZlib ? packed.count : bytes.count
             do {
                 if useZlib { try output?.write(packed) } else { try output?.write(bytes) }

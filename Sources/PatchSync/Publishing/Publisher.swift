@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Turns a build folder into objects, a manifest and new signed metadata in an origin.
 public struct Publisher: Sendable {
@@ -52,14 +53,27 @@ public struct Publisher: Sendable {
         let known = try knownObjects(repo)
         let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: options.origin)
         var files: [FileEntry] = []
-        var written = 0, bytes: Int64 = 0
-        for (n, path) in paths.enumerated() {
-            try Manifest.checkPath(path)
-            let (entry, stored) = try entry(for: path, writer: writer, known: known)
-            files.append(entry)
-            if stored > 0 { written += 1; bytes += stored }
-            progress(n + 1, paths.count)
+        var stored: [(Int64, ObjectWriter.Pending?)] = []
+        for path in paths { try Manifest.checkPath(path) }
+        do throws(PatchSyncError) {
+            for start in stride(from: 0, to: paths.count, by: Self.batch) {
+                for (entry, bytes, pending) in try entries(for: paths[start..<min(start + Self.batch, paths.count)],
+                                                           writer: writer, known: known) {
+                    files.append(entry)
+                    stored.append((bytes, pending))
+                }
+                progress(files.count, paths.count)
+            }
+        } catch {
+            for case let (_, pending?) in stored { try? FileSystem.remove(pending.temp) }
+            throw error
         }
+        let dropped: Set<String>
+        do { dropped = try ObjectWriter.place(stored.compactMap(\.1), origin: options.origin) } catch {
+            throw PatchSyncError.wrap(error).during("placing the new objects")
+        }
+        let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
+        let (written, bytes) = (kept.count, kept.reduce(Int64(0)) { $0 + $1.0 })
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
         var manifest = Manifest(formatVersion: Manifest.formatVersion, buildId: options.buildId,
                                 channel: options.channel, sequence: nextSequence(repo), chunking: options.chunking,
@@ -101,14 +115,44 @@ public struct Publisher: Sendable {
                         chunking: chunking, bundles: bundles.bundles, files: files)
     }
 
+    /// Files chunked, hashed and deflated at once (on every core); bounds the memory in flight.
+    static let batch = 64
+
+    /// The manifest entries of `paths`, computed in parallel, in order; their new objects wait in
+    /// temporary files (``ObjectWriter/Pending``) to be placed together.
+    private func entries(for paths: ArraySlice<String>, writer: ObjectWriter, known: [SHA256Digest: FileEntry])
+        throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
+        let list = Array(paths)
+        let results = Mutex<[Result<(FileEntry, Int64, ObjectWriter.Pending?), PatchSyncError>?]>(
+            Array(repeating: nil, count: list.count))
+        DispatchQueue.concurrentPerform(iterations: list.count) { i in
+            let result = Result { () throws(PatchSyncError) in try self.entry(for: list[i], writer: writer, known: known) }
+            results.withLock { $0[i] = result }
+        }
+        var out: [(FileEntry, Int64, ObjectWriter.Pending?)] = []
+        var failure: PatchSyncError?
+        for result in results.withLock({ $0 }) {
+            switch result {
+            case .success(let entry)?: out.append(entry)
+            case .failure(let error)?: failure = failure ?? error
+            case nil: failure = failure ?? PatchSyncError(.internal, "a file was not published")
+            }
+        }
+        if let failure {
+            for case let (_, _, pending?) in out { try? FileSystem.remove(pending.temp) }
+            throw failure
+        }
+        return out
+    }
+
     /// The file's manifest entry; the object is reused without recompressing when an
     /// earlier manifest already describes this content, else chunked and stored.
     private func entry(for path: String, writer: ObjectWriter,
-                       known: [SHA256Digest: FileEntry]) throws(PatchSyncError) -> (FileEntry, Int64) {
+                       known: [SHA256Digest: FileEntry]) throws(PatchSyncError) -> (FileEntry, Int64, ObjectWriter.Pending?) {
         let full = options.buildDirectory + "/" + path
         let mode: UInt32, sha: SHA256Digest?
         do {
-            let st = try FileDescriptor(path: full, flags: O_RDONLY).status()
+            guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "reading", full) }
             mode = UInt32(st.st_mode) & 0o755
             // Hashing first only pays when an earlier manifest may already describe this content.
             sha = known.isEmpty ? nil : try SHA256Hasher.hash(file: full)
@@ -117,11 +161,11 @@ public struct Publisher: Sendable {
         if let sha, let old = known[sha], old.chunks.allSatisfy({ $0.length <= options.chunking.maxSize }),
            FileSystem.exists(options.origin + "/" + ObjectID.path(sha)) {
             return (FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: sha, bundle: bundle,
-                              chunks: old.chunks), 0)
+                              chunks: old.chunks), 0, nil)
         }
-        let result = try writer.write(file: full, knownHash: sha)
+        let result = try writer.write(file: full, knownHash: sha, deferPlacement: true)
         return (FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
-                          bundle: bundle, chunks: result.chunks), result.bytesWritten)
+                          bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
     }
 
     /// The chunk layouts of every object that manifests already in the origin describe.

@@ -96,8 +96,27 @@ enum Delta {
     }
 }
 
+extension Delta {
+    /// Runs `instructions` against `source` in memory (small files such as manifests): the target, or
+    /// why the delta does not fit the source.
+    static func apply(_ instructions: UnsafeRawBufferPointer, to source: UnsafeRawBufferPointer) throws(DeltaError) -> [UInt8] {
+        guard var reader = Reader(instructions) else { throw DeltaError("its header is malformed") }
+        guard reader.sourceSize == Int64(source.count) else { throw DeltaError("its source has another size") }
+        var target: [UInt8] = []
+        target.reserveCapacity(Int(min(reader.targetSize, 1 << 30)))
+        while let instruction = try reader.next() {
+            switch instruction {
+            case .add(let literal): target.append(contentsOf: literal)
+            case .copy(let offset, let count): target.append(contentsOf: source[Int(offset)..<Int(offset + count)])
+            }
+        }
+        guard reader.isComplete else { throw DeltaError("it ends before the target does") }
+        return target
+    }
+}
+
 /// Why a delta cannot be applied.
-struct DeltaError: Error, CustomStringConvertible {
+struct DeltaError: Error, CustomStringConvertible, Equatable {
     let description: String
     init(_ description: String) { self.description = description }
 }

@@ -18,6 +18,16 @@ extension Publisher {
     /// for every file that changed at the same path and whose delta costs less than its new chunks.
     func deltaPacks(for files: [FileEntry], repo: Repository,
                     sequence: Int) throws(PatchSyncError) -> [DeltaSource] {
+        var packs: [DeltaSource] = []
+        for (path, target) in deltaSources(repo, sequence: sequence) {
+            let source = try loadManifest(path, target)
+            if let pack = try deltaPack(from: source, to: files) { packs.append(pack) }
+        }
+        return packs
+    }
+
+    /// The manifest targets of the channel's latest builds before `sequence` (up to ``Options/deltaSources``).
+    func deltaSources(_ repo: Repository, sequence: Int) -> [(String, TargetFile)] {
         guard options.deltaSources > 0 else { return [] }
         var sources: [(Int, String, TargetFile)] = []
         for (path, target) in repo.targetFiles {
@@ -25,12 +35,28 @@ extension Publisher {
                   info.buildId != options.buildId.value else { continue }
             sources.append((info.sequence, path, target))
         }
-        var packs: [DeltaSource] = []
-        for (_, path, target) in sources.sorted(by: { $0.0 > $1.0 }).prefix(options.deltaSources) {
-            let source = try loadManifest(path, target)
-            if let pack = try deltaPack(from: source, to: files) { packs.append(pack) }
+        return sources.sorted(by: { $0.0 > $1.0 }).prefix(options.deltaSources).map { ($0.1, $0.2) }
+    }
+
+    /// A delta of the new manifest's `json` from each delta source's manifest JSON, stored as objects.
+    func manifestDeltas(to json: Data, repo: Repository, sequence: Int) throws(PatchSyncError) -> [ManifestDelta] {
+        var deltas: [ManifestDelta] = []
+        let jsonSHA = SHA256Hasher.hash(json).hex
+        for (path, target) in deltaSources(repo, sequence: sequence) {
+            guard let info = target.custom, let hash = target.hashes["sha256"] else { continue }
+            let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
+            let old = try Zlib.gunzip(try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: file)
+            let instructions = old.withUnsafeBytes { o in json.withUnsafeBytes { DeltaEncoder(source: o).encode(target: $0) } }
+            let stored = Data(instructions.withUnsafeBytes { Zlib.deflate($0, level: 9) })
+            guard stored.count < json.count / 2 else { continue }  // not worth a second path
+            let sha = SHA256Hasher.hash(stored)
+            do { try FileSystem.writeAtomically(stored, to: options.origin + "/" + ObjectID.path(sha)) } catch {
+                throw PatchSyncError.wrap(error).during("writing the manifest delta from \(info.buildId)")
+            }
+            deltas.append(ManifestDelta(from: info.buildId, object: sha.hex, length: Int64(stored.count),
+                                        size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
         }
-        return packs
+        return deltas
     }
 
     /// The pack from `source` to `files`, written into the origin; nil when no file gains from a delta.

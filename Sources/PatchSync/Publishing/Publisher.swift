@@ -206,7 +206,9 @@ public struct Publisher: Sendable {
 
     /// Writes `manifest` as the target `target` and commits new signed metadata.
     func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository) throws(PatchSyncError) {
-        let data = Zlib.gzip(try manifest.encoded())
+        let json = try manifest.encoded()
+        let manifestDeltas = try self.manifestDeltas(to: json, repo: repo, sequence: manifest.sequence)
+        let data = Zlib.gzip(json)
         let hash = SHA256Hasher.hash(data).hex
         let file = options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)
         do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
@@ -214,7 +216,8 @@ public struct Publisher: Sendable {
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash],
                                      custom: ManifestTargetInfo(channel: manifest.channel.name,
                                                                 buildId: manifest.buildId.value,
-                                                                sequence: manifest.sequence))
+                                                                sequence: manifest.sequence,
+                                                                manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas))
         try repo.commit(targets: targets, key: key, now: options.now)
     }
 }

@@ -81,6 +81,47 @@ extension Syncer {
     }
 }
 
+extension Syncer {
+    /// The manifest of `target` rebuilt from the live build's manifest with a manifest delta that signed
+    /// targets metadata lists (checked against the SHA-256 and length of the JSON it must build); nil when
+    /// there is none or anything about it fails, and the whole manifest is fetched instead.
+    func manifestFromDelta(_ target: ManifestTarget, origin: Origin) async -> (Manifest, Data)? {
+        guard let current = install.currentDeployment() else { return nil }
+        let live = Deployment.buildID(of: current)
+        guard let delta = target.info.manifestDeltas?.first(where: { $0.from == live }),
+              let object = SHA256Digest(hex: delta.object), delta.size <= Manifest.maximumInflatedSize,
+              delta.jsonLength <= Int64(Manifest.maximumInflatedSize), delta.length <= Int64(Manifest.maximumInflatedSize)
+        else { return nil }
+        do {
+            let path = install.manifestPath(live)
+            let old = try Zlib.gunzip(try FileSystem.read(path, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: path)
+            guard let stored = try await origin.whole(ObjectID.path(object), maxBytes: delta.length),
+                  stored.count == delta.length, SHA256Hasher.hash(stored) == object else {
+                throw PatchSyncError(.refusedData, "the manifest delta \(object) does not match its signed hash")
+            }
+            var instructions = [UInt8](repeating: 0, count: delta.size)
+            let inflated = stored.withUnsafeBytes { s in instructions.withUnsafeMutableBytes { Zlib.inflate(s, into: $0) } }
+            guard inflated else { throw PatchSyncError(.refusedData, "the manifest delta \(object) does not inflate") }
+            let applied = instructions.withUnsafeBytes { i in
+                old.withUnsafeBytes { o in Result { () throws(DeltaError) in try Delta.apply(i, to: o) } }
+            }
+            let json = Data(try applied.get())
+            guard json.count == delta.jsonLength, SHA256Hasher.hash(json).hex == delta.sha256 else {
+                throw PatchSyncError(.refusedData, "the manifest rebuilt by delta \(object) does not match its signed SHA-256")
+            }
+            let manifest = try Manifest.decode(json, what: "manifest \(target.info.buildId) rebuilt from \(live)'s")
+            guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,
+                  manifest.sequence == target.info.sequence else {
+                throw PatchSyncError(.refusedData, "the manifest rebuilt by delta describes another build")
+            }
+            return (manifest, Zlib.gzip(json))
+        } catch {
+            Self.deltaLogger.notice("manifest delta from \(live) not used, fetching the whole manifest: \(error)")
+            return nil
+        }
+    }
+}
+
 extension Origin {
     /// Downloads `path` into the file at `local`, resuming from what an earlier run left there, and
     /// checks the whole file against `length` and `sha256`; a file that fails is deleted. Returns the

@@ -106,7 +106,10 @@ public struct Syncer: Sendable {
     }
 
     private func fetchManifest(_ target: ManifestTarget, origin: Origin) async throws(PatchSyncError) -> Manifest {
-        let (manifest, data) = try await origin.manifest(target)
+        let manifest: Manifest, data: Data
+        if let rebuilt = await manifestFromDelta(target, origin: origin) { (manifest, data) = rebuilt } else {
+            (manifest, data) = try await origin.manifest(target)
+        }
         do { try FileSystem.writeAtomically(data, to: install.manifestPath(target.info.buildId)) } catch {
             throw PatchSyncError.wrap(error)
         }

@@ -195,6 +195,31 @@ public struct ManifestTargetInfo: Codable, Hashable, Sendable {
     public var channel: String
     public var buildId: String
     public var sequence: Int
+    /// Deltas of the manifest's JSON from recent builds' manifests: a player on one of those builds
+    /// fetches a few hundred KiB instead of the whole manifest.
+    public var manifestDeltas: [ManifestDelta]?
+
+    public init(channel: String, buildId: String, sequence: Int, manifestDeltas: [ManifestDelta]? = nil) {
+        self.channel = channel
+        self.buildId = buildId
+        self.sequence = sequence
+        self.manifestDeltas = manifestDeltas
+    }
+}
+
+/// A ``Delta`` that rebuilds a manifest's JSON from the JSON of build `from`'s manifest, stored
+/// zlib-deflated as the object named by its SHA-256. Signed targets metadata carries it, with the
+/// SHA-256 and length of the JSON it must produce.
+public struct ManifestDelta: Codable, Hashable, Sendable {
+    public var from: String
+    /// The stored object: its SHA-256 (its name) and length.
+    public var object: String
+    public var length: Int64
+    /// The instructions' length once inflated.
+    public var size: Int
+    /// The SHA-256 and length of the manifest JSON the delta builds.
+    public var sha256: String
+    public var jsonLength: Int64
 }
 
 /// The `signed` part of top-level targets metadata.

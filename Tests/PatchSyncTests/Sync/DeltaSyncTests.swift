@@ -43,6 +43,8 @@ struct DeltaSyncTests {
         #expect(patch.filesPatched == report.deltas[0].files && patch.deltaFallbacks == 0)
         #expect(patch.deltaBytes == report.deltas[0].bytes)
         #expect(Double(fetched) < 0.8 * Double(chunkPath), "fetched \(fetched); the chunks alone are \(chunkPath)")
+        let wholeManifests = nginx!.requests().filter { $0.path.hasPrefix("/targets/") && $0.path.hasSuffix(".2.json.gz") }
+        #expect(wholeManifests.isEmpty, "build 2's manifest is rebuilt from build 1's with a signed manifest delta")
         #expect(routes == InstallStatus.Routes(buildId: routes?.buildId ?? "", linked: patch.filesLinked,
                                                delta: patch.filesPatched, chunks: patch.filesAssembled - patch.filesPatched))
 
@@ -99,7 +101,7 @@ struct DeltaSyncTests {
         try EndToEndTests.expectInstalled(install, matches: build2)
     }
 
-    @Test("a pack that does not match its signed hash is refused, and its files come as chunks")
+    @Test("a pack or manifest delta that does not match its signed hash is refused: the whole manifest and chunks come instead")
     func tamperedPackFallsBack() async throws {
         let (fixture, install, build2) = try Self.installedOne()
         _ = try await Self.syncAndApply(install)
@@ -109,10 +111,13 @@ struct DeltaSyncTests {
         let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
                                                  bundles: try BundleRules(bundles: [.base])), key: fixture.onlineKey)
         let pack = try #require(try publisher.loadManifest(target, repo.targetFiles[target]!).deltas?.first)
-        let path = fixture.origin + "/" + ObjectID.path(pack.object)
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        bytes[bytes.count - 10] ^= 0x01
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let manifestDelta = try #require(repo.targetFiles[target]?.custom?.manifestDeltas?.first)
+        // Both the pack and the manifest delta are damaged: the sync falls back to the whole manifest and chunks.
+        for path in [ObjectID.path(pack.object), ObjectID.path(try #require(SHA256Digest(hex: manifestDelta.object)))] {
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + path)))
+            bytes[bytes.count - 10] ^= 0x01
+            try Data(bytes).write(to: URL(fileURLWithPath: fixture.origin + "/" + path))
+        }
 
         let patch = try await Self.syncAndApply(install)
         #expect(patch.filesPatched == 0 && patch.deltaFallbacks == report.deltas[0].files)

@@ -4,12 +4,14 @@ import Foundation
 /// an earlier build (the source), in the spirit of VCDIFF: ranges copied from the source, and
 /// literal bytes that the source lacks.
 ///
-/// Instructions, before the pack deflates them:
+/// Like VCDIFF, a delta keeps three sections apart, so that each compresses with its own kind (the
+/// literals with literals, the lengths with lengths):
 ///
-///     varint sourceSize, varint targetSize, then until the end:
-///     0x00 varint n, n literal bytes                 add
-///     0x01 zigzag-varint shift, varint n             copy n bytes of the source from
-///                                                    (end of the previous copy + shift)
+///     varint sourceSize, varint targetSize, varint instructionBytes, varint addressBytes,
+///     instructions:  0x00 varint n          add n literal bytes (the next n bytes of the literals)
+///                    0x01 varint n          copy n bytes of the source from the next address
+///     addresses:     zigzag-varint shift    from the end of the previous copy
+///     literals:      the rest
 ///
 /// A delta is never trusted on its own: ``Delta/Reader`` checks every bound as it goes, and what it
 /// produces is verified against the target's signed chunk hashes.
@@ -17,27 +19,40 @@ enum Delta {
     static let add: UInt8 = 0
     static let copy: UInt8 = 1
 
-    /// Builds an instruction stream.
+    /// Builds a delta.
     struct Writer {
-        private(set) var bytes: [UInt8] = []
+        private let sourceSize: Int64
+        private let targetSize: Int64
+        private var instructions: [UInt8] = []
+        private var addresses: [UInt8] = []
+        private var literals: [UInt8] = []
         private var copyEnd: Int64 = 0
 
         init(sourceSize: Int64, targetSize: Int64) {
-            Varint.append(UInt64(sourceSize), to: &bytes)
-            Varint.append(UInt64(targetSize), to: &bytes)
+            self.sourceSize = sourceSize
+            self.targetSize = targetSize
+        }
+
+        /// The encoded delta.
+        var bytes: [UInt8] {
+            var out: [UInt8] = []
+            for value in [UInt64(sourceSize), UInt64(targetSize), UInt64(instructions.count), UInt64(addresses.count)] {
+                Varint.append(value, to: &out)
+            }
+            return out + instructions + addresses + literals
         }
 
         mutating func add(_ literal: UnsafeRawBufferPointer) {
             guard !literal.isEmpty else { return }
-            bytes.append(Delta.add)
-            Varint.append(UInt64(literal.count), to: &bytes)
-            bytes.append(contentsOf: literal)
+            instructions.append(Delta.add)
+            Varint.append(UInt64(literal.count), to: &instructions)
+            literals.append(contentsOf: literal)
         }
 
         mutating func copy(from offset: Int64, count: Int64) {
-            bytes.append(Delta.copy)
-            Varint.append(Varint.zigzag(offset - copyEnd), to: &bytes)
-            Varint.append(UInt64(count), to: &bytes)
+            instructions.append(Delta.copy)
+            Varint.append(UInt64(count), to: &instructions)
+            Varint.append(Varint.zigzag(offset - copyEnd), to: &addresses)
             copyEnd = offset + count
         }
     }
@@ -49,8 +64,10 @@ enum Delta {
             case copy(offset: Int64, count: Int64)
         }
 
-        private let bytes: UnsafeRawBufferPointer
-        private var position = 0
+        private let instructions: UnsafeRawBufferPointer
+        private let addresses: UnsafeRawBufferPointer
+        private let literals: UnsafeRawBufferPointer
+        private var position = 0, address = 0, literal = 0
         private var copyEnd: Int64 = 0
         private var produced: Int64 = 0
         let sourceSize: Int64
@@ -58,34 +75,46 @@ enum Delta {
 
         /// Reads the header; nil when it is malformed.
         init?(_ bytes: UnsafeRawBufferPointer) {
-            self.bytes = bytes
-            guard let source = Varint.read(bytes, at: &position), let target = Varint.read(bytes, at: &position),
-                  source <= UInt64(Int64.max), target <= UInt64(Int64.max) else { return nil }
+            var at = 0
+            guard let source = Varint.read(bytes, at: &at), let target = Varint.read(bytes, at: &at),
+                  let count = Varint.read(bytes, at: &at), let addressCount = Varint.read(bytes, at: &at),
+                  source <= UInt64(Int64.max), target <= UInt64(Int64.max),
+                  count <= UInt64(bytes.count - at), addressCount <= UInt64(bytes.count - at) - count else { return nil }
             sourceSize = Int64(source)
             targetSize = Int64(target)
+            let split = at + Int(count), rest = split + Int(addressCount)
+            instructions = UnsafeRawBufferPointer(rebasing: bytes[at..<split])
+            addresses = UnsafeRawBufferPointer(rebasing: bytes[split..<rest])
+            literals = UnsafeRawBufferPointer(rebasing: bytes[rest...])
         }
 
-        /// Every instruction has been read and the target is exactly as long as the header says.
-        var isComplete: Bool { position == bytes.count && produced == targetSize }
+        /// Every section has been read and the target is exactly as long as the header says.
+        var isComplete: Bool {
+            position == instructions.count && address == addresses.count && literal == literals.count
+                && produced == targetSize
+        }
 
         /// The next instruction, nil at the end; throws when the delta is malformed or out of bounds.
         mutating func next() throws(DeltaError) -> Instruction? {
-            guard position < bytes.count else { return nil }
-            let tag = bytes[position]
+            guard position < instructions.count else { return nil }
+            let tag = instructions[position]
             position += 1
+            guard let n = Varint.read(instructions, at: &position), n > 0, n <= UInt64(targetSize - produced) else {
+                throw DeltaError("an instruction runs past the target")
+            }
             switch tag {
             case Delta.add:
-                guard let n = Varint.read(bytes, at: &position), n > 0, n <= UInt64(bytes.count - position),
-                      Int64(n) <= targetSize - produced else { throw DeltaError("an add runs past the delta or the target") }
-                let literal = UnsafeRawBufferPointer(rebasing: bytes[position..<(position + Int(n))])
-                position += Int(n)
+                guard n <= UInt64(literals.count - literal) else { throw DeltaError("an add runs past the literals") }
+                let bytes = UnsafeRawBufferPointer(rebasing: literals[literal..<(literal + Int(n))])
+                literal += Int(n)
                 produced += Int64(n)
-                return .add(literal)
+                return .add(bytes)
             case Delta.copy:
-                guard let shift = Varint.read(bytes, at: &position), let n = Varint.read(bytes, at: &position),
-                      n > 0, n <= UInt64(targetSize - produced) else { throw DeltaError("a copy runs past the target") }
+                guard let shift = Varint.read(addresses, at: &address) else { throw DeltaError("a copy has no address") }
                 let (offset, overflow) = copyEnd.addingReportingOverflow(Varint.unzigzag(shift))
-                guard !overflow, offset >= 0, offset <= sourceSize, Int64(n) <= sourceSize - offset else { throw DeltaError("a copy reads outside the source") }
+                guard !overflow, offset >= 0, offset <= sourceSize, Int64(n) <= sourceSize - offset else {
+                    throw DeltaError("a copy reads outside the source")
+                }
                 copyEnd = offset + Int64(n)
                 produced += Int64(n)
                 return .copy(offset: offset, count: Int64(n))

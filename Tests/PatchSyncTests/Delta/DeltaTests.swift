@@ -49,14 +49,14 @@ struct DeltaTests {
 
     @Test("the reader refuses a copy outside the source, an add past the target and an unknown instruction")
     func readerBounds() {
-        func instructions(_ build: (inout Delta.Writer) -> Void, extra: [UInt8] = []) -> [UInt8] {
+        func instructions(_ build: (inout Delta.Writer) -> Void) -> [UInt8] {
             var writer = Delta.Writer(sourceSize: 100, targetSize: 50)
             build(&writer)
-            return writer.bytes + extra
+            return writer.bytes
         }
         let outside = instructions { $0.copy(from: 90, count: 20) }
         let pastTarget = instructions { w in [UInt8](repeating: 1, count: 60).withUnsafeBytes { w.add($0) } }
-        let unknown = instructions({ _ in }, extra: [7, 1, 1])
+        let unknown: [UInt8] = [100, 50, 2, 0, 7, 1]  // sizes, 2 instruction bytes, no addresses: tag 7
         for bytes in [outside, pastTarget, unknown] {
             #expect(throws: DeltaError.self) { _ = try Self.apply(bytes, to: [UInt8](repeating: 0, count: 100)) }
         }

@@ -12,7 +12,9 @@ struct TrustTests {
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         _ = try await Syncer(install: install).run()
         _ = try install.applyPendingUpdate()
-        try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2")
+        // Without deltas the sync fetches the whole manifest, the path these tests attack
+        // (DeltaSyncTests: a manifest delta that fails its signed hash falls back to it).
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2", deltaSources: 0)
         return (fixture, install)
     }
 

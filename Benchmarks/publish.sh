@@ -24,15 +24,15 @@ find "$TREE" -type f -print0 | xargs -0 cat > /dev/null   # the same warm page c
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
 "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
 sync
-ps_s=$(ps_publish "$WORK/origin" "$TREE" "$NAME" 0)
-t0=$(now); casync make --store="$WORK/store" "$WORK/tree.caidx" "$TREE" >/dev/null; sync; t1=$(now)
+ps_s=$(ps_publish "$WORK/origin" "$TREE" "$NAME" 0)   # publish fsyncs (syncfs) before it returns
+t0=$(now); casync make --store="$WORK/store" "$WORK/tree.caidx" "$TREE" >/dev/null; sync; t1=$(now)  # the same durability
 ca_s=$(echo "scale=2; ($t1 - $t0) / 1" | bc)
 t0=$(now); find "$TREE" -type f -print0 | xargs -0 openssl dgst -sha256 > /dev/null; t1=$(now)
 dg_s=$(echo "scale=2; ($t1 - $t0) / 1" | bc)
 
 echo "$NAME: $(find "$TREE" -type f | wc -l) files, $BYTES bytes; origin $(du -sb "$WORK/origin/objects" | cut -f1) bytes, casync store $(du -sb "$WORK/store" | cut -f1) bytes"
-printf '%-40s %9s %9s %16s\n' "what" "seconds" "MB/s" "÷ casync make"
+printf '%-52s %9s %9s %16s\n' "what" "seconds" "MB/s" "÷ casync make"
 for row in "patchsync publish (chunk, SHA-256, deflate, fsync)|$ps_s" "casync make (64 KiB chunks, zstd)|$ca_s" "openssl dgst -sha256 (hash only)|$dg_s"; do
   IFS='|' read -r what s <<<"$row"
-  printf '%-40s %9s %9s %16s\n' "$what" "$s" "$(echo "scale=1; $BYTES / 1000000 / $s" | bc)" "$(echo "scale=2; $ca_s / $s" | bc)"
+  printf '%-52s %9s %9s %16s\n' "$what" "$s" "$(echo "scale=1; $BYTES / 1000000 / $s" | bc)" "$(echo "scale=2; $ca_s / $s" | bc)"
 done

@@ -7,7 +7,7 @@ public struct ChunkingParameters: Codable, Hashable, Sendable {
     /// A cut is forced at this many bytes.
     public var maxSize: Int
 
-    /// The defaults: 64 KiB / 256 KiB / 1 MiB, to be tuned on real game data.
+    /// The defaults: 64 KiB / 256 KiB / 1 MiB, chosen by the chunk-size study in Benchmarks/RESULTS.md.
     public static let standard = ChunkingParameters(minSize: 64 << 10, averageSize: 256 << 10, maxSize: 1 << 20)
 
     public init(minSize: Int, averageSize: Int, maxSize: Int) {

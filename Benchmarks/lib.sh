@@ -84,3 +84,20 @@ ps_publish() {
 served_since() {
   tail -c +"$(( $1 + 1 ))" "$NGINX_ACCESS_LOG" | awk -v p="$2" 'index($1, p) == 1 { b += $3; n++ } END { printf "%d %d\n", b, n }'
 }
+
+# need_tools TOOL…: installs, from Debian, the packages of the same names whose commands are missing.
+need_tools() {
+  local need="" tool
+  for tool in "$@"; do command -v "$tool" >/dev/null || need="$need $tool"; done
+  [ -z "$need" ] && return 0
+  echo "installing:$need" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+}
+
+# pair_builds PAIR: sets OLD_NAME OLD NEW_NAME NEW from Benchmarks/datasets.sh (fetching them once), and
+# BIN to $PATCHSYNC_BIN_DIR (a copy, to keep building meanwhile) or the release build, built if missing.
+pair_builds() {
+  read -r OLD_NAME OLD NEW_NAME NEW <<<"$(bash Benchmarks/datasets.sh "$1" | awk '{printf "%s %s ", $1, $2}')"
+  BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
+  [ -x "$BIN/patchsync" ] || make release >/dev/null
+}

@@ -18,16 +18,8 @@ CHUNK=${2:-}
 ONLY=${PATCH_ONLY_PATCHSYNC:-0}
 . Benchmarks/lib.sh
 
-need=""
-for tool in nginx rsync zsync casync xdelta3 pigz bc curl; do command -v "$tool" >/dev/null || need="$need $tool"; done
-if [ -n "$need" ]; then
-  echo "installing:$need" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
-fi
-BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}   # PATCHSYNC_BIN_DIR: a copy, to keep building meanwhile
-[ -x "$BIN/patchsync" ] || make release >/dev/null
-
-read -r OLD_NAME OLD NEW_NAME NEW <<<"$(bash Benchmarks/datasets.sh "$PAIR" | awk '{printf "%s %s ", $1, $2}')"
+need_tools nginx rsync zsync casync xdelta3 pigz bc curl
+pair_builds "$PAIR"
 WORK=$(mktemp -d /tmp/patchsync-patch.XXXXXX)
 NGINX_PID=""; RSYNC_PID=""
 trap '[ -n "$NGINX_PID" ] && kill $NGINX_PID 2>/dev/null; [ -n "$RSYNC_PID" ] && kill $RSYNC_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT

@@ -11,10 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PAIR=${1:-wesnoth}
 . Benchmarks/lib.sh
-for tool in casync openssl bc; do command -v "$tool" >/dev/null || { apt-get update -qq; apt-get install -y -qq "$tool" >/dev/null; }; done
-BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
-[ -x "$BIN/patchsync" ] || make release >/dev/null
-read -r _ _ NAME TREE <<<"$(bash Benchmarks/datasets.sh "$PAIR" | awk '{printf "%s %s ", $1, $2}')"
+need_tools casync openssl bc
+pair_builds "$PAIR"
+NAME=$NEW_NAME TREE=$NEW
 WORK=$(mktemp -d /tmp/patchsync-publish.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 now() { date +%s.%N; }

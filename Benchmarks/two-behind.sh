@@ -10,10 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PAIR=${1:-wesnoth}
 . Benchmarks/lib.sh
-for tool in nginx bc curl; do command -v "$tool" >/dev/null || { apt-get update -qq; apt-get install -y -qq "$tool" >/dev/null; }; done
-BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
-[ -x "$BIN/patchsync" ] || make release >/dev/null
-read -r OLD_NAME OLD NEW_NAME NEW <<<"$(bash Benchmarks/datasets.sh "$PAIR" | awk '{printf "%s %s ", $1, $2}')"
+need_tools nginx bc curl
+pair_builds "$PAIR"
 WORK=$(mktemp -d /tmp/patchsync-two.XXXXXX)
 NGINX_PID=""
 trap '[ -n "$NGINX_PID" ] && kill $NGINX_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT

@@ -22,7 +22,7 @@ struct ObjectWriter: Sendable {
         var pending: Pending?
     }
 
-    /// A written object not yet in place: ``place(_:)`` syncs and renames a batch of them at once.
+    /// A written object not yet in place: ``place(_:origin:)`` syncs and renames a batch of them at once.
     struct Pending: Sendable {
         var temp: String
         var final: String

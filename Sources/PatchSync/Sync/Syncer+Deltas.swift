@@ -133,17 +133,21 @@ extension Origin {
         var have = start
         var failures: [(String, TransferFailure)] = []
         for mirror in order() {
-            if have == length { break }
             var attempt = 1
-            while attempt <= attemptsPerMirror {
+            while attempt <= attemptsPerMirror && have < length {
                 if attempt > 1 { try await pause(before: attempt) }
+                // While yielding to other traffic, in parts of the request budget (as chunk ranges go).
+                let end = client.requestBudget.map { min(length, have + Int64($0)) } ?? length
                 let sink = FileSink(output)
-                let request = TransferRequest(url: url(path, mirror: mirror), range: have...(length - 1), maxBytes: length)
+                let request = TransferRequest(url: url(path, mirror: mirror), range: have...(end - 1), maxBytes: length)
                 let outcome = await client.fetch(request, into: sink)
                 have += sink.written
                 if let error = sink.error { throw error }
                 if Task.isCancelled { throw PatchSyncError.cancelled }
-                guard case .failure(let failure) = outcome else { break }
+                guard case .failure(let failure) = outcome else {
+                    if have < end { attempt += 1 }  // a short response is an attempt; the next part is not
+                    continue
+                }
                 if !Origin.isRetryable(failure) || attempt == attemptsPerMirror {
                     failures.append((mirrors[mirror], failure))
                     noteFailure(failure, mirror: mirror)

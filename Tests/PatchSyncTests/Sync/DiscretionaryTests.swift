@@ -177,6 +177,26 @@ struct DiscretionaryTests {
         #expect(Set(objects.map(\.connection)).count <= 2)
         // From the starting rate of 1 MiB/s: the first requests ask for about 256 KiB (plus a chunk).
         #expect(objects.prefix(2).allSatisfy { $0.bodyBytes <= (256 + 256) << 10 })
+
+        // A delta pack of about 1.5 MiB (a third of big.bin rewritten) comes in parts of the budget too.
+        _ = try world.install.applyPendingUpdate()
+        let build2 = world.fixture.directory + "/build-2"
+        try FileManager.default.copyItem(atPath: world.fixture.directory + "/build-1", toPath: build2)
+        var big = [UInt8](try Data(contentsOf: URL(fileURLWithPath: build2 + "/big.bin")))
+        for block in stride(from: 0, to: big.count, by: 128 << 10) {
+            for i in block..<min(block + (40 << 10), big.count) { big[i] = UInt8.random(in: 0...255) }
+        }
+        try FileManager.default.removeItem(atPath: build2 + "/big.bin")
+        try Data(big).write(to: URL(fileURLWithPath: build2 + "/big.bin"))
+        let report = try world.fixture.publish(build2, id: "2", chunking: ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10,
+                                                                                            maxSize: 256 << 10))
+        let pack = try #require(report.deltas.first)
+        #expect(pack.bytes > 1 << 20)
+        let before = world.nginx.requests().count
+        #expect(try await world.deferred() == nil)
+        let parts = world.nginx.requests().dropFirst(before).filter { $0.path.contains("/objects/") && $0.status == 206 }
+        #expect(parts.allSatisfy { $0.bodyBytes <= 512 << 10 }, "\(parts.map(\.bodyBytes))")
+        #expect(parts.map(\.bodyBytes).reduce(0, +) >= pack.bytes)
     }
 
     /// Polls until the staging has recorded some chunks (the transfer is under way).

@@ -8,12 +8,15 @@ struct LiveTree: Sendable {
     var files: [SHA256Digest: String] = [:]
     /// Chunk hash → where it sits in a verified live file.
     var chunks: [SHA256Digest: Plan.LocalChunk] = [:]
+    /// The live build's manifest (nil when there is no live build).
+    var manifest: Manifest?
 
     /// No live build: nothing local to reuse.
     init() {}
 
     /// Checks every file of `manifest` under `directory`; files that changed are left out.
     init(manifest: Manifest, directory: String, build: String, state: StateStore) throws(PatchSyncError) {
+        self.manifest = manifest
         let cache = try state.statCache(build: build)
         var updated: [String: StateStore.FileStat] = [:]
         for file in manifest.files {
@@ -44,6 +47,7 @@ extension LiveTree {
     /// The live files for a repair: every file but the damaged ones may be linked, and the
     /// chunks of all present files may be copied (each chunk is re-verified as it is copied).
     init(manifest: Manifest, directory: String, excluding damaged: Set<String>) {
+        self.manifest = manifest
         for file in manifest.files {
             let full = directory + "/" + file.path
             guard FileSystem.exists(full) else { continue }

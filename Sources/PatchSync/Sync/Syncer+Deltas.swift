@@ -17,10 +17,9 @@ extension Syncer {
     /// index → (file, a verified live file with the delta's source content).
     func deltaCandidates(_ manifest: Manifest, plan: Plan, live: LiveTree,
                          done: Set<StateStore.ChunkRef>) -> (DeltaSource, [Int: (FileEntry, String)])? {
-        guard let current = install.currentDeployment() else { return nil }
-        let liveBuild = Deployment.buildID(of: current)
-        guard let pack = manifest.deltas?.first(where: { $0.from.value == liveBuild }),
-              let source = try? loadManifest(liveBuild) else { return nil }
+        guard let source = live.manifest, let pack = manifest.deltas?.first(where: { $0.from == source.buildId }) else {
+            return nil
+        }
         let before = Dictionary(source.files.map { ($0.path, $0.sha256) }, uniquingKeysWith: { a, _ in a })
         let assembled = Set(plan.assembled.map(\.path))
         var candidates: [Int: (FileEntry, String)] = [:]

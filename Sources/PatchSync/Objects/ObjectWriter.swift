@@ -18,7 +18,7 @@ struct ObjectWriter: Sendable {
         var chunks: [ChunkEntry]
         /// The bytes written to the origin (0 when the object was already there).
         var bytesWritten: Int64
-        /// With `deferPlacement`: the unsynced temporary file to place at the object's path later.
+        /// The unsynced temporary file to place at the object's path (nil when the object was already there).
         var pending: Pending?
     }
 
@@ -28,11 +28,11 @@ struct ObjectWriter: Sendable {
         var final: String
     }
 
-    /// Chunks, compresses and stores `path`; an object already in the origin is not written again.
-    /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
-    /// With `deferPlacement` the object stays in a temporary file, unsynced (``Result/pending``).
-    func write(file path: String, knownHash: SHA256Digest? = nil,
-               deferPlacement: Bool = false) throws(PatchSyncError) -> Result {
+    /// Chunks, compresses and writes `path`'s object to a temporary file, unsynced, for
+    /// ``place(_:origin:)`` to put in place with others (``Result/pending``); an object already in the
+    /// origin is not written again. `knownHash` is the file's SHA-256 when the caller already computed
+    /// it, saving a second pass.
+    func write(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> Result {
         // Spread over 16 folders: threads creating files in one folder wait for its lock.
         let random = UInt64.random(in: 0...UInt64.max)
         let tempDir = origin + "/objects/.incoming/\(random % 16)"
@@ -48,12 +48,7 @@ struct ObjectWriter: Sendable {
                 result.bytesWritten = 0
                 return result
             }
-            if deferPlacement {
-                result.pending = Pending(temp: temp, final: final)
-                return result
-            }
-            try output.sync()
-            try Self.place(temp, as: final)
+            result.pending = Pending(temp: temp, final: final)
             return result
         } catch {
             try? FileSystem.remove(temp)

@@ -73,6 +73,18 @@ final class Origin: MetadataSource, Sendable {
         cooling.withLock { $0[index] = Date() + Self.coolDown }
     }
 
+    /// After attempt `attempt` at `url` on mirror `index` failed: whether to ask the same mirror again
+    /// (a retryable failure with attempts left). When not, the failure is kept for the final error and the
+    /// mirror's cool-down starts (``noteFailure(_:mirror:)``).
+    func retries(after failure: TransferFailure, attempt: Int, url: String, mirror index: Int,
+                 failures: inout [(String, TransferFailure)]) -> Bool {
+        Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")
+        if Self.isRetryable(failure), attempt < attemptsPerMirror { return true }
+        failures.append((mirrors[index], failure))
+        noteFailure(failure, mirror: index)
+        return false
+    }
+
     /// The URL of `path` (relative to the origin root) on mirror `index`.
     func url(_ path: String, mirror index: Int) -> String {
         let escaped = path.addingPercentEncoding(withAllowedCharacters: Self.pathCharacters) ?? path
@@ -105,11 +117,8 @@ final class Origin: MetadataSource, Sendable {
                 switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: remaining) {
                 case .success(let data): return data
                 case .failure(let failure):
-                    Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")
                     if Task.isCancelled { throw PatchSyncError.cancelled }
-                    guard Self.isRetryable(failure), attempt < attemptsPerMirror else {
-                        failures.append((mirrors[index], failure))
-                        noteFailure(failure, mirror: index)
+                    guard retries(after: failure, attempt: attempt, url: url, mirror: index, failures: &failures) else {
                         continue mirrors
                     }
                 }

@@ -14,46 +14,55 @@ extension Publisher {
         public var bytes: Int64
     }
 
-    /// One delta pack per recent build of the channel (up to ``Options/deltaSources``), each holding a delta
-    /// for every file that changed at the same path and whose delta costs less than its new chunks.
-    func deltaPacks(for files: [FileEntry], repo: Repository,
-                    sequence: Int) throws(PatchSyncError) -> [DeltaSource] {
+    /// A recent build of the channel that the new one gets deltas from: its manifest, and that
+    /// manifest's JSON as the origin serves it (the source of the manifest delta).
+    struct DeltaBase {
+        var manifest: Manifest
+        var json: Data
+    }
+
+    /// The channel's latest builds before `sequence` (up to ``Options/deltaSources``), each read once.
+    func deltaBases(_ repo: Repository, sequence: Int) throws(PatchSyncError) -> [DeltaBase] {
+        guard options.deltaSources > 0 else { return [] }
+        var sources: [(Int, String, String)] = []
+        for (path, target) in repo.targetFiles {
+            guard let info = target.custom, info.channel == options.channel.name, info.sequence < sequence,
+                  info.buildId != options.buildId.value, let hash = target.hashes["sha256"] else { continue }
+            sources.append((info.sequence, path, hash))
+        }
+        var bases: [DeltaBase] = []
+        for (_, path, hash) in sources.sorted(by: { $0.0 > $1.0 }).prefix(options.deltaSources) {
+            let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
+            let json = try Zlib.gunzip(try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
+                                       what: file)
+            bases.append(DeltaBase(manifest: try Manifest.decode(json, what: file), json: json))
+        }
+        return bases
+    }
+
+    /// One delta pack per base, each holding a delta for every file that changed at the same path and
+    /// whose delta costs less than its new chunks.
+    func deltaPacks(for files: [FileEntry], from bases: [DeltaBase]) throws(PatchSyncError) -> [DeltaSource] {
         var packs: [DeltaSource] = []
-        for (path, target) in deltaSources(repo, sequence: sequence) {
-            let source = try loadManifest(path, target)
-            if let pack = try deltaPack(from: source, to: files) { packs.append(pack) }
+        for base in bases {
+            if let pack = try deltaPack(from: base.manifest, to: files) { packs.append(pack) }
         }
         return packs
     }
 
-    /// The manifest targets of the channel's latest builds before `sequence` (up to ``Options/deltaSources``).
-    func deltaSources(_ repo: Repository, sequence: Int) -> [(String, TargetFile)] {
-        guard options.deltaSources > 0 else { return [] }
-        var sources: [(Int, String, TargetFile)] = []
-        for (path, target) in repo.targetFiles {
-            guard let info = target.custom, info.channel == options.channel.name, info.sequence < sequence,
-                  info.buildId != options.buildId.value else { continue }
-            sources.append((info.sequence, path, target))
-        }
-        return sources.sorted(by: { $0.0 > $1.0 }).prefix(options.deltaSources).map { ($0.1, $0.2) }
-    }
-
-    /// A delta of the new manifest's `json` from each delta source's manifest JSON, stored as objects.
-    func manifestDeltas(to json: Data, repo: Repository, sequence: Int) throws(PatchSyncError) -> [ManifestDelta] {
+    /// A delta of the new manifest's `json` from each base's manifest JSON, stored as objects.
+    func manifestDeltas(to json: Data, from bases: [DeltaBase]) throws(PatchSyncError) -> [ManifestDelta] {
         var deltas: [ManifestDelta] = []
         let jsonSHA = SHA256Hasher.hash(json).hex
-        for (path, target) in deltaSources(repo, sequence: sequence) {
-            guard let info = target.custom, let hash = target.hashes["sha256"] else { continue }
-            let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
-            let old = try Zlib.gunzip(try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: file)
-            let instructions = old.withUnsafeBytes { o in json.withUnsafeBytes { DeltaEncoder(source: o).encode(target: $0) } }
+        for base in bases {
+            let instructions = base.json.withUnsafeBytes { o in json.withUnsafeBytes { DeltaEncoder(source: o).encode(target: $0) } }
             let stored = Data(instructions.withUnsafeBytes { Zlib.deflate($0, level: 9) })
             guard stored.count < json.count / 2 else { continue }  // not worth a second path
             let sha = SHA256Hasher.hash(stored)
             do { try FileSystem.writeAtomically(stored, to: options.origin + "/" + ObjectID.path(sha)) } catch {
-                throw PatchSyncError.wrap(error).during("writing the manifest delta from \(info.buildId)")
+                throw PatchSyncError.wrap(error).during("writing the manifest delta from \(base.manifest.buildId)")
             }
-            deltas.append(ManifestDelta(from: info.buildId, object: sha.hex, length: Int64(stored.count),
+            deltas.append(ManifestDelta(from: base.manifest.buildId.value, object: sha.hex, length: Int64(stored.count),
                                         size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
         }
         return deltas

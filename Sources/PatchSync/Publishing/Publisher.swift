@@ -87,10 +87,11 @@ public struct Publisher: Sendable {
             report.alreadyPublished = true
             return report
         }
-        manifest.deltas = try deltaPacks(for: files, repo: repo, sequence: manifest.sequence)
+        let bases = try deltaBases(repo, sequence: manifest.sequence)
+        manifest.deltas = try deltaPacks(for: files, from: bases)
         report.deltas = (manifest.deltas ?? []).map { DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length) }
         if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
-        try writeManifest(manifest, target: target, repo: &repo)
+        try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
         return report
     }
 
@@ -163,7 +164,7 @@ public struct Publisher: Sendable {
             return (FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: sha, bundle: bundle,
                               chunks: old.chunks), 0, nil)
         }
-        let result = try writer.write(file: full, knownHash: sha, deferPlacement: true)
+        let result = try writer.write(file: full, knownHash: sha)
         return (FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
                           bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
     }
@@ -204,10 +205,12 @@ public struct Publisher: Sendable {
         return manifest.sequence
     }
 
-    /// Writes `manifest` as the target `target` and commits new signed metadata.
-    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository) throws(PatchSyncError) {
+    /// Writes `manifest` as the target `target`, with manifest deltas from `deltaBases`, and commits new
+    /// signed metadata.
+    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository,
+                       deltaBases: [DeltaBase] = []) throws(PatchSyncError) {
         let json = try manifest.encoded()
-        let manifestDeltas = try self.manifestDeltas(to: json, repo: repo, sequence: manifest.sequence)
+        let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
         let data = Zlib.gzip(json)
         let hash = SHA256Hasher.hash(data).hex
         let file = options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)

@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 
 /// Runs the range requests of a plan, a bounded number at once, each tried on
 /// every mirror in turn; a mirror that fails part-way leaves the chunks it
@@ -9,7 +8,6 @@ struct ChunkFetcher: Sendable {
     let files: StagedFiles
     let limit: Int
     let onEvent: @Sendable (SyncEvent) -> Void
-    private static let logger = Logger(label: "patchsync.transfer")
 
     func run(_ requests: [[Plan.Need]], total: Int64) async throws(PatchSyncError) {
         let progress = Progress(total: total, requests: requests)
@@ -57,11 +55,8 @@ struct ChunkFetcher: Sendable {
                     if !left.isEmpty { attempt += 1 }  // a short response is an attempt; the next part is not
                     continue
                 }
-                Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")
-                if case .refused(let error) = failure, error.code != .refusedData { throw error }
-                if !Origin.isRetryable(failure) || attempt == origin.attemptsPerMirror {
-                    failures.append((origin.mirrors[mirror], failure))
-                    origin.noteFailure(failure, mirror: mirror)
+                if case .refused(let error) = failure, error.code != .refusedData { throw error }  // a local failure
+                guard origin.retries(after: failure, attempt: attempt, url: url, mirror: mirror, failures: &failures) else {
                     break
                 }
                 attempt += 1

@@ -132,13 +132,14 @@ extension Origin {
         var have = start
         var failures: [(String, TransferFailure)] = []
         for mirror in order() {
+            let url = url(path, mirror: mirror)
             var attempt = 1
             while attempt <= attemptsPerMirror && have < length {
                 if attempt > 1 { try await pause(before: attempt) }
                 // While yielding to other traffic, in parts of the request budget (as chunk ranges go).
                 let end = client.requestBudget.map { min(length, have + Int64($0)) } ?? length
                 let sink = FileSink(output)
-                let request = TransferRequest(url: url(path, mirror: mirror), range: have...(end - 1), maxBytes: length)
+                let request = TransferRequest(url: url, range: have...(end - 1), maxBytes: length)
                 let outcome = await client.fetch(request, into: sink)
                 have += sink.written
                 if let error = sink.error { throw error }
@@ -147,11 +148,7 @@ extension Origin {
                     if have < end { attempt += 1 }  // a short response is an attempt; the next part is not
                     continue
                 }
-                if !Origin.isRetryable(failure) || attempt == attemptsPerMirror {
-                    failures.append((mirrors[mirror], failure))
-                    noteFailure(failure, mirror: mirror)
-                    break
-                }
+                guard retries(after: failure, attempt: attempt, url: url, mirror: mirror, failures: &failures) else { break }
                 attempt += 1
             }
         }

@@ -53,10 +53,32 @@ struct DeltaSyncTests {
         let diff = PatchDiff(old: manifest1, new: manifest2, oldName: "1", newName: "2", deltas: shares)
         #expect(diff.total.filesPatched == patch.filesPatched)
         #expect(diff.files.filter { $0.route == .delta }.count == patch.filesPatched)
+        // A delta only where it beats the file's new chunks: an edited level has one, a texture replaced
+        // by new content (its delta would be all literals) has none.
+        #expect(diff.files.first { $0.path == "levels/level_2.map" }?.route == .delta)
+        #expect(diff.files.first { $0.path == "textures/tex_0.dds" }?.route == .chunks)
         #expect(abs(Double(diff.total.downloadBytes - fetched)) <= 0.05 * Double(fetched),
                 "diff predicted \(diff.total.downloadBytes), sync fetched \(fetched)")
         try EndToEndTests.expectInstalled(install, matches: build2)
         #expect(!FileManager.default.fileExists(atPath: install.deltasDirectory), "the pack is removed once staged")
+    }
+
+    @Test("a live file that is no longer the delta's source is not patched: its chunks are fetched")
+    func changedLiveFileGoesByChunks() async throws {
+        let (fixture, install, build2) = try Self.installedOne()
+        _ = try await Self.syncAndApply(install)
+        let report = try fixture.publish(build2, id: "2")
+        let edited = install.root + "/current/levels/level_2.map"
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: edited)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: edited))
+        try handle.write(contentsOf: Data("modded".utf8))
+        try handle.close()
+        try FileManager.default.setAttributes([.posixPermissions: 0o444], ofItemAtPath: edited)  // same size and mode
+
+        let patch = try await Self.syncAndApply(install)
+        #expect(patch.filesPatched == report.deltas[0].files - 1 && patch.deltaFallbacks == 0,
+                "\(patch.filesPatched) patched of \(report.deltas[0].files)")
+        try EndToEndTests.expectInstalled(install, matches: build2)
     }
 
     @Test("a delta whose result fails the chunk hashes is refused, and those chunks are fetched instead")

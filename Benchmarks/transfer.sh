@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The transfer engine against the tools a launcher engineer would otherwise use, side by side in
 # one run, against one nginx (issue 7):
-#   1. full install of a 1 GiB build (half incompressible, half compressible) over loopback, against
+#   1. full install of a 1 GiB build (half incompressible, half compressible) over loopback, into the
+#      machine's disk and into a tmpfs (the disk taken out: what the engine itself costs), against
 #      the CPU limit (inflate + SHA-256 of the same chunks on two cores, patchsync-bench), against
 #      `curl -s URL | openssl dgst -sha256` and `aria2c -x4` + `openssl dgst -sha256` over the same
 #      uncompressed bytes, and on the incompressible half alone against curl | openssl;
@@ -38,6 +39,7 @@ cleanup() {
   ip netns del "$NS" 2>/dev/null || true
   ip link del "v$NS" 2>/dev/null || true
   wait 2>/dev/null || true
+  umount "$WORK/tmpfs" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT  # KEEP=1 keeps the work folder (for a look after a failure)
@@ -87,8 +89,8 @@ manifest() { ls -t "$WORK/www/origin/targets/manifests/$1/"*.json.gz | head -1; 
 start_nginx
 BASE="http://127.0.0.1:$PORT"; URL=$BASE/origin
 
-mkinstall() {  # mkinstall NAME CHANNEL REMOTE [config-json-python-edits]: a fresh install, prints its folder
-  local dir="$WORK/installs/$1"
+mkinstall() {  # mkinstall NAME CHANNEL REMOTE [config-json-python-edits] [PARENT]: a fresh install, prints its folder
+  local dir="${5:-$WORK/installs}/$1"
   rm -rf "$dir"
   psync init --install "$dir" --remote "$3" --root "$WORK/www/origin/metadata/root.json" --channel "$2" >/dev/null
   if [ -n "${4:-}" ]; then
@@ -118,6 +120,8 @@ same_work() {  # same_work URL: curl | tee FILE | openssl dgst -sha256, then fsy
   secs "$t0" "$(now)"; rm -f "$WORK/same.bin"
 }
 warm() { cat "$WORK/www/origin/objects"/*/* "$WORK/www/raw"/* > /dev/null; }
+# A tmpfs for installs with the disk taken out: writing there costs the CPU only.
+mkdir -p "$WORK/tmpfs" && mount -t tmpfs -o size=$((N * 64 + 256))m tmpfs "$WORK/tmpfs"
 
 # --- 1. loopback ---------------------------------------------------------------------------------
 log "1. loopback installs"
@@ -127,6 +131,13 @@ warm
 read -r full_s full_bytes full_req _ full_rss full_busy <<< "$(timed_sync "$(mkinstall full live "$URL")")"
 warm
 read -r rand_s _ _ _ _ rand_busy <<< "$(timed_sync "$(mkinstall rand rand "$URL")")"
+rm -rf "$WORK/installs/rand"
+warm
+read -r tfull_s _ _ _ _ tfull_busy <<< "$(timed_sync "$(mkinstall full live "$URL" "" "$WORK/tmpfs")")"
+rm -rf "$WORK/tmpfs/full"
+warm
+read -r trand_s _ _ _ _ trand_busy <<< "$(timed_sync "$(mkinstall rand rand "$URL" "" "$WORK/tmpfs")")"
+rm -rf "$WORK/tmpfs/rand"
 warm
 t0=$(now); curl -s "$BASE/raw/full.bin" | openssl dgst -sha256 >/dev/null; curl_full=$(secs "$t0" "$(now)")
 t0=$(now); curl -s "$BASE/raw/rand.bin" | openssl dgst -sha256 >/dev/null; curl_rand=$(secs "$t0" "$(now)")
@@ -203,12 +214,14 @@ printf '%-58s %9s %s\n' "1. loopback, full install of $FULL" "seconds" "ratio"
 printf '%-58s %9.2f %s\n' "CPU limit: inflate + SHA-256 of its chunks on 2 cores" "$cpu_full" "1.00"
 printf '%-58s %9.2f %s\n' "disk floor: dd conv=fsync of the same $FULL" "$disk_full" ""
 printf '%-58s %9.2f %s\n' "patchsync sync (fetch, verify, write, fsync, record)" "$full_s" "$(ratio "$cpu_full" "$full_s")× of the CPU limit, $(ratio "$disk_full" "$full_s")× of the disk floor; cores ${full_busy}% busy"
+printf '%-58s %9.2f %s\n' "patchsync sync into a tmpfs (the disk taken out)" "$tfull_s" "$(ratio "$cpu_full" "$tfull_s")× of the CPU limit; cores ${tfull_busy}% busy"
 printf '%-58s %9.2f %s\n' "same work: curl | tee FILE | openssl dgst -sha256; fsync" "$same_full" "patchsync/that $(ratio "$full_s" "$same_full")"
 printf '%-58s %9.2f %s\n' "curl -s URL | openssl dgst -sha256 ($FULL uncompressed)" "$curl_full" "patchsync/curl $(ratio "$full_s" "$curl_full")"
 printf '%-58s %9.2f %s\n' "aria2c -x4, then openssl dgst -sha256" "$aria_full" "patchsync/aria2c $(ratio "$full_s" "$aria_full")"
 printf '%-58s %9.2f %s\n' "incompressible half: CPU limit (SHA-256 only)" "$cpu_rand" ""
 printf '%-58s %9.2f %s\n' "incompressible half: patchsync sync" "$rand_s" "$(ratio "$cpu_rand" "$rand_s")× of the CPU limit; cores ${rand_busy}% busy"
-printf '%-58s %9.2f %s\n' "incompressible half: curl | openssl dgst -sha256" "$curl_rand" "patchsync/curl $(ratio "$rand_s" "$curl_rand")"
+printf '%-58s %9.2f %s\n' "incompressible half: patchsync sync into a tmpfs" "$trand_s" "$(ratio "$cpu_rand" "$trand_s")× of the CPU limit; cores ${trand_busy}% busy"
+printf '%-58s %9.2f %s\n' "incompressible half: curl | openssl dgst -sha256" "$curl_rand" "patchsync/curl $(ratio "$rand_s" "$curl_rand") (disk), $(ratio "$trand_s" "$curl_rand") (tmpfs)"
 printf '%-58s %9.2f %s\n' "incompressible half: curl | tee | openssl dgst; fsync" "$same_rand" "patchsync/that $(ratio "$rand_s" "$same_rand")"
 echo
 printf '%-58s %9s %s\n' "2. ${RATE_MIB} MiB/s link (tc tbf), full install" "seconds" ""

@@ -54,3 +54,45 @@ public enum CPULimit {
         return Result(seconds: elapsed / .seconds(1), chunks: chunks.count, storedBytes: stored, contentBytes: content)
     }
 }
+
+/// Measurements for `Benchmarks/publish.sh`: what publishing's CPU work costs on its own.
+@_spi(Benchmarks)
+public enum PublishLimit {
+    public struct Result: Sendable {
+        public var seconds: Double
+        public var files: Int
+        public var bytes: Int64
+        public var storedBytes: Int64
+    }
+
+    /// Chunks, hashes and deflates every file under `tree` exactly as `publish` does
+    /// (``ObjectWriter/describe(file:)``: content-defined chunks, SHA-256 of each chunk and of the
+    /// file, the level-1 samples, zlib level 6 where it pays) on `threads` threads, writing nothing.
+    /// The bound that a publish with free file creation and free disk writes cannot beat.
+    public static func chunkHashDeflate(tree: String, threads: Int,
+                                        chunking: ChunkingParameters = .standard) throws -> Result {
+        let paths = try FileSystem.regularFiles(under: tree).map { tree + "/" + $0 }
+        let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
+        let totals = Mutex((bytes: Int64(0), stored: Int64(0), failure: String?.none))
+        let started = ContinuousClock.now
+        // As publish does: each worker takes the next file (at most `threads` at once).
+        let next = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: max(1, threads)) { _ in
+            var bytes: Int64 = 0, stored: Int64 = 0
+            while case let index = next.withLock({ n in defer { n += 1 }; return n }), index < paths.count {
+                do {
+                    let result = try writer.describe(file: paths[index])
+                    bytes += result.size
+                    stored += result.bytesWritten
+                } catch {
+                    totals.withLock { $0.failure = $0.failure ?? "\(error)" }
+                }
+            }
+            totals.withLock { $0.bytes += bytes; $0.stored += stored }
+        }
+        let elapsed = ContinuousClock.now - started
+        let result = totals.withLock { $0 }
+        if let failure = result.failure { throw PatchSyncError(.localIO, failure) }
+        return Result(seconds: elapsed / .seconds(1), files: paths.count, bytes: result.bytes, storedBytes: result.stored)
+    }
+}

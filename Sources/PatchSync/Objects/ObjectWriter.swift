@@ -39,7 +39,6 @@ struct ObjectWriter: Sendable {
         let temp = tempDir + "/\(getpid())-\(random)"
         do {
             let input = try FileDescriptor(path: path, flags: O_RDONLY)
-            if !FileSystem.isDirectory(tempDir) { try FileSystem.makeDirectory(tempDir) }  // the first object
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var result = try store(input, into: output, knownHash: knownHash)
             let final = origin + "/" + ObjectID.path(result.sha256)
@@ -56,16 +55,22 @@ struct ObjectWriter: Sendable {
         }
     }
 
+    /// Makes the folders that ``write(file:knownHash:)`` writes temporary files to; once per publish.
+    static func prepare(origin: String) throws(Errno) {
+        for folder in 0..<16 { try FileSystem.makeDirectory(origin + "/objects/.incoming/\(folder)") }
+    }
+
     /// Places a batch of deferred objects: one syncfs(2) makes their bytes durable, then each is renamed
     /// into place (an object path never names an incomplete object), then a second syncfs makes the
-    /// renames durable. An object already placed (the same content twice) is dropped. Returns the
-    /// temporary files dropped that way.
+    /// renames durable. An object twice in the batch (the same content in two files) is placed once;
+    /// one already in the origin was not written (``write(file:knownHash:)`` checks). Returns the
+    /// temporary files dropped.
     static func place(_ batch: [Pending], origin: String) throws(Errno) -> Set<String> {
         guard !batch.isEmpty else { return [] }
         try FileSystem.syncFileSystem(of: origin + "/objects")
-        var dropped = Set<String>(), folders = Set<String>()
+        var dropped = Set<String>(), folders = Set<String>(), placed = Set<String>()
         for object in batch {
-            if FileSystem.exists(object.final) {
+            guard placed.insert(object.final).inserted else {
                 try FileSystem.remove(object.temp)
                 dropped.insert(object.temp)
                 continue

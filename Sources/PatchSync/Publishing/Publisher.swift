@@ -52,22 +52,13 @@ public struct Publisher: Sendable {
         let paths = try FileSystem.regularFiles(under: options.buildDirectory)
         let known = try knownObjects(repo)
         let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: options.origin)
-        var files: [FileEntry] = []
-        var stored: [(Int64, ObjectWriter.Pending?)] = []
         for path in paths { try Manifest.checkPath(path) }
-        do throws(PatchSyncError) {
-            for start in stride(from: 0, to: paths.count, by: Self.batch) {
-                for (entry, bytes, pending) in try entries(for: paths[start..<min(start + Self.batch, paths.count)],
-                                                           writer: writer, known: known) {
-                    files.append(entry)
-                    stored.append((bytes, pending))
-                }
-                progress(files.count, paths.count)
-            }
-        } catch {
-            for case let (_, pending?) in stored { try? FileSystem.remove(pending.temp) }
-            throw error
+        do { try ObjectWriter.prepare(origin: options.origin) } catch {
+            throw PatchSyncError.wrap(error).during("preparing \(options.origin)/objects")
         }
+        let entries = try entries(for: paths, writer: writer, known: known, progress: progress)
+        let files = entries.map(\.0)
+        let stored = entries.map { ($0.1, $0.2) }
         let dropped: Set<String>
         do { dropped = try ObjectWriter.place(stored.compactMap(\.1), origin: options.origin) } catch {
             throw PatchSyncError.wrap(error).during("placing the new objects")
@@ -116,33 +107,42 @@ public struct Publisher: Sendable {
                         chunking: chunking, bundles: bundles.bundles, files: files)
     }
 
-    /// Files chunked, hashed and deflated at once (on every core); bounds the memory in flight.
-    static let batch = 64
-
-    /// The manifest entries of `paths`, computed in parallel, in order; their new objects wait in
-    /// temporary files (``ObjectWriter/Pending``) to be placed together.
-    private func entries(for paths: ArraySlice<String>, writer: ObjectWriter, known: [SHA256Digest: FileEntry])
-        throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
-        let list = Array(paths)
-        let results = Mutex<[Result<(FileEntry, Int64, ObjectWriter.Pending?), PatchSyncError>?]>(
-            Array(repeating: nil, count: list.count))
-        DispatchQueue.concurrentPerform(iterations: list.count) { i in
-            let result = Result { () throws(PatchSyncError) in try self.entry(for: list[i], writer: writer, known: known) }
-            results.withLock { $0[i] = result }
-        }
-        var out: [(FileEntry, Int64, ObjectWriter.Pending?)] = []
-        var failure: PatchSyncError?
-        for result in results.withLock({ $0 }) {
-            switch result {
-            case .success(let entry)?: out.append(entry)
-            case .failure(let error)?: failure = failure ?? error
-            case nil: failure = failure ?? PatchSyncError(.internal, "a file was not published")
+    /// The manifest entries of `paths`, computed on every core (each worker takes the next file, so
+    /// one large file never keeps the other cores waiting), in order; their new objects wait in
+    /// temporary files (``ObjectWriter/Pending``) to be placed together. Each worker streams one file
+    /// at a time, so memory stays bounded whatever the build. `progress` runs on the calling thread.
+    private func entries(for paths: [String], writer: ObjectWriter, known: [SHA256Digest: FileEntry],
+                         progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
+        typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
+        let state = Mutex((results: [Result<Entry, PatchSyncError>?](repeating: nil, count: paths.count), done: 0,
+                           failed: false))
+        let finished = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            DispatchQueue.concurrentPerform(iterations: paths.count) { i in
+                guard !state.withLock({ $0.failed }) else { return }  // a file failed: stop early
+                let result = Result { () throws(PatchSyncError) -> Entry in
+                    try self.entry(for: paths[i], writer: writer, known: known)
+                }
+                state.withLock {
+                    $0.results[i] = result
+                    $0.done += 1
+                    if case .failure = result { $0.failed = true }
+                }
             }
+            finished.signal()
         }
+        while finished.wait(timeout: .now() + .milliseconds(250)) == .timedOut {
+            progress(state.withLock { $0.done }, paths.count)
+        }
+        let results = state.withLock { $0.results }
+        let out: [Entry] = results.compactMap { if case .success(let entry)? = $0 { entry } else { nil } }
+        let failure = results.lazy.compactMap { if case .failure(let error)? = $0 { error } else { nil } }.first
+            ?? (out.count < paths.count ? PatchSyncError(.internal, "a file was not published") : nil)
         if let failure {
             for case let (_, _, pending?) in out { try? FileSystem.remove(pending.temp) }
             throw failure
         }
+        progress(paths.count, paths.count)
         return out
     }
 

@@ -26,6 +26,12 @@ final class ChunkPipeline: @unchecked Sendable {
     private var stopping = false
     private let workerCount: Int
     private let stopped = DispatchSemaphore(value: 0)
+    /// The file each worker's current chunk goes to (first destination), so that another worker
+    /// picks a chunk of a different file when the queue has one: two threads writing one file
+    /// contend for its inode lock, and the kernel spins the waiter on a core the other could use.
+    private var inProgress: [String?]
+    /// How far past the head a worker looks for a chunk of another file.
+    private static let lookahead = 16
 
     /// Starts `workers` threads sharing a queue of at most `capacityBytes` stored bytes.
     init(files: StagedFiles, workers: Int = ProcessInfo.processInfo.activeProcessorCount,
@@ -33,8 +39,9 @@ final class ChunkPipeline: @unchecked Sendable {
         self.files = files
         self.capacityBytes = capacityBytes
         workerCount = max(1, min(workers, 8))
+        inProgress = Array(repeating: nil, count: workerCount)
         for number in 0..<workerCount {
-            let thread = Thread { [self] in work() }
+            let thread = Thread { [self] in work(number) }
             thread.name = "patchsync-verify-\(number)"
             thread.start()
         }
@@ -59,18 +66,32 @@ final class ChunkPipeline: @unchecked Sendable {
         for _ in 0..<workerCount { stopped.wait() }
     }
 
-    private func next() -> Job? {
+    /// The next job for `worker`: the oldest whose file no other worker is on, within
+    /// `lookahead` of the head; else the oldest.
+    private func next(for worker: Int) -> Job? {
         condition.lock()
         defer { condition.unlock() }
+        inProgress[worker] = nil
         while head == queue.count && !stopping { condition.wait() }
         guard head < queue.count else { return nil }
+        let pick = head + Self.pick(queue[head...].prefix(Self.lookahead).map { $0.need.destinations.first?.path },
+                                    avoiding: inProgress.compactMap { $0 })
+        if pick != head { queue.swapAt(head, pick) }
         let job = queue[head]
+        inProgress[worker] = job.need.destinations.first?.path
         head += 1
         if head > 1024 && head * 2 > queue.count {
             queue.removeFirst(head)
             head = 0
         }
         return job
+    }
+
+    /// Which of the next jobs (by the file each goes to, oldest first) a worker takes: the first
+    /// whose file is not among `busy` (the files other workers are on), else the first.
+    static func pick(_ files: [String?], avoiding busy: [String]) -> Int {
+        guard !busy.isEmpty else { return 0 }
+        return files.firstIndex { file in !busy.contains { $0 == file } } ?? 0
     }
 
     private func dequeued(_ bytes: Int) {
@@ -80,10 +101,10 @@ final class ChunkPipeline: @unchecked Sendable {
         condition.unlock()
     }
 
-    private func work() {
+    private func work(_ worker: Int) {
         var inflated = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
         let inflater = Zlib.Inflater()
-        while let job = next() {
+        while let job = next(for: worker) {
             let chunk = job.need.chunk
             if inflated.count < chunk.length {
                 inflated.deallocate()

@@ -49,3 +49,20 @@ struct PlanTests {
         #expect(resumed.fetch[0].destinations.map(\.path) == ["y"], "a destination recorded done is not written again")
     }
 }
+
+@Suite("Verify workers and the inode lock", .tags(.small))
+struct ChunkPipelinePickTests {
+    @Test("a worker takes the oldest chunk of a file no other worker is writing, so two never contend for one file's inode lock")
+    func otherFileFirst() {
+        #expect(ChunkPipeline.pick(["a", "a", "b", "c"], avoiding: ["a"]) == 2)
+        #expect(ChunkPipeline.pick(["b", "a"], avoiding: ["a"]) == 0)
+        #expect(ChunkPipeline.pick(["a", "b", "c"], avoiding: ["a", "b"]) == 2, "with more workers, all their files")
+    }
+
+    @Test("with no other file queued, or no other worker busy, the oldest chunk goes first")
+    func oldestOtherwise() {
+        #expect(ChunkPipeline.pick(["a", "a"], avoiding: ["a"]) == 0)
+        #expect(ChunkPipeline.pick(["a", "b"], avoiding: []) == 0)
+        #expect(ChunkPipeline.pick([], avoiding: ["a"]) == 0)
+    }
+}

@@ -99,15 +99,16 @@ mkinstall() {  # mkinstall NAME CHANNEL REMOTE [config-json-python-edits] [PAREN
   echo "$dir"
 }
 timed_sync() {  # timed_sync DIR [args]: prints "seconds bytesReceived requests bytesPlanned peakKiB busy%"
+  # ($WORK/rss keeps "peakKiB user-seconds kernel-seconds" of the sync process)
   local dir=$1; shift
   sync  # earlier installs' dirty pages are not this one's to write
   local t0 t1 out cpu0
   cpu0=$(head -1 /proc/stat)
   t0=$(now)
-  out=$(/usr/bin/time -f "%M" -o "$WORK/rss" "$@" "$BIN/patchsync" sync --install "$dir" --json --quiet) || {
+  out=$(/usr/bin/time -f "%M %U %S" -o "$WORK/rss" "$@" "$BIN/patchsync" sync --install "$dir" --json --quiet) || {
     echo "sync of $dir failed: $out" >&2; kill $$; exit 1; }
   t1=$(now)
-  echo "$(secs "$t0" "$t1") $(echo "$out" | json "['bytesReceived']") $(echo "$out" | json "['requests']") $(echo "$out" | json "['bytesPlanned']") $(cat "$WORK/rss") $(busy "$cpu0" "$(head -1 /proc/stat)")"
+  echo "$(secs "$t0" "$t1") $(echo "$out" | json "['bytesReceived']") $(echo "$out" | json "['requests']") $(echo "$out" | json "['bytesPlanned']") $(cut -d' ' -f1 "$WORK/rss") $(busy "$cpu0" "$(head -1 /proc/stat)")"
 }
 busy() {  # busy "cpu line before" "cpu line after": % of all cores' time not idle (nor waiting for I/O)
   python3 -c "import sys; a=[int(x) for x in sys.argv[1].split()[1:]]; b=[int(x) for x in sys.argv[2].split()[1:]]; d=[y-x for x,y in zip(a,b)]; print(round(100*(sum(d)-d[3]-d[4])/max(1,sum(d))))" "$1" "$2"
@@ -134,6 +135,7 @@ read -r rand_s _ _ _ _ rand_busy <<< "$(timed_sync "$(mkinstall rand rand "$URL"
 rm -rf "$WORK/installs/rand"
 warm
 read -r tfull_s _ _ _ _ tfull_busy <<< "$(timed_sync "$(mkinstall full live "$URL" "" "$WORK/tmpfs")")"
+read -r _ tfull_user tfull_sys < "$WORK/rss"
 rm -rf "$WORK/tmpfs/full"
 warm
 read -r trand_s _ _ _ _ trand_busy <<< "$(timed_sync "$(mkinstall rand rand "$URL" "" "$WORK/tmpfs")")"
@@ -215,6 +217,7 @@ printf '%-58s %9.2f %s\n' "CPU limit: inflate + SHA-256 of its chunks on 2 cores
 printf '%-58s %9.2f %s\n' "disk floor: dd conv=fsync of the same $FULL" "$disk_full" ""
 printf '%-58s %9.2f %s\n' "patchsync sync (fetch, verify, write, fsync, record)" "$full_s" "$(ratio "$cpu_full" "$full_s")× of the CPU limit, $(ratio "$disk_full" "$full_s")× of the disk floor; cores ${full_busy}% busy"
 printf '%-58s %9.2f %s\n' "patchsync sync into a tmpfs (the disk taken out)" "$tfull_s" "$(ratio "$cpu_full" "$tfull_s")× of the CPU limit; cores ${tfull_busy}% busy"
+printf '%-58s %9s %s\n' "   its CPU: user / kernel core-seconds" "$tfull_user / $tfull_sys" "the CPU limit's work is $(printf '%.2f' "$(echo "2 * $cpu_full" | bc -l)") core-s; 0.9× of it leaves $(printf '%.2f' "$(echo "2 * $cpu_full / 9" | bc -l)") core-s for receiving and writing $FULL (and for nginx)"
 printf '%-58s %9.2f %s\n' "same work: curl | tee FILE | openssl dgst -sha256; fsync" "$same_full" "patchsync/that $(ratio "$full_s" "$same_full")"
 printf '%-58s %9.2f %s\n' "curl -s URL | openssl dgst -sha256 ($FULL uncompressed)" "$curl_full" "patchsync/curl $(ratio "$full_s" "$curl_full")"
 printf '%-58s %9.2f %s\n' "aria2c -x4, then openssl dgst -sha256" "$aria_full" "patchsync/aria2c $(ratio "$full_s" "$aria_full")"

@@ -132,8 +132,12 @@ public final class FaultOrigin: @unchecked Sendable {
                     self.close_connection = True
                     return self.log(status, sent)
                 self.reply(status, data, headers)
-        ThreadingHTTPServer.daemon_threads = True
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            def handle_error(self, request, address):  # a client hanging up on a fault is the point
+                if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+                    super().handle_error(request, address)
+        server = Server(("127.0.0.1", 0), Handler)
         print(server.server_address[1], flush=True)
         server.serve_forever()
         """

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import PatchSync
 
 /// A scratch world for one test: a temporary folder with keys, an origin
@@ -107,11 +108,21 @@ public enum CLI {
         return Result(status: process.terminationStatus, stdout: text, stderr: "")
     }
 
-    /// Runs `patchsync ARGS…` to completion, with `environment` added to this process's.
+    /// Runs `patchsync ARGS…` to completion, with `environment` added to this process's. stderr is read
+    /// on another thread while stdout is read here: a child that fills one pipe while the other is read
+    /// to its end would otherwise wait forever.
     public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
         let process = try start(arguments, environment: environment)
+        let errHandle = process.err.fileHandleForReading
+        let errData = Mutex(Data())
+        let readErr = DispatchGroup()
+        DispatchQueue.global().async(group: readErr) {
+            let data = errHandle.readDataToEndOfFile()
+            errData.withLock { $0 = data }
+        }
         let out = process.out.fileHandleForReading.readDataToEndOfFile()
-        let err = process.err.fileHandleForReading.readDataToEndOfFile()
+        readErr.wait()
+        let err = errData.withLock { $0 }
         process.process.waitUntilExit()
         return Result(status: process.process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
                       stderr: String(decoding: err, as: UTF8.self))

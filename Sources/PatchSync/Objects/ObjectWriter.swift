@@ -29,9 +29,9 @@ struct ObjectWriter: Sendable {
     }
 
     /// Chunks, compresses and writes `path`'s object to a temporary file, unsynced, for
-    /// ``place(_:origin:)`` to put in place with others (``Result/pending``); an object already in the
-    /// origin is not written again. `knownHash` is the file's SHA-256 when the caller already computed
-    /// it, saving a second pass.
+    /// ``place(_:origin:)`` to put in place with others (``Result/pending``). The caller decides that
+    /// the object is to be written: one that a manifest describes is reused, never written again.
+    /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
     func write(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> Result {
         // Spread over 16 folders: threads creating files in one folder wait for its lock.
         let random = UInt64.random(in: 0...UInt64.max)
@@ -41,13 +41,7 @@ struct ObjectWriter: Sendable {
             let input = try FileDescriptor(path: path, flags: O_RDONLY)
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var result = try store(input, into: output, knownHash: knownHash)
-            let final = origin + "/" + ObjectID.path(result.sha256)
-            if FileSystem.exists(final) {
-                try FileSystem.remove(temp)
-                result.bytesWritten = 0
-                return result
-            }
-            result.pending = Pending(temp: temp, final: final)
+            result.pending = Pending(temp: temp, final: origin + "/" + ObjectID.path(result.sha256))
             return result
         } catch {
             try? FileSystem.remove(temp)
@@ -63,8 +57,8 @@ struct ObjectWriter: Sendable {
     /// Places a batch of deferred objects: one syncfs(2) makes their bytes durable, then each is renamed
     /// into place (an object path never names an incomplete object), then a second syncfs makes the
     /// renames durable. An object twice in the batch (the same content in two files) is placed once;
-    /// one already in the origin was not written (``write(file:knownHash:)`` checks). Returns the
-    /// temporary files dropped.
+    /// a file already at an object's path (left by a publish that stopped before its manifest) is
+    /// replaced. Returns the temporary files dropped.
     static func place(_ batch: [Pending], origin: String) throws(Errno) -> Set<String> {
         guard !batch.isEmpty else { return [] }
         try FileSystem.syncFileSystem(of: origin + "/objects")

@@ -111,7 +111,7 @@ public struct Publisher: Sendable {
     /// one large file never keeps the other cores waiting), in order; their new objects wait in
     /// temporary files (``ObjectWriter/Pending``) to be placed together. Each worker streams one file
     /// at a time, so memory stays bounded whatever the build. `progress` runs on the calling thread.
-    private func entries(for paths: [String], writer: ObjectWriter, known: [SHA256Digest: FileEntry],
+    private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts,
                          progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
         typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
         let state = Mutex((results: [Result<Entry, PatchSyncError>?](repeating: nil, count: paths.count), done: 0,
@@ -146,21 +146,29 @@ public struct Publisher: Sendable {
         return out
     }
 
-    /// The file's manifest entry; the object is reused without recompressing when an
-    /// earlier manifest already describes this content, else chunked and stored.
+    /// The file's manifest entry. When the file's object is already in the origin, a manifest there
+    /// gives its layout and it is reused as it is, never recompressed: an object path names one set
+    /// of bytes. An object that no manifest describes was left by a publish that stopped before its
+    /// manifest; it is written again and replaced.
     private func entry(for path: String, writer: ObjectWriter,
-                       known: [SHA256Digest: FileEntry]) throws(PatchSyncError) -> (FileEntry, Int64, ObjectWriter.Pending?) {
+                       known: KnownLayouts) throws(PatchSyncError) -> (FileEntry, Int64, ObjectWriter.Pending?) {
         let full = options.buildDirectory + "/" + path
         let mode: UInt32, sha: SHA256Digest?
         do {
             guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "reading", full) }
             mode = UInt32(st.st_mode) & 0o755
-            // Hashing first only pays when an earlier manifest may already describe this content.
+            // Hashing first only pays when a manifest in the origin may already describe this content.
             sha = known.isEmpty ? nil : try SHA256Hasher.hash(file: full)
         } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
         let bundle = try options.bundles.bundle(for: path).name
-        if let sha, let old = known[sha], old.chunks.allSatisfy({ $0.length <= options.chunking.maxSize }),
-           FileSystem.exists(options.origin + "/" + ObjectID.path(sha)) {
+        if let sha, FileSystem.exists(options.origin + "/" + ObjectID.path(sha)), let old = try known.layout(of: sha) {
+            let largest = old.chunks.map(\.length).max() ?? 0
+            guard largest <= options.chunking.maxSize else {
+                throw PatchSyncError(.usage, "\(path) is already in the origin as object \(sha), in chunks of up to "
+                                     + "\(largest) bytes; this publish's chunking allows at most \(options.chunking.maxSize)",
+                                     remedy: "publish with --chunk-size \((largest + 4095) / 4096) or more (chunks may reach "
+                                         + "4× the average size), or into a new origin")
+            }
             return (FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: sha, bundle: bundle,
                               chunks: old.chunks), 0, nil)
         }
@@ -169,15 +177,11 @@ public struct Publisher: Sendable {
                           bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
     }
 
-    /// The chunk layouts of every object that manifests already in the origin describe.
-    private func knownObjects(_ repo: Repository) throws(PatchSyncError) -> [SHA256Digest: FileEntry] {
-        var known: [SHA256Digest: FileEntry] = [:]
-        for (path, target) in repo.targetFiles where target.custom != nil {
-            guard let manifest = try? loadManifest(path, target) else { continue }
-            guard manifest.chunking == options.chunking else { continue }
-            for file in manifest.files { known[file.sha256] = file }
+    /// The layouts of the objects that manifests in the origin describe (``KnownLayouts``).
+    private func knownObjects(_ repo: Repository) throws(PatchSyncError) -> KnownLayouts {
+        try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
+            try self.loadManifest(path, target)
         }
-        return known
     }
 
     func loadManifest(_ path: String, _ target: TargetFile) throws(PatchSyncError) -> Manifest {

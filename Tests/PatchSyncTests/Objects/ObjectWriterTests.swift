@@ -39,6 +39,87 @@ struct ObjectWriterTests {
         #expect(throws: PatchSyncError.self) { try fixture.publish(changed, id: "1") }
     }
 
+    static let smallChunks = ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10, maxSize: 256 << 10)
+
+    @Test("content already in the origin keeps its object's layout when published with other chunk sizes: the second channel installs")
+    func otherChunking() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1", channel: "beta", chunking: Self.smallChunks)
+        let second = try fixture.publish(build, id: "1", chunking: .standard)
+        #expect(second.objectsWritten == 0, "the objects are reused as they are")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: build)
+    }
+
+    @Test("publishing with chunks smaller than an existing object's is refused, naming the file and the chunk size to use")
+    func smallerChunkingRefused() throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1", chunking: .standard)
+        let tiny = ChunkingParameters(minSize: 1 << 10, averageSize: 4 << 10, maxSize: 16 << 10)
+        let error = try #require(throws: PatchSyncError.self) {
+            try fixture.publish(build, id: "2", channel: "beta", chunking: tiny)
+        }
+        #expect(error.message.contains("already in the origin as object"))
+        #expect(error.remedy?.contains("--chunk-size") == true)
+        #expect(!FileManager.default.fileExists(atPath: fixture.origin + "/targets/manifests/beta"), "nothing was published")
+    }
+
+    @Test("an object file that no manifest describes (a publish stopped before its manifest) is replaced, not trusted")
+    func leftoverReplaced() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1", channel: "beta")
+        let described = try Publisher.describe(buildDirectory: build, bundles: try BundleRules(bundles: [.base]))
+        let file = try #require(described.files.max { $0.size < $1.size })
+        let changed = fixture.directory + "/build-changed"
+        try FileManager.default.copyItem(atPath: build, toPath: changed)
+        try Data(repeating: 0x5a, count: 300_000).write(to: URL(fileURLWithPath: changed + "/" + file.path))
+        let leftover = fixture.origin + "/" + ObjectID.path(try SHA256Digest.of(file: changed + "/" + file.path))
+        try FileManager.default.createDirectory(atPath: (leftover as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try Data("half an object".utf8).write(to: URL(fileURLWithPath: leftover))
+        try fixture.publish(changed, id: "2")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: changed)
+    }
+
+    @Test("content from an older build than each channel's newest reuses its object, found in the older manifest")
+    func olderContentReused() async throws {
+        let fixture = try Fixture()
+        let one = try fixture.sampleBuild(1, scale: 0.01), two = try fixture.sampleBuild(2, scale: 0.01)
+        try fixture.publish(one, id: "1", chunking: Self.smallChunks)
+        try fixture.publish(two, id: "2", chunking: Self.smallChunks)
+        let back = try fixture.publish(one, id: "3")  // build 1's content again, at another chunk size
+        #expect(back.objectsWritten == 0)
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: one)
+    }
+
+    @Test("a publish reads the newest manifest of each channel, not the whole history")
+    func readsNewestOnly() throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.005)
+        for id in ["1", "2", "3", "4"] { try fixture.publish(build, id: id, deltaSources: 0) }
+        let repo = try Repository.load(origin: fixture.origin)
+        let publisher = Publisher(options: .init(buildDirectory: build, origin: fixture.origin, buildId: try BuildID("5"),
+                                                 bundles: try BundleRules(bundles: [.base])), key: fixture.onlineKey)
+        let known = try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
+            try publisher.loadManifest(path, target)
+        }
+        #expect(known.manifestsRead == 1)
+        let leftover = try SHA256Digest.of(Data("not in any build".utf8))
+        #expect(try known.layout(of: leftover) == nil)
+        #expect(known.manifestsRead == 4, "an object no newest manifest describes sends it through the rest")
+    }
+
     func manifestFile(_ fixture: Fixture) throws -> String {
         let dir = fixture.origin + "/targets/manifests/live"
         return dir + "/" + (try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first))

@@ -1,0 +1,68 @@
+import Foundation
+import Synchronization
+
+/// The chunk layouts of the objects already in an origin, from the manifests that describe them.
+///
+/// An object is named by its file's SHA-256 alone, so content published before keeps the layout its
+/// object was written with, whatever this publish's chunking: a new manifest must describe the bytes
+/// that are there. Reading every manifest on every publish would grow with the origin's history, so
+/// the newest manifest of each channel is read at once and older ones only when an object exists that
+/// none of those describes (content coming back from an older build, or a leftover).
+///
+/// Thread-safety: `state` guards everything; a lookup that has to read older manifests holds it
+/// meanwhile (rare, and the other workers would need the same manifests).
+final class KnownLayouts: Sendable {
+    typealias Loader = @Sendable (String, TargetFile) throws(PatchSyncError) -> Manifest
+
+    private struct State: ~Copyable {
+        var layouts: [SHA256Digest: FileEntry] = [:]
+        /// Manifests not read yet, newest first.
+        var unread: [(String, TargetFile)] = []
+        /// How many manifests have been read (for tests and reports).
+        var read = 0
+    }
+
+    private let state: Mutex<State>
+    private let load: Loader
+    /// True when the origin has no manifest at all: every object in it is a leftover.
+    let isEmpty: Bool
+
+    /// Reads the newest manifest (by sequence) of each channel among `targets`.
+    init(targets: [String: TargetFile], load: @escaping Loader) throws(PatchSyncError) {
+        let manifests = targets.compactMap { path, target in target.custom.map { (path, target, $0) } }
+            .sorted { ($0.2.sequence, $0.0) > ($1.2.sequence, $1.0) }
+        var newest: [(String, TargetFile)] = [], older: [(String, TargetFile)] = []
+        var channels = Set<String>()
+        for (path, target, info) in manifests {
+            if channels.insert(info.channel).inserted { newest.append((path, target)) } else { older.append((path, target)) }
+        }
+        var state = State(unread: older)
+        for (path, target) in newest {
+            Self.add(try load(path, target), to: &state)
+        }
+        self.state = Mutex(state)
+        self.load = load
+        isEmpty = manifests.isEmpty
+    }
+
+    /// The layout a manifest in the origin gives the object of content `sha`, reading older manifests
+    /// until one describes it; nil when none does.
+    func layout(of sha: SHA256Digest) throws(PatchSyncError) -> FileEntry? {
+        let found = state.withLock { state -> Result<FileEntry?, PatchSyncError> in
+            while state.layouts[sha] == nil, !state.unread.isEmpty {
+                let (path, target) = state.unread.removeFirst()
+                do throws(PatchSyncError) { Self.add(try load(path, target), to: &state) } catch { return .failure(error) }
+            }
+            return .success(state.layouts[sha])
+        }
+        return try found.get()
+    }
+
+    /// How many manifests were read so far.
+    var manifestsRead: Int { state.withLock { $0.read } }
+
+    private static func add(_ manifest: Manifest, to state: inout State) {
+        state.read += 1
+        for file in manifest.files where state.layouts[file.sha256] == nil { state.layouts[file.sha256] = file }
+    }
+}

@@ -9,8 +9,10 @@ struct ChunkFetcher: Sendable {
     let limit: Int
     let onEvent: @Sendable (SyncEvent) -> Void
 
-    func run(_ requests: [[Plan.Need]], total: Int64) async throws(PatchSyncError) {
-        let progress = Progress(total: total, requests: requests)
+    /// Fetches `requests` (`total` stored bytes); progress events count `before` bytes first (what
+    /// this sync already fetched another way).
+    func run(_ requests: [[Plan.Need]], total: Int64, before: Int64 = 0) async throws(PatchSyncError) {
+        let progress = Progress(total: total, before: before, requests: requests)
         let pipeline = ChunkPipeline(files: files)
         defer { pipeline.stop() }
         do {
@@ -76,40 +78,34 @@ struct ChunkFetcher: Sendable {
         return Array(needs[..<end])
     }
 
-    /// Bytes done out of the total, shared by the concurrent requests; an event at most
-    /// every half second, and always at the end.
+    /// The chunks' part of the transfer's progress, shared by the concurrent requests: counts the
+    /// files whose last chunk arrived.
     ///
-    /// Thread-safety: `lock` guards the counters.
+    /// Thread-safety: `lock` guards `pending`.
     private final class Progress: @unchecked Sendable {
         private let lock = NSLock()
-        private var done: Int64 = 0
-        private let total: Int64
         /// Chunks still to come per file being fetched; a file is done when its count reaches zero.
         private var pending: [String: Int] = [:]
-        private let filesTotal: Int
-        private var filesDone = 0
-        private var last = ContinuousClock.now
+        private let transfer: TransferProgress
 
-        init(total: Int64, requests: [[Plan.Need]]) {
-            self.total = total
+        /// `before`: bytes this sync already fetched another way (the delta pack), counted first.
+        init(total: Int64, before: Int64, requests: [[Plan.Need]]) {
             for need in requests.joined() { for d in need.destinations { pending[d.path, default: 0] += 1 } }
-            filesTotal = pending.count
+            transfer = TransferProgress(done: before, total: before + total, filesTotal: pending.count)
         }
 
         func add(_ needs: [Plan.Need]) -> SyncEvent? {
-            lock.withLock {
+            let files: Int = lock.withLock {
+                var finished = 0
                 for need in needs {
-                    done += Int64(need.chunk.objectLength)
                     for d in need.destinations {
                         pending[d.path, default: 1] -= 1
-                        if pending[d.path] == 0 { filesDone += 1 }
+                        if pending[d.path] == 0 { finished += 1 }
                     }
                 }
-                let now = ContinuousClock.now
-                guard done >= total || now - last >= .milliseconds(500) else { return nil }
-                last = now
-                return .transfer(done: done, total: total, filesDone: filesDone, filesTotal: filesTotal)
+                return finished
             }
+            return transfer.add(needs.reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }, files: files)
         }
     }
 }

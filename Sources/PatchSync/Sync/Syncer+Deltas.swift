@@ -7,6 +7,9 @@ extension Syncer {
         var files = 0
         var chunks = 0
         var packBytes: Int64 = 0
+        /// Where the transfer's progress stands after the pack (resumed bytes included), for the chunks
+        /// to count on from.
+        var progressBytes: Int64 = 0
         /// Files the delta path was planned for but that go by chunks after all.
         var fellBack = 0
     }
@@ -36,16 +39,26 @@ extension Syncer {
     /// SHA-256, and each rebuilt chunk against its own hash. Anything wrong with the pack or a delta
     /// leaves the files to the chunk path; only local failures and cancellation stop the sync.
     func applyDeltas(_ manifest: Manifest, plan: Plan, live: LiveTree, files: StagedFiles, state: StateStore,
-                     origin: Origin, onEvent: @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> DeltaResult {
+                     origin: Origin, onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> DeltaResult {
         var result = DeltaResult()
         let done = try state.doneChunks(build: files.build)
         guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: done) else { return result }
         onEvent(.phase("patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
         let path = install.deltasDirectory + "/" + pack.object.hex
+        // Progress counts the pack, then the chunks (ChunkFetcher goes on from the pack's bytes): until
+        // the deltas are applied, the chunks still to come are those of the files no delta covers.
+        let covered = Set(candidates.values.map(\.0.path))
+        let chunksAfter = plan.fetch.filter { !$0.destinations.allSatisfy { covered.contains($0.path) } }
+            .reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
+        let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
             result.packBytes = try await origin.download(ObjectID.path(pack.object), to: path, length: pack.length,
-                                                         sha256: pack.object)
+                                                         sha256: pack.object) { have in
+                if let event = progress.set(have) { onEvent(event) }
+            }
+            result.progressBytes = progress.bytesDone
         } catch where error.code == .refusedData || error.code == .originUnavailable {
+            result.progressBytes = progress.bytesDone
             Self.deltaLogger.notice("delta pack from \(pack.from) not used: \(error)")
             onEvent(.phase("the delta pack is unusable (\(error.message)); fetching chunks instead"))
             result.fellBack = pack.files
@@ -125,8 +138,10 @@ extension Origin {
     /// Downloads `path` into the file at `local`, resuming from what an earlier run left there, and
     /// checks the whole file against `length` and `sha256`; a file that fails is deleted. Returns the
     /// bytes fetched by this call.
-    func download(_ path: String, to local: String, length: Int64,
-                  sha256: SHA256Digest) async throws(PatchSyncError) -> Int64 {
+    /// `progress` is called with the bytes of the file so far (resumed ones included), on the
+    /// transfer thread, as they arrive.
+    func download(_ path: String, to local: String, length: Int64, sha256: SHA256Digest,
+                  progress: @escaping @Sendable (Int64) -> Void = { _ in }) async throws(PatchSyncError) -> Int64 {
         let output = try Self.openForResume(local, length: length)
         let start = (try? output.status().st_size).map(Int64.init) ?? 0
         var have = start
@@ -138,7 +153,7 @@ extension Origin {
                 if attempt > 1 { try await pause(before: attempt) }
                 // While yielding to other traffic, in parts of the request budget (as chunk ranges go).
                 let end = client.requestBudget.map { min(length, have + Int64($0)) } ?? length
-                let sink = FileSink(output)
+                let sink = FileSink(output) { [have] written in progress(have + written) }
                 let request = TransferRequest(url: url, range: have...(end - 1), maxBytes: length)
                 let outcome = await client.fetch(request, into: sink)
                 have += sink.written
@@ -188,10 +203,15 @@ extension Origin {
 /// Thread-safety: written only on the transfer thread, read after the transfer completed.
 final class FileSink: ResponseSink, @unchecked Sendable {
     private let output: FileDescriptor
+    private let onWrite: (Int64) -> Void
     private(set) var written: Int64 = 0
     private(set) var error: PatchSyncError?
 
-    init(_ output: FileDescriptor) { self.output = output }
+    /// `onWrite` is called with the bytes written so far after each write.
+    init(_ output: FileDescriptor, onWrite: @escaping (Int64) -> Void = { _ in }) {
+        self.output = output
+        self.onWrite = onWrite
+    }
 
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
         do { try output.write(bytes) } catch {
@@ -199,6 +219,7 @@ final class FileSink: ResponseSink, @unchecked Sendable {
             return self.error
         }
         written += Int64(bytes.count)
+        onWrite(written)
         return nil
     }
 }

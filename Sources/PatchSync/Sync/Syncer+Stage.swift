@@ -43,7 +43,7 @@ extension Syncer {
         report.requests = requests.count
         onEvent(.phase("fetching \(fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
         try await ChunkFetcher(origin: origin, files: files, limit: config.connections, onEvent: onEvent)
-            .run(requests, total: fetchPlan.bytesToFetch)
+            .run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
         try files.flush()
         try finish(manifest, as: id, plan: plan, directory: directory, state: state)
     }

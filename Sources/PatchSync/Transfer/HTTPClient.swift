@@ -191,7 +191,9 @@ private final class TransferLoop: @unchecked Sendable {
     private func configure(_ easy: UnsafeMutableRawPointer, for box: TransferBox) {
         let opaque = Unmanaged.passRetained(box).toOpaque()  // released in finish(_:)
         box.currentEasy = easy
-        box.limiter = limiter
+        // The cap is for the network: libcurl cannot pause a file:// transfer ("Write callback asked for
+        // PAUSE when not supported" failed the sync), and a local file costs no bandwidth.
+        box.limiter = box.request.url.lowercased().hasPrefix("file:") ? nil : limiter
         ccurl_easy_setopt_string(easy, CURLOPT_URL, box.request.url)
         ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, opaque)
         ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, box.errorBuffer)

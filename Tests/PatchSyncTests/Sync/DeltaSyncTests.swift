@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 @testable import PatchSync
 import PatchSyncTestSupport
 import Testing
@@ -6,12 +7,13 @@ import Testing
 @Suite("The delta path: changed files rebuilt from the live build", .tags(.large))
 struct DeltaSyncTests {
     /// Publishes and installs build 1, publishes build 2 (with `deltaSources`), and returns the pieces.
-    static func installedOne(deltaSources: Int = 2, remote: (Fixture) throws -> String = { $0.fileRemote })
+    static func installedOne(deltaSources: Int = 2, remote: (Fixture) throws -> String = { $0.fileRemote },
+                             configure: (inout InstallConfig) -> Void = { _ in })
         throws -> (Fixture, Install, build2: String) {
         let fixture = try Fixture()
         let build1 = try fixture.sampleBuild(1, scale: 0.05), build2 = try fixture.sampleBuild(2, scale: 0.05)
         try fixture.publish(build1, id: "1", deltaSources: 0)
-        let install = try fixture.makeInstall(remotes: [try remote(fixture)])
+        let install = try fixture.makeInstall(remotes: [try remote(fixture)], configure: configure)
         return (fixture, install, build2)
     }
 
@@ -61,6 +63,42 @@ struct DeltaSyncTests {
                 "diff predicted \(diff.total.downloadBytes), sync fetched \(fetched)")
         try EndToEndTests.expectInstalled(install, matches: build2)
         #expect(!FileManager.default.fileExists(atPath: install.deltasDirectory), "the pack is removed once staged")
+    }
+
+    @Test("progress counts the delta pack, then the chunks, on one scale: the pack's download reports its bytes, done only grows and ends at the pack's bytes plus the chunks'")
+    func progressCountsThePack() async throws {
+        let (fixture, install, build2) = try Self.installedOne()
+        _ = try await Self.syncAndApply(install)
+        let published = try fixture.publish(build2, id: "2")
+        let packReport = try #require(published.deltas.first)
+        let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: try Self.manifestFile(fixture, id: "2"))),
+                                           what: "manifest 2")
+        let pack = try #require(manifest.deltas?.first)
+
+        // The download reports the bytes so far as they arrive.
+        let seenBytes = Mutex<[Int64]>([])
+        let origin = try Origin(mirrors: [fixture.fileRemote], client: try HTTPClient())
+        _ = try await origin.download(ObjectID.path(pack.object), to: fixture.directory + "/pack", length: pack.length,
+                                      sha256: pack.object) { have in seenBytes.withLock { $0.append(have) } }
+        let bytes = seenBytes.withLock { $0 }
+        #expect(!bytes.isEmpty && bytes.last == pack.length && zip(bytes, bytes.dropFirst()).allSatisfy { $0 <= $1 })
+
+        // The sync's events count the pack first, then the chunks.
+        let events = Mutex<[(done: Int64, total: Int64)]>([])
+        let report = try await Syncer(install: install).run { event in
+            if case .transfer(let done, let total, _, _) = event { events.withLock { $0.append((done, total)) } }
+        }
+        let seen = events.withLock { $0 }
+        #expect(report.filesPatched > 0 && report.deltaBytes == packReport.bytes)
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.done <= $1.done }, "done only grows: \(seen.map(\.done))")
+        let last = try #require(seen.last)
+        #expect(last.done == last.total && last.total == packReport.bytes + report.bytesPlanned)
+    }
+
+    static func manifestFile(_ fixture: Fixture, id: String) throws -> String {
+        let dir = fixture.origin + "/targets/manifests/live"
+        return dir + "/" + (try #require(try FileManager.default.contentsOfDirectory(atPath: dir)
+            .first { $0.hasSuffix(".\(id).json.gz") }))
     }
 
     @Test("a live file that is no longer the delta's source is not patched: its chunks are fetched")

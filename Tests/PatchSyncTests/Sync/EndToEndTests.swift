@@ -93,6 +93,17 @@ struct EndToEndTests {
         try Self.expectInstalled(install, matches: build)
     }
 
+    @Test("a bandwidth cap is for the network: a capped sync from a file:// origin completes (libcurl cannot pause file transfers)")
+    func capWithFileOrigin() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote]) { $0.maxBytesPerSecond = 64 << 10 }
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        _ = try install.applyPendingUpdate()
+        try Self.expectInstalled(install, matches: build)
+    }
+
     @Test("a sync from a file:// origin installs the same tree")
     func fileOrigin() async throws {
         let fixture = try Fixture()

@@ -17,6 +17,8 @@ extension Publisher {
     /// A recent build of the channel that the new one gets deltas from: its manifest, and that
     /// manifest's JSON as the origin serves it (the source of the manifest delta).
     struct DeltaBase {
+        /// The manifest's target path.
+        var path: String
         var manifest: Manifest
         var json: Data
     }
@@ -35,7 +37,7 @@ extension Publisher {
             let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
             let json = try Zlib.gunzip(try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
                                        what: file)
-            bases.append(DeltaBase(manifest: try Manifest.decode(json, what: file), json: json))
+            bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
         }
         return bases
     }

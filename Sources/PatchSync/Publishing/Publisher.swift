@@ -50,7 +50,11 @@ public struct Publisher: Sendable {
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.load(origin: options.origin)
         let paths = try FileSystem.regularFiles(under: options.buildDirectory)
-        let known = try knownObjects(repo)
+        let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
+        let sequence = nextSequence(repo)
+        // Read once, for the delta packs and the manifest deltas, and as known layouts (a republish needs none).
+        let bases = repo.targetFiles[target] == nil ? try deltaBases(repo, sequence: sequence) : []
+        let known = try knownObjects(repo, loaded: bases)
         let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: options.origin)
         for path in paths { try Manifest.checkPath(path) }
         do { try ObjectWriter.prepare(origin: options.origin) } catch {
@@ -65,9 +69,8 @@ public struct Publisher: Sendable {
         }
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
         let (written, bytes) = (kept.count, kept.reduce(Int64(0)) { $0 + $1.0 })
-        let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
         var manifest = Manifest(formatVersion: Manifest.formatVersion, buildId: options.buildId,
-                                channel: options.channel, sequence: nextSequence(repo), chunking: options.chunking,
+                                channel: options.channel, sequence: sequence, chunking: options.chunking,
                                 bundles: options.bundles.bundles, files: files)
         var report = Report(buildId: options.buildId.value, channel: options.channel.name,
                             sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
@@ -78,7 +81,6 @@ public struct Publisher: Sendable {
             report.alreadyPublished = true
             return report
         }
-        let bases = try deltaBases(repo, sequence: manifest.sequence)
         manifest.deltas = try deltaPacks(for: files, from: bases)
         report.deltas = (manifest.deltas ?? []).map { DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length) }
         if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
@@ -178,9 +180,11 @@ public struct Publisher: Sendable {
     }
 
     /// The layouts of the objects that manifests in the origin describe (``KnownLayouts``).
-    private func knownObjects(_ repo: Repository) throws(PatchSyncError) -> KnownLayouts {
-        try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
-            try self.loadManifest(path, target)
+    private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase]) throws(PatchSyncError) -> KnownLayouts {
+        let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
+        return try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
+            if let manifest = loaded[path] { return manifest }
+            return try self.loadManifest(path, target)
         }
     }
 

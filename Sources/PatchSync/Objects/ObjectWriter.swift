@@ -22,14 +22,14 @@ struct ObjectWriter: Sendable {
         var pending: Pending?
     }
 
-    /// A written object not yet in place: ``place(_:origin:)`` syncs and renames a batch of them at once.
+    /// A written object not yet in place: ``ObjectPlacer`` syncs and renames it with others.
     struct Pending: Sendable {
         var temp: String
         var final: String
     }
 
     /// Chunks, compresses and writes `path`'s object to a temporary file, unsynced, for
-    /// ``place(_:origin:)`` to put in place with others (``Result/pending``). The caller decides that
+    /// ``ObjectPlacer`` to put in place with others (``Result/pending``). The caller decides that
     /// the object is to be written: one that a manifest describes is reused, never written again.
     /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
     func write(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> Result {
@@ -52,29 +52,6 @@ struct ObjectWriter: Sendable {
     /// Makes the folders that ``write(file:knownHash:)`` writes temporary files to; once per publish.
     static func prepare(origin: String) throws(Errno) {
         for folder in 0..<16 { try FileSystem.makeDirectory(origin + "/objects/.incoming/\(folder)") }
-    }
-
-    /// Places a batch of deferred objects: one syncfs(2) makes their bytes durable, then each is renamed
-    /// into place (an object path never names an incomplete object), then a second syncfs makes the
-    /// renames durable. An object twice in the batch (the same content in two files) is placed once;
-    /// a file already at an object's path (left by a publish that stopped before its manifest) is
-    /// replaced. Returns the temporary files dropped.
-    static func place(_ batch: [Pending], origin: String) throws(Errno) -> Set<String> {
-        guard !batch.isEmpty else { return [] }
-        try FileSystem.syncFileSystem(of: origin + "/objects")
-        var dropped = Set<String>(), folders = Set<String>(), placed = Set<String>()
-        for object in batch {
-            guard placed.insert(object.final).inserted else {
-                try FileSystem.remove(object.temp)
-                dropped.insert(object.temp)
-                continue
-            }
-            let folder = (object.final as NSString).deletingLastPathComponent
-            if folders.insert(folder).inserted { try FileSystem.makeDirectory(folder) }
-            try FileSystem.rename(object.temp, object.final)
-        }
-        try FileSystem.syncFileSystem(of: origin + "/objects")
-        return dropped
     }
 
     /// Whether deflating `bytes` may pay: false when fast deflate (level 1) of two samples (the start and

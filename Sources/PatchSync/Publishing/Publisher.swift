@@ -60,11 +60,16 @@ public struct Publisher: Sendable {
         do { try ObjectWriter.prepare(origin: options.origin) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(options.origin)/objects")
         }
-        let entries = try entries(for: paths, writer: writer, known: known, progress: progress)
+        let placer = ObjectPlacer(origin: options.origin)
+        let entries: [(FileEntry, Int64, ObjectWriter.Pending?)]
+        do { entries = try self.entries(for: paths, writer: writer, known: known, placer: placer, progress: progress) } catch {
+            _ = try? placer.finish()  // what was written is complete: in place, it is reused or replaced next time
+            throw error
+        }
         let files = entries.map(\.0)
         let stored = entries.map { ($0.1, $0.2) }
         let dropped: Set<String>
-        do { dropped = try ObjectWriter.place(stored.compactMap(\.1), origin: options.origin) } catch {
+        do { dropped = try placer.finish() } catch {
             throw PatchSyncError.wrap(error).during("placing the new objects")
         }
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
@@ -110,10 +115,10 @@ public struct Publisher: Sendable {
     }
 
     /// The manifest entries of `paths`, computed on every core (each worker takes the next file, so
-    /// one large file never keeps the other cores waiting), in order; their new objects wait in
-    /// temporary files (``ObjectWriter/Pending``) to be placed together. Each worker streams one file
+    /// one large file never keeps the other cores waiting), in order; each new object goes to
+    /// `placer` as soon as it is written. Each worker streams one file
     /// at a time, so memory stays bounded whatever the build. `progress` runs on the calling thread.
-    private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts,
+    private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts, placer: ObjectPlacer,
                          progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
         typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
         let state = Mutex((results: [Result<Entry, PatchSyncError>?](repeating: nil, count: paths.count), done: 0,
@@ -125,6 +130,7 @@ public struct Publisher: Sendable {
                 let result = Result { () throws(PatchSyncError) -> Entry in
                     try self.entry(for: paths[i], writer: writer, known: known)
                 }
+                if case .success((_, _, let pending?)) = result { placer.add(pending) }
                 state.withLock {
                     $0.results[i] = result
                     $0.done += 1
@@ -140,10 +146,7 @@ public struct Publisher: Sendable {
         let out: [Entry] = results.compactMap { if case .success(let entry)? = $0 { entry } else { nil } }
         let failure = results.lazy.compactMap { if case .failure(let error)? = $0 { error } else { nil } }.first
             ?? (out.count < paths.count ? PatchSyncError(.internal, "a file was not published") : nil)
-        if let failure {
-            for case let (_, _, pending?) in out { try? FileSystem.remove(pending.temp) }
-            throw failure
-        }
+        if let failure { throw failure }
         progress(paths.count, paths.count)
         return out
     }

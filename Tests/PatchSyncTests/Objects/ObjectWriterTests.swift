@@ -120,6 +120,34 @@ struct ObjectWriterTests {
         #expect(known.manifestsRead == 4, "an object no newest manifest describes sends it through the rest")
     }
 
+    @Test("new objects are placed in batches while others are written: each at its path with its bytes, content written twice placed once, a leftover replaced, no temporary file left")
+    func placerBatches() throws {
+        let fixture = try Fixture()
+        let placer = ObjectPlacer(origin: fixture.origin, batch: 3)
+        var expected: [String: Data] = [:]
+        var temps: [String] = []
+        let incoming = fixture.origin + "/objects/.incoming/0"
+        try FileManager.default.createDirectory(atPath: incoming, withIntermediateDirectories: true)
+        for i in 0..<8 {
+            let content = Data("object \(i % 7)".utf8)  // 7 and 0 have the same content
+            let final = fixture.origin + "/" + ObjectID.path(SHA256Digest.of(content))
+            let temp = incoming + "/\(i)"
+            try content.write(to: URL(fileURLWithPath: temp))
+            if i == 2 {  // a leftover at this object's path, from a publish that stopped early
+                try FileManager.default.createDirectory(atPath: (final as NSString).deletingLastPathComponent,
+                                                        withIntermediateDirectories: true)
+                try Data("torn".utf8).write(to: URL(fileURLWithPath: final))
+            }
+            expected[final] = content
+            temps.append(temp)
+            placer.add(.init(temp: temp, final: final))
+        }
+        let dropped = try placer.finish()
+        #expect(dropped == [incoming + "/7"])
+        for (final, content) in expected { #expect(try Data(contentsOf: URL(fileURLWithPath: final)) == content) }
+        #expect(temps.allSatisfy { !FileManager.default.fileExists(atPath: $0) })
+    }
+
     func manifestFile(_ fixture: Fixture) throws -> String {
         let dir = fixture.origin + "/targets/manifests/live"
         return dir + "/" + (try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first))

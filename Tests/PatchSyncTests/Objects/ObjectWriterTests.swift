@@ -48,10 +48,7 @@ struct ObjectWriterTests {
         try fixture.publish(build, id: "1", channel: "beta", chunking: Self.smallChunks)
         let second = try fixture.publish(build, id: "1", chunking: .standard)
         #expect(second.objectsWritten == 0, "the objects are reused as they are")
-        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
-        #expect(try await Syncer(install: install).run().outcome == .ready)
-        _ = try install.applyPendingUpdate()
-        try EndToEndTests.expectInstalled(install, matches: build)
+        try await Self.expectInstalls(fixture, matches: build)
     }
 
     @Test("publishing with chunks smaller than an existing object's is refused, naming the file and the chunk size to use")
@@ -83,10 +80,7 @@ struct ObjectWriterTests {
                                                 withIntermediateDirectories: true)
         try Data("half an object".utf8).write(to: URL(fileURLWithPath: leftover))
         try fixture.publish(changed, id: "2")
-        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
-        #expect(try await Syncer(install: install).run().outcome == .ready)
-        _ = try install.applyPendingUpdate()
-        try EndToEndTests.expectInstalled(install, matches: changed)
+        try await Self.expectInstalls(fixture, matches: changed)
     }
 
     @Test("content from an older build than each channel's newest reuses its object, found in the older manifest")
@@ -97,10 +91,7 @@ struct ObjectWriterTests {
         try fixture.publish(two, id: "2", chunking: Self.smallChunks)
         let back = try fixture.publish(one, id: "3")  // build 1's content again, at another chunk size
         #expect(back.objectsWritten == 0)
-        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
-        #expect(try await Syncer(install: install).run().outcome == .ready)
-        _ = try install.applyPendingUpdate()
-        try EndToEndTests.expectInstalled(install, matches: one)
+        try await Self.expectInstalls(fixture, matches: one)
     }
 
     @Test("a publish reads the newest manifest of each channel, not the whole history")
@@ -146,6 +137,14 @@ struct ObjectWriterTests {
         #expect(dropped == [incoming + "/7"])
         for (final, content) in expected { #expect(try Data(contentsOf: URL(fileURLWithPath: final)) == content) }
         #expect(temps.allSatisfy { !FileManager.default.fileExists(atPath: $0) })
+    }
+
+    /// A fresh install of the origin's live channel syncs, applies, and matches `build`.
+    static func expectInstalls(_ fixture: Fixture, matches build: String) async throws {
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: build)
     }
 
     func manifestFile(_ fixture: Fixture) throws -> String {

@@ -16,9 +16,10 @@ struct ObjectWriter: Sendable {
         var sha256: SHA256Digest
         var size: Int64
         var chunks: [ChunkEntry]
-        /// The bytes written to the origin (0 when the object was already there).
+        /// The bytes of the object (written by ``write(file:knownHash:)``; what it would be for
+        /// ``describe(file:)``).
         var bytesWritten: Int64
-        /// The unsynced temporary file to place at the object's path (nil when the object was already there).
+        /// The unsynced temporary file to place at the object's path (nil from ``describe(file:)``).
         var pending: Pending?
     }
 

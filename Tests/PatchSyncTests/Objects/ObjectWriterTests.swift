@@ -12,7 +12,7 @@ struct ObjectWriterTests {
         let report = try fixture.publish(build, id: "1")
         #expect(report.objectsWritten > 0)
         let manifest = try Manifest.decode(
-            try Data(contentsOf: URL(fileURLWithPath: try manifestFile(fixture))), what: "manifest")
+            try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1"))), what: "manifest")
         let level = try #require(manifest.files.first { $0.path.hasSuffix(".map") })
         let texture = try #require(manifest.files.first { $0.path.hasSuffix(".dds") })
         #expect(level.chunks.allSatisfy { $0.codec == .zlib && $0.objectLength < $0.length })
@@ -145,10 +145,5 @@ struct ObjectWriterTests {
         #expect(try await Syncer(install: install).run().outcome == .ready)
         _ = try install.applyPendingUpdate()
         try EndToEndTests.expectInstalled(install, matches: build)
-    }
-
-    func manifestFile(_ fixture: Fixture) throws -> String {
-        let dir = fixture.origin + "/targets/manifests/live"
-        return dir + "/" + (try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first))
     }
 }

@@ -95,6 +95,7 @@ struct DeltaSyncTests {
         #expect(last.done == last.total && last.total == packReport.bytes + report.bytesPlanned)
     }
 
+    /// The manifest file of build `id` on the live channel, in the origin.
     static func manifestFile(_ fixture: Fixture, id: String) throws -> String {
         let dir = fixture.origin + "/targets/manifests/live"
         return dir + "/" + (try #require(try FileManager.default.contentsOfDirectory(atPath: dir)

@@ -1,5 +1,8 @@
+#define _GNU_SOURCE
 #include "CLinux.h"
 
+#include <fcntl.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -11,4 +14,21 @@ int clinux_ioprio_set_thread(int tid, int ioprio_class, int level) {
 
 int clinux_ioprio_get_thread(int tid) {
     return (int)syscall(SYS_ioprio_get, ioprio_who_process, tid);
+}
+
+int clinux_ofd_lock(int fd, int exclusive, int wait) {
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = exclusive ? F_WRLCK : F_RDLCK;
+    lock.l_whence = SEEK_SET;
+    return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &lock);
+}
+
+int clinux_ofd_locked(int fd) {
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return -1;
+    return lock.l_type == F_UNLCK ? 0 : 1;
 }

@@ -77,17 +77,17 @@ struct CLITests {
         #expect((error["error"] as? String)?.contains("http://127.0.0.1:1") == true)
     }
 
-    @Test("a sync while another holds the install's lock exits 75 (deferred)")
+    @Test("a sync while another sync holds the staging lock exits 75 (deferred)")
     func deferred() throws {
         let fixture = try Fixture()
         let install = fixture.directory + "/game"
         _ = try CLI.run(["init", "--install", install, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata])
-        let fd = open(install + "/.patchsync/lock", O_RDWR | O_CREAT, 0o644)
+        let fd = open(install + "/.patchsync/staging.lock", O_RDWR | O_CREAT, 0o600)
         defer { close(fd) }
         #expect(flock(fd, LOCK_EX) == 0)
         let result = try CLI.run(["sync", "--install", install])
         #expect(result.status == 75)
-        #expect(result.stderr.contains("another PatchSync process"))
+        #expect(result.stderr.contains("another sync or repair is staging"), "\(result.stderr)")
     }
 
     @Test("a local file system error exits 74")

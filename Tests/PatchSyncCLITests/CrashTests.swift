@@ -6,9 +6,8 @@ import Testing
 /// Checks that `current` resolves to a complete build: every file of its manifest, with its hash and mode.
 func expectCompleteBuild(_ install: Install, sourceLocation: SourceLocation = #_sourceLocation) throws {
     guard let deployment = install.currentDeployment() else { return }  // nothing installed yet is consistent too
-    let build = deployment.split(separator: "@").first.map(String.init) ?? deployment
     let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath:
-        install.root + "/.patchsync/manifests/\(build).json.gz")), what: "manifest")
+        install.root + "/.patchsync/manifests/\(deployment).json.gz")), what: "manifest")
     let expected = Dictionary(uniqueKeysWithValues: manifest.files.map {
         ($0.path, FileFacts(sha256: $0.sha256.hex, mode: Int($0.mode & 0o555)))
     })
@@ -45,21 +44,27 @@ func evolve(_ tree: String, release: Int) throws {
 struct CrashTests {
     static let loops = Int(ProcessInfo.processInfo.environment["PATCHSYNC_CRASH_LOOPS"] ?? "") ?? 30
 
-    @Test("SIGKILL at random instants of sync, stage and apply: current is always one complete build, state.db is intact, the next sync completes")
+    @Test("SIGKILL at random instants of sync, stage and apply, and at the end of staging: current is always one complete build, state.db is intact, the next sync completes and fetches again at most what was in flight")
     func killLoop() throws {
         let fixture = try Fixture()
         let tree = try fixture.sampleBuild(1, scale: 0.005)
         try fixture.publish(tree, id: "0")
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         var rng = SeededRandom(seed: 42)
-        var killed = 0
+        var killed = 0, endOfStaging = 0
+        var inFlight = Refetch()
         for release in 1...Self.loops {
             try evolve(tree, release: release)
             try fixture.publish(tree, id: "\(release)")
-            let sync = try CLI.start(["sync", "--install", install.root])
-            usleep(UInt32(rng.next() % 250_000))
-            if sync.process.isRunning { kill(sync.process.processIdentifier, SIGKILL); killed += 1 }
+            // Every fourth release dies exactly when the staged build is recorded ready.
+            let atEnd = release % 4 == 0
+            let sync = try CLI.start(["sync", "--install", install.root, "--json"],
+                                     environment: atEnd ? ["PATCHSYNC_CRASH_AT": "stagingFinished"] : [:])
+            if !atEnd { usleep(UInt32(rng.next() % 250_000)) }
+            if sync.process.isRunning && !atEnd { kill(sync.process.processIdentifier, SIGKILL); killed += 1 }
+            let events = String(decoding: sync.out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             sync.process.waitUntilExit()
+            if atEnd && sync.process.terminationStatus == SIGKILL { endOfStaging += 1 }
             let apply = try CLI.start(["apply", "--install", install.root])
             usleep(UInt32(rng.next() % 15_000))
             if apply.process.isRunning { kill(apply.process.processIdentifier, SIGKILL); killed += 1 }
@@ -67,14 +72,46 @@ struct CrashTests {
 
             try expectCompleteBuild(install)
             #expect(try integrityCheck(install) == "ok")
-            let resync = try CLI.run(["sync", "--install", install.root])
+            let resync = try CLI.run(["sync", "--install", install.root, "--json"])
             #expect(resync.status == 0, "release \(release): \(resync.stderr)")
+            if atEnd, install.currentBuild() != "\(release)" {
+                #expect(resync.stdout.contains("\"alreadyReady\""), "release \(release): a kill at the end of staging keeps the build: \(resync.stdout)")
+            }
+            inFlight.add(killedRun: events, resync: resync.stdout)
             #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
             #expect(install.currentBuild() == "\(release)")
             try expectCompleteBuild(install)
         }
-        print("crash loop: \(Self.loops) releases, \(killed) runs killed")
+        print("crash loop: \(Self.loops) releases, \(killed) runs killed, \(endOfStaging) at the end of staging; "
+              + "of what killed syncs reported verified, \(inFlight.bytes) bytes were planned again "
+              + "(\(inFlight.runs) interrupted syncs; only what was in flight is fetched again)")
         #expect(killed >= Self.loops / 3, "the loop should interrupt a fair share of runs (killed \(killed))")
+        #expect(endOfStaging >= Self.loops / 8, "kills at the end of staging: \(endOfStaging)")
+        #expect(inFlight.worst == 0, "a resumed sync planned again bytes that the killed run had reported verified")
+    }
+}
+
+/// What resumed syncs fetch again of what killed runs had verified: a transfer event is sent only once its
+/// chunks are durable and recorded, so the killed run's last event plus what the resumed run plans should
+/// not exceed the whole transfer; anything beyond it was fetched twice.
+struct Refetch {
+    var bytes: Int64 = 0
+    var runs = 0
+    var worst: Int64 = 0
+
+    mutating func add(killedRun events: String, resync: String) {
+        guard let last = Self.lines(events).last(where: { $0["event"] as? String == "transfer" }),
+              let done = (last["bytesDone"] as? NSNumber)?.int64Value, let total = (last["bytesTotal"] as? NSNumber)?.int64Value,
+              let result = Self.lines(resync).last, let planned = (result["bytesPlanned"] as? NSNumber)?.int64Value
+        else { return }
+        let again = max(0, done + planned - total)
+        bytes += again
+        runs += 1
+        worst = max(worst, again)
+    }
+
+    static func lines(_ text: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 }
 

@@ -1,7 +1,8 @@
 // CLinux: Linux system calls that glibc does not wrap, as typed C functions.
 //
-// Why it exists: ioprio_set(2) has no glibc wrapper and syscall(2) is variadic, which Swift
-// cannot call. One function per call, and nothing else.
+// Why it exists: ioprio_set(2) has no glibc wrapper, and syscall(2) and fcntl(2) are variadic,
+// which Swift cannot call (open file description locks need fcntl with a struct flock). One
+// function per call, and nothing else.
 #ifndef CLINUX_H
 #define CLINUX_H
 
@@ -11,5 +12,14 @@ int clinux_ioprio_set_thread(int tid, int ioprio_class, int level);
 
 /// ioprio_get(2) for one thread: the class (bits 13 and up) and level, or -1 with errno set.
 int clinux_ioprio_get_thread(int tid);
+
+/// fcntl(F_OFD_SETLK or F_OFD_SETLKW) over the whole file: a read (shared) or write (exclusive)
+/// lock owned by the open file description, so a child that inherits the descriptor keeps it.
+/// Returns 0, or -1 with errno set (EAGAIN when another holds a conflicting lock and wait is 0).
+int clinux_ofd_lock(int fd, int exclusive, int wait);
+
+/// fcntl(F_OFD_GETLK) over the whole file: 1 when another open file description holds a lock that
+/// conflicts with a write lock, 0 when none does, -1 with errno set. Takes no lock itself.
+int clinux_ofd_locked(int fd);
 
 #endif

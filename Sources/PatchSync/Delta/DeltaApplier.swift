@@ -94,7 +94,7 @@ struct DeltaApplier {
             let content = UnsafeRawBufferPointer(rebasing: buffer[..<chunk.length])
             if !applier.done.contains(index) {
                 if SHA256Hasher.hash(content) == chunk.sha256 {
-                    try applier.files.write(content, to: [Plan.Destination(path: applier.file.path, index: index,
+                    try applier.files.write(content, chunk: chunk.sha256, to: [Plan.Destination(path: applier.file.path, index: index,
                                                                            offset: chunk.offset)])
                     outcome.written += 1
                 } else {

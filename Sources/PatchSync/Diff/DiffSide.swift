@@ -18,7 +18,7 @@ public enum DiffSide {
                 throw PatchSyncError(.usage, "\(spec) has no build installed", remedy: "sync and apply it first")
             }
             let build = Deployment.buildID(of: current)
-            return (try Syncer(install: install).loadManifest(build), "\(build) (installed in \(install.root))")
+            return (try Syncer(install: install).loadManifest(current), "\(build) (installed in \(install.root))")
         }
         if FileSystem.isDirectory(spec) {
             return (try Publisher.describe(buildDirectory: spec, bundles: bundles), "build folder \(spec)")

@@ -1,17 +1,32 @@
 import Foundation
+import Logging
 
-/// Starts the game the way a launcher should: apply a ready build first, then run
-/// the game with `running.lock` held and `PATCHSYNC_CONTENT_ROOT` pointing at `current`.
+/// What the launcher did about a ready build before starting the game.
+public struct LaunchApply: Codable, Sendable {
+    /// The apply's report when it ran (applied or nothing ready).
+    public var report: ApplyReport?
+    /// Why the apply was skipped (the game starts on the current build anyway).
+    public var skipped: String?
+}
+
+/// Starts the game the way a launcher should: apply a ready build when it can, then run the
+/// game with `running.lock` held and `PATCHSYNC_CONTENT_ROOT` pointing at `current`.
+///
+/// The game always starts: when another PatchSync process holds the live tree, another instance
+/// of the game runs, or the apply fails, the apply is skipped (``LaunchApply/skipped`` says why)
+/// and the game runs on the current build, which a failed apply never changes. A sync, plain or
+/// discretionary, never holds what the launcher needs; a discretionary one stops when the game starts.
 public struct GameLauncher: Sendable {
     public let install: Install
+    private static let logger = Logger(label: "patchsync.launch")
 
     public init(install: Install) { self.install = install }
 
-    /// Applies a pending update (unless another instance of the game runs), runs
-    /// `executable` with `arguments`, and returns its exit status (128+N for signal N).
+    /// Applies a pending update when it can, runs `executable` with `arguments`, and returns its
+    /// exit status (128+N for signal N). `applied` is told what happened to the update first.
     public func launch(_ executable: String, _ arguments: [String],
-                       applied: (ApplyReport) -> Void = { _ in }) throws(PatchSyncError) -> Int32 {
-        if !install.gameIsRunning() { applied(try install.applyPendingUpdate()) }
+                       applied: (LaunchApply) -> Void = { _ in }) throws(PatchSyncError) -> Int32 {
+        applied(applyIfPossible())
         guard install.currentDeployment() != nil else {
             throw PatchSyncError(.usage, "\(install.root) has no build installed yet",
                                  remedy: "run `patchsync sync --install \(install.root)` first")
@@ -21,7 +36,28 @@ public struct GameLauncher: Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["PATCHSYNC_CONTENT_ROOT"] = install.currentLink
         let pid = try Self.spawn(executable, arguments, environment: environment)
+        cleanUp()
         return try Self.wait(for: pid, executable)
+    }
+
+    /// The apply, or why it was skipped.
+    private func applyIfPossible() -> LaunchApply {
+        do throws(PatchSyncError) {
+            return LaunchApply(report: try install.applyForLaunch())
+        } catch {
+            return LaunchApply(skipped: error.description)
+        }
+    }
+
+    /// While the game runs: deletes the builds an apply retired, at idle priority (the game is already
+    /// spawned with the launcher's). A failure is logged; the next sync or apply tries again.
+    private func cleanUp() {
+        _ = Priority.lowerForBackground()
+        do throws(PatchSyncError) {
+            try Housekeeping(install: install, state: try install.state()).runIfFree()
+        } catch {
+            Self.logger.notice("cleaning up \(install.root) while the game runs: \(error)")
+        }
     }
 
     /// posix_spawnp of the game, searching PATH for a bare command name as a shell would.

@@ -11,12 +11,30 @@ public struct ApplyReport: Codable, Sendable {
 }
 
 extension Install {
-    /// Swaps a ready build in: moves it into `builds/`, flips `current` with one
-    /// rename, and records it; the old build is kept as previous. Refused while
-    /// the game runs. A crash at any instant leaves `current` on a complete build.
+    /// Swaps a ready build in: moves it into `builds/`, flips `current` with one rename, and
+    /// records it; the old build is kept as previous. Refused while the game runs. A crash at any
+    /// instant leaves `current` on a complete build. Builds retired by earlier applies are deleted
+    /// afterwards (the swap's time does not include that).
     public func applyPendingUpdate() throws(PatchSyncError) -> ApplyReport {
+        let lock = try lock(.live, for: "apply")
+        defer { withExtendedLifetime(lock) {} }
+        let state = try state()
+        let report = try swap(state)
+        try Housekeeping(install: self, state: state).run()
+        return report
+    }
+
+    /// Applies under the live tree's lock, without the clean-up (the launcher does it while the game runs).
+    func applyForLaunch() throws(PatchSyncError) -> ApplyReport {
+        let lock = try lock(.live, for: "apply")
+        defer { withExtendedLifetime(lock) {} }
+        return try swap(try state())
+    }
+
+    /// The swap itself, timed, for a caller holding the live tree's lock.
+    private func swap(_ state: StateStore) throws(PatchSyncError) -> ApplyReport {
         let start = ContinuousClock.now
-        var report = try apply()
+        var report = try apply(state)
         if report.applied {
             let elapsed = ContinuousClock.now - start
             report.milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
@@ -24,70 +42,82 @@ extension Install {
         return report
     }
 
-    private func apply() throws(PatchSyncError) -> ApplyReport {
-        let lock = try lock("apply")
-        defer { withExtendedLifetime(lock) {} }
-        let state = try state()
+    private func apply(_ state: StateStore) throws(PatchSyncError) -> ApplyReport {
         try reconcile(state)
-        guard let ready = try state.setting("ready") else {
-            return ApplyReport(applied: false, current: currentDeployment(), previous: try previousDeployment(state))
+        let recorded = try state.read()
+        guard let ready = recorded.ready else {
+            return ApplyReport(applied: false, current: currentDeployment(), previous: previousDeployment(recorded))
         }
-        guard !gameIsRunning() else {
-            throw PatchSyncError(.deferred, "the game is running; build \(ready) stays ready",
+        // Held exclusively across the swap: a game cannot start between this check and the flip.
+        guard let running = try RunningLock.exclusive(path: runningLockPath) else {
+            throw PatchSyncError(.deferred, "the game is running; build \(ready.name) stays ready",
                                  remedy: "apply when the game has exited (the launcher does it at the next start)")
         }
-        try PatchSyncError.step("applying \(ready)") { () throws(PatchSyncError) in
-            let staged = stagedDirectory(ready), final = buildDirectory(ready)
-            do {
-                if FileSystem.exists(staged) {
-                    try FileSystem.removeTree(final)
-                    try FileSystem.syncDirectory(staged)  // its files were synced when staged
-                    try FileSystem.rename(staged, final)
-                    try FileSystem.syncDirectory(buildsDirectory)
-                    try FileSystem.syncDirectory(stagingDirectory)
-                } else if !FileSystem.isDirectory(final) {
-                    try state.set(["ready": nil])
-                    throw PatchSyncError(.localIO, "the staged tree is gone", remedy: "run `patchsync sync` again")
-                }
-            } catch { throw PatchSyncError.wrap(error) }
-            try flipCurrent(to: ready)
+        defer { withExtendedLifetime(running) {} }
+        try PatchSyncError.step("applying \(ready.name)") { () throws(PatchSyncError) in
+            try moveIntoBuilds(ready, state: state)
+            CrashPoint.applyMoved.reached()
+            try flipCurrent(to: ready.name)
         }
-        var history = try state.history().filter { $0 != ready }
-        history.append(ready)
-        try state.set(["current": ready, "ready": nil, "history": StateStore.encode(history: history)])
-        try retireOldBuilds(keeping: Set(history.suffix(try config().buildsKept) + [ready]))
-        return ApplyReport(applied: true, current: ready, previous: try previousDeployment(state))
+        CrashPoint.applyFlipped.reached()
+        let after = try state.update(.applyRecorded) { (s) -> InstallState in
+            s.applied(ready)
+            return s
+        }
+        try retireOldBuilds(keeping: Set(after.history.suffix(try config().buildsKept) + [ready.name]))
+        return ApplyReport(applied: true, current: ready.name, previous: previousDeployment(after))
+    }
+
+    /// Moves the ready tree from staging/ into builds/ after checking that it is still the tree that
+    /// was verified (its folders' seal); a tree changed or gone since is dropped from ready.
+    private func moveIntoBuilds(_ ready: DeploymentIdentity, state: StateStore) throws(PatchSyncError) {
+        let staged = stagedDirectory(ready.name), final = buildDirectory(ready.name)
+        if !FileSystem.exists(staged) && FileSystem.isDirectory(final) { return }  // moved before a crash
+        guard FileSystem.exists(staged), ready.seal == nil || ready.seal == TreeSeal.of(staged) else {
+            try state.update { if $0.ready == ready { $0.ready = nil } }
+            throw PatchSyncError(.localIO, "the staged tree of \(ready.name) in \(stagingDirectory) was changed or removed "
+                                 + "after it was verified; it is not applied", remedy: "run `patchsync sync` again to stage it anew")
+        }
+        do {
+            try FileSystem.removeTree(final)
+            try FileSystem.syncDirectory(staged)  // its files were synced when staged
+            try FileSystem.rename(staged, final)
+            try FileSystem.syncDirectory(buildsDirectory)
+            try FileSystem.syncDirectory(stagingDirectory)
+        } catch { throw PatchSyncError.wrap(error) }
     }
 
     /// Makes the previous build current again, atomically: one step back. Refused while the
     /// game runs, and when no earlier build is kept. Sync then holds back the build rolled
     /// back from until a newer one is published.
     public func rollback() throws(PatchSyncError) -> ApplyReport {
-        let lock = try lock("rollback")
+        let lock = try lock(.live, for: "rollback")
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
         try reconcile(state)
+        let recorded = try state.read()
         guard let current = currentDeployment() else {
             throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
         }
-        guard let previous = try previousDeployment(state) else {
+        guard let previous = previousDeployment(recorded) else {
             throw PatchSyncError(.usage, "no build before \(current) is kept in \(buildsDirectory); rollback goes one step back",
                                  remedy: "raise keepBuilds in \(configPath) to keep more builds for rollback")
         }
-        guard !gameIsRunning() else {
+        guard let running = try RunningLock.exclusive(path: runningLockPath) else {
             throw PatchSyncError(.deferred, "the game is running; rollback must wait", remedy: "try again when it has exited")
         }
+        defer { withExtendedLifetime(running) {} }
         try PatchSyncError.step("rolling back to \(previous)") { () throws(PatchSyncError) in try flipCurrent(to: previous) }
-        let history = try state.history().dropLast()
-        let ready = try state.setting("ready")
-        let heldBack = Deployment.buildID(of: current)
-        try state.set(["current": previous, "history": StateStore.encode(history: Array(history)), "heldBack": heldBack,
-                       "ready": ready.map(Deployment.buildID(of:)) == heldBack ? nil : ready])
-        return ApplyReport(applied: true, current: previous, previous: try previousDeployment(state))
+        CrashPoint.rollbackFlipped.reached()
+        let after = try state.update { (s) -> InstallState in
+            s.rolledBack(to: previous)
+            return s
+        }
+        return ApplyReport(applied: true, current: previous, previous: previousDeployment(after))
     }
 
     /// Moves builds beyond the kept ones out of builds/ with one rename each (cheap at launch);
-    /// the next sync deletes them.
+    /// housekeeping deletes them.
     private func retireOldBuilds(keeping keep: Set<String>) throws(PatchSyncError) {
         do {
             let old = try FileSystem.list(buildsDirectory).filter { !keep.contains($0) }
@@ -96,23 +126,34 @@ extension Install {
             for name in old { try FileSystem.rename(buildDirectory(name), trashDirectory + "/\(name)-\(UInt32.random(in: 0...UInt32.max))") }
             try FileSystem.syncDirectory(buildsDirectory)
         } catch { throw PatchSyncError.wrap(error).during("retiring old builds") }
+        CrashPoint.retired.reached()
     }
 
     /// Brings the recorded state in line with the `current` symlink after a crash between
     /// a flip and its record: an apply (the link is new) or a rollback (the link went one back).
     func reconcile(_ state: StateStore) throws(PatchSyncError) {
-        let link = currentDeployment(), recorded = try state.setting("current")
-        guard let link, link != recorded else { return }
-        var history = try state.history()
-        var values: [String: String?] = ["current": link]
-        if history.count >= 2, history[history.count - 2] == link {
-            history.removeLast()
-            if let recorded { values["heldBack"] = Deployment.buildID(of: recorded) }
-        } else {
-            history = history.filter { $0 != link } + [link]
+        let link = currentDeployment()
+        try state.update { $0.reconcile(link: link) }
+    }
+}
+
+/// A fingerprint of a tree's folders (path, inode, modification time): removing, adding or
+/// replacing a file changes its folder's, so a staged tree emptied or changed by hand after it
+/// was verified is noticed at apply, at the cost of one stat per folder.
+enum TreeSeal {
+    static func of(_ root: String) -> String? {
+        var entries: [String] = []
+        func walk(_ relative: String) -> Bool {
+            let full = relative.isEmpty ? root : root + "/" + relative
+            guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFDIR,
+                  let names = try? FileSystem.list(full) else { return false }
+            entries.append("\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)")
+            for name in names where FileSystem.isSubdirectory(name, of: full) {
+                guard walk(relative.isEmpty ? name : relative + "/" + name) else { return false }
+            }
+            return true
         }
-        values["history"] = StateStore.encode(history: history)
-        if try state.setting("ready") == link { values["ready"] = .some(nil) }
-        try state.set(values)
+        guard walk("") else { return nil }
+        return SHA256Hasher.hash(Data(entries.joined(separator: "\n").utf8)).hex
     }
 }

@@ -53,8 +53,9 @@ extension Install {
     /// Reads the install's status without taking its lock, so it works while a sync runs.
     public func status() throws(PatchSyncError) -> InstallStatus {
         let config = try config()
-        let state = try state(readOnly: true)
-        let history = try state.history()
+        let store = try state(readOnly: true)
+        let state = try store.read()
+        let history = state.history
         let folders = ((try? FileSystem.list(buildsDirectory)) ?? []).sorted {
             (history.firstIndex(of: $0) ?? -1, $0) < (history.firstIndex(of: $1) ?? -1, $1)
         }
@@ -62,17 +63,15 @@ extension Install {
         let builds = folders.map { InstallStatus.BuildDisk(name: $0, diskBytes: DiskUsage.of(buildDirectory($0), &inodes)) }
         let stagingBytes = DiskUsage.of(stagingDirectory, &inodes)
         var status = InstallStatus(install: root, channel: config.channel, remotes: config.remotes,
-                                   current: currentDeployment(), previous: try previousDeployment(state),
-                                   ready: try state.setting("ready"), staging: nil,
-                                   seenSequence: (try state.setting("seenSequence.\(config.channel)")).flatMap { Int($0) },
-                                   heldBack: try state.setting("heldBack"), builds: builds,
-                                   stagingDiskBytes: stagingBytes, running: try RunningSync.read(state),
-                                   deferral: try SyncWatch.deferral(in: state))
-        if let staging = try state.setting("staging"),
-           let data = try? FileSystem.read(manifestPath(Deployment.buildID(of: staging)), limit: 256 << 20),
-           let manifest = try? Manifest.decode(data, what: manifestPath(staging)) {
-            let done = try state.doneChunks(build: staging)
-            var progress = InstallStatus.Staging(buildId: staging, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
+                                   current: currentDeployment(), previous: previousDeployment(state),
+                                   ready: state.ready?.name, staging: nil,
+                                   seenSequence: state.seenSequence[config.channel],
+                                   heldBack: state.heldBack, builds: builds,
+                                   stagingDiskBytes: stagingBytes, running: RunningSync.alive(state.running),
+                                   deferral: state.deferral)
+        if let staging = state.staging, let manifest = try? Syncer(install: self).loadManifest(staging.name) {
+            let done = try StagedBuild(staging, in: self, state: store).recorded(manifest)
+            var progress = InstallStatus.Staging(buildId: staging.name, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
                                                  bytesTotal: manifest.totalSize)
             for file in manifest.files {
                 for (index, chunk) in file.chunks.enumerated() {
@@ -85,8 +84,7 @@ extension Install {
             }
             status.staging = progress
         }
-        if let text = try state.setting("routes"), let routes = try? JSONDecoder().decode(InstallStatus.Routes.self, from: Data(text.utf8)),
-           [status.staging?.buildId, status.ready].contains(routes.buildId) {
+        if let routes = state.routes, [status.staging?.buildId, status.ready].contains(routes.buildId) {
             status.routes = routes
         }
         return status

@@ -35,13 +35,13 @@ extension Install {
             throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
         }
         let build = Deployment.buildID(of: deployment)
-        let lock = try lock("verify")
+        let lock = try lock(.live, for: "verify")
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
         var files = try state.buildFiles(build: deployment)
         if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs
             let cache = try state.statCache(build: deployment)
-            files = try Syncer(install: self).loadManifest(build).files.map {
+            files = try Syncer(install: self).loadManifest(deployment).files.map {
                 (StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode),
                                       sha256: $0.sha256.hex), cache[$0.path])
             }
@@ -91,19 +91,33 @@ extension Syncer {
     /// the deployment, marked ready for the next apply.
     public func repair(_ report: VerifyReport,
                        onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> String {
-        let lock = try install.lock("repair")
+        let lock = try install.lock(.staging, for: "repair")
         defer { withExtendedLifetime(lock) {} }
         let config = try install.config()
         let state = try install.state()
-        let manifest = try loadManifest(report.buildId)
-        let deployment = Deployment.newName(for: report.buildId, in: install)
-        try state.set(["staging": deployment])
+        let manifest = try loadManifest(report.deployment)
+        let manifestData = try FileSystem.read(install.manifestPath(report.deployment), limit: 256 << 20)
+        // The repair holds the live build's content under a name of its own.
+        let identity = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> DeploymentIdentity in
+            let known = s.deployed[report.deployment]
+            let identity = DeploymentIdentity(
+                name: s.newDeploymentName(for: report.buildId, inUse: install.deploymentFolderExists),
+                buildId: report.buildId, channel: known?.channel ?? manifest.channel.name,
+                manifest: known?.manifest ?? SHA256Hasher.hash(manifestData).hex)
+            s.beginStaging(identity, sequence: manifest.sequence)
+            return identity
+        }
+        do { try FileSystem.writeAtomically(manifestData, to: install.manifestPath(identity.name)) } catch {
+            throw PatchSyncError.wrap(error)
+        }
         let live = LiveTree(manifest: manifest, directory: install.buildDirectory(report.deployment),
                             excluding: Set(report.damaged.map(\.path)))
-        let origin = try Origin(config, client: try HTTPClient(settings: .init(config)))
+        let client = try HTTPClient(settings: .init(config))
+        let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
+                                  onEvent: onEvent)
         var sync = SyncReport(outcome: .ready, buildId: report.buildId, sequence: manifest.sequence)
-        try await stage(manifest, as: deployment, live: live, state: state, origin: origin, config: config,
-                        report: &sync, onEvent: onEvent)
-        return deployment
+        try await stage(manifest, into: StagedBuild(identity, in: install, state: state), live: live, context: context,
+                        report: &sync)
+        return identity.name
     }
 }

@@ -42,6 +42,7 @@ public struct Install: Sendable {
         do {
             for dir in [install.metadataDirectory, install.manifestsDirectory, install.stagingDirectory,
                         install.buildsDirectory] { try FileSystem.makeDirectory(dir) }
+            install.securePrivateFolder()
             try FileSystem.writeAtomically(rootData, to: install.metadataDirectory + "/root.json")
         } catch { throw PatchSyncError.wrap(error).during("creating install \(install.root)") }
         try install.saveConfig(config)
@@ -56,6 +57,7 @@ public struct Install: Sendable {
             throw PatchSyncError(.usage, "\(install.root) is not a PatchSync install",
                                  remedy: "create one with `patchsync init --install \(install.root) --remote URL --root ROOT_JSON`")
         }
+        install.securePrivateFolder()
         return install
     }
 
@@ -90,58 +92,8 @@ public struct Install: Sendable {
         } catch { throw PatchSyncError.wrap(error).during("switching \(currentLink) to \(id)") }
     }
 
-    /// Takes the install's exclusive lock (agent and launcher), or fails as deferred when another holds it.
-    func lock(_ purpose: String) throws(PatchSyncError) -> InstallLock {
-        try InstallLock(path: lockPath, purpose: purpose)
-    }
-
-    /// True while a game launched through PatchSync holds `running.lock`.
-    public func gameIsRunning() -> Bool {
-        guard FileSystem.exists(runningLockPath) else { return false }
-        return (try? InstallLock(path: runningLockPath, purpose: "probe")) == nil
-    }
-
-    /// Holds `running.lock` (shared: several game instances may run) until the value is released;
-    /// while it is held, apply and rollback refuse to swap the tree.
-    public func holdRunningLock() throws(PatchSyncError) -> RunningLock {
-        try RunningLock(path: runningLockPath)
-    }
-
     private static func absolute(_ path: String) -> String {
         let url = URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
         return url.standardizedFileURL.path
     }
-}
-
-/// A shared flock(2) on `running.lock`, held while the game runs. The descriptor is
-/// inherited by the game's process, so the lock outlives a launcher that dies first.
-public final class RunningLock: Sendable {
-    private let file: FileDescriptor
-
-    init(path: String) throws(PatchSyncError) {
-        do { file = try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: 0o644) } catch {
-            throw PatchSyncError.wrap(error)
-        }
-        guard flock(file.fd, LOCK_SH) == 0 else { throw PatchSyncError.wrap(Errno(errno, "locking", path)) }
-        _ = fcntl(file.fd, F_SETFD, 0)  // clear FD_CLOEXEC: the game keeps the lock while it runs
-    }
-}
-
-/// An flock(2) held on a lock file until the value is released.
-final class InstallLock: Sendable {
-    private let file: FileDescriptor
-
-    init(path: String, purpose: String) throws(PatchSyncError) {
-        do { file = try FileDescriptor(path: path, flags: O_RDWR | O_CREAT, mode: 0o644) } catch {
-            throw PatchSyncError.wrap(error)
-        }
-        guard flock(file.fd, LOCK_EX | LOCK_NB) == 0 else {
-            throw PatchSyncError(.deferred, "another PatchSync process holds \(path) (\(purpose) must wait)",
-                                 remedy: "try again when it has finished")
-        }
-    }
-
-    /// Unlocks explicitly: a child forked by another thread may still share the descriptor until it
-    /// execs, and closing ours alone would leave the lock held until then.
-    deinit { flock(file.fd, LOCK_UN) }
 }

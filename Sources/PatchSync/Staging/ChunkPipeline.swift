@@ -129,7 +129,7 @@ final class ChunkPipeline: @unchecked Sendable {
                                   + "offset \(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
                                   remedy: "the mirror serves a damaged or tampered object; report it to the publisher")
         }
-        do { try files.write(content, to: job.need.destinations) } catch { return error }
+        do { try files.write(content, chunk: chunk.sha256, to: job.need.destinations) } catch { return error }
         return nil
     }
 }

@@ -36,6 +36,8 @@ struct Plan: Sendable {
     var assembled: [FileEntry] = []
     var local: [(Need, LocalChunk)] = []
     var fetch: [Need] = []
+    /// The chunks already written and verified, which the plan leaves out.
+    var done: Set<StateStore.ChunkRef> = []
 
     /// Bytes the staged files still need on disk: every chunk not yet written, once per destination.
     var bytesToWrite: Int64 {
@@ -51,6 +53,7 @@ extension Plan {
     /// and the chunks already recorded done.
     init(manifest: Manifest, live: [SHA256Digest: String], liveChunks: [SHA256Digest: LocalChunk],
          done: Set<StateStore.ChunkRef>) {
+        self.done = done
         let ranks = Dictionary(uniqueKeysWithValues: manifest.bundles.map {
             ($0.name, ($0.required ? 0 : 1_000_000) + $0.priority)
         })

@@ -16,7 +16,9 @@ final class StagedFiles: @unchecked Sendable {
     private let state: StateStore
     private let condition = NSCondition()
     private var open: [String: FileDescriptor] = [:]
-    private var pending: [StateStore.ChunkRef] = []
+    /// The inode of each file written to, as opened: a resume record names it.
+    private var inodes: [String: Int64] = [:]
+    private var pending: [StateStore.ChunkRecord] = []
     private var pendingFiles = Set<String>()
     private var pendingBytes = 0
     private(set) var bytesWritten: Int64 = 0
@@ -40,37 +42,31 @@ final class StagedFiles: @unchecked Sendable {
     static let flushChunks = 64
     static let flushBytes = 4 << 20
 
-    init(directory: String, build: String, state: StateStore) {
-        self.directory = directory
-        self.build = build
+    init(_ staged: StagedBuild) {
+        directory = staged.directory
+        build = staged.identity.name
+        let state = staged.state
         self.state = state
         let thread = Thread { [self] in flushLoop() }
         thread.name = "patchsync-flush"
         thread.start()
     }
 
-    /// Creates (or keeps, when resuming) the staged file at its final size.
-    func prepare(_ file: FileEntry) throws(PatchSyncError) {
-        let full = directory + "/" + file.path
-        do {
-            if let st = try FileSystem.status(full), st.st_nlink > 1 || (st.st_mode & S_IFMT) != S_IFREG {
-                try FileSystem.remove(full)  // never write into a file shared with the live tree
-            }
-            try FileSystem.makeDirectory((full as NSString).deletingLastPathComponent, within: directory)
-            let fd = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
-            if try fd.status().st_size != file.size { try fd.truncate(to: file.size) }
-        } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
-    }
-
-    /// Writes a verified chunk to each destination, then queues the destinations to be recorded.
-    func write(_ bytes: UnsafeRawBufferPointer, to destinations: [Plan.Destination]) throws(PatchSyncError) {
+    /// Writes a verified chunk (`sha256`) to each destination, then queues the destinations to be recorded.
+    func write(_ bytes: UnsafeRawBufferPointer, chunk sha256: SHA256Digest,
+               to destinations: [Plan.Destination]) throws(PatchSyncError) {
+        var inodes: [Int64] = []
         for destination in destinations {
-            do { try descriptor(destination.path).write(bytes, at: destination.offset) } catch {
-                throw PatchSyncError.wrap(error).during("staging \(destination.path)")
-            }
+            do {
+                let (fd, inode) = try descriptor(destination.path)
+                try fd.write(bytes, at: destination.offset)
+                inodes.append(inode)
+            } catch { throw PatchSyncError.wrap(error).during("staging \(destination.path)") }
         }
         condition.withLock {
-            pending += destinations.map { StateStore.ChunkRef(path: $0.path, index: $0.index) }
+            pending += zip(destinations, inodes).map {
+                StateStore.ChunkRecord(ref: .init(path: $0.path, index: $0.index), sha256: sha256.hex, inode: $1)
+            }
             destinations.forEach { pendingFiles.insert($0.path) }
             pendingBytes += bytes.count * destinations.count
             bytesWritten += Int64(bytes.count * destinations.count)
@@ -135,7 +131,7 @@ final class StagedFiles: @unchecked Sendable {
 
     /// Takes the pending records, syncs their files and records them; the caller has set `flushing`.
     private func flushPending() {
-        let (refs, paths, ticket) = condition.withLock { () -> ([StateStore.ChunkRef], Set<String>, Int) in
+        let (refs, paths, ticket) = condition.withLock { () -> ([StateStore.ChunkRecord], Set<String>, Int) in
             defer { pending = []; pendingFiles = []; pendingBytes = 0 }
             return (pending, pendingFiles, written)
         }
@@ -153,7 +149,7 @@ final class StagedFiles: @unchecked Sendable {
         for (continuation, failure) in resume { continuation.resume(returning: failure) }
     }
 
-    private func record(_ refs: [StateStore.ChunkRef], syncing paths: Set<String>) throws(PatchSyncError) {
+    private func record(_ refs: [StateStore.ChunkRecord], syncing paths: Set<String>) throws(PatchSyncError) {
         guard !refs.isEmpty else { return }
         if paths.count > Self.filesPerSync, let any = paths.first {
             // Many small files: one syncfs(2) of the file system beats an fsync per file.
@@ -162,19 +158,22 @@ final class StagedFiles: @unchecked Sendable {
             }
         } else {
             for path in paths {
-                do { try descriptor(path).sync() } catch { throw PatchSyncError.wrap(error).during("staging \(path)") }
+                do { try descriptor(path).fd.sync() } catch { throw PatchSyncError.wrap(error).during("staging \(path)") }
             }
         }
-        try state.recordDone(build: build, refs)
+        try state.recordDone(build, refs)
     }
 
-    private func descriptor(_ path: String) throws(Errno) -> FileDescriptor {
+    /// The open descriptor of a staged file, and its inode.
+    private func descriptor(_ path: String) throws(Errno) -> (fd: FileDescriptor, inode: Int64) {
         condition.lock()
         defer { condition.unlock() }
-        if let fd = open[path] { return fd }
+        if let fd = open[path], let inode = inodes[path] { return (fd, inode) }
         if open.count >= 256 { open.removeAll() }
         let fd = try FileDescriptor(path: directory + "/" + path, flags: O_RDWR | O_NOFOLLOW)
+        let inode = Int64(try fd.status().st_ino)
         open[path] = fd
-        return fd
+        inodes[path] = inode
+        return (fd, inode)
     }
 }

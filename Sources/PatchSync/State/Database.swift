@@ -25,7 +25,9 @@ final class Database: @unchecked Sendable {
         sqlite3_busy_timeout(db, 10_000)
         if !readOnly {
             try execute("PRAGMA journal_mode=WAL")
-            try execute("PRAGMA synchronous=NORMAL")
+            // FULL: a commit is on disk when it returns (the sequence seen, the state's transitions and the
+            // chunk records guard against rollback and loss; a lost commit would undo one).
+            try execute("PRAGMA synchronous=FULL")
         }
     }
 
@@ -40,28 +42,54 @@ final class Database: @unchecked Sendable {
 
     /// Runs `sql` once per row of `rows`, all in one transaction.
     func run(_ sql: String, rows: [[Value]]) throws(PatchSyncError) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard sqlite3_exec(handle, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK else { throw failure("BEGIN") }
-        do throws(PatchSyncError) {
-            let statement = try prepare(sql)
-            defer { sqlite3_finalize(statement) }
-            for row in rows {
-                try bind(row, to: statement)
-                guard sqlite3_step(statement) == SQLITE_DONE else { throw failure(sql) }
-                sqlite3_reset(statement)
-            }
-            guard sqlite3_exec(handle, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw failure("COMMIT") }
-        } catch {
-            sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
-            throw error
-        }
+        try transaction { (t) throws(PatchSyncError) in try t.run(sql, rows: rows) }
     }
 
     /// Runs a query and returns every row.
     func query(_ sql: String, _ arguments: [Value] = []) throws(PatchSyncError) -> [[Value]] {
         lock.lock()
         defer { lock.unlock() }
+        return try unlockedQuery(sql, arguments)
+    }
+
+    /// Runs `body` in one write transaction (BEGIN IMMEDIATE … COMMIT): everything it does is on disk
+    /// together, or none of it (ROLLBACK when it throws).
+    func transaction<T>(_ body: (Transaction) throws(PatchSyncError) -> T) throws(PatchSyncError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        guard sqlite3_exec(handle, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK else { throw failure("BEGIN") }
+        do throws(PatchSyncError) {
+            let result = try body(Transaction(database: self))
+            guard sqlite3_exec(handle, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw failure("COMMIT") }
+            return result
+        } catch {
+            sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
+            throw error
+        }
+    }
+
+    /// The statements of one open transaction; valid only inside ``transaction(_:)``'s body.
+    struct Transaction {
+        fileprivate let database: Database
+
+        func query(_ sql: String, _ arguments: [Value] = []) throws(PatchSyncError) -> [[Value]] {
+            try database.unlockedQuery(sql, arguments)
+        }
+
+        /// Runs `sql` once per row of `rows`.
+        func run(_ sql: String, rows: [[Value]] = [[]]) throws(PatchSyncError) {
+            let statement = try database.prepare(sql)
+            defer { sqlite3_finalize(statement) }
+            for row in rows {
+                try database.bind(row, to: statement)
+                guard sqlite3_step(statement) == SQLITE_DONE else { throw database.failure(sql) }
+                sqlite3_reset(statement)
+            }
+        }
+    }
+
+    /// A query on the caller's lock.
+    private func unlockedQuery(_ sql: String, _ arguments: [Value]) throws(PatchSyncError) -> [[Value]] {
         let statement = try prepare(sql)
         defer { sqlite3_finalize(statement) }
         try bind(arguments, to: statement)
@@ -84,7 +112,7 @@ final class Database: @unchecked Sendable {
         var text: String? { if case .text(let s) = self { return s }; return nil }
     }
 
-    private func prepare(_ sql: String) throws(PatchSyncError) -> OpaquePointer {
+    fileprivate func prepare(_ sql: String) throws(PatchSyncError) -> OpaquePointer {
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
             throw failure(sql)
@@ -92,7 +120,7 @@ final class Database: @unchecked Sendable {
         return statement
     }
 
-    private func bind(_ values: [Value], to statement: OpaquePointer) throws(PatchSyncError) {
+    fileprivate func bind(_ values: [Value], to statement: OpaquePointer) throws(PatchSyncError) {
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         for (i, value) in values.enumerated() {
             let index = Int32(i + 1)
@@ -116,7 +144,7 @@ final class Database: @unchecked Sendable {
         }
     }
 
-    private func failure(_ what: String) -> PatchSyncError {
+    fileprivate func failure(_ what: String) -> PatchSyncError {
         let message = String(cString: sqlite3_errmsg(handle))
         let code = sqlite3_errcode(handle)
         return PatchSyncError(.localIO, "state database \(path): \(message) (in \(what.prefix(60)))",

@@ -1,10 +1,11 @@
 import Foundation
 
-/// The agent's state in `.patchsync/state.db`: settings (current, previous,
-/// ready build; highest sequence seen), the stat cache of installed files,
-/// and the chunks of the staged build that are written and verified.
+/// The agent's state in `.patchsync/state.db`: the ``InstallState`` (one row, changed only in
+/// whole transactions), the stat cache and file list of installed deployments, and the records
+/// of the chunks written and verified in the deployment being staged.
 ///
-/// Thread-safety: all access goes through one ``Database`` connection, which serialises calls.
+/// Thread-safety: all access goes through one ``Database`` connection, which serialises calls;
+/// other processes' writes are serialised by SQLite (BEGIN IMMEDIATE with a busy timeout).
 final class StateStore: Sendable {
     let database: Database
 
@@ -12,6 +13,14 @@ final class StateStore: Sendable {
     struct ChunkRef: Hashable, Sendable {
         var path: String
         var index: Int
+    }
+
+    /// What a resume record vouches for: the chunk (by its hash) written at `ref`, in the file
+    /// whose inode was `inode` then.
+    struct ChunkRecord: Hashable, Sendable {
+        var ref: ChunkRef
+        var sha256: String
+        var inode: Int64
     }
 
     /// What the stat cache remembers of an installed file.
@@ -37,31 +46,73 @@ final class StateStore: Sendable {
         database = try Database(path: path, readOnly: readOnly)
         if !readOnly {
             try database.execute("""
-                CREATE TABLE IF NOT EXISTS setting(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS install_state(id INTEGER PRIMARY KEY CHECK (id = 1),
+                    version INTEGER NOT NULL, body TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS stat_cache(build TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
                     mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL, PRIMARY KEY(build, path));
                 CREATE TABLE IF NOT EXISTS build_file(build TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
                     mode INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY(build, path));
-                CREATE TABLE IF NOT EXISTS chunk_done(build TEXT NOT NULL, path TEXT NOT NULL, chunk INTEGER NOT NULL,
-                    PRIMARY KEY(build, path, chunk));
+                CREATE TABLE IF NOT EXISTS staged_chunk(deployment TEXT NOT NULL, path TEXT NOT NULL,
+                    chunk INTEGER NOT NULL, sha256 TEXT NOT NULL, inode INTEGER NOT NULL,
+                    PRIMARY KEY(deployment, path, chunk));
+                DROP TABLE IF EXISTS setting;
+                DROP TABLE IF EXISTS chunk_done;
                 """)
         }
     }
 
-    func setting(_ key: String) throws(PatchSyncError) -> String? {
-        try database.query("SELECT value FROM setting WHERE key = ?", [.text(key)]).first?.first?.text
+    // MARK: the install state
+
+    /// The install state as last committed.
+    func read() throws(PatchSyncError) -> InstallState {
+        try Self.decode(try database.query("SELECT version, body FROM install_state WHERE id = 1"))
     }
 
-    /// Sets (or with nil removes) several settings in one transaction.
-    func set(_ values: [String: String?]) throws(PatchSyncError) {
-        for (key, value) in values where value == nil {
-            try database.run("DELETE FROM setting WHERE key = ?", rows: [[.text(key)]])
+    /// Changes the install state in one transaction: reads it, lets `transition` change it, and writes
+    /// it back with whatever the change implies for the resume records (a deployment that is no longer
+    /// being staged loses them). Then `point` is reached (tests kill there).
+    @discardableResult
+    func update<T>(_ point: CrashPoint? = nil,
+                   _ transition: (inout InstallState) throws(PatchSyncError) -> T) throws(PatchSyncError) -> T {
+        let result = try database.transaction { (t) throws(PatchSyncError) -> T in
+            let before = try Self.decode(try t.query("SELECT version, body FROM install_state WHERE id = 1"))
+            var after = before
+            let result = try transition(&after)
+            guard after != before else { return result }
+            try t.run("INSERT OR REPLACE INTO install_state(id, version, body) VALUES(1, ?, ?)",
+                      rows: [[.integer(Int64(InstallState.formatVersion)), .text(try Self.encode(after))]])
+            if before.staging != after.staging {
+                try t.run("DELETE FROM staged_chunk WHERE deployment IS NOT ?",
+                          rows: [[after.staging.map { .text($0.name) } ?? .null]])
+            }
+            return result
         }
-        let rows = values.compactMap { key, value in value.map { [Database.Value.text(key), .text($0)] } }
-        if !rows.isEmpty {
-            try database.run("INSERT OR REPLACE INTO setting(key, value) VALUES(?, ?)", rows: rows)
+        point?.reached()
+        return result
+    }
+
+    private static func decode(_ rows: [[Database.Value]]) throws(PatchSyncError) -> InstallState {
+        guard let row = rows.first else { return InstallState() }
+        guard let version = row[0].integer, version <= InstallState.formatVersion else {
+            throw PatchSyncError(.refusedData, "the install's state.db was written by a newer PatchSync "
+                                 + "(state format \(row[0].integer ?? -1), this one reads \(InstallState.formatVersion))",
+                                 remedy: "update PatchSync, or create the install again with `patchsync init`")
+        }
+        do { return try JSONDecoder.iso.decode(InstallState.self, from: Data((row[1].text ?? "").utf8)) } catch {
+            throw PatchSyncError(.localIO, "the install's state in state.db does not decode",
+                                 remedy: "create the install again with `patchsync init`", cause: error)
         }
     }
+
+    private static func encode(_ state: InstallState) throws(PatchSyncError) -> String {
+        let encoder = JSONEncoder.iso
+        encoder.outputFormatting = .sortedKeys
+        do { return String(decoding: try encoder.encode(state), as: UTF8.self) } catch {
+            throw PatchSyncError(.internal, "encoding the install state", cause: error)
+        }
+    }
+
+    // MARK: installed deployments
 
     func statCache(build: String) throws(PatchSyncError) -> [String: FileStat] {
         var cache: [String: FileStat] = [:]
@@ -112,31 +163,41 @@ final class StateStore: Sendable {
         }
     }
 
-    func doneChunks(build: String) throws(PatchSyncError) -> Set<ChunkRef> {
-        var done = Set<ChunkRef>()
-        for row in try database.query("SELECT path, chunk FROM chunk_done WHERE build = ?", [.text(build)]) {
-            if let path = row[0].text, let index = row[1].integer { done.insert(ChunkRef(path: path, index: Int(index))) }
+    /// Forgets the stat cache and file lists of deployments not in `keep`.
+    func forgetBuilds(except keep: Set<String>) throws(PatchSyncError) {
+        try database.transaction { (t) throws(PatchSyncError) in
+            let builds = try t.query("SELECT DISTINCT build FROM stat_cache UNION SELECT DISTINCT build FROM build_file")
+            for build in builds.compactMap({ $0.first?.text }) where !keep.contains(build) {
+                try t.run("DELETE FROM stat_cache WHERE build = ?", rows: [[.text(build)]])
+                try t.run("DELETE FROM build_file WHERE build = ?", rows: [[.text(build)]])
+            }
         }
-        return done
+    }
+
+    // MARK: resume records of the staged deployment
+
+    /// The resume records of `deployment`.
+    func chunkRecords(_ deployment: String) throws(PatchSyncError) -> [ChunkRecord] {
+        try database.query("SELECT path, chunk, sha256, inode FROM staged_chunk WHERE deployment = ?",
+                           [.text(deployment)]).compactMap { row in
+            guard let path = row[0].text, let index = row[1].integer, let sha = row[2].text, let inode = row[3].integer
+            else { return nil }
+            return ChunkRecord(ref: ChunkRef(path: path, index: Int(index)), sha256: sha, inode: inode)
+        }
     }
 
     /// Records chunks as written and verified; call only after their bytes are durable.
-    func recordDone(build: String, _ chunks: [ChunkRef]) throws(PatchSyncError) {
-        guard !chunks.isEmpty else { return }
-        try database.run("INSERT OR IGNORE INTO chunk_done(build, path, chunk) VALUES(?, ?, ?)",
-                         rows: chunks.map { [.text(build), .text($0.path), .integer(Int64($0.index))] })
+    func recordDone(_ deployment: String, _ records: [ChunkRecord]) throws(PatchSyncError) {
+        guard !records.isEmpty else { return }
+        try database.run("INSERT OR REPLACE INTO staged_chunk(deployment, path, chunk, sha256, inode) VALUES(?, ?, ?, ?, ?)",
+                         rows: records.map { [.text(deployment), .text($0.ref.path), .integer(Int64($0.ref.index)),
+                                              .text($0.sha256), .integer($0.inode)] })
     }
 
-    /// Forgets staging progress and stat cache rows of builds not in `keep`.
-    func forgetBuilds(except keep: Set<String>) throws(PatchSyncError) {
-        let builds = try database.query("""
-            SELECT DISTINCT build FROM chunk_done UNION SELECT DISTINCT build FROM stat_cache
-            UNION SELECT DISTINCT build FROM build_file
-            """)
-        for build in builds.compactMap({ $0.first?.text }) where !keep.contains(build) {
-            try database.run("DELETE FROM chunk_done WHERE build = ?", rows: [[.text(build)]])
-            try database.run("DELETE FROM stat_cache WHERE build = ?", rows: [[.text(build)]])
-            try database.run("DELETE FROM build_file WHERE build = ?", rows: [[.text(build)]])
-        }
+    /// Drops resume records that no longer vouch for anything.
+    func forgetChunks(_ deployment: String, _ refs: [ChunkRef]) throws(PatchSyncError) {
+        guard !refs.isEmpty else { return }
+        try database.run("DELETE FROM staged_chunk WHERE deployment = ? AND path = ? AND chunk = ?",
+                         rows: refs.map { [.text(deployment), .text($0.path), .integer(Int64($0.index))] })
     }
 }

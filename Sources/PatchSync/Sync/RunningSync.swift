@@ -15,10 +15,9 @@ public struct RunningSync: Codable, Sendable, Equatable {
     /// Seconds left at that rate; nil before any rate is known.
     public var etaSeconds: Double?
 
-    /// The sync recorded in `state`, if its process still runs (a killed one leaves its row behind).
-    static func read(_ state: StateStore) throws(PatchSyncError) -> RunningSync? {
-        guard let text = try state.setting("running"),
-              let running = try? JSONDecoder.iso.decode(RunningSync.self, from: Data(text.utf8)) else { return nil }
+    /// The recorded sync, if its process still runs (a killed one leaves its record behind).
+    static func alive(_ running: RunningSync?) -> RunningSync? {
+        guard let running else { return nil }
         return kill(running.pid, 0) == 0 || errno == EPERM ? running : nil
     }
 
@@ -65,11 +64,11 @@ public struct RunningSync: Codable, Sendable, Equatable {
             if let due { write(due) }
         }
 
-        func end() { try? state.set(["running": nil]) }
+        /// Removes the record (progress is best effort: a failure to write it never fails the sync).
+        func end() { try? state.update { $0.running = nil } }
 
         private func write(_ record: RunningSync) {
-            let text = (try? JSONEncoder.iso.encode(record)).flatMap { String(data: $0, encoding: .utf8) }
-            try? state.set(["running": text])
+            try? state.update { $0.running = record }
         }
     }
 }

@@ -137,13 +137,11 @@ struct SyncWatch: Sendable {
     }
 
     static func deferral(in state: StateStore) throws(PatchSyncError) -> Deferral? {
-        guard let text = try state.setting("deferral") else { return nil }
-        return try? JSONDecoder.iso.decode(Deferral.self, from: Data(text.utf8))
+        try state.read().deferral
     }
 
     static func record(_ deferral: Deferral?, in state: StateStore) throws(PatchSyncError) {
-        let text = deferral.flatMap { try? JSONEncoder.iso.encode($0) }.flatMap { String(data: $0, encoding: .utf8) }
-        try state.set(["deferral": text])
+        try state.update { $0.deferral = deferral }
     }
 
     static func format(_ date: Date, _ zone: TimeZone) -> String {

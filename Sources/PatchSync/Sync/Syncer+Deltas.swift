@@ -38,10 +38,11 @@ extension Syncer {
     /// is downloaded (resumably) to `.patchsync/deltas/`, checked against the manifest's length and
     /// SHA-256, and each rebuilt chunk against its own hash. Anything wrong with the pack or a delta
     /// leaves the files to the chunk path; only local failures and cancellation stop the sync.
-    func applyDeltas(_ manifest: Manifest, plan: Plan, live: LiveTree, files: StagedFiles, state: StateStore,
-                     origin: Origin, onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> DeltaResult {
+    func applyDeltas(_ manifest: Manifest, plan: Plan, live: LiveTree, files: StagedFiles,
+                     context: SyncContext) async throws(PatchSyncError) -> DeltaResult {
         var result = DeltaResult()
-        let done = try state.doneChunks(build: files.build)
+        let (origin, onEvent) = (context.origin, context.onEvent)
+        let done = plan.done
         guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: done) else { return result }
         onEvent(.phase("patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
         let path = install.deltasDirectory + "/" + pack.object.hex
@@ -105,7 +106,7 @@ extension Syncer {
               delta.jsonLength <= Int64(Manifest.maximumInflatedSize), delta.length <= Int64(Manifest.maximumInflatedSize)
         else { return nil }
         do {
-            let path = install.manifestPath(live)
+            let path = install.manifestPath(current)
             let old = try Zlib.gunzip(try FileSystem.read(path, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: path)
             guard let stored = try await origin.whole(ObjectID.path(object), maxBytes: delta.length),
                   stored.count == delta.length, SHA256Hasher.hash(stored) == object else {

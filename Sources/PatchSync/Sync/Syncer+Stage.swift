@@ -1,57 +1,50 @@
 import Foundation
 
 extension Syncer {
-    /// Plans and executes the staging of `manifest`, then marks it ready.
-    func stage(_ manifest: Manifest, as id: String, live: LiveTree, state: StateStore, origin: Origin,
-               config: InstallConfig, report: inout SyncReport,
-               onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) {
-        let directory = install.stagedDirectory(id)
+    /// Plans and executes the staging of `manifest` into `staged`, then marks it ready: links of
+    /// unchanged files, deltas from the live build, chunks copied locally, then chunks fetched.
+    func stage(_ manifest: Manifest, into staged: StagedBuild, live: LiveTree, context: SyncContext,
+               report: inout SyncReport) async throws(PatchSyncError) {
+        let id = staged.identity.name
+        try staged.makeFolder(in: install)
+        let routesOnly = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: [])
         var plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks,
-                        done: try state.doneChunks(build: id))
-        let files = StagedFiles(directory: directory, build: id, state: state)
-        defer { files.closeAll() }
+                        done: try staged.prepare(routesOnly.assembled))
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
-            do {
-                try FileSystem.makeDirectory(install.stagingDirectory)
-                try FileSystem.makeDirectory(directory, within: install.stagingDirectory)
-            } catch { throw PatchSyncError.wrap(error) }
-            try checkFreeSpace(for: plan, in: directory)
-            try link(plan.links, into: directory)
-            for file in plan.assembled { try files.prepare(file) }
+            try checkFreeSpace(for: plan, in: staged.directory)
+            try link(plan.links, into: staged.directory)
         }
-        let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, state: state,
-                                           origin: origin, onEvent: onEvent)
+        let files = StagedFiles(staged)
+        defer { files.closeAll() }
+        let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
         (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
         let routes = InstallStatus.Routes(buildId: id, linked: plan.links.count, delta: deltas.files,
                                           chunks: plan.assembled.count - deltas.files)
-        if let json = try? JSONEncoder().encode(routes) { try state.set(["routes": String(decoding: json, as: UTF8.self)]) }
+        try context.state.update { $0.routes = routes }
         if deltas.chunks > 0 {  // what is left after the deltas: chunks only
             try files.flush()
-            plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: try state.doneChunks(build: id))
+            plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: try staged.recorded(manifest))
         }
-        var fetch = plan.fetch
-        fetch += try copyLocal(plan.local, files: files)
         var fetchPlan = plan
-        fetchPlan.fetch = fetch
+        fetchPlan.fetch += try copyLocal(plan.local, files: files)
         report.buildBytes = manifest.totalSize
         report.filesLinked = plan.links.count
         report.filesAssembled = plan.assembled.count
-        report.chunksCopiedLocally = plan.local.count - (fetch.count - plan.fetch.count)
-        report.chunksFetched = fetch.count
+        report.chunksCopiedLocally = plan.local.count - (fetchPlan.fetch.count - plan.fetch.count)
+        report.chunksFetched = fetchPlan.fetch.count
         report.bytesPlanned = fetchPlan.bytesToFetch
-        let requests = fetchPlan.requests(gap: config.gapBytes, maxBytes: config.requestBytes)
+        let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
         report.requests = requests.count
-        onEvent(.phase("fetching \(fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
-        try await ChunkFetcher(origin: origin, files: files, limit: config.connections, onEvent: onEvent)
+        context.onEvent(.phase("fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
+        try await ChunkFetcher(origin: context.origin, files: files, limit: context.config.connections, onEvent: context.onEvent)
             .run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
         try files.flush()
-        try finish(manifest, as: id, plan: plan, directory: directory, state: state)
+        try finish(manifest, staged: staged, plan: plan)
     }
 
     /// The verified content of the live build, through the stat cache.
     func liveTree(state: StateStore) throws(PatchSyncError) -> LiveTree {
-        guard let current = install.currentDeployment(),
-              let manifest = try? loadManifest(Deployment.buildID(of: current)) else { return LiveTree() }
+        guard let current = install.currentDeployment(), let manifest = try? loadManifest(current) else { return LiveTree() }
         return try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state)
     }
 
@@ -69,9 +62,10 @@ extension Syncer {
         }
     }
 
-    func loadManifest(_ build: String) throws(PatchSyncError) -> Manifest {
-        try Manifest.decode(try FileSystem.read(install.manifestPath(build), limit: 256 << 20),
-                            what: install.manifestPath(build))
+    /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`).
+    func loadManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
+        try Manifest.decode(try FileSystem.read(install.manifestPath(deployment), limit: 256 << 20),
+                            what: install.manifestPath(deployment))
     }
 
     /// Hard-links unchanged files from the live tree (they are read-only there).
@@ -103,7 +97,7 @@ extension Syncer {
             }
             guard ok else { unavailable.append(need); continue }
             let result: PatchSyncError? = buffer.withUnsafeBytes { raw in
-                do throws(PatchSyncError) { try files.write(raw, to: need.destinations); return nil } catch {
+                do throws(PatchSyncError) { try files.write(raw, chunk: need.chunk.sha256, to: need.destinations); return nil } catch {
                     return error
                 }
             }
@@ -112,10 +106,11 @@ extension Syncer {
         return unavailable
     }
 
-    /// Makes the staged tree final (modes, fsync, stat cache) and marks the build ready.
-    private func finish(_ manifest: Manifest, as id: String, plan: Plan, directory: String,
-                        state: StateStore) throws(PatchSyncError) {
-        let done = try state.doneChunks(build: id)
+    /// Makes the staged tree final (modes, fsync, stat cache) and marks the build ready, in one
+    /// transaction; the ready build it replaces is left for housekeeping.
+    private func finish(_ manifest: Manifest, staged: StagedBuild, plan: Plan) throws(PatchSyncError) {
+        let id = staged.identity.name, directory = staged.directory
+        let done = try staged.recorded(manifest)
         var stats: [String: StateStore.FileStat] = [:]
         var folders = Set([directory])
         try PatchSyncError.step("finishing \(id)") { () throws(PatchSyncError) in
@@ -145,11 +140,11 @@ extension Syncer {
                 for folder in folders { try FileSystem.syncDirectory(folder) }
             } catch { throw PatchSyncError.wrap(error) }
         }
-        try state.saveStatCache(build: id, stats)
-        try state.saveBuildFiles(build: id, manifest.files.map {
+        try staged.state.saveStatCache(build: id, stats)
+        try staged.state.saveBuildFiles(build: id, manifest.files.map {
             StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode), sha256: $0.sha256.hex)
         })
-        try state.set(["ready": id, "staging": nil])
-        try? FileSystem.removeTree(install.deltasDirectory)  // only a resume would have used them
+        let seal = TreeSeal.of(directory)
+        try staged.state.update(.stagingFinished) { _ = $0.finishStaging(id, seal: seal) }
     }
 }

@@ -27,27 +27,18 @@ public struct Syncer: Sendable {
 
     /// Runs one sync; `onEvent` is called with progress, from any thread.
     public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> SyncReport {
-        let lock = try install.lock("sync")
+        let lock = try install.lock(.staging, for: "sync")
         defer { withExtendedLifetime(lock) {} }
-        var config = try install.config()
+        let config = settled(try install.config())
         let state = try install.state()
         let watch = try SyncWatch(install: install, config: config, environment: environment, deadline: deadline,
                                   discretionary: discretionary, stop: stop)
         try watch.admit(state: state)
-        if discretionary {
-            Priority.lowerForBackground()
-            config.maxBytesPerSecond = maxBytesPerSecond ?? config.discretionaryRate
-            // Two connections, and short requests when yielding (HTTPClient.requestBudget): little queue
-            // of the sync's own making in each request's time to first byte, latency samples often.
-            config.maxConnections = min(config.connections, 2)
-        } else if let maxBytesPerSecond {
-            config.maxBytesPerSecond = maxBytesPerSecond
-        }
+        if discretionary { Priority.lowerForBackground() }
         let recorder = RunningSync.Recorder(state: state)
         defer { recorder.end() }
-        let settled = config
         let result = await watch.supervise(state: state) { () async throws(PatchSyncError) -> SyncReport in
-            try await runAdmitted(config: settled, state: state) { event in
+            try await runAdmitted(config: config, state: state) { event in
                 recorder.note(event)
                 onEvent(event)
             }
@@ -57,78 +48,130 @@ public struct Syncer: Sendable {
         return report
     }
 
+    /// The configuration with this run's caps: a discretionary run goes gently, on two connections
+    /// (short requests when yielding: little queue of its own making in each request's time to first
+    /// byte, latency samples often).
+    private func settled(_ config: InstallConfig) -> InstallConfig {
+        var config = config
+        if discretionary {
+            config.maxBytesPerSecond = maxBytesPerSecond ?? config.discretionaryRate
+            config.maxConnections = min(config.connections, 2)
+        } else if let maxBytesPerSecond {
+            config.maxBytesPerSecond = maxBytesPerSecond
+        }
+        return config
+    }
+
+    /// Check, decide, then stage when the channel has a build this install lacks.
     private func runAdmitted(config: InstallConfig, state: StateStore,
                              onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
         try install.reconcile(state)
         let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
-        let origin = try Origin(config, client: client)
-
-        onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
-        let trusted = try await TrustClient(directory: install.metadataDirectory, source: origin, now: now,
-                                              deadline: Date() + config.refreshDeadline).refresh()
-        let target = try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel))
-        let info = target.info
-        try checkSequence(info, state: state)
-        var report = SyncReport(outcome: .ready, buildId: info.buildId, sequence: info.sequence)
-        if info.buildId == install.currentBuild() {
-            try collectGarbage(keeping: nil, state: state, config: config)
-            report.outcome = .upToDate
-        } else if let ready = try state.setting("ready"), Deployment.buildID(of: ready) == info.buildId {
-            report.outcome = .alreadyReady
-        } else if info.buildId == (try state.setting("heldBack")) {
-            try collectGarbage(keeping: nil, state: state, config: config)
-            report.outcome = .heldBack
-        } else {
-            let manifest = try await fetchManifest(target, origin: origin)
-            let staging = try state.setting("staging")
-            let deployment = staging.flatMap { Deployment.buildID(of: $0) == info.buildId ? $0 : nil }
-                ?? Deployment.newName(for: info.buildId, in: install)
-            try state.set(["seenSequence.\(config.channel)": String(info.sequence), "staging": deployment,
-                           "heldBack": nil])
-            try collectGarbage(keeping: deployment, state: state, config: config)
+        let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
+                                  onEvent: onEvent)
+        let target = try await check(context)
+        let step = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> SyncStep in
+            try SyncStep.decide(&s, target: target, inUse: install.deploymentFolderExists)
+        }
+        var report = SyncReport(outcome: step.outcome, buildId: target.info.buildId, sequence: target.info.sequence)
+        if case .stage(let identity) = step {
+            let manifest = try await fetchManifest(target, as: identity.name, origin: context.origin)
+            try Housekeeping(install: install, state: state).runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
             onEvent(.phase("comparing build \(manifest.buildId) with the installed files"))
-            try await stage(manifest, as: deployment, live: try liveTree(state: state), state: state, origin: origin,
-                            config: config, report: &report, onEvent: onEvent)
+            let staged = StagedBuild(identity, in: install, state: state)
+            try await stage(manifest, into: staged, live: try liveTree(state: state), context: context, report: &report)
+        } else {
+            try Housekeeping(install: install, state: state).runIfFree()
         }
         report.bytesReceived = client.bytesReceived
         return report
     }
 
-    /// The manifest target of the channel with the highest sequence.
-    /// Refuses a build older than one already seen on the channel (rollback).
-    private func checkSequence(_ info: ManifestTargetInfo, state: StateStore) throws(PatchSyncError) {
-        let seen = Int(try state.setting("seenSequence.\(info.channel)") ?? "0") ?? 0
-        guard info.sequence >= seen else {
-            throw PatchSyncError(.refusedData, "channel \(info.channel) offers build \(info.buildId) with sequence "
-                                 + "\(info.sequence), lower than \(seen) already seen (rollback)",
+    /// The TUF workflow, then the channel's newest manifest target; refuses a build older than one
+    /// already seen on the channel (rollback).
+    private func check(_ context: SyncContext) async throws(PatchSyncError) -> ManifestTarget {
+        let config = context.config
+        context.onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
+        let trusted = try await TrustClient(directory: install.metadataDirectory, source: context.origin, now: now,
+                                            deadline: Date() + config.refreshDeadline).refresh()
+        let target = try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel))
+        let seen = try context.state.read().seenSequence[target.info.channel] ?? 0
+        guard target.info.sequence >= seen else {
+            throw PatchSyncError(.refusedData, "channel \(target.info.channel) offers build \(target.info.buildId) with sequence "
+                                 + "\(target.info.sequence), lower than \(seen) already seen (rollback)",
                                  remedy: "the origin serves an old build; nothing was changed")
         }
+        return target
     }
 
-    private func fetchManifest(_ target: ManifestTarget, origin: Origin) async throws(PatchSyncError) -> Manifest {
+    /// Downloads (or rebuilds by delta) the manifest of `target` and keeps it for the deployment.
+    private func fetchManifest(_ target: ManifestTarget, as deployment: String,
+                               origin: Origin) async throws(PatchSyncError) -> Manifest {
         let manifest: Manifest, data: Data
         if let rebuilt = await manifestFromDelta(target, origin: origin) { (manifest, data) = rebuilt } else {
             (manifest, data) = try await origin.manifest(target)
         }
-        do { try FileSystem.writeAtomically(data, to: install.manifestPath(target.info.buildId)) } catch {
+        do { try FileSystem.writeAtomically(data, to: install.manifestPath(deployment)) } catch {
             throw PatchSyncError.wrap(error)
         }
         return manifest
     }
+}
 
-    /// Deletes the builds that apply retired to `.patchsync/trash/` and abandoned staging.
-    /// Sync never touches `builds/` or `current` itself.
-    func collectGarbage(keeping staged: String?, state: StateStore, config: InstallConfig) throws(PatchSyncError) {
-        let ready = try state.setting("ready")
-        do {
-            for name in try FileSystem.list(install.stagingDirectory) where name != staged && name != ready {
-                try FileSystem.removeTree(install.stagedDirectory(name))
-            }
-            for name in (try? FileSystem.list(install.trashDirectory)) ?? [] {
-                try FileSystem.removeTree(install.trashDirectory + "/" + name)
-            }
-        } catch { throw PatchSyncError.wrap(error).during("removing old builds") }
-        let present = (try? FileSystem.list(install.buildsDirectory)) ?? []
-        try state.forgetBuilds(except: Set(present + [staged, ready].compactMap { $0 }))
+/// What one sync works with: the install, its settings for this run, its state, the origin, and
+/// where progress goes.
+struct SyncContext: Sendable {
+    let install: Install
+    let config: InstallConfig
+    let state: StateStore
+    let origin: Origin
+    let onEvent: @Sendable (SyncEvent) -> Void
+}
+
+/// What a sync does about the channel's newest build, decided on the install state in one transaction.
+enum SyncStep: Sendable {
+    case upToDate, alreadyReady, heldBack
+    case stage(DeploymentIdentity)
+
+    var outcome: SyncReport.Outcome {
+        switch self {
+        case .upToDate: return .upToDate
+        case .alreadyReady: return .alreadyReady
+        case .heldBack: return .heldBack
+        case .stage: return .ready
+        }
+    }
+
+    /// Up to date when the current deployment holds the target's manifest; already ready when the
+    /// ready one does; held back when it is the build rolled back from. Otherwise staging resumes the
+    /// recorded deployment when it holds the same manifest, or begins a new one under a new name.
+    static func decide(_ state: inout InstallState, target: ManifestTarget,
+                       inUse: (String) -> Bool) throws(PatchSyncError) -> SyncStep {
+        guard let sha = target.file.hashes["sha256"] else {
+            throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
+        }
+        let info = target.info
+        let settled: SyncStep? = if let current = state.current, state.currentIdentity?.manifest == sha
+            || (state.currentIdentity == nil && Deployment.buildID(of: current) == info.buildId) {
+            .upToDate
+        } else if state.ready?.manifest == sha {
+            .alreadyReady
+        } else if info.buildId == state.heldBack {
+            .heldBack
+        } else {
+            nil
+        }
+        if let settled {
+            state.abandonStaging()  // whatever was being staged is not the channel's build any more
+            return settled
+        }
+        var identity = DeploymentIdentity(name: "", buildId: info.buildId, channel: info.channel, manifest: sha)
+        if let staging = state.staging, staging.manifest == sha, staging.channel == info.channel {
+            identity.name = staging.name
+        } else {
+            identity.name = state.newDeploymentName(for: info.buildId, inUse: inUse)
+        }
+        state.beginStaging(identity, sequence: info.sequence)
+        return .stage(identity)
     }
 }

@@ -109,6 +109,12 @@ enum FileSystem {
         }
     }
 
+    /// Whether `name` in `folder` is a directory (not following a link).
+    static func isSubdirectory(_ name: String, of folder: String) -> Bool {
+        var st = stat()
+        return lstat(folder + "/" + name, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
     /// The names in a directory, sorted, without "." and "..".
     static func list(_ path: String) throws(Errno) -> [String] {
         guard let dir = opendir(path) else { throw Errno(errno, "listing", path) }

@@ -62,8 +62,9 @@ struct RollbackTests {
         try install.flipCurrent(to: "a")  // as if rollback died before recording
         let state = try install.state()
         try install.reconcile(state)
-        #expect(try state.setting("current") == "a")
-        #expect(try state.history() == ["a"])
-        #expect(try state.setting("heldBack") == "b")
+        let recorded = try state.read()
+        #expect(recorded.current == "a")
+        #expect(recorded.history == ["a"])
+        #expect(recorded.heldBack == "b")
     }
 }

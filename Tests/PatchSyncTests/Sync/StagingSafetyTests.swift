@@ -25,7 +25,8 @@ struct StagingSafetyTests {
                                                 withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + folder, withDestinationPath: outside)
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + file, withDestinationPath: victim)
-        try install.state().set(["staging": "2"])
+        let identity = try stagingIdentity(fixture, build: "2")
+        try install.state().update { $0.staging = identity }
 
         let report = try await Syncer(install: install).run()
         #expect(report.outcome == .ready)
@@ -35,4 +36,13 @@ struct StagingSafetyTests {
         #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
         #expect(try treeFacts(install.stagedDirectory("2")).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
     }
+}
+
+/// The identity a sync gives the staging of `build` on the live channel (its signed manifest's SHA-256),
+/// for tests that plant a half-done staging.
+func stagingIdentity(_ fixture: Fixture, build: String, name: String? = nil) throws -> DeploymentIdentity {
+    let folder = fixture.origin + "/targets/manifests/live"
+    let file = try #require(try FileManager.default.contentsOfDirectory(atPath: folder).first { $0.hasSuffix(".\(build).json.gz") })
+    let sha = String(file.prefix { $0 != "." })
+    return DeploymentIdentity(name: name ?? build, buildId: build, channel: "live", manifest: sha)
 }

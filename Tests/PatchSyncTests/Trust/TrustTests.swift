@@ -86,7 +86,7 @@ struct TrustTests {
         let synced = try await Syncer(install: install).run()
         #expect(synced.buildId == "2")
         try FileManager.default.removeItem(atPath: install.stagedDirectory("2"))
-        try install.state().set(["ready": nil])
+        try install.state().update { $0.ready = nil }
         try old.write(to: URL(fileURLWithPath: path))
         try await Self.expectRefused(install, mentioning: "rollback")
     }

@@ -1,0 +1,95 @@
+import Foundation
+
+/// A deployment being assembled in `.patchsync/staging/<name>`: its identity, its folder, and the
+/// resume records that say which chunks are already written there.
+///
+/// It owns the rule that nothing unverified goes live: a record counts only while it still vouches
+/// for the bytes on disk. A record names the chunk's hash and the file's inode; it is dropped when
+/// the manifest wants another chunk there, when the file is missing, replaced, shared with another
+/// tree, or of another size (then the file is created afresh), and when the bytes no longer hash to
+/// the chunk (resumed bytes are read once more, at resume). The state drops all records of a
+/// deployment when it stops being the one staged (ready, applied, abandoned).
+struct StagedBuild: Sendable {
+    let identity: DeploymentIdentity
+    let directory: String
+    let state: StateStore
+
+    init(_ identity: DeploymentIdentity, in install: Install, state: StateStore) {
+        self.identity = identity
+        directory = install.stagedDirectory(identity.name)
+        self.state = state
+    }
+
+    /// Creates the folder (and staging/ itself, which a user may have deleted).
+    func makeFolder(in install: Install) throws(PatchSyncError) {
+        do {
+            try FileSystem.makeDirectory(install.stagingDirectory)
+            try FileSystem.makeDirectory(directory, within: install.stagingDirectory)
+        } catch { throw PatchSyncError.wrap(error).during("staging \(identity.name)") }
+    }
+
+    /// Makes each of `files` ready to be written in place (at its final size, not shared with the
+    /// live tree) and returns the chunks already written and still verified; every other record of
+    /// those files is dropped.
+    func prepare(_ files: [FileEntry]) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
+        let records = Dictionary(grouping: try state.chunkRecords(identity.name), by: \.ref.path)
+        var done = Set<StateStore.ChunkRef>()
+        var dropped: [StateStore.ChunkRef] = []
+        for file in files {
+            let recorded = records[file.path] ?? []
+            let kept = try prepare(file, recorded)
+            done.formUnion(kept)
+            dropped += recorded.map(\.ref).filter { !kept.contains($0) }
+        }
+        try state.forgetChunks(identity.name, dropped)
+        return done
+    }
+
+    /// Prepares one file; returns the recorded chunks that still vouch for its bytes.
+    private func prepare(_ file: FileEntry, _ recorded: [StateStore.ChunkRecord]) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
+        let full = directory + "/" + file.path
+        do {
+            let st = try FileSystem.status(full)
+            if let st, st.st_nlink == 1, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == file.size {
+                return try stillVerified(file, recorded.filter { $0.inode == Int64(st.st_ino) })
+            }
+            if st != nil { try FileSystem.remove(full) }  // never write into a file shared with the live tree
+            try FileSystem.makeDirectory((full as NSString).deletingLastPathComponent, within: directory)
+            let fd = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+            try fd.truncate(to: file.size)
+            return []
+        } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
+    }
+
+    /// The records whose chunk is the manifest's and whose bytes in the file still hash to it.
+    private func stillVerified(_ file: FileEntry, _ records: [StateStore.ChunkRecord]) throws(Errno) -> Set<StateStore.ChunkRef> {
+        let wanted = records.filter { file.chunks.indices.contains($0.ref.index) && file.chunks[$0.ref.index].sha256.hex == $0.sha256 }
+        guard !wanted.isEmpty else { return [] }
+        let fd = try FileDescriptor(path: directory + "/" + file.path, flags: O_RDONLY | O_NOFOLLOW)
+        var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
+        defer { buffer.deallocate() }
+        var kept = Set<StateStore.ChunkRef>()
+        for record in wanted {
+            let chunk = file.chunks[record.ref.index]
+            if buffer.count < chunk.length {
+                buffer.deallocate()
+                buffer = .allocate(byteCount: chunk.length, alignment: 16)
+            }
+            let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[..<chunk.length])
+            try fd.read(into: bytes, at: chunk.offset)
+            if SHA256Hasher.hash(UnsafeRawBufferPointer(bytes)) == chunk.sha256 { kept.insert(record.ref) }
+        }
+        return kept
+    }
+
+    /// The chunks recorded done for `manifest` in this run's records (no re-read): for planning
+    /// again after the deltas wrote theirs.
+    func recorded(_ manifest: Manifest) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
+        let files = Dictionary(manifest.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        return Set(try state.chunkRecords(identity.name).compactMap { record in
+            guard let file = files[record.ref.path], file.chunks.indices.contains(record.ref.index),
+                  file.chunks[record.ref.index].sha256.hex == record.sha256 else { return nil }
+            return record.ref
+        })
+    }
+}

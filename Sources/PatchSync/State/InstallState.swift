@@ -1,0 +1,139 @@
+import Foundation
+
+/// What a deployment holds: which build, from which channel, and the SHA-256 of its signed
+/// manifest target, which names its content. Two deployments with the same identity hold the
+/// same files; a deployment name is never given to other content.
+public struct DeploymentIdentity: Codable, Sendable, Hashable {
+    /// The folder name in `builds/` or `.patchsync/staging/` (`<build id>` or `<build id>@<n>`).
+    public var name: String
+    public var buildId: String
+    public var channel: String
+    /// SHA-256 of the manifest target as targets metadata signs it.
+    public var manifest: String
+    /// The staged tree's ``TreeSeal`` when it was verified complete (set when it becomes ready).
+    public var seal: String?
+}
+
+/// The install's state as one value: what is live, kept, staged and ready, what the channel has
+/// shown, and the background agent's bookkeeping. It is read and written as a whole, in one
+/// SQLite transaction (``StateStore/update(_:_:)``), and changes only through the transitions below,
+/// so a kill at any instant leaves either the state before a transition or the state after it.
+public struct InstallState: Codable, Sendable, Equatable {
+    /// The format of this value in state.db; a newer one is refused with a clear message.
+    public static let formatVersion = 1
+    public var version = InstallState.formatVersion
+    /// The deployment `current` points at, as recorded (the symlink wins after a crash: ``reconcile(link:)``).
+    public var current: String?
+    /// Deployments applied, oldest first (at most ``historyLimit``).
+    public var history: [String] = []
+    /// What the deployments of `history` hold.
+    public var deployed: [String: DeploymentIdentity] = [:]
+    /// The deployment being assembled in staging/.
+    public var staging: DeploymentIdentity?
+    /// A complete, verified deployment in staging/ waiting for apply.
+    public var ready: DeploymentIdentity?
+    /// A build rolled back from: sync does not stage it again until a newer one is published.
+    public var heldBack: String?
+    /// The highest sequence seen per channel (rollback protection).
+    public var seenSequence: [String: Int] = [:]
+    /// The last discretionary run was deferred: why, and when the next may try.
+    public var deferral: Deferral?
+    /// How the files of the staged or ready build come.
+    public var routes: InstallStatus.Routes?
+    /// A sync running now, with its progress.
+    public var running: RunningSync?
+    /// Deployment names handed out so far with a suffix: the next one is `@<n+1>`.
+    public var suffixesUsed = 1
+
+    static let historyLimit = 16
+
+    public init() {}
+}
+
+extension InstallState {
+    /// A deployment name for `build` that this install has not used for other content: the build id
+    /// itself when nothing recorded or on disk uses it, else the build id with a suffix never used before.
+    mutating func newDeploymentName(for build: String, inUse: (String) -> Bool) -> String {
+        if !isRecorded(build) && !inUse(build) { return build }
+        while true {
+            suffixesUsed += 1
+            let name = "\(build)@\(suffixesUsed)"
+            if !isRecorded(name) && !inUse(name) { return name }
+        }
+    }
+
+    /// Whether any record names `name`.
+    func isRecorded(_ name: String) -> Bool {
+        current == name || history.contains(name) || staging?.name == name || ready?.name == name
+    }
+
+    /// Staging of `identity` begins (or resumes, when it is the one recorded); a build seen on the
+    /// channel is no longer held back unless it is the held-back one.
+    mutating func beginStaging(_ identity: DeploymentIdentity, sequence: Int) {
+        staging = identity
+        seenSequence[identity.channel] = max(seenSequence[identity.channel] ?? 0, sequence)
+        if heldBack != identity.buildId { heldBack = nil }
+        if routes?.buildId != identity.name { routes = nil }
+    }
+
+    /// The deployment being staged is complete: it becomes ready, replacing an older ready one
+    /// (returned, so its folder can go).
+    mutating func finishStaging(_ name: String, seal: String?) -> DeploymentIdentity? {
+        guard var staged = staging, staged.name == name else { return nil }
+        let superseded = ready
+        staged.seal = seal
+        ready = staged
+        staging = nil
+        return superseded?.name == name ? nil : superseded
+    }
+
+    /// Staging stops for good (its content is no longer wanted).
+    mutating func abandonStaging() {
+        staging = nil
+    }
+
+    /// `name` became current by an apply.
+    mutating func applied(_ identity: DeploymentIdentity) {
+        current = identity.name
+        history = Array((history.filter { $0 != identity.name } + [identity.name]).suffix(Self.historyLimit))
+        deployed[identity.name] = identity
+        deployed = deployed.filter { history.contains($0.key) }
+        if ready?.name == identity.name { ready = nil }
+        if routes?.buildId == identity.name { routes = nil }
+    }
+
+    /// One step back: the previous deployment is current again, and the build rolled back from is
+    /// held back (a ready copy of it is dropped).
+    mutating func rolledBack(to previous: String) {
+        guard let from = current ?? history.last else { return }
+        current = previous
+        if history.last == from { history.removeLast() }
+        heldBack = Deployment.buildID(of: from)
+        if ready?.buildId == heldBack { ready = nil }
+    }
+
+    /// Brings the records in line with the `current` symlink after a crash between a flip and its
+    /// record: an apply (the link is new) or a rollback (the link went one back).
+    mutating func reconcile(link: String?) {
+        guard let link, link != current else { return }
+        if history.count >= 2, history[history.count - 2] == link {
+            rolledBack(to: link)
+        } else if let identity = ready?.name == link ? ready : deployed[link] {
+            applied(identity)
+        } else {
+            current = link
+            history = Array((history.filter { $0 != link } + [link]).suffix(Self.historyLimit))
+        }
+    }
+
+    /// The deployment before the current one.
+    var previous: String? { history.count >= 2 ? history[history.count - 2] : nil }
+
+    /// The identity of the current deployment, when recorded.
+    var currentIdentity: DeploymentIdentity? { current.flatMap { deployed[$0] } }
+
+    /// Deployments whose folders and records must be kept.
+    var keptDeployments: Set<String> {
+        Set(history + [current, staging?.name, ready?.name].compactMap { $0 })
+    }
+}

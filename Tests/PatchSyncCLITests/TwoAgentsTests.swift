@@ -1,0 +1,143 @@
+import Foundation
+import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+/// The launcher and the background sync act on one install at once.
+@Suite("One install, two agents", .tags(.cli), .serialized)
+struct TwoAgentsTests {
+    /// An install at build 1 with build 2 ready, and build 3 (about 3 MB) published behind a slow
+    /// nginx (100 KB/s per connection) that the install now follows.
+    static func world() throws -> (Fixture, NginxOrigin, Install) {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2")
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        try fixture.publish(try fixture.sampleBuild(3, scale: 0.03, seed: 99), id: "3")
+        let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "100k")
+        try setRemotes(install, [nginx.url])
+        return (fixture, nginx, install)
+    }
+
+    static func setRemotes(_ install: Install, _ remotes: [String]) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: install.configPath))
+        var config = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        config["remotes"] = remotes
+        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: install.configPath))
+    }
+
+    /// Waits until the sync has recorded chunks of build 3.
+    static func waitForStaging(_ install: Install, _ process: Process) throws {
+        for _ in 0..<1500 where process.isRunning {
+            if let staging = try install.status().staging, staging.chunksDone >= 2 { return }
+            usleep(20_000)
+        }
+        Issue.record("the sync recorded no chunks")
+    }
+
+    @Test("launch while a plain sync stages the next build: the ready build is applied and the game starts")
+    func launchDuringPlainSync() throws {
+        let (fixture, nginx, install) = try Self.world()
+        defer { withExtendedLifetime((fixture, nginx)) {} }
+        let sync = try CLI.start(["sync", "--install", install.root, "--quiet"])
+        defer { if sync.process.isRunning { kill(sync.process.processIdentifier, SIGKILL) } }
+        try Self.waitForStaging(install, sync.process)
+        let game = try CLI.run(["launch", "--install", install.root, "--", "/bin/sh", "-c", "echo game-started"])
+        #expect(game.status == 0, "\(game.stderr)")
+        #expect(game.stdout.contains("game-started"))
+        #expect(game.stderr.contains("applied build 2"), "\(game.stderr)")
+        #expect(install.currentBuild() == "2")
+        #expect(sync.process.isRunning, "a plain sync keeps staging while the game runs")
+        kill(sync.process.processIdentifier, SIGTERM)
+        sync.process.waitUntilExit()
+        try Self.setRemotes(install, [fixture.fileRemote])
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        let next = try CLI.run(["launch", "--install", install.root, "--", "/bin/true"])
+        #expect(next.status == 0 && install.currentBuild() == "3", "\(next.stderr)")
+        try expectCompleteBuild(install)
+    }
+
+    @Test("launch while a discretionary sync runs: the game starts, the sync exits 75 within a second, keeping progress")
+    func launchDuringDiscretionarySync() throws {
+        let (fixture, nginx, install) = try Self.world()
+        defer { withExtendedLifetime((fixture, nginx)) {} }
+        let sync = try CLI.start(["sync", "--install", install.root, "--discretionary", "--quiet"])
+        defer { if sync.process.isRunning { kill(sync.process.processIdentifier, SIGKILL) } }
+        try Self.waitForStaging(install, sync.process)
+        let game = try CLI.start(["launch", "--install", install.root, "--json", "--", "/bin/sh", "-c", "echo game-started; sleep 4"])
+        let started = ContinuousClock.now
+        sync.process.waitUntilExit()
+        let stopped = ContinuousClock.now - started
+        #expect(sync.process.terminationStatus == 75)
+        #expect(game.process.isRunning, "the sync stopped while the game still runs")
+        #expect(stopped < .seconds(3), "the discretionary sync took \(stopped) to stop after the game started")
+        print("discretionary sync stopped \(stopped) after launch started the game")
+        let out = String(decoding: game.out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        game.process.waitUntilExit()
+        #expect(game.process.terminationStatus == 0)
+        #expect(out.contains("\"event\":\"apply\"") && out.contains("game-started"), "\(out)")
+        #expect(install.currentBuild() == "2")
+        let kept = try #require(try install.status().staging)
+        #expect(kept.chunksDone > 0, "progress is kept")
+        try Self.setRemotes(install, [fixture.fileRemote])
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        #expect(try CLI.run(["launch", "--install", install.root, "--", "/bin/true"]).status == 0)
+        #expect(install.currentBuild() == "3")
+        try expectCompleteBuild(install)
+    }
+
+    @Test("Examples/Launcher: GameLauncher starts the game while the example's own sync stages the next build")
+    func exampleLauncher() throws {
+        let (fixture, nginx, install) = try Self.world()
+        defer { withExtendedLifetime((fixture, nginx)) {} }
+        let example = CLI.productsDirectory + "/launcher-example"
+        try #require(FileManager.default.isExecutableFile(atPath: example), "build the launcher-example product")
+        let result = try CLI.runProgram(example, [install.root, "/bin/sh", "-c", "sleep 1; echo game-ran"])
+        #expect(result.status == 0, "\(result.stdout)")
+        #expect(result.stdout.contains("game-ran") && result.stdout.contains("updated to build 2"), "\(result.stdout)")
+        #expect(install.currentBuild() == "2")
+    }
+
+    @Test("launch while another process holds the live tree, or another instance of the game runs: the apply is skipped, said so, and the game starts")
+    func applySkipped() throws {
+        let (fixture, nginx, install) = try Self.world()
+        defer { withExtendedLifetime((fixture, nginx)) {} }
+        let fd = open(install.root + "/.patchsync/lock", O_RDWR)
+        #expect(flock(fd, LOCK_EX) == 0)
+        let busy = try CLI.run(["launch", "--install", install.root, "--json", "--", "/bin/sh", "-c", "echo game-started"])
+        close(fd)
+        #expect(busy.status == 0)
+        #expect(busy.stdout.contains("game-started") && busy.stdout.contains("\"skipped\""), "\(busy.stdout)")
+        #expect(install.currentBuild() == "1")
+
+        let first = try CLI.start(["launch", "--install", install.root, "--", "/bin/sh", "-c", "echo first; sleep 5"])
+        #expect(String(decoding: first.out.fileHandleForReading.availableData, as: UTF8.self).contains("first"))
+        #expect(install.currentBuild() == "2", "the first launch applied build 2")
+        try Self.setRemotes(install, [fixture.fileRemote])
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0, "a plain sync stages while the game runs")
+        let second = try CLI.run(["launch", "--install", install.root, "--", "/bin/sh", "-c", "echo second"])
+        #expect(second.status == 0 && second.stdout.contains("second"))
+        #expect(second.stderr.contains("without applying") && second.stderr.contains("the game is running"), "\(second.stderr)")
+        #expect(install.currentBuild() == "2", "build 3 waits for the running game to exit")
+        first.process.waitUntilExit()
+        #expect(try CLI.run(["launch", "--install", install.root, "--", "/bin/true"]).status == 0)
+        #expect(install.currentBuild() == "3")
+    }
+
+    @Test("the install's private folder is 0700 and its lock files 0600: another local user cannot lock them")
+    func lockPermissions() throws {
+        let (fixture, nginx, install) = try Self.world()
+        defer { withExtendedLifetime((fixture, nginx)) {} }
+        #expect(try CLI.run(["launch", "--install", install.root, "--", "/bin/true"]).status == 0)
+        func mode(_ path: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+        }
+        #expect(try mode(install.root + "/.patchsync") == 0o700)
+        for name in ["lock", "staging.lock", "running.lock"] {
+            #expect(try mode(install.root + "/.patchsync/" + name) == 0o600, "\(name)")
+        }
+    }
+}

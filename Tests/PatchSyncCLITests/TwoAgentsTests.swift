@@ -9,12 +9,7 @@ struct TwoAgentsTests {
     /// An install at build 1 with build 2 ready, and build 3 (about 3 MB) published behind a slow
     /// nginx (100 KB/s per connection) that the install now follows.
     static func world() throws -> (Fixture, NginxOrigin, Install) {
-        let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")
-        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
-        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
-        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
-        try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2")
+        let (fixture, install, _) = try FaultTests.setUp()  // build 1 live, build 2 published
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         try fixture.publish(try fixture.sampleBuild(3, scale: 0.03, seed: 99), id: "3")
         let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "100k")

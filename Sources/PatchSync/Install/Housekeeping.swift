@@ -24,7 +24,8 @@ struct Housekeeping: Sendable {
     }
 
     /// The pass, for a caller that holds the live tree's lock. `keepPacks`: the delta packs (by
-    /// object hash) the staged build uses; nil keeps them all while a build is being staged.
+    /// object hash) the staged build uses; nil keeps them all while a build is being staged, and
+    /// removes the packs' folder when none is.
     func run(keepPacks: Set<String>? = nil) throws(PatchSyncError) {
         let s = try state.read()
         do {
@@ -44,8 +45,10 @@ struct Housekeeping: Sendable {
                     try FileSystem.removeTree(folder + "/" + name)
                 }
             }
-            if s.staging == nil || keepPacks != nil {
-                for name in try Self.list(install.deltasDirectory) where !(keepPacks ?? []).contains(name) {
+            if s.staging == nil && keepPacks == nil {
+                try FileSystem.removeTree(install.deltasDirectory)
+            } else if let keepPacks {
+                for name in try Self.list(install.deltasDirectory) where !keepPacks.contains(name) {
                     try FileSystem.remove(install.deltasDirectory + "/" + name)
                 }
             }

@@ -80,9 +80,9 @@ public struct Syncer: Sendable {
             onEvent(.phase("comparing build \(manifest.buildId) with the installed files"))
             let staged = StagedBuild(identity, in: install, state: state)
             try await stage(manifest, into: staged, live: try liveTree(state: state), context: context, report: &report)
-        } else {
-            try Housekeeping(install: install, state: state).runIfFree()
         }
+        // Once staged, the delta packs it used go too.
+        try Housekeeping(install: install, state: state).runIfFree()
         report.bytesReceived = client.bytesReceived
         return report
     }

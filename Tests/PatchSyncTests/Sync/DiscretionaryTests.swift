@@ -148,20 +148,21 @@ struct DiscretionaryTests {
         #expect(try world.install.status().ready == "1")
     }
 
-    // The one-second bound is the command line's (DiscretionaryCLITests): in this process the
-    // watch shares the test pool's two threads with suites that block them, so only "promptly".
-    @Test("the game starting mid-transfer stops the sync promptly, keeping its verified chunks")
+    // The one-second bound is the command line's (DiscretionaryCLITests, TwoAgentsTests): in this
+    // process the watch shares the test pool's two threads with suites that block them, and the
+    // flush of the chunks in flight waits for a disk the other suites keep busy, so a wall-clock
+    // bound here measures the machine. What this test holds is that the sync stops mid-staging.
+    @Test("the game starting mid-transfer stops the sync before it finishes, keeping its verified chunks")
     func gameStartsMidTransfer() async throws {
         let world = try World(scale: 0.03, rate: "150k")
         let run = Task { try await world.deferred() }
         try await Self.waitForChunks(world.install)
-        let started = ContinuousClock.now
         let game = try world.install.holdRunningLock()
         let error = try #require(try await run.value)
-        let stopped = ContinuousClock.now - started
         #expect(error.description.contains("the game is running"))
-        #expect(stopped < .seconds(10), "stopped after \(stopped)")
-        #expect(try world.install.status().staging?.chunksDone ?? 0 > 0)
+        let kept = try #require(try world.install.status().staging)
+        #expect(kept.chunksDone > 0 && kept.chunksDone < kept.chunksTotal, "stopped mid-staging: \(kept.chunksDone) of \(kept.chunksTotal)")
+        #expect(try world.install.status().ready == nil)
         #expect(try world.deferral?.reason == .gameRunning)
         withExtendedLifetime(game) {}
     }

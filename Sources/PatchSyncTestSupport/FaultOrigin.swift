@@ -2,7 +2,9 @@ import Foundation
 
 /// A loopback HTTP origin that serves a real published folder (with Range) and injects one kind of
 /// fault, for the transfer engine's tests. A fault hits the first `count` responses for each path
-/// that starts with `prefix` (objects by default); other requests are served correctly.
+/// that starts with `prefix` (objects by default) or, with a `probability`, each such response with
+/// that probability, drawn in arrival order from a generator seeded with `seed` (Python's
+/// `random.Random`); other requests are served correctly.
 public final class FaultOrigin: @unchecked Sendable {
     public enum Fault: String, Sendable, CaseIterable {
         /// 503 Service Unavailable.
@@ -52,16 +54,23 @@ public final class FaultOrigin: @unchecked Sendable {
         requests.reduce(0) { $0 + (Int64($1.split(separator: " ").last ?? "") ?? 0) }
     }
 
-    /// Serves `root`, answering the first `count` requests for each path under `prefix` with `fault`.
-    public init(root: String, fault: Fault, count: Int = .max, prefix: String = "/objects/") throws {
-        server = try PythonServer(script: Self.script, arguments: [root, fault.rawValue, String(min(count, 1 << 40)), prefix])
+    /// Serves `root`, answering the first `count` requests for each path under `prefix` with `fault`;
+    /// with `probability`, each request under `prefix` instead, with that probability (`count` is then
+    /// unused). `retryAfter`: the Retry-After header of `.unavailable` answers.
+    public init(root: String, fault: Fault, count: Int = .max, prefix: String = "/objects/",
+                probability: Double? = nil, seed: Int = 1, retryAfter: String? = nil) throws {
+        server = try PythonServer(script: Self.script, arguments: [
+            root, fault.rawValue, String(min(count, 1 << 40)), prefix, probability.map { String($0) } ?? "",
+            String(seed), retryAfter ?? "",
+        ])
     }
 
     private static let script = """
-        import collections, os, re, socket, sys, threading, time
+        import collections, os, random, re, socket, sys, threading, time
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        root, kind, count, prefix, log = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-        seen, lock = collections.Counter(), threading.Lock()
+        root, kind, count, prefix, probability, seed, retry_after, log = sys.argv[1:9]
+        count, probability = int(count), float(probability) if probability else None
+        seen, lock, rng = collections.Counter(), threading.Lock(), random.Random(int(seed))
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             def log_message(self, *args): pass
@@ -92,9 +101,11 @@ public final class FaultOrigin: @unchecked Sendable {
                 with lock:
                     seen[path] += 1
                     n = seen[path]
-                faulty = path.startswith(prefix) and n <= count
+                    eligible = path.startswith(prefix)
+                    faulty = eligible and (rng.random() < probability if probability is not None else n <= count)
                 if faulty and kind == "missing": return self.reply(404)
-                if faulty and kind == "unavailable": return self.reply(503)
+                if faulty and kind == "unavailable":
+                    return self.reply(503, headers=[("Retry-After", retry_after)] if retry_after else [])
                 if faulty and kind == "redirectLoop":
                     return self.reply(302, headers=[("Location", self.path)])
                 full = os.path.realpath(os.path.join(root, path.lstrip("/")))

@@ -13,15 +13,18 @@ struct SlowRetrievalTests {
         return (result, Date().timeIntervalSince(start))
     }
 
-    @Test("a mirror that sends headers and then nothing is cut off after lowSpeedSeconds and retried; exit 69")
+    @Test("a mirror that sends headers and then nothing is cut off after lowSpeedSeconds and retried until the failure streak is spent; exit 69")
     func stall() throws {
         let fixture = try Fixture.published()
         let slow = try SlowOrigin(.stall)
-        let install = try fixture.makeInstall(remotes: [slow.url]) { $0.lowSpeedSeconds = 2 }
+        let install = try fixture.makeInstall(remotes: [slow.url]) {
+            $0.lowSpeedSeconds = 2
+            $0.failureStreak = 3
+        }
         let (result, elapsed) = try sync(install)
         #expect(result.status == 69, "\(result.stderr)")
         #expect(elapsed < 15, "took \(elapsed) s")
-        #expect(slow.requests == 3, "cut off and retried twice (3 attempts per mirror): \(slow.requests) requests")
+        #expect(slow.requests == 3, "cut off and retried twice (a failure streak of 3): \(slow.requests) requests")
         #expect(result.stderr.contains("Timeout") || result.stderr.contains("too slow"), "\(result.stderr)")
         #expect(try install.status().ready == nil)
     }
@@ -30,7 +33,10 @@ struct SlowRetrievalTests {
     func trickle() throws {
         let fixture = try Fixture.published()
         let slow = try SlowOrigin(.trickle(bytesPerSecond: 100))
-        let install = try fixture.makeInstall(remotes: [slow.url]) { $0.lowSpeedSeconds = 2 }
+        let install = try fixture.makeInstall(remotes: [slow.url]) {
+            $0.lowSpeedSeconds = 2
+            $0.failureStreak = 3
+        }
         let (result, elapsed) = try sync(install)
         #expect(result.status == 69, "\(result.stderr)")
         #expect(elapsed < 15, "took \(elapsed) s")

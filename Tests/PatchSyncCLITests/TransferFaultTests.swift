@@ -5,8 +5,9 @@ import Testing
 
 /// Issue 7, part 2: every fault a CDN or broken mirror can serve, each from the fault-injecting
 /// origin over a real published build. A fault on the first response of each object is survived
-/// (retry on the same mirror); a mirror that always faults ends the sync with the exit code and a
-/// message naming the mirror and the fault, staging nothing unverified; nothing hangs.
+/// (retry on the same mirror); a mirror that always faults ends the sync, once the failure streak is
+/// spent, with the exit code and a message naming the mirror and the fault, staging nothing
+/// unverified; nothing hangs.
 @Suite("Transfer faults", .tags(.cli), .serialized)  // each case blocks a thread of the shared pool for seconds
 struct TransferFaultTests {
     /// The outcome when the only mirror always answers with the fault: exit status and words of the message.
@@ -26,10 +27,10 @@ struct TransferFaultTests {
         .redirectLoop: (69, "redirects"),
     ]
 
-    /// Quick cut-offs so the slow faults take seconds: below 1024 B/s for 1 s, two attempts per mirror.
+    /// Quick cut-offs so the slow faults take seconds: below 1024 B/s for 1 s. The failure streak stays
+    /// at its default (8): above the 6 requests in flight, each of which may meet one fault.
     static func configure(_ config: inout InstallConfig) {
         config.lowSpeedSeconds = 1
-        config.attemptsPerMirror = 2
     }
 
     /// Points the install at other mirrors (as an operator editing config.json would).
@@ -120,7 +121,7 @@ struct TransferFaultTests {
         let install = try fixture.makeInstall(remotes: [origin.url]) {
             $0.lowSpeedBytesPerSecond = 50  // the trickle (100 B/s) stays above it
             $0.requestTimeoutSeconds = 2
-            $0.attemptsPerMirror = 1
+            $0.failureStreak = 1  // the first cut-off ends the sync (small objects would otherwise keep arriving)
         }
         let started = Date()
         let result = try CLI.run(["sync", "--install", install.root])

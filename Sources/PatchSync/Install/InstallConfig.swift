@@ -19,9 +19,8 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// (and another mirror or a retry takes over); defaults 1024 B/s for 30 s.
     public var lowSpeedBytesPerSecond: Int?
     public var lowSpeedSeconds: Int?
-    /// Requests per mirror for one piece before the next mirror is asked (default 3: two retries
-    /// after exponential backoff with full jitter).
-    public var attemptsPerMirror: Int?
+    /// Failed requests in a row, with no byte delivered between them, after which a sync gives up (default 8).
+    public var failureStreak: Int?
     /// A metadata refresh still running after this many seconds is abandoned (default 120).
     public var refreshDeadlineSeconds: Int?
     /// One request still running after this many seconds is cut off and retried (default: 60 s
@@ -70,7 +69,8 @@ public struct InstallConfig: Codable, Sendable, Equatable {
 extension Origin {
     /// The origin an install's configuration names, with its retry policy.
     convenience init(_ config: InstallConfig, client: HTTPClient) throws(PatchSyncError) {
-        try self.init(mirrors: config.remotes, client: client, attemptsPerMirror: config.attemptsPerMirror ?? 3)
+        try self.init(mirrors: config.remotes, client: client,
+                      failureStreak: config.failureStreak ?? MirrorGroup.defaultFailureStreak)
     }
 }
 

@@ -8,42 +8,74 @@ final class Origin: MetadataSource, Sendable {
     let mirrors: [String]
     let client: HTTPClient
     private static let logger = Logger(label: "patchsync.origin")
-    /// A mirror that gave up on a request for a retryable reason (unreachable, stalled, 5xx, bad
-    /// bytes) is asked last until this long has passed, so one bad mirror does not cost every request
-    /// its retries and timeouts.
-    static let coolDown: TimeInterval = 60
-    private let cooling: Mutex<[Int: Date]> = Mutex([:])
+    /// What this sync's requests share about the mirrors (the failure streak, cool-downs); every
+    /// request's ``RetryPolicy`` reads and updates it under the lock.
+    private let group: Mutex<MirrorGroup>
 
-    /// Requests per mirror before moving on: the first try plus retries after exponential backoff.
-    let attemptsPerMirror: Int
-
-    init(mirrors: [String], client: HTTPClient, attemptsPerMirror: Int = 3) throws(PatchSyncError) {
+    /// `failureStreak`: failed requests in a row, with no byte delivered between them, after which
+    /// requests give up (``MirrorGroup``).
+    init(mirrors: [String], client: HTTPClient,
+         failureStreak: Int = MirrorGroup.defaultFailureStreak) throws(PatchSyncError) {
         try Self.checkMirrors(mirrors)
         self.mirrors = mirrors.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.client = client
-        self.attemptsPerMirror = max(1, attemptsPerMirror)
+        group = Mutex(MirrorGroup(mirrors: mirrors.count, failureStreak: failureStreak))
     }
 
-    /// Whether asking the same mirror again may help: network failures, 5xx and 429, a wrong range
-    /// or body, bytes that failed verification. "Not found" and other 4xx are the mirror's answer.
-    static func isRetryable(_ failure: TransferFailure) -> Bool {
-        switch failure {
-        case .network, .wrongRange, .tooLarge: return true
-        case .httpStatus(let code): return code >= 500 || code == 429 || code == 408
-        case .refused(let error): return error.code == .refusedData
-        case .notFound, .cancelled: return false
+    /// What one attempt at a request came to, as the request tells ``withRetries(_:absence:deadline:preferring:onGiveUp:_:)``.
+    enum Attempt<Value> {
+        /// The request is complete.
+        case done(Value)
+        /// This part arrived and was kept; the next part of the request is asked at once.
+        case more
+        /// The attempt failed; `progressed` when it delivered and kept bytes first (a response cut
+        /// short): the sync's failure streak starts over, and the request goes on from there.
+        case failed(TransferFailure, progressed: Bool)
+    }
+
+    /// Runs `attempt` on the mirrors as ``RetryPolicy`` decides (which mirror, how long to wait) until
+    /// it is done, and returns its value. When the policy gives up, returns what `onGiveUp` makes of
+    /// each mirror's last failure, or by default throws ``error(fetching:_:)`` for `what`. A local
+    /// failure (a sink that could not write) is thrown at once; cancellation while waiting or
+    /// fetching throws ``PatchSyncError/cancelled``. The one place where requests wait to retry.
+    func withRetries<Value>(_ what: String, absence: RetryPolicy.Absence = .unexpected,
+                            deadline: ContinuousClock.Instant? = nil, preferring preferred: Int? = nil,
+                            onGiveUp: (([(String, TransferFailure)]) throws(PatchSyncError) -> Value)? = nil,
+                            _ attempt: (_ mirror: Int) async throws(PatchSyncError) -> Attempt<Value>)
+        async throws(PatchSyncError) -> Value {
+        var policy = RetryPolicy(absence: absence, deadline: deadline, preferring: preferred)
+        var decision = group.withLock { policy.start($0, now: .now) }
+        while case .attempt(let mirror, let wait) = decision {
+            try await Self.pause(wait)
+            let outcome = try await attempt(mirror)
+            if Task.isCancelled { throw PatchSyncError.cancelled }
+            switch outcome {
+            case .done(let value):
+                group.withLock { $0.progressed() }
+                return value
+            case .more:
+                group.withLock { policy.progressed(&$0) }
+                decision = .attempt(mirror: mirror, after: .zero)
+            case .failed(let failure, let progressed):
+                if case .refused(let error) = failure, error.code != .refusedData { throw error }  // a local failure
+                if case .cancelled = failure { throw PatchSyncError.cancelled }
+                Self.logger.notice("\(what) on \(mirrors[mirror]) failed: \(failure)")
+                let random = Double.random(in: 0..<1)
+                decision = group.withLock {
+                    policy.next(after: failure, on: mirror, progressed: progressed, group: &$0, now: .now, random: random)
+                }
+            }
         }
+        let failures = policy.failures.map { (mirrors[$0.mirror], $0.failure) }
+        if let onGiveUp { return try onGiveUp(failures) }
+        throw Origin.error(fetching: what, failures)
     }
 
-    /// Exponential backoff with full jitter: a random wait up to min(5 s, 0.2 s × 2^(attempt-1)).
-    static func backoff(attempt: Int) -> Duration {
-        let cap = min(5.0, 0.2 * pow(2.0, Double(max(0, attempt - 1))))
-        return .milliseconds(Int(Double.random(in: 0...cap) * 1000))
-    }
-
-    /// Sleeps before retry `attempt`; a cancelled task stops waiting and reports it.
-    func pause(before attempt: Int) async throws(PatchSyncError) {
-        do { try await Task.sleep(for: Self.backoff(attempt: attempt)) } catch { throw PatchSyncError.cancelled }
+    /// Waits before a retry; a cancelled task stops waiting and reports it.
+    private static func pause(_ duration: Duration) async throws(PatchSyncError) {
+        if Task.isCancelled { throw PatchSyncError.cancelled }
+        guard duration > .zero else { return }
+        do { try await Task.sleep(for: duration) } catch { throw PatchSyncError.cancelled }
     }
 
     /// Refuses an empty list or a URL of another scheme.
@@ -57,32 +89,6 @@ final class Origin: MetadataSource, Sendable {
                 throw PatchSyncError(.usage, "remote \(mirror) is not an http://, https:// or file:// URL")
             }
         }
-    }
-
-    /// Mirror indices in the order to try them: healthy mirrors in configured order, then cooling ones.
-    func order() -> [Int] {
-        let now = Date()
-        let cold = cooling.withLock { state in Set(state.filter { $0.value > now }.keys) }
-        return mirrors.indices.filter { !cold.contains($0) } + mirrors.indices.filter { cold.contains($0) }
-    }
-
-    /// Notes that mirror `index` gave up on a request; a retryable failure starts its cool-down
-    /// (it is asked last until then, and again first afterwards: fail-back).
-    func noteFailure(_ failure: TransferFailure, mirror index: Int) {
-        guard Self.isRetryable(failure) else { return }
-        cooling.withLock { $0[index] = Date() + Self.coolDown }
-    }
-
-    /// After attempt `attempt` at `url` on mirror `index` failed: whether to ask the same mirror again
-    /// (a retryable failure with attempts left). When not, the failure is kept for the final error and the
-    /// mirror's cool-down starts (``noteFailure(_:mirror:)``).
-    func retries(after failure: TransferFailure, attempt: Int, url: String, mirror index: Int,
-                 failures: inout [(String, TransferFailure)]) -> Bool {
-        Self.logger.notice("fetching \(url) failed (attempt \(attempt)): \(failure)")
-        if Self.isRetryable(failure), attempt < attemptsPerMirror { return true }
-        failures.append((mirrors[index], failure))
-        noteFailure(failure, mirror: index)
-        return false
     }
 
     /// The URL of `path` (relative to the origin root) on mirror `index`.
@@ -101,35 +107,42 @@ final class Origin: MetadataSource, Sendable {
         try await whole("metadata/" + name, maxBytes: maxBytes, timeout: timeout, escaped: true)
     }
 
-    /// A whole file of the origin, bounded; nil when every mirror says it does not exist.
-    /// `escaped` paths are used in URLs as they are. Each mirror is asked up to ``attemptsPerMirror``
-    /// times for retryable failures (with backoff), healthy mirrors first.
-    func whole(_ path: String, maxBytes: Int64, timeout: TimeInterval? = nil,
-               escaped: Bool = false) async throws(PatchSyncError) -> Data? {
-        let deadline = timeout.map { Date() + $0 }
-        var failures: [(String, TransferFailure)] = []
-        mirrors: for index in order() {
-            let url = escaped ? mirrors[index] + "/" + path : url(path, mirror: index)
-            for attempt in 1...attemptsPerMirror {
-                let remaining = deadline.map { $0.timeIntervalSinceNow }
-                if let remaining, remaining <= 0 { break mirrors }
-                if attempt > 1 { try await pause(before: attempt) }
-                switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: remaining) {
-                case .success(let data): return data
-                case .failure(let failure):
-                    if Task.isCancelled { throw PatchSyncError.cancelled }
-                    guard retries(after: failure, attempt: attempt, url: url, mirror: index, failures: &failures) else {
-                        continue mirrors
-                    }
-                }
+    /// A whole file of the origin, bounded; nil when the mirrors that answered all say it does not
+    /// exist (a file that may be absent: ``RetryPolicy/Absence/possible``). `escaped` paths are used in
+    /// URLs as they are. Retried as ``withRetries(_:absence:deadline:preferring:onGiveUp:_:)`` does,
+    /// `preferred` mirror first; no attempt starts after `timeout` seconds.
+    func whole(_ path: String, maxBytes: Int64, timeout: TimeInterval? = nil, escaped: Bool = false,
+               preferring preferred: Int? = nil) async throws(PatchSyncError) -> Data? {
+        let deadline = timeout.map { ContinuousClock.now + .milliseconds(Int64(min(max(0, $0), 1e9) * 1000)) }
+        return try await withRetries(path, absence: .possible, deadline: deadline, preferring: preferred,
+                                     onGiveUp: { (failures) throws(PatchSyncError) -> Data? in
+            guard Origin.allAbsent(failures) else { throw Origin.error(fetching: path, failures) }
+            return nil
+        }) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Data?> in
+            let url = escaped ? mirrors[mirror] + "/" + path : self.url(path, mirror: mirror)
+            let remaining = deadline.map { Origin.seconds($0 - ContinuousClock.now) }
+            switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: remaining) {
+            case .success(let data): return .done(data)
+            case .failure(let failure): return .failed(failure, progressed: false)
             }
         }
-        // A mirror that answers "not found" is believed over ones that cannot be reached.
-        let answered = failures.filter { if case .network = $0.1 { return false }; return true }
-        if !answered.isEmpty, answered.allSatisfy({ if case .notFound = $0.1 { return true }; return false }) {
-            return nil
+    }
+
+    /// Whether the mirrors that answered all said "not found": a mirror's answer is believed over
+    /// mirrors that cannot serve (a network failure, 5xx, 429, 408).
+    static func allAbsent(_ failures: [(String, TransferFailure)]) -> Bool {
+        let answered = failures.map { $0.1 }.filter { failure in
+            switch failure {
+            case .network: return false
+            case .httpStatus: return !failure.isRetryable
+            default: return true
+            }
         }
-        throw Origin.error(fetching: path, failures)
+        return !answered.isEmpty && answered.allSatisfy { if case .notFound = $0 { return true }; return false }
+    }
+
+    private static func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// The error when every mirror failed: refused data (65) when some mirror served

@@ -1,8 +1,8 @@
 import Foundation
 
-/// Runs the range requests of a plan, a bounded number at once, each tried on
-/// every mirror in turn; a mirror that fails part-way leaves the chunks it
-/// delivered and verified, and the next mirror is asked for the rest.
+/// Runs the range requests of a plan, a bounded number at once, each retried on the
+/// mirrors as the origin's retry policy decides; a response that fails part-way leaves
+/// the chunks it delivered and verified, and the next attempt asks for the rest.
 struct ChunkFetcher: Sendable {
     let origin: Origin
     let files: StagedFiles
@@ -32,39 +32,34 @@ struct ChunkFetcher: Sendable {
     }
 
     /// Fetches one coalesced range; returns its needs once all are written. While the client
-    /// yields to other traffic, the range goes in parts of its ``HTTPClient/requestBudget``.
+    /// yields to other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each
+    /// attempt asks for what is still missing: a response cut short keeps the chunks it delivered, and
+    /// counts as progress for the origin's retry policy (``Origin/withRetries(_:absence:deadline:preferring:onGiveUp:_:)``).
     private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline) async throws(PatchSyncError) -> [Plan.Need] {
         var remaining = needs
-        var failures: [(String, TransferFailure)] = []
-        let object = needs[0].object
-        for mirror in origin.order() {
-            let url = origin.url(ObjectID.path(object), mirror: mirror)
-            var attempt = 1
-            while attempt <= origin.attemptsPerMirror {
-                if attempt > 1 { try await origin.pause(before: attempt) }
-                let part = Self.prefix(of: remaining, budget: origin.client.requestBudget)
-                let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
-                var result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
-                                                       into: sink)
-                await sink.drained()
-                let (left, refused) = sink.outcome
-                remaining = left + remaining.dropFirst(part.count)
-                if let refused { result = .failure(.refused(refused)) }
-                try await files.durable()
-                if Task.isCancelled { throw PatchSyncError.cancelled }
-                if remaining.isEmpty { return needs }
-                guard case .failure(let failure) = result else {
-                    if !left.isEmpty { attempt += 1 }  // a short response is an attempt; the next part is not
-                    continue
-                }
-                if case .refused(let error) = failure, error.code != .refusedData { throw error }  // a local failure
-                guard origin.retries(after: failure, attempt: attempt, url: url, mirror: mirror, failures: &failures) else {
-                    break
-                }
-                attempt += 1
+        let path = ObjectID.path(needs[0].object)
+        return try await origin.withRetries("object \(needs[0].object)") {
+            (mirror: Int) async throws(PatchSyncError) -> Origin.Attempt<[Plan.Need]> in
+            let url = origin.url(path, mirror: mirror)
+            let part = Self.prefix(of: remaining, budget: origin.client.requestBudget)
+            let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
+            var result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
+                                                   into: sink)
+            await sink.drained()
+            let (left, refused) = sink.outcome
+            remaining = left + remaining.dropFirst(part.count)
+            if let refused { result = .failure(.refused(refused)) }
+            try await files.durable()
+            if remaining.isEmpty { return .done(needs) }
+            let progressed = left.count < part.count
+            switch result {
+            case .failure(let failure): return .failed(failure, progressed: progressed)
+            case .success where left.isEmpty: return .more  // the next part of the range
+            case .success:
+                return .failed(.wrongRange("the response ended before \(left.count) of its \(part.count) chunks"),
+                               progressed: progressed)
             }
         }
-        throw Origin.error(fetching: "object \(object)", failures)
     }
 
     /// The leading needs of a range whose bytes fit `budget` (at least one); all without a budget.

@@ -140,35 +140,32 @@ extension Origin {
     /// checks the whole file against `length` and `sha256`; a file that fails is deleted. Returns the
     /// bytes fetched by this call.
     /// `progress` is called with the bytes of the file so far (resumed ones included), on the
-    /// transfer thread, as they arrive.
+    /// transfer thread, as they arrive. Retried as ``withRetries(_:absence:deadline:preferring:onGiveUp:_:)``
+    /// decides; the bytes of a response cut short are kept, and the next attempt asks for the rest.
     func download(_ path: String, to local: String, length: Int64, sha256: SHA256Digest,
                   progress: @escaping @Sendable (Int64) -> Void = { _ in }) async throws(PatchSyncError) -> Int64 {
         let output = try Self.openForResume(local, length: length)
         let start = (try? output.status().st_size).map(Int64.init) ?? 0
         var have = start
-        var failures: [(String, TransferFailure)] = []
-        for mirror in order() {
-            let url = url(path, mirror: mirror)
-            var attempt = 1
-            while attempt <= attemptsPerMirror && have < length {
-                if attempt > 1 { try await pause(before: attempt) }
+        if have < length {
+            try await withRetries(path) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Void> in
                 // While yielding to other traffic, in parts of the request budget (as chunk ranges go).
                 let end = client.requestBudget.map { min(length, have + Int64($0)) } ?? length
                 let sink = FileSink(output) { [have] written in progress(have + written) }
-                let request = TransferRequest(url: url, range: have...(end - 1), maxBytes: length)
+                let request = TransferRequest(url: url(path, mirror: mirror), range: have...(end - 1), maxBytes: length)
                 let outcome = await client.fetch(request, into: sink)
                 have += sink.written
                 if let error = sink.error { throw error }
-                if Task.isCancelled { throw PatchSyncError.cancelled }
-                guard case .failure(let failure) = outcome else {
-                    if have < end { attempt += 1 }  // a short response is an attempt; the next part is not
-                    continue
+                if have == length { return .done(()) }
+                switch outcome {
+                case .failure(let failure): return .failed(failure, progressed: sink.written > 0)
+                case .success where have == end: return .more  // the next part
+                case .success:
+                    return .failed(.wrongRange("asked \(end - have + sink.written) bytes, got \(sink.written)"),
+                                   progressed: sink.written > 0)
                 }
-                guard retries(after: failure, attempt: attempt, url: url, mirror: mirror, failures: &failures) else { break }
-                attempt += 1
             }
         }
-        guard have == length else { throw Origin.error(fetching: path, failures) }
         try Self.verifyDownload(output, sha256: sha256, what: path)
         return length - start
     }

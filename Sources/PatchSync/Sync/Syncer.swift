@@ -92,8 +92,8 @@ public struct Syncer: Sendable {
     private func check(_ context: SyncContext) async throws(PatchSyncError) -> ManifestTarget {
         let config = context.config
         context.onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
-        let trusted = try await TrustClient(directory: install.metadataDirectory, source: context.origin, now: now,
-                                            deadline: Date() + config.refreshDeadline).refresh()
+        let trusted = try await context.origin.refreshTrust(directory: install.metadataDirectory, now: now,
+                                                            deadline: Date() + config.refreshDeadline)
         let target = try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel))
         let seen = try context.state.read().seenSequence[target.info.channel] ?? 0
         guard target.info.sequence >= seen else {

@@ -24,6 +24,8 @@ final class TransferBox: @unchecked Sendable {
     private(set) var status = 0
     private var contentRange: String?
     private var contentLength: Int64?
+    /// The wait the final response's Retry-After header asks for.
+    private var retryAfter: Duration?
     /// libcurl's own words for a failure ("Operation too slow. Less than…"), CURLOPT_ERRORBUFFER.
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
@@ -51,12 +53,14 @@ final class TransferBox: @unchecked Sendable {
     }
 
     func header(_ line: String) {
-        if line.hasPrefix("HTTP/") { (contentRange, contentLength) = (nil, nil) }
+        if line.hasPrefix("HTTP/") { (contentRange, contentLength, retryAfter) = (nil, nil, nil) }
         let lower = line.lowercased()
         if lower.hasPrefix("content-range:") {
             contentRange = String(line.dropFirst("content-range:".count)).trimmingCharacters(in: .whitespacesAndNewlines)
         } else if lower.hasPrefix("content-length:") {
             contentLength = Int64(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespacesAndNewlines))
+        } else if lower.hasPrefix("retry-after:") {
+            retryAfter = Self.parseRetryAfter(String(line.dropFirst("retry-after:".count)), now: Date())
         }
     }
 
@@ -135,7 +139,7 @@ final class TransferBox: @unchecked Sendable {
         status = code
         guard request.url.lowercased().hasPrefix("http") else { return nil }
         if code == 404 || code == 410 || code == 403 { return .notFound }
-        guard (200..<300).contains(code) else { return .httpStatus(code) }
+        guard (200..<300).contains(code) else { return .httpStatus(code, retryAfter: retryAfter) }
         guard let range = request.range else {
             guard code == 200 else { return .httpStatus(code) }
             if let contentLength, contentLength > request.maxBytes { return .tooLarge(request.maxBytes) }
@@ -182,5 +186,29 @@ extension TransferBox {
               ccurl_easy_getinfo_off_t(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK,
               first >= sent, first > 0 else { return nil }
         return Double(first - sent) / 1_000_000
+    }
+}
+
+extension TransferBox {
+    /// The wait a Retry-After header value asks for (RFC 9110, 10.2.3): delay-seconds, or an HTTP-date
+    /// (IMF-fixdate, RFC 850 or asctime form) measured from `now`, zero when it has passed; nil for
+    /// anything else. Unbounded here: the retry policy caps what it honours.
+    static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
+        let text = value.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { return nil }
+        if text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            return .seconds(min(Int64(text) ?? Int64.max, 86_400))  // more digits than fit: a day is plenty
+        }
+        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(secondsFromGMT: 0)
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) {
+                return .seconds(Int64(max(0, date.timeIntervalSince(now)).rounded(.up)))
+            }
+        }
+        return nil
     }
 }

@@ -27,8 +27,8 @@ struct TransferResponse: Sendable {
 enum TransferFailure: Error, Sendable, CustomStringConvertible {
     /// The origin has no such resource (HTTP 404/410, or a missing file).
     case notFound
-    /// An HTTP error status.
-    case httpStatus(Int)
+    /// An HTTP error status, with the wait its Retry-After header asked for (503, 429), if any.
+    case httpStatus(Int, retryAfter: Duration? = nil)
     /// Connection, TLS, timeout or protocol failure, as libcurl words it.
     case network(String)
     /// The body would have exceeded the bound.
@@ -43,7 +43,7 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
     var description: String {
         switch self {
         case .notFound: return "not found"
-        case .httpStatus(let code): return "HTTP status \(code)"
+        case .httpStatus(let code, _): return "HTTP status \(code)"
         case .network(let text): return text
         case .tooLarge(let limit): return "response exceeds the \(limit) bytes allowed"
         case .wrongRange(let text): return "wrong range: \(text)"

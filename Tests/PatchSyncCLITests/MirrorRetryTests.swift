@@ -25,7 +25,7 @@ struct MirrorRetryTests {
         #expect(origin.objectRequests(status: 503) > 0 && origin.objectRequests(status: 206) > 0)
     }
 
-    @Test("a mirror that answers 404 for objects is asked once per request, then the next mirror serves them")
+    @Test("a mirror that answers 404 for objects (one lagging behind) is asked by the requests in flight, then passed over while the next mirror serves them")
     func notFoundMovesOn() throws {
         let fixture = try Fixture.published()
         let missing = try FaultOrigin(root: fixture.origin, fault: .missing)
@@ -34,7 +34,9 @@ struct MirrorRetryTests {
         let result = try CLI.run(["sync", "--install", install.root, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
         let objectRequests = good.requests().filter { $0.path.hasPrefix("/objects/") }.count
-        #expect(missing.objectRequests(status: 404) == objectRequests, "404 is not retried on the same mirror")
+        let asked = missing.objectRequests(status: 404)
+        #expect(asked >= 1 && asked <= 6 && /* the default connections */ objectRequests > 100,
+                "404 cools the mirror down for later requests: \(asked) of \(objectRequests) asked it")
     }
 
     @Test("when every mirror fails, exit 69 names each mirror and its last error")

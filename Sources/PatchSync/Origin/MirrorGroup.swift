@@ -19,6 +19,9 @@ struct MirrorGroup: Sendable {
     let failureStreak: Int
     private(set) var streak = 0
     private var coolingUntil: [Int: ContinuousClock.Instant] = [:]
+    /// Each mirror's last failure in this sync, so that a request that gives up without asking a
+    /// cooling mirror can still say what that mirror did.
+    private(set) var lastFailure: [Int: TransferFailure] = [:]
 
     init(mirrors: Int, failureStreak: Int = Self.defaultFailureStreak) {
         mirrorCount = max(1, mirrors)
@@ -46,8 +49,10 @@ struct MirrorGroup: Sendable {
 
     /// `mirror` failed retryably at `now`: it cools down, and the failure counts in the streak unless
     /// the same response delivered bytes first.
-    mutating func failed(mirror: Int, now: ContinuousClock.Instant, countsInStreak: Bool = true) {
+    mutating func failed(mirror: Int, now: ContinuousClock.Instant, countsInStreak: Bool = true,
+                         with failure: TransferFailure? = nil) {
         if countsInStreak { streak += 1 }
         coolingUntil[mirror] = now + Self.coolDown
+        if let failure { lastFailure[mirror] = failure }
     }
 }

@@ -82,20 +82,34 @@ struct RetryPolicy: Sendable {
         record(failure, on: mirror)
         failuresInARow += 1
         if failure.isRetryable {
-            group.failed(mirror: mirror, now: now, countsInStreak: !progressed)
+            group.failed(mirror: mirror, now: now, countsInStreak: !progressed, with: failure)
         } else {
             answered.insert(mirror)
+            // A mirror that lacks signed content (one lagging behind the others) is asked last by the
+            // sync's later requests too, without counting against the streak.
+            if absence == .unexpected, failure.isMirrorAnswer {
+                group.failed(mirror: mirror, now: now, countsInStreak: false, with: failure)
+            }
         }
-        guard !group.isExhausted else { return .giveUp }
+        guard !group.isExhausted else { return giveUp(group) }
         let candidates = group.order(now: now, preferring: preferred).filter { !answered.contains($0) }
-        guard let choice = candidates.first else { return .giveUp }
+        guard let choice = candidates.first else { return giveUp(group) }
         if absence == .possible, !answered.isEmpty, candidates.allSatisfy({ writtenOff($0, group: group, now: now) }) {
             return .giveUp
         }
         let wait = self.wait(before: choice, after: failure, on: mirror, group: group, now: now, random: random)
-        if let deadline, now + wait >= deadline { return .giveUp }
+        if let deadline, now + wait >= deadline { return giveUp(group) }
         asked.insert(choice)
         return .attempt(mirror: choice, after: wait)
+    }
+
+    /// Gives up on content that must exist, adding to ``failures`` what the mirrors this request did
+    /// not ask (cooling down) last did in the sync, so the error names every mirror.
+    private mutating func giveUp(_ group: MirrorGroup) -> Decision {
+        for mirror in 0..<group.mirrorCount where !failures.contains(where: { $0.mirror == mirror }) {
+            if let failure = group.lastFailure[mirror] { failures.append((mirror: mirror, failure: failure)) }
+        }
+        return .giveUp
     }
 
     /// Whether a file that may be absent is no longer asked of `mirror` once another mirror answered:
@@ -141,6 +155,15 @@ extension TransferFailure {
         case .httpStatus(let code, _): return code >= 500 || code == 429 || code == 408
         case .refused(let error): return error.code == .refusedData
         case .notFound, .cancelled: return false
+        }
+    }
+
+    /// Whether the mirror answered that it lacks the file or refuses the request (404, 410, another 4xx).
+    var isMirrorAnswer: Bool {
+        switch self {
+        case .notFound: return true
+        case .httpStatus(let code, _): return (400..<500).contains(code) && !isRetryable
+        default: return false
         }
     }
 

@@ -150,6 +150,22 @@ struct RetryPolicyTests {
         #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(3, random: 0.5)), "the mirror that said 404 is not asked again")
     }
 
+    @Test("a mirror that lacks signed content (a 404 from one lagging behind) is asked last by later requests, without counting against the streak")
+    func laggingMirrorAskedLast() {
+        var group = MirrorGroup(mirrors: 2)
+        var request = RetryPolicy(absence: .unexpected)
+        let decision = request.start(group, now: t0)
+        #expect(Self.fail(&request, decision, with: .notFound, group: &group, at: t0) == .attempt(mirror: 1, after: .zero))
+        #expect(group.streak == 0)
+        var next = RetryPolicy(absence: .unexpected)
+        #expect(next.start(group, now: t0 + .seconds(1)) == .attempt(mirror: 1, after: .zero))
+        var probe = RetryPolicy(absence: .possible)
+        let asked = probe.start(MirrorGroup(mirrors: 2), now: t0)
+        var fresh = MirrorGroup(mirrors: 2)
+        _ = Self.fail(&probe, asked, with: .notFound, group: &fresh, at: t0)
+        #expect(fresh.order(now: t0) == [0, 1], "a 404 for a file that may not exist says nothing about the mirror")
+    }
+
     @Test("a file that may be absent: a mirror's 404 is believed over one that cannot be reached")
     func possibleAbsence() {
         var group = MirrorGroup(mirrors: 2)

@@ -14,10 +14,6 @@ guard let folder = arguments.first, let game = arguments.dropFirst().first else 
 
 do {
     let install = try Install.open(at: folder)
-    let applied = try install.applyPendingUpdate()
-    if applied.applied { print("updated to build \(applied.current ?? "?")") }
-    let status = try install.status()
-    print("playing build \(status.current ?? "none"); ready: \(status.ready ?? "none")")
 
     let session = install.startSync()
     let progress = Task {
@@ -29,7 +25,12 @@ do {
             }
         }
     }
-    let exitStatus = try GameLauncher(install: install).launch(game, Array(arguments.dropFirst(2)))
+    // The launcher applies a ready build when it can (never blocked by the sync above), then starts the game.
+    let exitStatus = try GameLauncher(install: install).launch(game, Array(arguments.dropFirst(2))) { apply in
+        if let skipped = apply.skipped { print("starting the current build without applying: \(skipped)") }
+        if apply.report?.applied == true { print("updated to build \(apply.report?.current ?? "?")") }
+        print("playing build \(install.currentDeployment() ?? "none")")
+    }
     session.cancel()  // the game is done; a later start picks the sync up where it stopped
     _ = try? await session.result()
     await progress.value

@@ -31,7 +31,7 @@ struct MirrorRetryTests {
         let missing = try FaultOrigin(root: fixture.origin, fault: .missing)
         let good = try NginxOrigin(root: fixture.origin)
         let install = try fixture.makeInstall(remotes: [missing.url, good.url])
-        let result = try CLI.run(["sync", "--install", install.root, "--json"])
+        let result = try Self.timedSync(install, "first mirror lagging (404 for objects), second good", origin: missing, faulted: 404)
         #expect(result.status == 0, "\(result.stderr)")
         let objectRequests = good.requests().filter { $0.path.hasPrefix("/objects/") }.count
         let asked = missing.objectRequests(status: 404)
@@ -51,6 +51,21 @@ struct MirrorRetryTests {
                 "\(result.stderr)")
     }
 
+    /// Runs a sync and prints one row of the hostile-origin table (exit, seconds, object requests,
+    /// faulted ones) for the closing notes; returns the result.
+    static func timedSync(_ install: Install, _ name: String, origin: FaultOrigin? = nil, faulted: Int = 503) throws -> CLI.Result {
+        let start = ContinuousClock.now
+        let result = try CLI.run(["sync", "--install", install.root])
+        let seconds = Double((ContinuousClock.now - start).components.attoseconds) / 1e18
+            + Double((ContinuousClock.now - start).components.seconds)
+        let objects = origin?.requests.filter { $0.split(separator: " ").dropFirst().first?.hasPrefix("/objects/") == true }
+        let faults = origin.map { o in faulted == 0 ? (objects?.count ?? 0) - Set(objects?.map { $0.split(separator: " ")[1] } ?? []).count
+                                                    : o.objectRequests(status: faulted) } ?? 0
+        print("hostile origin: \(name): exit \(result.status) in \(String(format: "%.1f", seconds)) s, "
+              + "\(objects?.count ?? 0) object requests, \(faults) faulted")
+        return result
+    }
+
     // The seed's first 2,000 draws hold at most 6 faults in a row at p = 0.5 (5 at p = 0.3), under the
     // failure streak of 8: the runs of bad luck a real flaky origin has, without a flaky test.
     static let seed = 1234
@@ -60,7 +75,7 @@ struct MirrorRetryTests {
         let fixture = try Fixture.published()  // about 380 objects
         let origin = try FaultOrigin(root: fixture.origin, fault: .unavailable, probability: 0.3, seed: Self.seed)
         let install = try fixture.makeInstall(remotes: [origin.url])
-        let result = try CLI.run(["sync", "--install", install.root])
+        let result = try Self.timedSync(install, "one mirror, 30% of object requests answered 503", origin: origin)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(origin.objectRequests(status: 503) > 50, "\(origin.objectRequests(status: 503)) answers were 503")
         try TransferFaultTests.expectVerified(install, fixture: fixture)
@@ -71,7 +86,8 @@ struct MirrorRetryTests {
         let fixture = try Fixture.published()
         let origin = try FaultOrigin(root: fixture.origin, fault: .closeMidBody, probability: 0.5, seed: Self.seed)
         let install = try fixture.makeInstall(remotes: [origin.url])
-        let result = try CLI.run(["sync", "--install", install.root])
+        let result = try Self.timedSync(install, "one mirror, half of the responses cut short (faulted = asked again)",
+                                        origin: origin, faulted: 0)
         #expect(result.status == 0, "\(result.stderr)")
         let objects = origin.requests.map { $0.split(separator: " ")[1] }.filter { $0.hasPrefix("/objects/") }
         #expect(objects.count > Set(objects).count + 50, "the cut responses were retried")
@@ -83,7 +99,7 @@ struct MirrorRetryTests {
         let fixture = try Fixture.published()
         let mirrors = ["http://127.0.0.1:1", "http://127.0.0.1:9"]  // nothing listens: connections are refused
         let install = try fixture.makeInstall(remotes: mirrors)
-        let result = try CLI.run(["sync", "--install", install.root])
+        let result = try Self.timedSync(install, "two dead mirrors (connections refused)")
         #expect(result.status == 69, "\(result.stderr)")
         #expect(mirrors.allSatisfy { result.stderr.contains($0 + ": ") }, "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: install.root + "/current"))

@@ -9,7 +9,7 @@ import Testing
 struct ResumeIdentityTests {
     /// An install at build 1 whose sync of build 2 was killed midway (chunks recorded), following the
     /// file remote again; and the staged deployment's folder.
-    static func interrupted() throws -> (Fixture, Install, String) {
+    static func interrupted(chunks: Int = 2) throws -> (Fixture, Install, String) {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
@@ -19,7 +19,7 @@ struct ResumeIdentityTests {
         let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "100k")
         try TwoAgentsTests.setRemotes(install, [nginx.url])
         let sync = try CLI.start(["sync", "--install", install.root, "--quiet"])
-        try TwoAgentsTests.waitForStaging(install, sync.process)
+        try TwoAgentsTests.waitForStaging(install, sync.process, chunks: chunks)
         kill(sync.process.processIdentifier, SIGKILL)
         sync.process.waitUntilExit()
         try TwoAgentsTests.setRemotes(install, [fixture.fileRemote])
@@ -83,6 +83,28 @@ struct ResumeIdentityTests {
         try inPlace.write(contentsOf: Data(repeating: 0, count: length))  // same inode, same size
         try inPlace.close()
         try Self.expectHealedInstall(install)
+    }
+
+    @Test("a resumed sync reads again only the staged files written to since their last flush: untouched ones are vouched for by their stamp")
+    func resumeRereadsOnlyChangedFiles() throws {
+        let (fixture, install, folder) = try Self.interrupted(chunks: 30)
+        defer { withExtendedLifetime(fixture) {} }
+        let files = try Self.stagedFiles(folder)
+        try #require(files.count >= 2)
+        let inPlace = try FileHandle(forWritingTo: URL(fileURLWithPath: files[0]))
+        try inPlace.write(contentsOf: Data(repeating: 0, count: 16))  // same inode and size, a new change time
+        try inPlace.close()
+        let sync = try CLI.run(["sync", "--install", install.root, "--quiet"], environment: ["PATCHSYNC_LOG": "info"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        let line = try #require(sync.stderr.split(separator: "\n").first { $0.contains("unchanged since their last flush") },
+                                "\(sync.stderr)")
+        let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }.suffix(3)
+        let (vouched, reread) = (numbers.first ?? 0, numbers.dropFirst().first ?? -1)
+        // Read again: the overwritten file, and those the kill cut short (at most one per connection, 6).
+        #expect(vouched >= 1 && reread >= 1 && reread <= 7, "\(line)")
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        let verify = try CLI.run(["verify", "--install", install.root, "--full"])
+        #expect(verify.status == 0 && verify.stdout.contains("all intact"), "\(verify.stdout)\(verify.stderr)")
     }
 
     @Test("verify --repair --now three times with no sync between: every repair goes live intact")

@@ -24,10 +24,10 @@ struct TwoAgentsTests {
         try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: install.configPath))
     }
 
-    /// Waits until the sync has recorded chunks of build 3.
-    static func waitForStaging(_ install: Install, _ process: Process) throws {
+    /// Waits until the sync has recorded `chunks` chunks of the build it stages.
+    static func waitForStaging(_ install: Install, _ process: Process, chunks: Int = 2) throws {
         for _ in 0..<1500 where process.isRunning {
-            if let staging = try install.status().staging, staging.chunksDone >= 2 { return }
+            if let staging = try install.status().staging, staging.chunksDone >= chunks { return }
             usleep(20_000)
         }
         Issue.record("the sync recorded no chunks")
@@ -94,6 +94,24 @@ struct TwoAgentsTests {
         #expect(result.status == 0, "\(result.stdout)")
         #expect(result.stdout.contains("game-ran") && result.stdout.contains("updated to build 2"), "\(result.stdout)")
         #expect(install.currentBuild() == "2")
+    }
+
+    @Test("Examples/Launcher while a background discretionary sync stages: the game starts with the ready build, the background sync exits 75")
+    func exampleLauncherDuringBackgroundSync() throws {
+        let (fixture, nginx, install) = try Self.world()
+        defer { withExtendedLifetime((fixture, nginx)) {} }
+        let example = CLI.productsDirectory + "/launcher-example"
+        try #require(FileManager.default.isExecutableFile(atPath: example), "build the launcher-example product")
+        let sync = try CLI.start(["sync", "--install", install.root, "--discretionary", "--quiet"])
+        defer { if sync.process.isRunning { kill(sync.process.processIdentifier, SIGKILL) } }
+        try Self.waitForStaging(install, sync.process)
+        let result = try CLI.runProgram(example, [install.root, "/bin/sh", "-c", "sleep 2; echo game-ran"])
+        #expect(result.status == 0, "\(result.stdout)")
+        #expect(result.stdout.contains("game-ran") && result.stdout.contains("updated to build 2"), "\(result.stdout)")
+        sync.process.waitUntilExit()
+        #expect(sync.process.terminationStatus == 75, "the background sync yields to the game")
+        #expect(install.currentBuild() == "2")
+        #expect(try install.status().staging?.chunksDone ?? 0 > 0, "its progress is kept")
     }
 
     @Test("launch while another process holds the live tree, or another instance of the game runs: the apply is skipped, said so, and the game starts")

@@ -40,14 +40,26 @@ public struct GameLauncher: Sendable {
         return try Self.wait(for: pid, executable)
     }
 
-    /// The apply, or why it was skipped.
+    /// The apply, or why it was skipped. On an install with no build yet there is nothing to start
+    /// instead, so a busy live tree (another process applying or cleaning up) is waited for, up to
+    /// ``firstApplyWait``.
     private func applyIfPossible() -> LaunchApply {
-        do throws(PatchSyncError) {
-            return LaunchApply(report: try install.applyForLaunch())
-        } catch {
-            return LaunchApply(skipped: error.description)
+        let start = ContinuousClock.now
+        while true {
+            do throws(PatchSyncError) {
+                return LaunchApply(report: try install.applyForLaunch())
+            } catch {
+                guard error.code == .deferred, install.currentDeployment() == nil,
+                      ContinuousClock.now - start < Self.firstApplyWait else {
+                    return LaunchApply(skipped: error.description)
+                }
+                usleep(100_000)
+            }
         }
     }
+
+    /// How long a launch with no build installed waits for a busy live tree before giving up.
+    static let firstApplyWait = Duration.seconds(30)
 
     /// While the game runs: deletes the builds an apply retired, at idle priority (the game is already
     /// spawned with the launcher's). A failure is logged; the next sync or apply tries again.

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// What an apply did.
 public struct ApplyReport: Codable, Sendable {
@@ -11,6 +12,8 @@ public struct ApplyReport: Codable, Sendable {
 }
 
 extension Install {
+    private static let logger = Logger(label: "patchsync.install")
+
     /// Swaps a ready build in: moves it into `builds/`, flips `current` with one rename, and
     /// records it; the old build is kept as previous. Refused while the game runs. A crash at any
     /// instant leaves `current` on a complete build. Builds retired by earlier applies are deleted
@@ -20,7 +23,10 @@ extension Install {
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
         let report = try swap(state)
-        try Housekeeping(install: self, state: state).run()
+        // The swap is done and recorded: a clean-up that fails says so, and the next run does it.
+        do throws(PatchSyncError) { try Housekeeping(install: self, state: state).run() } catch {
+            Self.logger.warning("clean-up after the apply failed (the next sync or apply does it): \(error)")
+        }
         return report
     }
 
@@ -31,8 +37,11 @@ extension Install {
         return try swap(try state())
     }
 
-    /// The swap itself, timed, for a caller holding the live tree's lock.
+    /// The swap itself, timed, for a caller holding the live tree's lock; the records are brought in
+    /// line with the link and the ready tree's seal is checked first.
     private func swap(_ state: StateStore) throws(PatchSyncError) -> ApplyReport {
+        try reconcile(state)
+        if let ready = try state.read().ready { try checkSeal(ready, state: state) }
         let start = ContinuousClock.now
         var report = try apply(state)
         if report.applied {
@@ -43,7 +52,6 @@ extension Install {
     }
 
     private func apply(_ state: StateStore) throws(PatchSyncError) -> ApplyReport {
-        try reconcile(state)
         let recorded = try state.read()
         guard let ready = recorded.ready else {
             return ApplyReport(applied: false, current: currentDeployment(), previous: previousDeployment(recorded))
@@ -68,16 +76,22 @@ extension Install {
         return ApplyReport(applied: true, current: ready.name, previous: previousDeployment(after))
     }
 
-    /// Moves the ready tree from staging/ into builds/ after checking that it is still the tree that
-    /// was verified (its folders' seal); a tree changed or gone since is dropped from ready.
-    private func moveIntoBuilds(_ ready: DeploymentIdentity, state: StateStore) throws(PatchSyncError) {
-        let staged = stagedDirectory(ready.name), final = buildDirectory(ready.name)
-        if !FileSystem.exists(staged) && FileSystem.isDirectory(final) { return }  // moved before a crash
-        guard FileSystem.exists(staged), ready.seal == nil || ready.seal == TreeSeal.of(staged) else {
+    /// Refuses a ready tree that is not the tree that was verified (its folders' seal, or no seal
+    /// at all): it is dropped from ready, so the next sync stages it anew.
+    private func checkSeal(_ ready: DeploymentIdentity, state: StateStore) throws(PatchSyncError) {
+        let staged = stagedDirectory(ready.name)
+        if !FileSystem.exists(staged) && FileSystem.isDirectory(buildDirectory(ready.name)) { return }  // moved before a crash
+        guard FileSystem.exists(staged), let seal = ready.seal, seal == TreeSeal.of(staged) else {
             try state.update { if $0.ready == ready { $0.ready = nil } }
             throw PatchSyncError(.localIO, "the staged tree of \(ready.name) in \(stagingDirectory) was changed or removed "
                                  + "after it was verified; it is not applied", remedy: "run `patchsync sync` again to stage it anew")
         }
+    }
+
+    /// Moves the ready tree (its seal checked) from staging/ into builds/.
+    private func moveIntoBuilds(_ ready: DeploymentIdentity, state: StateStore) throws(PatchSyncError) {
+        let staged = stagedDirectory(ready.name), final = buildDirectory(ready.name)
+        if !FileSystem.exists(staged) && FileSystem.isDirectory(final) { return }  // moved before a crash
         do {
             try FileSystem.removeTree(final)
             try FileSystem.syncDirectory(staged)  // its files were synced when staged
@@ -131,24 +145,36 @@ extension Install {
 
     /// Brings the recorded state in line with the `current` symlink after a crash between
     /// a flip and its record: an apply (the link is new) or a rollback (the link went one back).
+    /// The caller holds the live tree's lock, so no flip happens meanwhile; the link is read inside
+    /// the transaction all the same.
     func reconcile(_ state: StateStore) throws(PatchSyncError) {
-        let link = currentDeployment()
-        try state.update { $0.reconcile(link: link) }
+        try state.update { $0.reconcile(link: currentDeployment()) }
+    }
+
+    /// ``reconcile(_:)`` when the live tree's lock is free (a sync); else an apply or rollback is
+    /// under way and records its own flip.
+    func reconcileIfFree(_ state: StateStore) throws(PatchSyncError) {
+        guard let lock = try? lock(.live, for: "sync") else { return }
+        defer { withExtendedLifetime(lock) {} }
+        try reconcile(state)
     }
 }
 
 /// A fingerprint of a tree's folders (path, inode, modification time): removing, adding or
 /// replacing a file changes its folder's, so a staged tree emptied or changed by hand after it
-/// was verified is noticed at apply, at the cost of one stat per folder.
+/// was verified is noticed at apply, at the cost of one stat per folder (and readdir, whose d_type
+/// tells folders from files). Apply checks it before the timed swap and before it takes
+/// `running.lock`. A ready file's bytes rewritten in place (it is read-only) leave its folder
+/// as it was: `verify --full` finds that after the apply.
 enum TreeSeal {
     static func of(_ root: String) -> String? {
         var entries: [String] = []
         func walk(_ relative: String) -> Bool {
             let full = relative.isEmpty ? root : root + "/" + relative
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFDIR,
-                  let names = try? FileSystem.list(full) else { return false }
+                  let names = try? FileSystem.subdirectories(full) else { return false }
             entries.append("\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)")
-            for name in names where FileSystem.isSubdirectory(name, of: full) {
+            for name in names {
                 guard walk(relative.isEmpty ? name : relative + "/" + name) else { return false }
             }
             return true

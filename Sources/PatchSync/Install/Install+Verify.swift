@@ -104,7 +104,7 @@ extension Syncer {
                 name: s.newDeploymentName(for: report.buildId, inUse: install.deploymentFolderExists),
                 buildId: report.buildId, channel: known?.channel ?? manifest.channel.name,
                 manifest: known?.manifest ?? SHA256Hasher.hash(manifestData).hex)
-            s.beginStaging(identity, sequence: manifest.sequence)
+            s.beginRepair(identity)
             return identity
         }
         do { try FileSystem.writeAtomically(manifestData, to: install.manifestPath(identity.name)) } catch {

@@ -19,7 +19,8 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// (and another mirror or a retry takes over); defaults 1024 B/s for 30 s.
     public var lowSpeedBytesPerSecond: Int?
     public var lowSpeedSeconds: Int?
-    /// Failed requests in a row, with no byte delivered between them, after which a sync gives up (default 8).
+    /// Failed requests in a row, with no byte delivered between them, after which a sync gives up
+    /// (default 8, or the connections plus 2 when more: a blip that fails every request in flight is survived).
     public var failureStreak: Int?
     /// A metadata refresh still running after this many seconds is abandoned (default 120).
     public var refreshDeadlineSeconds: Int?
@@ -70,7 +71,7 @@ extension Origin {
     /// The origin an install's configuration names, with its retry policy.
     convenience init(_ config: InstallConfig, client: HTTPClient) throws(PatchSyncError) {
         try self.init(mirrors: config.remotes, client: client,
-                      failureStreak: config.failureStreak ?? MirrorGroup.defaultFailureStreak)
+                      failureStreak: config.failureStreak ?? max(MirrorGroup.defaultFailureStreak, config.connections + 2))
     }
 }
 

@@ -128,6 +128,24 @@ final class Origin: MetadataSource, Sendable {
         }
     }
 
+    /// Signed content fetched whole (a manifest, a manifest delta): each mirror's answer is checked
+    /// against the signed length and SHA-256 inside the attempt, so a mirror that serves a stale or
+    /// damaged copy is passed over for the next, as one that fails is. Refused bytes from every
+    /// mirror end in 65, other failures in 69.
+    func signed(_ path: String, length: Int64, sha256: String) async throws(PatchSyncError) -> Data {
+        try await withRetries(path, absence: .unexpected) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Data> in
+            let url = self.url(path, mirror: mirror)
+            switch await client.fetchData(url: url, maxBytes: length, timeout: nil) {
+            case .success(let data) where data.count == length && SHA256Hasher.hash(data).hex == sha256:
+                return .done(data)
+            case .success:
+                return .failed(.refused(PatchSyncError(.refusedData, "\(url) does not match the length and SHA-256 that "
+                                                       + "targets metadata signs")), progressed: false)
+            case .failure(let failure): return .failed(failure, progressed: false)
+            }
+        }
+    }
+
     /// Whether the mirrors that answered all said "not found": a mirror's answer is believed over
     /// mirrors that cannot serve (a network failure, 5xx, 429, 408).
     static func allAbsent(_ failures: [(String, TransferFailure)]) -> Bool {

@@ -7,8 +7,10 @@ import Foundation
 /// for the bytes on disk. A record names the chunk's hash and the file's inode; it is dropped when
 /// the manifest wants another chunk there, when the file is missing, replaced, shared with another
 /// tree, or of another size (then the file is created afresh), and when the bytes no longer hash to
-/// the chunk (resumed bytes are read once more, at resume). The state drops all records of a
-/// deployment when it stops being the one staged (ready, applied, abandoned).
+/// the chunk. A file that still stats as it did after its last flush (``StateStore/FileStamp``:
+/// nothing wrote to it since) is vouched for by its records; the bytes of any other file with
+/// records are read and hashed once more, at resume. The state drops all records of a deployment
+/// when it stops being the one staged (ready, applied, abandoned).
 struct StagedBuild: Sendable {
     let identity: DeploymentIdentity
     let directory: String
@@ -31,27 +33,46 @@ struct StagedBuild: Sendable {
     /// Makes each of `files` ready to be written in place (at its final size, not shared with the
     /// live tree) and returns the chunks already written and still verified; every other record of
     /// those files is dropped.
-    func prepare(_ files: [FileEntry]) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
+    func prepare(_ files: [FileEntry]) throws(PatchSyncError) -> Prepared {
         let records = Dictionary(grouping: try state.chunkRecords(identity.name), by: \.ref.path)
-        var done = Set<StateStore.ChunkRef>()
+        let stamps = try state.fileStamps(identity.name)
+        var prepared = Prepared()
         var dropped: [StateStore.ChunkRef] = []
         for file in files {
             let recorded = records[file.path] ?? []
-            let kept = try prepare(file, recorded)
-            done.formUnion(kept)
+            let kept = try prepare(file, recorded, stamp: stamps[file.path], into: &prepared)
+            prepared.done.formUnion(kept)
             dropped += recorded.map(\.ref).filter { !kept.contains($0) }
         }
         try state.forgetChunks(identity.name, dropped)
-        return done
+        return prepared
+    }
+
+    /// What ``prepare(_:)`` found: the chunks still verified, and how many recorded bytes it had to
+    /// read again (files changed since their last flush, or never stamped).
+    struct Prepared {
+        var done = Set<StateStore.ChunkRef>()
+        var filesVouched = 0
+        var filesReread = 0
+        var bytesReread: Int64 = 0
     }
 
     /// Prepares one file; returns the recorded chunks that still vouch for its bytes.
-    private func prepare(_ file: FileEntry, _ recorded: [StateStore.ChunkRecord]) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
+    private func prepare(_ file: FileEntry, _ recorded: [StateStore.ChunkRecord], stamp: StateStore.FileStamp?,
+                         into prepared: inout Prepared) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
         let full = directory + "/" + file.path
         do {
             let st = try FileSystem.status(full)
             if let st, st.st_nlink == 1, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == file.size {
-                return try stillVerified(file, recorded.filter { $0.inode == Int64(st.st_ino) })
+                let records = recorded.filter { $0.inode == Int64(st.st_ino) && Self.wants(file, $0) }
+                guard !records.isEmpty else { return [] }
+                if let stamp, stamp == StateStore.FileStamp(path: file.path, st) {
+                    prepared.filesVouched += 1
+                    return Set(records.map(\.ref))
+                }
+                prepared.filesReread += 1
+                prepared.bytesReread += records.reduce(0) { $0 + Int64(file.chunks[$1.ref.index].length) }
+                return try stillVerified(file, records)
             }
             if st != nil { try FileSystem.remove(full) }  // never write into a file shared with the live tree
             try FileSystem.makeDirectory((full as NSString).deletingLastPathComponent, within: directory)
@@ -61,10 +82,13 @@ struct StagedBuild: Sendable {
         } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
     }
 
-    /// The records whose chunk is the manifest's and whose bytes in the file still hash to it.
-    private func stillVerified(_ file: FileEntry, _ records: [StateStore.ChunkRecord]) throws(Errno) -> Set<StateStore.ChunkRef> {
-        let wanted = records.filter { file.chunks.indices.contains($0.ref.index) && file.chunks[$0.ref.index].sha256.hex == $0.sha256 }
-        guard !wanted.isEmpty else { return [] }
+    /// Whether `record` names the chunk the manifest wants at its place.
+    private static func wants(_ file: FileEntry, _ record: StateStore.ChunkRecord) -> Bool {
+        file.chunks.indices.contains(record.ref.index) && file.chunks[record.ref.index].sha256.hex == record.sha256
+    }
+
+    /// The records (of the manifest's chunks) whose bytes in the file still hash to their chunk.
+    private func stillVerified(_ file: FileEntry, _ wanted: [StateStore.ChunkRecord]) throws(Errno) -> Set<StateStore.ChunkRef> {
         let fd = try FileDescriptor(path: directory + "/" + file.path, flags: O_RDONLY | O_NOFOLLOW)
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
         defer { buffer.deallocate() }

@@ -87,6 +87,13 @@ extension InstallState {
         return superseded?.name == name ? nil : superseded
     }
 
+    /// A repair of the live build begins staging under a name of its own; what the channel has
+    /// shown and a build held back by a rollback stay as they are.
+    mutating func beginRepair(_ identity: DeploymentIdentity) {
+        staging = identity
+        if routes?.buildId != identity.name { routes = nil }
+    }
+
     /// Staging stops for good (its content is no longer wanted).
     mutating func abandonStaging() {
         staging = nil
@@ -105,7 +112,7 @@ extension InstallState {
     /// One step back: the previous deployment is current again, and the build rolled back from is
     /// held back (a ready copy of it is dropped).
     mutating func rolledBack(to previous: String) {
-        guard let from = current ?? history.last else { return }
+        guard let from = current ?? history.last, from != previous else { return }  // recorded already
         current = previous
         if history.last == from { history.removeLast() }
         heldBack = Deployment.buildID(of: from)

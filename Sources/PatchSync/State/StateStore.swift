@@ -23,6 +23,30 @@ final class StateStore: Sendable {
         var inode: Int64
     }
 
+    /// A staged file as it was right after a flush made its recorded chunks durable: while the file
+    /// still stats the same (inode, size, modification and change times), nothing has written to it
+    /// since, so its records vouch for its bytes without reading them again.
+    struct FileStamp: Hashable, Sendable {
+        var path: String
+        var inode: Int64
+        var size: Int64
+        var modifiedNanoseconds: Int64
+        var changedNanoseconds: Int64
+
+        init(path: String, _ st: stat) {
+            self.path = path
+            inode = Int64(st.st_ino)
+            size = Int64(st.st_size)
+            modifiedNanoseconds = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+            changedNanoseconds = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
+        }
+
+        init(path: String, inode: Int64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64) {
+            (self.path, self.inode, self.size) = (path, inode, size)
+            (self.modifiedNanoseconds, self.changedNanoseconds) = (modifiedNanoseconds, changedNanoseconds)
+        }
+    }
+
     /// What the stat cache remembers of an installed file.
     struct FileStat: Hashable, Sendable {
         var size: Int64
@@ -55,6 +79,9 @@ final class StateStore: Sendable {
                 CREATE TABLE IF NOT EXISTS staged_chunk(deployment TEXT NOT NULL, path TEXT NOT NULL,
                     chunk INTEGER NOT NULL, sha256 TEXT NOT NULL, inode INTEGER NOT NULL,
                     PRIMARY KEY(deployment, path, chunk));
+                CREATE TABLE IF NOT EXISTS staged_file(deployment TEXT NOT NULL, path TEXT NOT NULL,
+                    inode INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+                    PRIMARY KEY(deployment, path));
                 DROP TABLE IF EXISTS setting;
                 DROP TABLE IF EXISTS chunk_done;
                 """)
@@ -82,8 +109,10 @@ final class StateStore: Sendable {
             try t.run("INSERT OR REPLACE INTO install_state(id, version, body) VALUES(1, ?, ?)",
                       rows: [[.integer(Int64(InstallState.formatVersion)), .text(try Self.encode(after))]])
             if before.staging != after.staging {
-                try t.run("DELETE FROM staged_chunk WHERE deployment IS NOT ?",
-                          rows: [[after.staging.map { .text($0.name) } ?? .null]])
+                for table in ["staged_chunk", "staged_file"] {
+                    try t.run("DELETE FROM \(table) WHERE deployment IS NOT ?",
+                              rows: [[after.staging.map { .text($0.name) } ?? .null]])
+                }
             }
             return result
         }
@@ -186,12 +215,32 @@ final class StateStore: Sendable {
         }
     }
 
-    /// Records chunks as written and verified; call only after their bytes are durable.
-    func recordDone(_ deployment: String, _ records: [ChunkRecord]) throws(PatchSyncError) {
+    /// Records chunks as written and verified, and the stamps of their files taken after they were
+    /// synced, in one transaction; call only after their bytes are durable.
+    func recordDone(_ deployment: String, _ records: [ChunkRecord], stamps: [FileStamp] = []) throws(PatchSyncError) {
         guard !records.isEmpty else { return }
-        try database.run("INSERT OR REPLACE INTO staged_chunk(deployment, path, chunk, sha256, inode) VALUES(?, ?, ?, ?, ?)",
-                         rows: records.map { [.text(deployment), .text($0.ref.path), .integer(Int64($0.ref.index)),
-                                              .text($0.sha256), .integer($0.inode)] })
+        try database.transaction { (t) throws(PatchSyncError) in
+            try t.run("INSERT OR REPLACE INTO staged_chunk(deployment, path, chunk, sha256, inode) VALUES(?, ?, ?, ?, ?)",
+                      rows: records.map { [.text(deployment), .text($0.ref.path), .integer(Int64($0.ref.index)),
+                                           .text($0.sha256), .integer($0.inode)] })
+            guard !stamps.isEmpty else { return }
+            try t.run("INSERT OR REPLACE INTO staged_file(deployment, path, inode, size, mtime_ns, ctime_ns) VALUES(?, ?, ?, ?, ?, ?)",
+                      rows: stamps.map { [.text(deployment), .text($0.path), .integer($0.inode), .integer($0.size),
+                                          .integer($0.modifiedNanoseconds), .integer($0.changedNanoseconds)] })
+        }
+    }
+
+    /// The staged files' stamps as of their last flush, by path.
+    func fileStamps(_ deployment: String) throws(PatchSyncError) -> [String: FileStamp] {
+        let rows = try database.query("SELECT path, inode, size, mtime_ns, ctime_ns FROM staged_file WHERE deployment = ?",
+                                      [.text(deployment)])
+        var stamps: [String: FileStamp] = [:]
+        for row in rows {
+            guard let path = row[0].text, let inode = row[1].integer, let size = row[2].integer,
+                  let modified = row[3].integer, let changed = row[4].integer else { continue }
+            stamps[path] = FileStamp(path: path, inode: inode, size: size, modifiedNanoseconds: modified, changedNanoseconds: changed)
+        }
+        return stamps
     }
 
     /// Drops resume records that no longer vouch for anything.

@@ -37,13 +37,7 @@ extension Origin {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
         let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
-        guard let data = try await whole(consistent, maxBytes: target.file.length) else {
-            throw PatchSyncError(.originUnavailable, "no mirror serves \(consistent)")
-        }
-        guard data.count == target.file.length, SHA256Hasher.hash(data).hex == sha else {
-            throw PatchSyncError(.refusedData, "\(consistent) does not match the length and SHA-256 that "
-                                 + "targets metadata signs", remedy: "the mirror serves a damaged or tampered manifest")
-        }
+        let data = try await signed(consistent, length: target.file.length, sha256: sha)
         let manifest = try Manifest.decode(data, what: consistent)
         guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,
               manifest.sequence == target.info.sequence else {

@@ -108,10 +108,7 @@ extension Syncer {
         do {
             let path = install.manifestPath(current)
             let old = try Zlib.gunzip(try FileSystem.read(path, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: path)
-            guard let stored = try await origin.whole(ObjectID.path(object), maxBytes: delta.length),
-                  stored.count == delta.length, SHA256Hasher.hash(stored) == object else {
-                throw PatchSyncError(.refusedData, "the manifest delta \(object) does not match its signed hash")
-            }
+            let stored = try await origin.signed(ObjectID.path(object), length: delta.length, sha256: object.hex)
             var instructions = [UInt8](repeating: 0, count: delta.size)
             let inflated = stored.withUnsafeBytes { s in instructions.withUnsafeMutableBytes { Zlib.inflate(s, into: $0) } }
             guard inflated else { throw PatchSyncError(.refusedData, "the manifest delta \(object) does not inflate") }

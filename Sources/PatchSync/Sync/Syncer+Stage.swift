@@ -1,6 +1,9 @@
 import Foundation
+import Logging
 
 extension Syncer {
+    static let logger = Logger(label: "patchsync.sync")
+
     /// Plans and executes the staging of `manifest` into `staged`, then marks it ready: links of
     /// unchanged files, deltas from the live build, chunks copied locally, then chunks fetched.
     func stage(_ manifest: Manifest, into staged: StagedBuild, live: LiveTree, context: SyncContext,
@@ -8,8 +11,12 @@ extension Syncer {
         let id = staged.identity.name
         try staged.makeFolder(in: install)
         let routesOnly = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: [])
-        var plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks,
-                        done: try staged.prepare(routesOnly.assembled))
+        let resumed = try staged.prepare(routesOnly.assembled)
+        if resumed.filesVouched + resumed.filesReread > 0 {
+            Self.logger.info("resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, "
+                             + "\(resumed.filesReread) read again (\(resumed.bytesReread) bytes)")
+        }
+        var plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: resumed.done)
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
             try checkFreeSpace(for: plan, in: staged.directory)
             try link(plan.links, into: staged.directory)

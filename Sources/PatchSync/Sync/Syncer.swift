@@ -65,7 +65,7 @@ public struct Syncer: Sendable {
     /// Check, decide, then stage when the channel has a build this install lacks.
     private func runAdmitted(config: InstallConfig, state: StateStore,
                              onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
-        try install.reconcile(state)
+        try install.reconcileIfFree(state)
         let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
         let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
                                   onEvent: onEvent)
@@ -76,13 +76,13 @@ public struct Syncer: Sendable {
         var report = SyncReport(outcome: step.outcome, buildId: target.info.buildId, sequence: target.info.sequence)
         if case .stage(let identity) = step {
             let manifest = try await fetchManifest(target, as: identity.name, origin: context.origin)
-            try Housekeeping(install: install, state: state).runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
+            try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
             onEvent(.phase("comparing build \(manifest.buildId) with the installed files"))
             let staged = StagedBuild(identity, in: install, state: state)
             try await stage(manifest, into: staged, live: try liveTree(state: state), context: context, report: &report)
         }
         // Once staged, the delta packs it used go too.
-        try Housekeeping(install: install, state: state).runIfFree()
+        try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
         report.bytesReceived = client.bytesReceived
         return report
     }

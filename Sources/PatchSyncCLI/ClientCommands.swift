@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PatchSync
+import Synchronization
 
 struct Init: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -298,12 +299,14 @@ struct Verify: AsyncParsableCommand {
 
 /// SIGTERM and SIGINT stop a sync cleanly instead of killing it: the chunk writes in flight
 /// finish and are recorded, and the sync exits 75. A second signal kills at once.
-/// Thread-safety: the sources are set once in init and only cancelled in deinit.
-final class SignalStop: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
+///
+/// Thread-safety: a `Mutex` holds the sources, so that SignalStop is Sendable whether or not a
+/// dispatch source is; they are set once in init and only cancelled in deinit.
+final class SignalStop: Sendable {
+    private let sources: Mutex<[any DispatchSourceSignal]>
 
     init(_ stop: SyncStop) {
-        sources = [SIGTERM, SIGINT].map { number in
+        sources = Mutex([SIGTERM, SIGINT].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
@@ -313,11 +316,13 @@ final class SignalStop: @unchecked Sendable {
             }
             source.resume()
             return source
-        }
+        })
     }
 
     deinit {
-        for source in sources { source.cancel() }
+        sources.withLock { sources in
+            for source in sources { source.cancel() }
+        }
         signal(SIGTERM, SIG_DFL)
         signal(SIGINT, SIG_DFL)
     }

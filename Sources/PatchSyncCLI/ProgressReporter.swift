@@ -1,5 +1,6 @@
 import Foundation
 import PatchSync
+import Synchronization
 
 /// A smoothed transfer rate and an ETA that is never absurd, from samples whose time is given
 /// (so tests drive it without a clock): an exponentially weighted rate, and no ETA while the rate
@@ -42,9 +43,10 @@ struct ProgressEvent: Encodable {
 /// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
 /// JSON events with --json, nothing with --quiet.
 ///
-/// Thread-safety: events arrive from the sync's tasks; `lock` serialises them.
-final class ProgressReporter: @unchecked Sendable {
-    enum Mode {
+/// Thread-safety: events arrive from the sync's tasks; a `Mutex` holds what the reporter remembers
+/// and serialises the output.
+final class ProgressReporter: Sendable {
+    enum Mode: Sendable {
         case live, lines, json, quiet
 
         static func choose(json: Bool, quiet: Bool) -> Mode {
@@ -54,59 +56,65 @@ final class ProgressReporter: @unchecked Sendable {
         }
     }
 
+    /// What the reporter remembers between events.
+    private struct State {
+        var estimator = RateEstimator()
+        var lastLine = -1.0
+        var liveLineShown = false
+    }
+
     private let mode: Mode
-    private let lock = NSLock()
     private let start = ContinuousClock.now
-    private var estimator = RateEstimator()
-    private var lastLine = -1.0
-    private var liveLineShown = false
+    private let state = Mutex(State())
 
     init(mode: Mode) { self.mode = mode }
 
     func handle(_ event: SyncEvent) {
-        lock.withLock {
+        state.withLock { state in
             switch event {
-            case .phase(let message): phase(message)
-            case .transfer(let done, let total, let files, let filesTotal): transfer(done, total, files, filesTotal)
+            case .phase(let message): phase(message, &state)
+            case .transfer(let done, let total, let files, let filesTotal): transfer(done, total, files, filesTotal, &state)
             }
         }
     }
 
     /// Ends a live line.
     func finish() {
-        lock.withLock { if liveLineShown { write("\n"); liveLineShown = false } }
+        state.withLock { state in
+            if state.liveLineShown { write("\n"); state.liveLineShown = false }
+        }
     }
 
-    private func phase(_ message: String) {
+    private func phase(_ message: String, _ state: inout State) {
         switch mode {
         case .quiet: return
         case .json: print(Output.encode(ProgressEvent(event: "phase", message: message)))
         case .live:
-            if liveLineShown { write("\n"); liveLineShown = false }
+            if state.liveLineShown { write("\n"); state.liveLineShown = false }
             write(message + "\n")
         case .lines: write(message + "\n")
         }
     }
 
-    private func transfer(_ done: Int64, _ total: Int64, _ files: Int, _ filesTotal: Int) {
+    private func transfer(_ done: Int64, _ total: Int64, _ files: Int, _ filesTotal: Int, _ state: inout State) {
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        estimator.add(seconds: seconds, done: done)
-        let eta = estimator.eta(remaining: total - done)
-        let text = Self.describe(done: done, total: total, rate: estimator.bytesPerSecond, eta: eta)
-            + ", \(files)/\(filesTotal) files"
+        state.estimator.add(seconds: seconds, done: done)
+        let eta = state.estimator.eta(remaining: total - done)
+        let rate = state.estimator.bytesPerSecond
+        let text = Self.describe(done: done, total: total, rate: rate, eta: eta) + ", \(files)/\(filesTotal) files"
         switch mode {
         case .quiet: return
         case .json:
             print(Output.encode(ProgressEvent(event: "transfer", message: text, bytesDone: done, bytesTotal: total,
-                                              bytesPerSecond: Int64(estimator.bytesPerSecond), etaSeconds: eta,
+                                              bytesPerSecond: Int64(rate), etaSeconds: eta,
                                               filesDone: files, filesTotal: filesTotal)))
         case .live:
             write("\r\u{1B}[2K" + text)
-            liveLineShown = true
+            state.liveLineShown = true
         case .lines:
-            guard done >= total || seconds - lastLine >= 2 else { return }
-            lastLine = seconds
+            guard done >= total || seconds - state.lastLine >= 2 else { return }
+            state.lastLine = seconds
             write(text + "\n")
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Puts a publish's new objects in place while it is still writing others, so the disk works while
 /// the cores chunk and deflate, instead of after.
@@ -9,17 +10,28 @@ import Foundation
 /// object twice (the same content in two files) is placed once; a file already at an object's path
 /// (left by a publish that stopped before its manifest) is replaced.
 ///
-/// Thread-safety: `condition` guards the queue and the flags; the placing thread alone touches
-/// `placed`, `dropped`, `folders` and `failure` until `finished` is signalled.
-final class ObjectPlacer: @unchecked Sendable {
+/// Thread-safety: a ``ConditionLock`` holds the queue and the flags, and is what the placing thread
+/// (for a batch) and ``finish()`` (for the end) wait on. A `Mutex` holds what the placing thread
+/// records (`placed`, `dropped`, `folders`, `failure`): the placing thread holds it while it places a
+/// batch, and ``finish()`` reads it once the placing thread has ended.
+final class ObjectPlacer: Sendable {
+    /// What the adding threads, the placing thread and ``finish()`` share.
+    private struct Queue {
+        var objects: [ObjectWriter.Pending] = []
+        var finishing = false
+        var finished = false
+    }
+
+    /// What the placing thread records as it places.
+    private struct Placing {
+        var placed = Set<String>(), dropped = Set<String>(), folders = Set<String>()
+        var failure: Errno?
+    }
+
     /// The origin's objects folder.
     private let folder: String
-    private let condition = NSCondition()
-    private var queue: [ObjectWriter.Pending] = []
-    private var finishing = false
-    private var placed = Set<String>(), dropped = Set<String>(), folders = Set<String>()
-    private var failure: Errno?
-    private let finished = DispatchSemaphore(value: 0)
+    private let lock = ConditionLock(Queue())
+    private let placing = Mutex(Placing())
     /// Objects per syncfs: enough that the sync costs little per object, few enough that the disk
     /// starts early.
     private let batch: Int
@@ -34,52 +46,57 @@ final class ObjectPlacer: @unchecked Sendable {
 
     /// Queues a written object (any thread).
     func add(_ pending: ObjectWriter.Pending) {
-        condition.withLock {
-            queue.append(pending)
-            if queue.count >= batch { condition.signal() }
+        lock.withLock { queue in
+            queue.objects.append(pending)
+            if queue.objects.count >= batch { lock.signal() }
         }
     }
 
     /// Places what is queued and makes every rename durable; returns the temporary files dropped as
     /// duplicates. Call once, after the last ``add(_:)``.
     func finish() throws(Errno) -> Set<String> {
-        condition.withLock {
-            finishing = true
-            condition.signal()
+        lock.withLock { queue in
+            queue.finishing = true
+            lock.signal()
         }
-        finished.wait()
+        lock.withLock(when: { $0.finished }) { _ in }
+        let (failure, dropped) = placing.withLock { ($0.failure, $0.dropped) }
         if let failure { throw failure }
         return dropped
     }
 
     private func run() {
         while true {
-            let (objects, last) = condition.withLock {
-                while queue.count < batch && !finishing { condition.wait() }
-                defer { queue = [] }
-                return (queue, finishing)
+            let (objects, last) = lock.withLock(when: { $0.objects.count >= batch || $0.finishing }) {
+                queue -> ([ObjectWriter.Pending], Bool) in
+                defer { queue.objects = [] }
+                return (queue.objects, queue.finishing)
             }
-            if failure == nil {
+            placing.withLock { placing in
+                guard placing.failure == nil else { return }
                 do throws(Errno) {
-                    if !objects.isEmpty { try place(objects) }
+                    if !objects.isEmpty { try place(objects, recording: &placing) }
                     if last { try FileSystem.syncFileSystem(of: folder) }
-                } catch { failure = error }
+                } catch { placing.failure = error }
             }
             if last { break }
         }
-        finished.signal()
+        lock.withLock { queue in
+            queue.finished = true
+            lock.broadcast()
+        }
     }
 
-    private func place(_ batch: [ObjectWriter.Pending]) throws(Errno) {
+    private func place(_ batch: [ObjectWriter.Pending], recording placing: inout Placing) throws(Errno) {
         try FileSystem.syncFileSystem(of: folder)
         for object in batch {
-            guard placed.insert(object.final).inserted else {
+            guard placing.placed.insert(object.final).inserted else {
                 try FileSystem.remove(object.temp)
-                dropped.insert(object.temp)
+                placing.dropped.insert(object.temp)
                 continue
             }
             let folder = (object.final as NSString).deletingLastPathComponent
-            if folders.insert(folder).inserted { try FileSystem.makeDirectory(folder) }
+            if placing.folders.insert(folder).inserted { try FileSystem.makeDirectory(folder) }
             try FileSystem.rename(object.temp, object.final)
         }
     }

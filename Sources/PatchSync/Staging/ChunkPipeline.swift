@@ -7,29 +7,34 @@ import Foundation
 /// thread (which stops reading sockets, and TCP slows the senders), so memory stays bounded
 /// whatever the build size.
 ///
-/// Thread-safety: `condition` guards the queue and the counters; each worker owns its buffer.
-final class ChunkPipeline: @unchecked Sendable {
+/// Thread-safety: a ``ConditionLock`` holds the queue and the counters, and is what the transfer
+/// thread (queue full) and the workers (queue empty) wait on; each worker owns its buffer.
+final class ChunkPipeline: Sendable {
     /// One chunk's stored bytes, owned by the job until a worker has finished with it.
     struct Job {
         var need: Plan.Need
         var stored: UnsafeMutableRawBufferPointer
-        var sink: ChunkSink
+        var results: ChunkSink.Results
         var index: Int
+    }
+
+    /// What the workers and the submitter share.
+    private struct State {
+        var queue: [Job] = []
+        var head = 0
+        var queuedBytes = 0
+        var stopping = false
+        /// The file each worker's current chunk goes to (first destination), so that another worker
+        /// picks a chunk of a different file when the queue has one: two threads writing one file
+        /// contend for its inode lock, and the kernel spins the waiter on a core the other could use.
+        var inProgress: [String?]
+        /// Workers not yet ended.
+        var running: Int
     }
 
     private let files: StagedFiles
     private let capacityBytes: Int
-    private let condition = NSCondition()
-    private var queue: [Job] = []
-    private var head = 0
-    private var queuedBytes = 0
-    private var stopping = false
-    private let workerCount: Int
-    private let stopped = DispatchSemaphore(value: 0)
-    /// The file each worker's current chunk goes to (first destination), so that another worker
-    /// picks a chunk of a different file when the queue has one: two threads writing one file
-    /// contend for its inode lock, and the kernel spins the waiter on a core the other could use.
-    private var inProgress: [String?]
+    private let lock: ConditionLock<State>
     /// How far past the head a worker looks for a chunk of another file.
     private static let lookahead = 16
 
@@ -38,8 +43,8 @@ final class ChunkPipeline: @unchecked Sendable {
          capacityBytes: Int = 32 << 20) {
         self.files = files
         self.capacityBytes = capacityBytes
-        workerCount = max(1, min(workers, 8))
-        inProgress = Array(repeating: nil, count: workerCount)
+        let workerCount = max(1, min(workers, 8))
+        lock = ConditionLock(State(inProgress: Array(repeating: nil, count: workerCount), running: workerCount))
         for number in 0..<workerCount {
             let thread = Thread { [self] in work(number) }
             thread.name = "patchsync-verify-\(number)"
@@ -49,42 +54,41 @@ final class ChunkPipeline: @unchecked Sendable {
 
     /// Queues a chunk; blocks while the queue is full (never when it is empty, so any chunk fits).
     func submit(_ job: Job) {
-        condition.lock()
-        while queuedBytes > 0 && queuedBytes + job.stored.count > capacityBytes { condition.wait() }
-        queue.append(job)
-        queuedBytes += job.stored.count
-        condition.broadcast()
-        condition.unlock()
+        let bytes = job.stored.count
+        lock.withLock(when: { !($0.queuedBytes > 0 && $0.queuedBytes + bytes > capacityBytes) }) { state in
+            state.queue.append(job)
+            state.queuedBytes += bytes
+            lock.broadcast()
+        }
     }
 
     /// Lets the workers finish the queue, then ends them and waits.
     func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
-        for _ in 0..<workerCount { stopped.wait() }
+        lock.withLock { state in
+            state.stopping = true
+            lock.broadcast()
+        }
+        lock.withLock(when: { $0.running == 0 }) { _ in }
     }
 
     /// The next job for `worker`: the oldest whose file no other worker is on, within
-    /// `lookahead` of the head; else the oldest.
+    /// `lookahead` of the head; else the oldest. Nil once stopping and the queue is empty.
     private func next(for worker: Int) -> Job? {
-        condition.lock()
-        defer { condition.unlock() }
-        inProgress[worker] = nil
-        while head == queue.count && !stopping { condition.wait() }
-        guard head < queue.count else { return nil }
-        let pick = head + Self.pick(queue[head...].prefix(Self.lookahead).map { $0.need.destinations.first?.path },
-                                    avoiding: inProgress.compactMap { $0 })
-        if pick != head { queue.swapAt(head, pick) }
-        let job = queue[head]
-        inProgress[worker] = job.need.destinations.first?.path
-        head += 1
-        if head > 1024 && head * 2 > queue.count {
-            queue.removeFirst(head)
-            head = 0
+        lock.withLock(when: { $0.head < $0.queue.count || $0.stopping }) { state -> Job? in
+            guard state.head < state.queue.count else { return nil }
+            let head = state.head
+            let pick = head + Self.pick(state.queue[head...].prefix(Self.lookahead).map { $0.need.destinations.first?.path },
+                                        avoiding: state.inProgress.compactMap { $0 })
+            if pick != head { state.queue.swapAt(head, pick) }
+            let job = state.queue[head]
+            state.inProgress[worker] = job.need.destinations.first?.path
+            state.head += 1
+            if state.head > 1024 && state.head * 2 > state.queue.count {
+                state.queue.removeFirst(state.head)
+                state.head = 0
+            }
+            return job
         }
-        return job
     }
 
     /// Which of the next jobs (by the file each goes to, oldest first) a worker takes: the first
@@ -94,11 +98,13 @@ final class ChunkPipeline: @unchecked Sendable {
         return files.firstIndex { file in !busy.contains { $0 == file } } ?? 0
     }
 
-    private func dequeued(_ bytes: Int) {
-        condition.lock()
-        queuedBytes -= bytes
-        condition.broadcast()
-        condition.unlock()
+    /// `worker` is done with a job of `bytes` stored bytes: room in the queue, and its file free.
+    private func dequeued(_ bytes: Int, by worker: Int) {
+        lock.withLock { state in
+            state.queuedBytes -= bytes
+            state.inProgress[worker] = nil
+            lock.broadcast()
+        }
     }
 
     private func work(_ worker: Int) {
@@ -113,11 +119,14 @@ final class ChunkPipeline: @unchecked Sendable {
             let error = process(job, inflated: inflated, inflater: inflater)
             let bytes = job.stored.count
             job.stored.deallocate()
-            dequeued(bytes)
-            job.sink.finished(job.index, error: error)
+            dequeued(bytes, by: worker)
+            job.results.finished(job.index, error: error)
         }
         inflated.deallocate()
-        stopped.signal()
+        lock.withLock { state in
+            state.running -= 1
+            lock.broadcast()
+        }
     }
 
     /// Inflates and checks one chunk, then writes it to every place it goes.
@@ -125,7 +134,7 @@ final class ChunkPipeline: @unchecked Sendable {
         let chunk = job.need.chunk
         guard let content = chunk.verifiedContent(of: UnsafeRawBufferPointer(job.stored), scratch: inflated,
                                                            inflater: inflater) else {
-            return PatchSyncError(.refusedData, "object \(job.need.object) from \(job.sink.url): the chunk at object "
+            return PatchSyncError(.refusedData, "object \(job.need.object) from \(job.results.url): the chunk at object "
                                   + "offset \(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
                                   remedy: "the mirror serves a damaged or tampered object; report it to the publisher")
         }

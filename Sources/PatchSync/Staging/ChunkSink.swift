@@ -1,26 +1,25 @@
 import Foundation
+import Synchronization
 
 /// Receives one range of an object and cuts it into its chunks; each complete chunk goes to the
 /// ``ChunkPipeline``, which inflates it, checks its SHA-256 and only then writes it to its places
 /// in the staged build.
 ///
-/// Thread-safety: `receive` runs on the transfer thread only; `lock` guards what the pipeline's
-/// workers report (`done`, `failure`, `outstanding`) and the waiting requester.
-final class ChunkSink: ResponseSink, @unchecked Sendable {
+/// Thread-safety: not Sendable, as one thread at a time uses it: the client hands it to the transfer
+/// thread (through its ``TransferBox``), where `receive` alone touches the chunk being assembled, and
+/// the requester uses it again only once the fetch has returned. What the pipeline's workers report
+/// from their threads goes to its ``Results`` (Sendable, a `Mutex`). The assembly needs no lock, and
+/// could not be in a `Mutex` anyway: the chunk being assembled is a raw buffer, and a `Mutex`'s state
+/// may not take bytes from the caller's buffer (region isolation).
+final class ChunkSink: ResponseSink {
     private let needs: [Plan.Need]
     private let pipeline: ChunkPipeline
-    let url: String
+    private let results: Results
     private var position: Int64
     private var index = 0
     /// The stored bytes of the chunk being assembled, handed to the pipeline when complete.
     private var current: UnsafeMutableRawBufferPointer?
     private var filled = 0
-
-    private let lock = NSLock()
-    private var done: [Bool]
-    private var failure: PatchSyncError?
-    private var outstanding = 0
-    private var waiter: CheckedContinuation<Void, Never>?
 
     /// The range to ask for: from the first chunk's start to the last chunk's end.
     var range: ClosedRange<Int64> {
@@ -31,19 +30,18 @@ final class ChunkSink: ResponseSink, @unchecked Sendable {
     init(needs: [Plan.Need], pipeline: ChunkPipeline, url: String) {
         self.needs = needs
         self.pipeline = pipeline
-        self.url = url
         self.position = needs[0].chunk.objectOffset
-        done = Array(repeating: false, count: needs.count)
+        results = Results(count: needs.count, url: url)
     }
 
     deinit { current?.deallocate() }
 
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
-        if let failure = lock.withLock({ failure }) { return failure }  // a chunk failed: stop early
+        if let failure = results.failure { return failure }  // a chunk failed: stop early
         var rest = bytes[...]
         while !rest.isEmpty {
             guard index < needs.count else {
-                return PatchSyncError(.refusedData, "\(url) sent more bytes than the range asked")
+                return PatchSyncError(.refusedData, "\(results.url) sent more bytes than the range asked")
             }
             let chunk = needs[index].chunk
             if position < chunk.objectOffset {  // a coalesced gap: skip it
@@ -62,39 +60,81 @@ final class ChunkSink: ResponseSink, @unchecked Sendable {
             filled += take
             guard filled == chunk.objectLength else { continue }
             (current, filled) = (nil, 0)
-            lock.withLock { outstanding += 1 }
-            pipeline.submit(.init(need: needs[index], stored: stored, sink: self, index: index))
+            results.submitted()
+            pipeline.submit(.init(need: needs[index], stored: stored, results: results, index: index))
             index += 1
         }
         return nil
     }
 
-    /// Called by a pipeline worker when chunk `index` is written (nil) or refused.
-    func finished(_ index: Int, error: PatchSyncError?) {
-        let resume: CheckedContinuation<Void, Never>? = lock.withLock {
-            if let error { failure = failure ?? error } else { done[index] = true }
-            outstanding -= 1
-            guard outstanding == 0, let waiter else { return nil }
-            self.waiter = nil
-            return waiter
-        }
-        resume?.resume()
-    }
-
     /// Waits until every chunk handed to the pipeline has been written or refused.
     func drained() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now: Bool = lock.withLock {
-                if outstanding == 0 { return true }
-                waiter = continuation
-                return false
-            }
-            if now { continuation.resume() }
-        }
+        await results.drained()
     }
 
     /// The needs not yet written and verified, in object order; and the first refusal, if any.
     var outcome: (remaining: [Plan.Need], failure: PatchSyncError?) {
-        lock.withLock { (needs.indices.filter { !done[$0] }.map { needs[$0] }, failure) }
+        let (done, failure) = results.verdicts
+        return (needs.indices.filter { !done[$0] }.map { needs[$0] }, failure)
+    }
+}
+
+extension ChunkSink {
+    /// What the pipeline's workers report about one range's chunks (written, or the first refusal),
+    /// and the requester waiting for the last of them.
+    ///
+    /// Thread-safety: a `Mutex` holds the reports and the waiting requester; workers report from
+    /// their threads.
+    final class Results: Sendable {
+        private struct State {
+            var done: [Bool]
+            var failure: PatchSyncError?
+            var outstanding = 0
+            var waiter: CheckedContinuation<Void, Never>?
+        }
+
+        /// Where the range comes from, for messages.
+        let url: String
+        private let state: Mutex<State>
+
+        init(count: Int, url: String) {
+            self.url = url
+            state = Mutex(State(done: Array(repeating: false, count: count)))
+        }
+
+        /// The first refusal, once a chunk was refused.
+        var failure: PatchSyncError? { state.withLock { $0.failure } }
+
+        /// Which chunks are written, and the first refusal, if any.
+        var verdicts: (done: [Bool], failure: PatchSyncError?) { state.withLock { ($0.done, $0.failure) } }
+
+        /// Counts a chunk handed to the pipeline.
+        func submitted() {
+            state.withLock { $0.outstanding += 1 }
+        }
+
+        /// Called by a pipeline worker when chunk `index` is written (nil) or refused.
+        func finished(_ index: Int, error: PatchSyncError?) {
+            let resume = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                if let error { state.failure = state.failure ?? error } else { state.done[index] = true }
+                state.outstanding -= 1
+                guard state.outstanding == 0, let waiter = state.waiter else { return nil }
+                state.waiter = nil
+                return waiter
+            }
+            resume?.resume()
+        }
+
+        /// Waits until every chunk handed to the pipeline has been written or refused.
+        func drained() async {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now: Bool = state.withLock { state in
+                    if state.outstanding == 0 { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
     }
 }

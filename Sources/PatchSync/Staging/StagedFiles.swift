@@ -8,28 +8,40 @@ import Foundation
 /// (before it frees its connection for the next request) awaits ``durable()``. So what a killed
 /// sync loses is what was in flight, as before: bytes being received or waiting for their flush.
 ///
-/// Thread-safety: `condition` guards the descriptor table, the pending records, the flush
-/// tickets and the waiters; chunk writes use pwrite at distinct offsets.
-final class StagedFiles: @unchecked Sendable {
+/// Thread-safety: a ``ConditionLock`` holds the descriptor table, the pending records, the flush
+/// tickets and the waiters, and is what the flusher, `flush()` and `closeAll()` wait on; chunk
+/// writes use pwrite at distinct offsets.
+final class StagedFiles: Sendable {
+    /// What the writers, the flusher and the waiters share.
+    private struct Shared {
+        var open: [String: FileDescriptor] = [:]
+        /// The inode of each file written to, as opened: a resume record names it.
+        var inodes: [String: Int64] = [:]
+        var pending: [StateStore.ChunkRecord] = []
+        var pendingFiles = Set<String>()
+        var pendingBytes = 0
+        var bytesWritten: Int64 = 0
+        /// Writes queued so far, and how many of them are synced and recorded.
+        var written = 0
+        var flushed = 0
+        var flushFailure: PatchSyncError?
+        var waiters: [(ticket: Int, continuation: CheckedContinuation<PatchSyncError?, Never>)] = []
+        var flushing = false
+        var stopping = false
+        var flusherDone = false
+
+        /// Whether the flusher has work: enough pending, or a fetch waiting for what is pending;
+        /// never while a flush runs.
+        var flushDue: Bool {
+            !flushing && (pending.count >= StagedFiles.flushChunks || pendingBytes >= StagedFiles.flushBytes
+                          || (!waiters.isEmpty && !pending.isEmpty))
+        }
+    }
+
     let directory: String
     let build: String
     private let state: StateStore
-    private let condition = NSCondition()
-    private var open: [String: FileDescriptor] = [:]
-    /// The inode of each file written to, as opened: a resume record names it.
-    private var inodes: [String: Int64] = [:]
-    private var pending: [StateStore.ChunkRecord] = []
-    private var pendingFiles = Set<String>()
-    private var pendingBytes = 0
-    private(set) var bytesWritten: Int64 = 0
-    /// Writes queued so far, and how many of them are synced and recorded.
-    private var written = 0
-    private var flushed = 0
-    private var flushFailure: PatchSyncError?
-    private var waiters: [(ticket: Int, continuation: CheckedContinuation<PatchSyncError?, Never>)] = []
-    private var flushing = false
-    private var stopping = false
-    private let flusherDone = DispatchSemaphore(value: 0)
+    private let lock = ConditionLock(Shared())
 
     /// Above this many files in one flush, the whole file system is synced once instead.
     static let filesPerSync = 16
@@ -63,27 +75,32 @@ final class StagedFiles: @unchecked Sendable {
                 inodes.append(inode)
             } catch { throw PatchSyncError.wrap(error).during("staging \(destination.path)") }
         }
-        condition.withLock {
-            pending += zip(destinations, inodes).map {
-                StateStore.ChunkRecord(ref: .init(path: $0.path, index: $0.index), sha256: sha256.hex, inode: $1)
-            }
-            destinations.forEach { pendingFiles.insert($0.path) }
-            pendingBytes += bytes.count * destinations.count
-            bytesWritten += Int64(bytes.count * destinations.count)
-            written += 1
-            if pending.count >= Self.flushChunks || pendingBytes >= Self.flushBytes { condition.broadcast() }
+        let records = zip(destinations, inodes).map {
+            StateStore.ChunkRecord(ref: .init(path: $0.path, index: $0.index), sha256: sha256.hex, inode: $1)
+        }
+        let count = bytes.count * destinations.count
+        lock.withLock { shared in
+            shared.pending += records
+            for destination in destinations { shared.pendingFiles.insert(destination.path) }
+            shared.pendingBytes += count
+            shared.bytesWritten += Int64(count)
+            shared.written += 1
+            if shared.pending.count >= Self.flushChunks || shared.pendingBytes >= Self.flushBytes { lock.broadcast() }
         }
     }
+
+    /// Bytes written to staged files so far (each destination counts).
+    var bytesWritten: Int64 { lock.withLock { $0.bytesWritten } }
 
     /// Returns once every chunk written before the call is synced and recorded done; throws
     /// what the flush that covered them failed with.
     func durable() async throws(PatchSyncError) {
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<PatchSyncError?, Never>) in
-            let now: PatchSyncError?? = condition.withLock {
-                if let flushFailure { return .some(flushFailure) }
-                if flushed >= written { return .some(nil) }
-                waiters.append((written, continuation))
-                condition.broadcast()
+            let now = lock.withLock { shared -> PatchSyncError?? in
+                if let flushFailure = shared.flushFailure { return .some(flushFailure) }
+                if shared.flushed >= shared.written { return .some(nil) }
+                shared.waiters.append((shared.written, continuation))
+                lock.broadcast()
                 return .none
             }
             if let now { continuation.resume(returning: now) }
@@ -93,58 +110,53 @@ final class StagedFiles: @unchecked Sendable {
 
     /// Syncs and records everything written so far, on the caller's thread (at the end of a stage).
     func flush() throws(PatchSyncError) {
-        condition.lock()
-        while flushing { condition.wait() }
-        flushing = true
-        condition.unlock()
+        lock.withLock(when: { !$0.flushing }) { $0.flushing = true }
         flushPending()
-        if let failure = condition.withLock({ flushFailure }) { throw failure }
+        if let failure = lock.withLock({ $0.flushFailure }) { throw failure }
     }
 
     /// Ends the flusher (after a last flush) and closes every descriptor.
     func closeAll() {
-        condition.withLock {
-            stopping = true
-            condition.broadcast()
+        lock.withLock { shared in
+            shared.stopping = true
+            lock.broadcast()
         }
-        flusherDone.wait()
-        condition.withLock { open.removeAll() }
+        lock.withLock(when: { $0.flusherDone }) { $0.open.removeAll() }
     }
 
     private func flushLoop() {
         while true {
-            condition.lock()
-            while !stopping && (flushing || !(pending.count >= Self.flushChunks || pendingBytes >= Self.flushBytes
-                                              || (!waiters.isEmpty && !pending.isEmpty))) {
-                condition.wait()
+            let go = lock.withLock(when: { $0.stopping || $0.flushDue }) { shared -> Bool in
+                if shared.stopping && (shared.flushing || shared.pending.isEmpty) { return false }
+                shared.flushing = true
+                return true
             }
-            if stopping && (flushing || pending.isEmpty) {
-                condition.unlock()
-                break
-            }
-            flushing = true
-            condition.unlock()
+            guard go else { break }
             flushPending()
         }
-        flusherDone.signal()
+        lock.withLock { shared in
+            shared.flusherDone = true
+            lock.broadcast()
+        }
     }
 
     /// Takes the pending records, syncs their files and records them; the caller has set `flushing`.
     private func flushPending() {
-        let (refs, paths, ticket) = condition.withLock { () -> ([StateStore.ChunkRecord], Set<String>, Int) in
-            defer { pending = []; pendingFiles = []; pendingBytes = 0 }
-            return (pending, pendingFiles, written)
+        let (refs, paths, ticket) = lock.withLock { shared -> ([StateStore.ChunkRecord], Set<String>, Int) in
+            defer { shared.pending = []; shared.pendingFiles = []; shared.pendingBytes = 0 }
+            return (shared.pending, shared.pendingFiles, shared.written)
         }
         var failure: PatchSyncError?
         do throws(PatchSyncError) { try record(refs, syncing: paths) } catch { failure = error }
-        let resume = condition.withLock { () -> [(CheckedContinuation<PatchSyncError?, Never>, PatchSyncError?)] in
-            flushing = false
-            flushFailure = flushFailure ?? failure
-            if flushFailure == nil { flushed = ticket }
-            let ready = waiters.filter { flushFailure != nil || $0.ticket <= flushed }
-            waiters.removeAll { flushFailure != nil || $0.ticket <= flushed }
-            condition.broadcast()
-            return ready.map { ($0.continuation, flushFailure) }
+        let resume = lock.withLock { shared -> [(CheckedContinuation<PatchSyncError?, Never>, PatchSyncError?)] in
+            shared.flushing = false
+            shared.flushFailure = shared.flushFailure ?? failure
+            if shared.flushFailure == nil { shared.flushed = ticket }
+            let (failed, flushed) = (shared.flushFailure, shared.flushed)
+            let ready = shared.waiters.filter { failed != nil || $0.ticket <= flushed }
+            shared.waiters.removeAll { failed != nil || $0.ticket <= flushed }
+            lock.broadcast()
+            return ready.map { ($0.continuation, failed) }
         }
         for (continuation, failure) in resume { continuation.resume(returning: failure) }
     }
@@ -166,14 +178,14 @@ final class StagedFiles: @unchecked Sendable {
 
     /// The open descriptor of a staged file, and its inode.
     private func descriptor(_ path: String) throws(Errno) -> (fd: FileDescriptor, inode: Int64) {
-        condition.lock()
-        defer { condition.unlock() }
-        if let fd = open[path], let inode = inodes[path] { return (fd, inode) }
-        if open.count >= 256 { open.removeAll() }
-        let fd = try FileDescriptor(path: directory + "/" + path, flags: O_RDWR | O_NOFOLLOW)
-        let inode = Int64(try fd.status().st_ino)
-        open[path] = fd
-        inodes[path] = inode
-        return (fd, inode)
+        try lock.withLock { (shared: inout Shared) throws(Errno) -> (fd: FileDescriptor, inode: Int64) in
+            if let fd = shared.open[path], let inode = shared.inodes[path] { return (fd, inode) }
+            if shared.open.count >= 256 { shared.open.removeAll() }
+            let fd = try FileDescriptor(path: directory + "/" + path, flags: O_RDWR | O_NOFOLLOW)
+            let inode = Int64(try fd.status().st_ino)
+            shared.open[path] = fd
+            shared.inodes[path] = inode
+            return (fd, inode)
+        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs the range requests of a plan, a bounded number at once, each retried on the
 /// mirrors as the origin's retry policy decides; a response that fails part-way leaves
@@ -76,21 +77,22 @@ struct ChunkFetcher: Sendable {
     /// The chunks' part of the transfer's progress, shared by the concurrent requests: counts the
     /// files whose last chunk arrived.
     ///
-    /// Thread-safety: `lock` guards `pending`.
-    private final class Progress: @unchecked Sendable {
-        private let lock = NSLock()
+    /// Thread-safety: a `Mutex` holds `pending`; the requests report from any thread.
+    private final class Progress: Sendable {
         /// Chunks still to come per file being fetched; a file is done when its count reaches zero.
-        private var pending: [String: Int] = [:]
+        private let pending: Mutex<[String: Int]>
         private let transfer: TransferProgress
 
         /// `before`: bytes this sync already fetched another way (the delta pack), counted first.
         init(total: Int64, before: Int64, requests: [[Plan.Need]]) {
+            var pending: [String: Int] = [:]
             for need in requests.joined() { for d in need.destinations { pending[d.path, default: 0] += 1 } }
             transfer = TransferProgress(done: before, total: before + total, filesTotal: pending.count)
+            self.pending = Mutex(pending)
         }
 
         func add(_ needs: [Plan.Need]) -> SyncEvent? {
-            let files: Int = lock.withLock {
+            let files: Int = pending.withLock { pending in
                 var finished = 0
                 for need in needs {
                     for d in need.destinations {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 extension Syncer {
     /// What the delta path did in one sync.
@@ -195,25 +196,40 @@ extension Origin {
 
 /// A sink that appends a body to a file.
 ///
-/// Thread-safety: written only on the transfer thread, read after the transfer completed.
-final class FileSink: ResponseSink, @unchecked Sendable {
+/// Thread-safety: a `Mutex` holds the count and the error (uncontended: written on the transfer
+/// thread, read after the transfer completed); `output` is written on the transfer thread only.
+final class FileSink: ResponseSink, Sendable {
+    private struct State {
+        var written: Int64 = 0
+        var error: PatchSyncError?
+    }
+
     private let output: FileDescriptor
-    private let onWrite: (Int64) -> Void
-    private(set) var written: Int64 = 0
-    private(set) var error: PatchSyncError?
+    private let onWrite: @Sendable (Int64) -> Void
+    private let state = Mutex(State())
+
+    /// The bytes written so far.
+    var written: Int64 { state.withLock { $0.written } }
+    /// Why writing failed, if it did.
+    var error: PatchSyncError? { state.withLock { $0.error } }
 
     /// `onWrite` is called with the bytes written so far after each write.
-    init(_ output: FileDescriptor, onWrite: @escaping (Int64) -> Void = { _ in }) {
+    init(_ output: FileDescriptor, onWrite: @escaping @Sendable (Int64) -> Void = { _ in }) {
         self.output = output
         self.onWrite = onWrite
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
         do { try output.write(bytes) } catch {
-            self.error = PatchSyncError.wrap(error).during("saving a download")
-            return self.error
+            let failure = PatchSyncError.wrap(error).during("saving a download")
+            state.withLock { $0.error = failure }
+            return failure
         }
-        written += Int64(bytes.count)
+        let count = Int64(bytes.count)
+        let written = state.withLock { state in
+            state.written += count
+            return state.written
+        }
         onWrite(written)
         return nil
     }

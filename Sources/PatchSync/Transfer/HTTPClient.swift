@@ -155,19 +155,15 @@ private final class TransferLoop: @unchecked Sendable {
 
     /// How long to wait for activity: until tokens are back when transfers wait for them.
     private func pollTimeout() -> Int {
-        guard let limiter, !limiter.paused.isEmpty else { return 1000 }
+        guard let limiter, limiter.hasPaused else { return 1000 }
         limiter.refill()
         return min(1000, limiter.millisecondsUntilAvailable)
     }
 
     /// Resumes the transfers that paused for tokens, once the budget has some again.
     private func resumePaused() {
-        guard let limiter, !limiter.paused.isEmpty else { return }
-        limiter.refill()
-        guard limiter.available else { return }
-        let waiting = limiter.paused
-        limiter.paused = []
-        for box in waiting {
+        guard let limiter else { return }
+        for box in limiter.resumable() {
             // May deliver the kept bytes at once, and pause again if they spend the budget.
             if let easy = box.currentEasy { ccurl_easy_pause(easy, ccurl_pause_cont) }
         }
@@ -249,7 +245,7 @@ private final class TransferLoop: @unchecked Sendable {
         guard let pointer else { ccurl_easy_cleanup(easy); return }
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
         box.currentEasy = nil
-        limiter?.paused.removeAll { $0 === box }
+        limiter?.forget(box)
         lock.withLock { bytesTotal += box.arrived }
         box.complete(outcome(of: box, easy: easy, code: code))
         ccurl_easy_cleanup(easy)

@@ -14,73 +14,112 @@ import Synchronization
 /// With a ``DelayController`` the rate follows request latency below the cap (discretionary syncs
 /// yield to other traffic).
 ///
-/// Thread-safety: used only on the transfer thread, except `publishedRate` (a Mutex).
-final class RateLimiter: @unchecked Sendable {
-    private(set) var bytesPerSecond: Double
-    private var capacity: Double { Self.capacity(at: bytesPerSecond) }
-    private var tokens: Double
-    private var last = ContinuousClock.now
-    private var controller: DelayController?
+/// Thread-safety: a `Mutex` holds the bucket, the controller and the paused transfers. Only the
+/// transfer thread takes it, except to read ``publishedRate``, so it is uncontended.
+final class RateLimiter: Sendable {
+    private struct State {
+        var bytesPerSecond: Double
+        var tokens: Double
+        var last = ContinuousClock.now
+        var controller: DelayController?
+        /// Bytes taken since `windowStart`, and the rate they came at over the last window: how fast
+        /// the link actually delivers (the controller's rate may not run ahead of it).
+        var windowBytes = 0.0
+        var windowStart = ContinuousClock.now
+        var achieved: Double?
+        /// Transfers paused for want of tokens, to resume once there are some.
+        var paused: [TransferBox] = []
+
+        var capacity: Double { RateLimiter.capacity(at: bytesPerSecond) }
+
+        /// Adds the tokens earned since the last refill.
+        mutating func refill(now: ContinuousClock.Instant) {
+            let elapsed = now - last
+            last = now
+            tokens = min(capacity, tokens + elapsed / .seconds(1) * bytesPerSecond)
+        }
+    }
+
     private let started = ContinuousClock.now
-    /// Bytes taken since `windowStart`, and the rate they came at over the last window: how fast
-    /// the link actually delivers (the controller's rate may not run ahead of it).
-    private var windowBytes = 0.0
-    private var windowStart = ContinuousClock.now
-    private var achieved: Double?
-    private let shared: Mutex<Double>
-    /// Transfers paused for want of tokens, to resume once there are some.
-    var paused: [TransferBox] = []
+    private let state: Mutex<State>
 
     init(bytesPerSecond: Int, yielding: Bool = false) {
         let cap = Double(max(1, bytesPerSecond))
-        controller = yielding ? DelayController(ceiling: cap) : nil
-        self.bytesPerSecond = controller?.rate ?? cap
-        tokens = Self.capacity(at: self.bytesPerSecond)
-        shared = Mutex(self.bytesPerSecond)
+        let controller = yielding ? DelayController(ceiling: cap) : nil
+        let rate = controller?.rate ?? cap
+        state = Mutex(State(bytesPerSecond: rate, tokens: Self.capacity(at: rate), controller: controller))
     }
 
     /// The current rate, for other threads.
-    var publishedRate: Double { shared.withLock { $0 } }
+    var publishedRate: Double { state.withLock { $0.bytesPerSecond } }
 
     /// The bucket's size at `rate`: a twentieth of a second's worth, at least 16 KiB.
     private static func capacity(at rate: Double) -> Double { max(16 * 1024, rate / 20) }
 
     /// A request's time to first byte, for the delay controller (no-op without one).
     func observe(latency seconds: Double) {
-        guard var controller else { return }
-        refill()
-        let now = ContinuousClock.now
-        let window = (now - windowStart) / .seconds(1)
-        if window >= 0.5 {
-            achieved = windowBytes / window
-            windowBytes = 0
-            windowStart = now
+        state.withLock { state in
+            guard var controller = state.controller else { return }
+            state.refill(now: .now)
+            let now = ContinuousClock.now
+            let window = (now - state.windowStart) / .seconds(1)
+            if window >= 0.5 {
+                state.achieved = state.windowBytes / window
+                state.windowBytes = 0
+                state.windowStart = now
+            }
+            let rate = controller.observe(delay: seconds, at: (now - started) / .seconds(1), achieved: state.achieved)
+            state.controller = controller
+            state.bytesPerSecond = rate
+            state.tokens = min(state.tokens, state.capacity)
         }
-        let rate = controller.observe(delay: seconds, at: (now - started) / .seconds(1), achieved: achieved)
-        self.controller = controller
-        bytesPerSecond = rate
-        tokens = min(tokens, capacity)
-        shared.withLock { $0 = rate }
     }
 
     /// Adds the tokens earned since the last refill.
     func refill(now: ContinuousClock.Instant = .now) {
-        let elapsed = now - last
-        last = now
-        tokens = min(capacity, tokens + elapsed / .seconds(1) * bytesPerSecond)
+        state.withLock { $0.refill(now: now) }
     }
 
     /// Whether a transfer may take bytes now.
-    var available: Bool { tokens > 0 }
+    var available: Bool { state.withLock { $0.tokens > 0 } }
 
     /// Charges `bytes` taken.
     func take(_ bytes: Int) {
-        tokens -= Double(bytes)
-        windowBytes += Double(bytes)
+        state.withLock { state in
+            state.tokens -= Double(bytes)
+            state.windowBytes += Double(bytes)
+        }
     }
 
     /// How long until the bucket holds tokens again, in milliseconds (at least 1).
     var millisecondsUntilAvailable: Int {
-        tokens > 0 ? 0 : max(1, Int((-tokens / bytesPerSecond * 1000).rounded(.up)))
+        state.withLock { state in
+            state.tokens > 0 ? 0 : max(1, Int((-state.tokens / state.bytesPerSecond * 1000).rounded(.up)))
+        }
+    }
+
+    /// Whether transfers wait for tokens.
+    var hasPaused: Bool { state.withLock { !$0.paused.isEmpty } }
+
+    /// Parks a transfer that found the bucket empty, until ``resumable()`` hands it back.
+    func pause(_ box: TransferBox) {
+        state.withLock { $0.paused.append(box) }
+    }
+
+    /// Refills, and once the bucket holds tokens again, hands back the paused transfers (forgetting
+    /// them); none while it is still empty.
+    func resumable() -> [TransferBox] {
+        state.withLock { state -> [TransferBox] in
+            guard !state.paused.isEmpty else { return [] }
+            state.refill(now: .now)
+            guard state.tokens > 0 else { return [] }
+            defer { state.paused = [] }
+            return state.paused
+        }
+    }
+
+    /// Forgets a transfer that ended while paused.
+    func forget(_ box: TransferBox) {
+        state.withLock { state in state.paused.removeAll { $0 === box } }
     }
 }

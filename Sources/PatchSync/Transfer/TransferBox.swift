@@ -87,7 +87,7 @@ final class TransferBox: @unchecked Sendable {
                 if let latency = Self.timeToFirstByte(easy) { limiter.observe(latency: latency) }
             }
             guard limiter.available else {
-                limiter.paused.append(self)
+                limiter.pause(self)
                 return .pause
             }
             limiter.take(bytes.count)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One GET, optionally of a byte range, with a hard bound on the body.
 struct TransferRequest: Sendable {
@@ -61,12 +62,16 @@ protocol ResponseSink: AnyObject {
 
 /// A sink that collects a bounded body in memory (metadata, manifests).
 ///
-/// Thread-safety: written only on the transfer thread, read after the transfer completed.
-final class DataSink: ResponseSink, @unchecked Sendable {
-    private(set) var data = Data()
+/// Thread-safety: a `Mutex` holds the body (uncontended: written on the transfer thread, read after
+/// the transfer completed).
+final class DataSink: ResponseSink, Sendable {
+    private let body = Mutex(Data())
+
+    /// The body received so far.
+    var data: Data { body.withLock { $0 } }
 
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
-        data.append(contentsOf: bytes)
+        body.withLock { $0.append(contentsOf: bytes) }
         return nil
     }
 }

@@ -19,16 +19,21 @@ func expectCompleteBuild(_ install: Install, sourceLocation: SourceLocation = #_
 
 /// `PRAGMA integrity_check` of the install's state database, read by python's sqlite3.
 func integrityCheck(_ install: Install) throws -> String {
+    try stateQuery(install, "PRAGMA integrity_check").first ?? ""
+}
+
+/// The first column of each row `sql` returns from the install's state database, read by python's sqlite3.
+func stateQuery(_ install: Install, _ sql: String) throws -> [String] {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('PRAGMA integrity_check').fetchone()[0])",
-                         install.root + "/.patchsync/state.db"]
+    process.arguments = ["python3", "-c", "import sqlite3,sys; [print(r[0]) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]",
+                         install.root + "/.patchsync/state.db", sql]
     let out = Pipe()
     process.standardOutput = out
     try process.run()
     let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
-    return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    return text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
 }
 
 /// A build tree that changes a little with every release: a few files rewritten from `seed`.

@@ -89,15 +89,15 @@ struct ResumeIdentityTests {
     func resumeRereadsOnlyChangedFiles() throws {
         let (fixture, install, folder) = try Self.interrupted(chunks: 30)
         defer { withExtendedLifetime(fixture) {} }
-        let files = try Self.stagedFiles(folder)
-        try #require(files.count >= 2)
-        let inPlace = try FileHandle(forWritingTo: URL(fileURLWithPath: files[0]))
+        let recorded = try #require(try stateQuery(install, "SELECT DISTINCT path FROM staged_chunk ORDER BY path").first)
+        let inPlace = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/" + recorded))
         try inPlace.write(contentsOf: Data(repeating: 0, count: 16))  // same inode and size, a new change time
         try inPlace.close()
         let sync = try CLI.run(["sync", "--install", install.root, "--quiet"], environment: ["PATCHSYNC_LOG": "info"])
         #expect(sync.status == 0, "\(sync.stderr)")
         let line = try #require(sync.stderr.split(separator: "\n").first { $0.contains("unchanged since their last flush") },
                                 "\(sync.stderr)")
+        print("resumed sync: \(line)")
         let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }.suffix(3)
         let (vouched, reread) = (numbers.first ?? 0, numbers.dropFirst().first ?? -1)
         // Read again: the overwritten file, and those the kill cut short (at most one per connection, 6).

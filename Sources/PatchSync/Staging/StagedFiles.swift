@@ -173,7 +173,15 @@ final class StagedFiles: Sendable {
                 do { try descriptor(path).fd.sync() } catch { throw PatchSyncError.wrap(error).during("staging \(path)") }
             }
         }
-        try state.recordDone(build, refs)
+        // Each file's stamp, taken after its recorded bytes are durable: while it stats the same, a
+        // resume trusts the records without reading the file again (StagedBuild.prepare).
+        var stamps: [StateStore.FileStamp] = []
+        for path in paths {
+            do { stamps.append(StateStore.FileStamp(path: path, try descriptor(path).fd.status())) } catch {
+                throw PatchSyncError.wrap(error).during("staging \(path)")
+            }
+        }
+        try state.recordDone(build, refs, stamps: stamps)
     }
 
     /// The open descriptor of a staged file, and its inode.

@@ -13,8 +13,7 @@ extension Syncer {
         let routesOnly = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: [])
         let resumed = try staged.prepare(routesOnly.assembled)
         if resumed.filesVouched + resumed.filesReread > 0 {
-            Self.logger.info("resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, "
-                             + "\(resumed.filesReread) read again (\(resumed.bytesReread) bytes)")
+            Self.logger.info("resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)")
         }
         var plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: resumed.done)
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in

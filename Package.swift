@@ -20,10 +20,11 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLibDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
         .target(
             name: "PatchSync",
             dependencies: [
-                "CCurl", "CLinux", "CZlib", "CLibCrypto", "CSQLite3",
+                "CCurl", "CLinux", "CZlib", "CLibDeflate", "CLibCrypto", "CSQLite3",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

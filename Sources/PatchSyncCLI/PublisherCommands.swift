@@ -112,7 +112,8 @@ struct Publish: AsyncParsableCommand {
             metadata. Publishing the same build id with the same content again is a no-op.
             For each of the channel's latest builds (--delta-sources, default 2) it also writes a
             delta pack: players on those builds patch changed files from what they have, and
-            fetch chunks for the rest.
+            fetch chunks for the rest. New files up to --small-file KiB (default 128) go into pack
+            objects of about --pack-size KiB (default 4096), so one request carries many files.
 
             Example:
               patchsync publish build/ --origin out/ --build-id 1.4.2+873 --key keys/online.key
@@ -128,9 +129,17 @@ struct Publish: AsyncParsableCommand {
     var deltaSources = 2
     @Option(help: ArgumentHelp("The average chunk size in KiB, a power of two (min a quarter, max 4×).",
                                valueName: "KiB")) var chunkSize: Int?
+    @Option(help: ArgumentHelp("New files up to this size go into pack objects (0: every file its own object).",
+                               valueName: "KiB")) var smallFile = PackWriter.defaultSmallFile >> 10
+    @Option(help: ArgumentHelp("The size at which a pack of small files is closed.", valueName: "KiB"))
+    var packSize = PackWriter.defaultTargetSize >> 10
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        guard smallFile >= 0, packSize >= 1 else {
+            throw PatchSyncError(.usage, "--small-file \(smallFile) and --pack-size \(packSize) must be 0 or more and 1 or more",
+                                 remedy: "give sizes in KiB, e.g. --small-file 128 --pack-size 4096")
+        }
         let rules = try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
             ?? BundleRules(bundles: [.base])
         var options = Publisher.Options(buildDirectory: buildDirectory, origin: origin,
@@ -140,6 +149,8 @@ struct Publish: AsyncParsableCommand {
             throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
         }
         options.deltaSources = deltaSources
+        options.smallFileBytes = smallFile << 10
+        options.packSize = packSize << 10
         if let chunkSize {
             let average = chunkSize << 10
             options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)

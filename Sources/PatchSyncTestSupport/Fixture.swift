@@ -20,10 +20,11 @@ public final class Fixture: @unchecked Sendable {
         _ = try Repository.create(origin: directory + "/origin", rootKey: rootKey, onlineKey: onlineKey, now: now)
     }
 
-    /// A fixture whose origin already holds build "1" of the sample game at `scale`.
-    public static func published(scale: Double = 0.002) throws -> Fixture {
+    /// A fixture whose origin already holds build "1" of the sample game at `scale`; without `packs`,
+    /// every file is its own object (hundreds of requests for a transfer test to fault).
+    public static func published(scale: Double = 0.002, packs: Bool = true) throws -> Fixture {
         let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: scale), id: "1")
+        try fixture.publish(try fixture.sampleBuild(1, scale: scale), id: "1", smallFileBytes: packs ? PackWriter.defaultSmallFile : 0)
         return fixture
     }
 
@@ -47,12 +48,13 @@ public final class Fixture: @unchecked Sendable {
     @discardableResult
     public func publish(_ build: String, id: String, channel: String = "live",
                         chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
-                        now: Date = Date()) throws -> Publisher.Report {
+                        smallFileBytes: Int = PackWriter.defaultSmallFile, now: Date = Date()) throws -> Publisher.Report {
         var options = Publisher.Options(buildDirectory: build, origin: origin, buildId: try BuildID(id),
                                         bundles: try BundleRules(bundles: [.base]))
         options.channel = try Channel(channel)
         options.chunking = chunking
         options.deltaSources = deltaSources
+        options.smallFileBytes = smallFileBytes
         options.now = now
         return try Publisher(options: options, key: onlineKey).run()
     }

@@ -10,7 +10,8 @@ struct DiscretionaryCLITests {
     static func slowWorld() throws -> (Fixture, NginxOrigin, Install) {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.03), id: "1")
-        let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "100k")
+        // Packs make few, large requests: a slow link keeps the sync running long enough to watch.
+        let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "40k")
         return (fixture, nginx, try fixture.makeInstall(remotes: [nginx.url]))
     }
 

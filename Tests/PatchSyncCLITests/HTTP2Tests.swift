@@ -9,7 +9,7 @@ import Testing
 struct HTTP2Tests {
     @Test("a sync from nginx with TLS and http2 runs over HTTP/2, its concurrent requests multiplexed on one connection")
     func multiplexed() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let origin = try NginxOrigin(root: fixture.origin, tls: true)
         let install = try fixture.makeInstall(remotes: [origin.url]) {
             $0.caFile = origin.caFile
@@ -26,7 +26,7 @@ struct HTTP2Tests {
 
     @Test("an https origin whose CA the install does not trust is refused (TLS verification is always on), exit 69")
     func untrustedCertificate() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let origin = try NginxOrigin(root: fixture.origin, tls: true)
         let install = try fixture.makeInstall(remotes: [origin.url])
         let result = try CLI.run(["sync", "--install", install.root])

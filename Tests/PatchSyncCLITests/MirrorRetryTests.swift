@@ -12,7 +12,7 @@ import Testing
 struct MirrorRetryTests {
     @Test("503 bursts: each object is retried on the same mirror and the sync completes; with a failure streak of 1 it fails (69)")
     func serviceUnavailableBursts() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .unavailable, count: 1)
         let once = try fixture.makeInstall("once", remotes: [origin.url]) { $0.failureStreak = 1 }
         let failed = try CLI.run(["sync", "--install", once.root])
@@ -27,7 +27,7 @@ struct MirrorRetryTests {
 
     @Test("a mirror that answers 404 for objects (one lagging behind) is asked by the requests in flight, then passed over while the next mirror serves them")
     func notFoundMovesOn() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let missing = try FaultOrigin(root: fixture.origin, fault: .missing)
         let good = try NginxOrigin(root: fixture.origin)
         let install = try fixture.makeInstall(remotes: [missing.url, good.url])
@@ -41,7 +41,7 @@ struct MirrorRetryTests {
 
     @Test("when every mirror fails, exit 69 names each mirror and its last error")
     func allMirrorsFail() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let first = try FaultOrigin(root: fixture.origin, fault: .unavailable)
         let second = try FaultOrigin(root: fixture.origin, fault: .missing)
         let install = try fixture.makeInstall(remotes: [first.url, second.url])
@@ -72,7 +72,7 @@ struct MirrorRetryTests {
 
     @Test("one origin answering 30% of object requests with 503: the sync completes and the applied build verifies")
     func thirtyPercentUnavailable() throws {
-        let fixture = try Fixture.published()  // about 380 objects
+        let fixture = try Fixture.published(packs: false)  // about 380 objects
         let origin = try FaultOrigin(root: fixture.origin, fault: .unavailable, probability: 0.3, seed: Self.seed)
         let install = try fixture.makeInstall(remotes: [origin.url])
         let result = try Self.timedSync(install, "one mirror, 30% of object requests answered 503", origin: origin)
@@ -83,7 +83,7 @@ struct MirrorRetryTests {
 
     @Test("one origin cutting half of its responses short: the sync completes and the applied build verifies")
     func halfCutShort() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .closeMidBody, probability: 0.5, seed: Self.seed)
         let install = try fixture.makeInstall(remotes: [origin.url])
         let result = try Self.timedSync(install, "one mirror, half of the responses cut short (faulted = asked again)",
@@ -96,7 +96,7 @@ struct MirrorRetryTests {
 
     @Test("every mirror dead (ports closed): exit 69 naming each mirror, once the failure streak is spent")
     func deadOrigin() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let mirrors = ["http://127.0.0.1:1", "http://127.0.0.1:9"]  // nothing listens: connections are refused
         let install = try fixture.makeInstall(remotes: mirrors)
         let result = try Self.timedSync(install, "two dead mirrors (connections refused)")

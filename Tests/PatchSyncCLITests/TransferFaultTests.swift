@@ -43,7 +43,7 @@ struct TransferFaultTests {
     @Test("a fault on the first response of each object is retried and the sync completes with a verified tree",
           arguments: FaultOrigin.Fault.allCases.filter { $0 != .missing })  // a 404 is an answer: next mirror
     func faultOnce(_ fault: FaultOrigin.Fault) throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         // Objects whose names start with 0 (a sixteenth): each costs a backoff, a stall a cut-off.
         let origin = try FaultOrigin(root: fixture.origin, fault: fault, count: 1, prefix: "/objects/0")
         let install = try fixture.makeInstall(remotes: [origin.url], configure: Self.configure)
@@ -64,7 +64,7 @@ struct TransferFaultTests {
           arguments: FaultOrigin.Fault.allCases)
     func faultAlways(_ fault: FaultOrigin.Fault) throws {
         let (status, words) = try #require(Self.always[fault])
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: fault)
         let install = try fixture.makeInstall(remotes: [origin.url], configure: Self.configure)
         let result = try CLI.run(["sync", "--install", install.root])
@@ -82,7 +82,7 @@ struct TransferFaultTests {
 
     @Test("an endless body is cut off at the bytes asked: the origin sent little of its 1 GiB")
     func endlessBodyBounded() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .endlessBody, prefix: "/metadata/timestamp.json")
         let install = try fixture.makeInstall(remotes: [origin.url], configure: Self.configure)
         let result = try CLI.run(["sync", "--install", install.root])
@@ -96,7 +96,7 @@ struct TransferFaultTests {
 
     @Test("a mirror that ignores Range: each request reads no further than its range's end")
     func ignoredRangeBounded() throws {
-        let fixture = try Fixture.published()
+        let fixture = try Fixture.published(packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .ignoreRange)
         let install = try fixture.makeInstall(remotes: [origin.url])
         let result = try CLI.run(["sync", "--install", install.root, "--json"])
@@ -116,7 +116,7 @@ struct TransferFaultTests {
 
     @Test("a request deadline cuts off a body that keeps just above the low-speed limit (exit 69, named)")
     func requestDeadline() throws {
-        let fixture = try Fixture.published(scale: 0.01)
+        let fixture = try Fixture.published(scale: 0.01, packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .trickle)
         let install = try fixture.makeInstall(remotes: [origin.url]) {
             $0.lowSpeedBytesPerSecond = 50  // the trickle (100 B/s) stays above it

@@ -7,9 +7,9 @@ extension Manifest {
     /// Refuses a manifest that could write outside the install or does not add up:
     /// unsafe or duplicate paths, special mode bits, chunks that do not tile their file.
     public func validate() throws(PatchSyncError) {
-        guard formatVersion == Manifest.formatVersion else {
-            throw refusal("has format version \(formatVersion); this client reads \(Manifest.formatVersion)",
-                          remedy: "update PatchSync")
+        guard (1...Manifest.formatVersion).contains(formatVersion) else {
+            throw refusal("has format version \(formatVersion); this client reads versions 1 to \(Manifest.formatVersion)",
+                          remedy: "update PatchSync to install this build")
         }
         try chunking.validate()
         let bundleNames = Set(bundles.map(\.name))

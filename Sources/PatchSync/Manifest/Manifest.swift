@@ -5,7 +5,9 @@ import Foundation
 /// Clients trust a manifest only as a TUF target whose length and hash the
 /// signed targets metadata pins. Its JSON Schema is `manifests/manifest.schema.json`.
 public struct Manifest: Codable, Hashable, Sendable {
-    public static let formatVersion = 1
+    /// 2: a file's object may be a pack holding many files' chunks (1: always the file's own object).
+    /// A client reads every version up to its own and refuses a newer one, naming both.
+    public static let formatVersion = 2
 
     public var formatVersion: Int
     public var buildId: BuildID
@@ -119,7 +121,7 @@ public struct FileEntry: Codable, Hashable, Sendable {
     /// Permission bits as in the build folder (0644, 0755); installs make them read-only.
     public var mode: UInt32
     public var sha256: SHA256Digest
-    /// The object holding this content: the file's SHA-256.
+    /// The object holding this content: the file's SHA-256, or a pack of small files (format 2).
     public var object: SHA256Digest
     public var bundle: String
     public var chunks: [ChunkEntry]

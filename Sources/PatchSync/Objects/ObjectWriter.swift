@@ -83,8 +83,25 @@ struct ObjectWriter: Sendable {
         }
     }
 
+    /// Chunks and compresses a small file into memory, for a pack (``PackWriter``): its result, with
+    /// chunk offsets from 0, and the stored bytes.
+    func collect(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> (Result, [UInt8]) {
+        var bytes: [UInt8]? = []
+        do {
+            let result = try store(try FileDescriptor(path: path, flags: O_RDONLY), into: nil, knownHash: knownHash,
+                                   collecting: &bytes)
+            return (result, bytes ?? [])
+        } catch { throw PatchSyncError.wrap(error).during("storing \(path)") }
+    }
+
     private func store(_ input: FileDescriptor, into output: FileDescriptor?,
                        knownHash: SHA256Digest?) throws(PatchSyncError) -> Result {
+        var none: [UInt8]? = nil
+        return try store(input, into: output, knownHash: knownHash, collecting: &none)
+    }
+
+    private func store(_ input: FileDescriptor, into output: FileDescriptor?, knownHash: SHA256Digest?,
+                       collecting collected: inout [UInt8]?) throws(PatchSyncError) -> Result {
         let fileHasher = knownHash == nil ? SHA256Hasher() : nil
         var chunks: [ChunkEntry] = []
         var objectOffset: Int64 = 0
@@ -96,6 +113,9 @@ struct ObjectWriter: Sendable {
             do {
                 if useZlib { try output?.write(packed) } else { try output?.write(bytes) }
             } catch { throw PatchSyncError.wrap(error) }
+            if collected != nil {
+                if useZlib { collected!.append(contentsOf: packed) } else { collected!.append(contentsOf: bytes) }
+            }
             chunks.append(ChunkEntry(offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),
                                      objectOffset: objectOffset, objectLength: stored,
                                      codec: useZlib ? .zlib : .raw))

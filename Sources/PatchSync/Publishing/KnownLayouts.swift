@@ -27,15 +27,18 @@ final class KnownLayouts: Sendable {
     /// True when the origin has no manifest at all: every object in it is a leftover.
     let isEmpty: Bool
 
-    /// Reads the newest manifest (by sequence) of each channel among `targets`.
-    init(targets: [String: TargetFile], load: @escaping Loader) throws(PatchSyncError) {
+    /// Reads the newest manifest (by sequence) of each channel among `targets`, and `first` (the target
+    /// being published again, whose content is all in the origin already) before them.
+    init(targets: [String: TargetFile], first: String? = nil, load: @escaping Loader) throws(PatchSyncError) {
         let manifests = targets.compactMap { path, target in target.custom.map { (path, target, $0) } }
             .sorted { ($0.2.sequence, $0.0) > ($1.2.sequence, $1.0) }
         var newest: [(String, TargetFile)] = [], older: [(String, TargetFile)] = []
         var channels = Set<String>()
         for (path, target, info) in manifests {
+            if path == first { continue }
             if channels.insert(info.channel).inserted { newest.append((path, target)) } else { older.append((path, target)) }
         }
+        if let first, let target = targets[first] { newest.insert((first, target), at: 0) }
         var state = State(unread: older)
         for (path, target) in newest {
             Self.add(try load(path, target), to: &state)
@@ -45,11 +48,13 @@ final class KnownLayouts: Sendable {
         isEmpty = manifests.isEmpty
     }
 
-    /// The layout a manifest in the origin gives the object of content `sha`, reading older manifests
-    /// until one describes it; nil when none does.
-    func layout(of sha: SHA256Digest) throws(PatchSyncError) -> FileEntry? {
+    /// The layout (object and chunks) a manifest in the origin gives content `sha`: from the manifests
+    /// read so far, and when `readingOlder`, from older ones read until one describes it; nil when none does.
+    /// Content in a pack of an older build only is packed again rather than read for: the caller asks for
+    /// older manifests only when an object of the content's own name exists.
+    func layout(of sha: SHA256Digest, readingOlder: Bool = true) throws(PatchSyncError) -> FileEntry? {
         let found = state.withLock { state -> Result<FileEntry?, PatchSyncError> in
-            while state.layouts[sha] == nil, !state.unread.isEmpty {
+            while readingOlder, state.layouts[sha] == nil, !state.unread.isEmpty {
                 let (path, target) = state.unread.removeFirst()
                 do throws(PatchSyncError) { Self.add(try load(path, target), to: &state) } catch { return .failure(error) }
             }

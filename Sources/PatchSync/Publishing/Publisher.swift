@@ -12,6 +12,9 @@ public struct Publisher: Sendable {
         public var chunking: ChunkingParameters = .standard
         /// How many of the channel's latest builds get a delta pack to this one (0: none).
         public var deltaSources = 2
+        /// Files up to this size are stored in pack objects of about `packSize` bytes (0: no packs).
+        public var smallFileBytes = PackWriter.defaultSmallFile
+        public var packSize = PackWriter.defaultTargetSize
         public var now = Date()
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
@@ -54,15 +57,19 @@ public struct Publisher: Sendable {
         let sequence = nextSequence(repo)
         // Read once, for the delta packs and the manifest deltas, and as known layouts (a republish needs none).
         let bases = repo.targetFiles[target] == nil ? try deltaBases(repo, sequence: sequence) : []
-        let known = try knownObjects(repo, loaded: bases)
+        let known = try knownObjects(repo, loaded: bases, republishing: target)
         let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: options.origin)
         for path in paths { try Manifest.checkPath(path) }
         do { try ObjectWriter.prepare(origin: options.origin) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(options.origin)/objects")
         }
         let placer = ObjectPlacer(origin: options.origin)
+        let packer = PackWriter(origin: options.origin, placer: placer, targetSize: options.packSize)
         let entries: [(FileEntry, Int64, ObjectWriter.Pending?)]
-        do { entries = try self.entries(for: paths, writer: writer, known: known, placer: placer, progress: progress) } catch {
+        do {
+            entries = try self.entries(for: paths, writer: writer, known: known, placer: placer, packer: packer,
+                                       progress: progress)
+        } catch {
             _ = try? placer.finish()  // what was written is complete: in place, it is reused or replaced next time
             throw error
         }
@@ -73,7 +80,7 @@ public struct Publisher: Sendable {
             throw PatchSyncError.wrap(error).during("placing the new objects")
         }
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
-        let (written, bytes) = (kept.count, kept.reduce(Int64(0)) { $0 + $1.0 })
+        let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
         var manifest = Manifest(formatVersion: Manifest.formatVersion, buildId: options.buildId,
                                 channel: options.channel, sequence: sequence, chunking: options.chunking,
                                 bundles: options.bundles.bundles, files: files)
@@ -116,23 +123,60 @@ public struct Publisher: Sendable {
 
     /// The manifest entries of `paths`, computed on every core (each worker takes the next file, so
     /// one large file never keeps the other cores waiting), in order; each new object goes to
-    /// `placer` as soon as it is written. Each worker streams one file
-    /// at a time, so memory stays bounded whatever the build. `progress` runs on the calling thread.
+    /// `placer` as soon as it is written, and new small files go to `packer` in path order. Files are
+    /// taken in windows of ``window``, so that the small files' stored bytes waiting for their pack
+    /// stay bounded whatever the build. `progress` runs on the calling thread.
     private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts, placer: ObjectPlacer,
+                         packer: PackWriter,
                          progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
         typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
-        let state = Mutex((results: [Result<Entry, PatchSyncError>?](repeating: nil, count: paths.count), done: 0,
+        var out = [Entry?](repeating: nil, count: paths.count)
+        var done = 0
+        for start in stride(from: 0, to: paths.count, by: Self.window) {
+            let range = start..<min(paths.count, start + Self.window)
+            let results = try prepare(paths, range, writer: writer, known: known, placer: placer) { progress(done + $0, paths.count) }
+            for (i, result) in zip(range, results) {
+                switch result {
+                case .entry(let entry, let bytes, let pending): out[i] = (entry, bytes, pending)
+                case .small(let entry, let stored): try packer.add(index: i, entry: entry, stored: stored)
+                }
+            }
+            for (i, entry) in packer.takeFinished() { out[i] = (entry, 0, nil) }
+            done += range.count
+        }
+        try packer.close()
+        for (i, entry) in packer.takeFinished() { out[i] = (entry, 0, nil) }
+        let entries = out.compactMap { $0 }
+        guard entries.count == paths.count else { throw PatchSyncError(.internal, "a file was not published") }
+        progress(paths.count, paths.count)
+        return entries
+    }
+
+    /// Files per window of ``entries(for:writer:known:placer:packer:progress:)``.
+    static let window = 1024
+
+    /// What a worker made of one file: a finished entry (a reused or a newly written object), or a
+    /// small file's entry and stored bytes, for a pack.
+    private enum Prepared: Sendable {
+        case entry(FileEntry, Int64, ObjectWriter.Pending?)
+        case small(FileEntry, [UInt8])
+    }
+
+    /// The files of `range`, on every core; a failure stops the others early and is thrown.
+    private func prepare(_ paths: [String], _ range: Range<Int>, writer: ObjectWriter, known: KnownLayouts,
+                         placer: ObjectPlacer, progress: (Int) -> Void) throws(PatchSyncError) -> [Prepared] {
+        let state = Mutex((results: [Result<Prepared, PatchSyncError>?](repeating: nil, count: range.count), done: 0,
                            failed: false))
         let finished = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            DispatchQueue.concurrentPerform(iterations: paths.count) { i in
+            DispatchQueue.concurrentPerform(iterations: range.count) { k in
                 guard !state.withLock({ $0.failed }) else { return }  // a file failed: stop early
-                let result = Result { () throws(PatchSyncError) -> Entry in
-                    try self.entry(for: paths[i], writer: writer, known: known)
+                let result = Result { () throws(PatchSyncError) -> Prepared in
+                    try self.entry(for: paths[range.lowerBound + k], writer: writer, known: known)
                 }
-                if case .success((_, _, let pending?)) = result { placer.add(pending) }
+                if case .success(.entry(_, _, let pending?)) = result { placer.add(pending) }
                 state.withLock {
-                    $0.results[i] = result
+                    $0.results[k] = result
                     $0.done += 1
                     if case .failure = result { $0.failed = true }
                 }
@@ -140,33 +184,34 @@ public struct Publisher: Sendable {
             finished.signal()
         }
         while finished.wait(timeout: .now() + .milliseconds(250)) == .timedOut {
-            progress(state.withLock { $0.done }, paths.count)
+            progress(state.withLock { $0.done })
         }
         let results = state.withLock { $0.results }
-        let out: [Entry] = results.compactMap { if case .success(let entry)? = $0 { entry } else { nil } }
+        let out: [Prepared] = results.compactMap { if case .success(let prepared)? = $0 { prepared } else { nil } }
         let failure = results.lazy.compactMap { if case .failure(let error)? = $0 { error } else { nil } }.first
-            ?? (out.count < paths.count ? PatchSyncError(.internal, "a file was not published") : nil)
+            ?? (out.count < range.count ? PatchSyncError(.internal, "a file was not published") : nil)
         if let failure { throw failure }
-        progress(paths.count, paths.count)
         return out
     }
 
-    /// The file's manifest entry. When the file's object is already in the origin, a manifest there
-    /// gives its layout and it is reused as it is, never recompressed: an object path names one set
-    /// of bytes. An object that no manifest describes was left by a publish that stopped before its
-    /// manifest; it is written again and replaced.
-    private func entry(for path: String, writer: ObjectWriter,
-                       known: KnownLayouts) throws(PatchSyncError) -> (FileEntry, Int64, ObjectWriter.Pending?) {
+    /// The file's manifest entry. When the file's content is already in the origin (its own object, or
+    /// a pack that the newest manifests place it in), a manifest there gives its layout and it is reused
+    /// as it is, never recompressed: an object path names one set of bytes. An object that no manifest
+    /// describes was left by a publish that stopped before its manifest; it is written again and
+    /// replaced. A new file up to ``Options/smallFileBytes`` is chunked and deflated into memory for a pack.
+    private func entry(for path: String, writer: ObjectWriter, known: KnownLayouts) throws(PatchSyncError) -> Prepared {
         let full = options.buildDirectory + "/" + path
-        let mode: UInt32, sha: SHA256Digest?
+        let mode: UInt32, sha: SHA256Digest?, size: Int64
         do {
             guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "reading", full) }
             mode = UInt32(st.st_mode) & 0o755
+            size = Int64(st.st_size)
             // Hashing first only pays when a manifest in the origin may already describe this content.
             sha = known.isEmpty ? nil : try SHA256Hasher.hash(file: full)
         } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
         let bundle = try options.bundles.bundle(for: path).name
-        if let sha, FileSystem.exists(options.origin + "/" + ObjectID.path(sha)), let old = try known.layout(of: sha) {
+        if let sha, let old = try known.layout(of: sha, readingOlder: FileSystem.exists(options.origin + "/" + ObjectID.path(sha))),
+           FileSystem.exists(options.origin + "/" + ObjectID.path(old.object)) {
             let largest = old.chunks.map(\.length).max() ?? 0
             guard largest <= options.chunking.maxSize else {
                 throw PatchSyncError(.usage, "\(path) is already in the origin as object \(sha), in chunks of up to "
@@ -174,18 +219,24 @@ public struct Publisher: Sendable {
                                      remedy: "publish with --chunk-size \((largest + 4095) / 4096) or more (chunks may reach "
                                          + "4× the average size), or into a new origin")
             }
-            return (FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: sha, bundle: bundle,
-                              chunks: old.chunks), 0, nil)
+            return .entry(FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: old.object, bundle: bundle,
+                                    chunks: old.chunks), 0, nil)
+        }
+        if size <= Int64(options.smallFileBytes) {
+            let (result, stored) = try writer.collect(file: full, knownHash: sha)
+            return .small(FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                                    bundle: bundle, chunks: result.chunks), stored)
         }
         let result = try writer.write(file: full, knownHash: sha)
-        return (FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
-                          bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
+        return .entry(FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                                bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
     }
 
     /// The layouts of the objects that manifests in the origin describe (``KnownLayouts``).
-    private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase]) throws(PatchSyncError) -> KnownLayouts {
+    private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase],
+                              republishing target: String) throws(PatchSyncError) -> KnownLayouts {
         let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
-        return try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
+        return try KnownLayouts(targets: repo.targetFiles, first: target) { (path, target) throws(PatchSyncError) in
             if let manifest = loaded[path] { return manifest }
             return try self.loadManifest(path, target)
         }

@@ -5,11 +5,11 @@ import Testing
 
 @Suite("Objects in the origin", .tags(.medium))
 struct ObjectWriterTests {
-    @Test("an object is named by the file's SHA-256, stores compressible chunks deflated and random ones raw")
+    @Test("without packs, an object is named by the file's SHA-256, stores compressible chunks deflated and random ones raw")
     func layout() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
-        let report = try fixture.publish(build, id: "1")
+        let report = try fixture.publish(build, id: "1", smallFileBytes: 0)
         #expect(report.objectsWritten > 0)
         let manifest = try Manifest.decode(
             try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1"))), what: "manifest")
@@ -87,9 +87,10 @@ struct ObjectWriterTests {
     func olderContentReused() async throws {
         let fixture = try Fixture()
         let one = try fixture.sampleBuild(1, scale: 0.01), two = try fixture.sampleBuild(2, scale: 0.01)
-        try fixture.publish(one, id: "1", chunking: Self.smallChunks)
-        try fixture.publish(two, id: "2", chunking: Self.smallChunks)
-        let back = try fixture.publish(one, id: "3")  // build 1's content again, at another chunk size
+        // Files with objects of their own (content in a pack of an older build only is packed again).
+        try fixture.publish(one, id: "1", chunking: Self.smallChunks, smallFileBytes: 0)
+        try fixture.publish(two, id: "2", chunking: Self.smallChunks, smallFileBytes: 0)
+        let back = try fixture.publish(one, id: "3", smallFileBytes: 0)  // build 1's content again, at another chunk size
         #expect(back.objectsWritten == 0)
         try await Self.expectInstalls(fixture, matches: one)
     }
@@ -140,6 +141,62 @@ struct ObjectWriterTests {
     }
 
     /// A fresh install of the origin's live channel syncs, applies, and matches `build`.
+    /// The manifest of build `id` as published in the fixture's origin.
+    static func manifest(_ fixture: Fixture, _ id: String, channel: String = "live") throws -> Manifest {
+        try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: id, channel: channel))),
+                            what: "manifest \(id)")
+    }
+
+    @Test("small files go into packs: many files per object, each chunk at its offset, and a fresh install matches the build")
+    func packs() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        let report = try fixture.publish(build, id: "1", smallFileBytes: 128 << 10)
+        let manifest = try Self.manifest(fixture, "1")
+        #expect(manifest.formatVersion == 2)
+        let small = manifest.files.filter { $0.size <= 128 << 10 && $0.size > 0 }
+        let packs = Set(small.map(\.object))
+        try #require(small.count > 20)
+        #expect(packs.count * 10 < small.count, "\(small.count) small files in \(packs.count) packs")
+        #expect(small.allSatisfy { $0.object != $0.sha256 })
+        #expect(report.objectsWritten == packs.count + manifest.files.filter { $0.size > 128 << 10 }.count)
+        // Each chunk's stored bytes sit in its pack at its offset and inflate to the chunk.
+        let inflater = Zlib.Inflater()
+        for file in small.prefix(50) {
+            let pack = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + ObjectID.path(file.object)))
+            #expect(SHA256Hasher.hash(pack) == file.object, "a pack is named by its SHA-256")
+            for chunk in file.chunks {
+                let stored = pack[Int(chunk.objectOffset)..<(Int(chunk.objectOffset) + chunk.objectLength)]
+                var scratch = [UInt8](repeating: 0, count: chunk.length)
+                let verified = stored.withUnsafeBytes { s in
+                    scratch.withUnsafeMutableBytes { chunk.verifiedContent(of: s, scratch: $0, inflater: inflater) != nil }
+                }
+                #expect(verified, "\(file.path) chunk at \(chunk.offset)")
+            }
+        }
+        try await Self.expectInstalls(fixture, matches: build)
+    }
+
+    @Test("packed content is deduplicated across builds and channels: a later build and another channel place unchanged small files where they are")
+    func packsDedup() throws {
+        let fixture = try Fixture()
+        let one = try fixture.sampleBuild(1, scale: 0.01), two = try fixture.sampleBuild(2, scale: 0.01)
+        try fixture.publish(one, id: "1")
+        let first = try Self.manifest(fixture, "1")
+        let report = try fixture.publish(two, id: "2")
+        let second = try Self.manifest(fixture, "2")
+        let placed = Dictionary(first.files.map { ($0.sha256, $0) }, uniquingKeysWith: { a, _ in a })
+        let unchanged = second.files.filter { placed[$0.sha256] != nil && $0.size > 0 }
+        try #require(unchanged.count > 20)
+        #expect(unchanged.allSatisfy { placed[$0.sha256]?.object == $0.object && placed[$0.sha256]?.chunks == $0.chunks })
+        let changed = second.files.filter { placed[$0.sha256] == nil }
+        #expect(report.objectsWritten <= changed.count, "only new content is written: \(report.objectsWritten) objects")
+        let beta = try fixture.publish(two, id: "2", channel: "beta")
+        #expect(beta.objectsWritten == 0, "another channel's copy of the same build writes nothing")
+        let again = try fixture.publish(one, id: "1")
+        #expect(again.alreadyPublished, "republishing an older build finds its packed content in its own manifest")
+    }
+
     static func expectInstalls(_ fixture: Fixture, matches build: String) async throws {
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         #expect(try await Syncer(install: install).run().outcome == .ready)

@@ -96,8 +96,8 @@ struct DeltaSyncTests {
     }
 
     /// The manifest file of build `id` on the live channel, in the origin.
-    static func manifestFile(_ fixture: Fixture, id: String) throws -> String {
-        let dir = fixture.origin + "/targets/manifests/live"
+    static func manifestFile(_ fixture: Fixture, id: String, channel: String = "live") throws -> String {
+        let dir = fixture.origin + "/targets/manifests/" + channel
         return dir + "/" + (try #require(try FileManager.default.contentsOfDirectory(atPath: dir)
             .first { $0.hasSuffix(".\(id).json.gz") }))
     }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A fresh install of a real game build through nginx on loopback, side by side in one run:
+#   - PatchSync: `sync` then `apply` into an empty install (TUF refresh, manifest, range requests,
+#     inflate, SHA-256 per chunk, staging, durable records), from an origin published with packs;
+#   - `curl -s URL/tree.tar.gz | tar -xz`: the same tree as one gzip -6 tarball, no verification;
+#   - `casync extract` from an HTTP store of the same tree, when casync is installed.
+# Prints seconds, requests, bytes served, user and sys seconds, and PatchSync / curl|tar (target <= 1.0,
+# with <= 100 requests). The build is the newer one of the pair (Benchmarks/datasets.sh).
+#
+#   bash Benchmarks/fresh-install.sh [PAIR]      PAIR: wesnoth (default) or supertuxkart
+#   PUBLISH_ARGS="--small-file 0" bash Benchmarks/fresh-install.sh    (no packs: every file its own object)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Benchmarks/lib.sh
+PAIR=${1:-wesnoth}
+pair_builds "$PAIR"
+need_tools nginx curl
+WORK=$(mktemp -d /tmp/patchsync-fresh.XXXXXX)
+cleanup() { [ -n "${NGINX_PID:-}" ] && kill "$NGINX_PID" 2>/dev/null; wait 2>/dev/null; chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+mkdir -p "$WORK/www"
+export NGINX_ACCESS_LOG=$WORK/access.log
+
+"$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
+"$BIN/patchsync" repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+# shellcheck disable=SC2086
+publish_s=$(ps_publish "$WORK/www/origin" "$NEW" "$NEW_NAME" 0 ${PUBLISH_ARGS:-})
+objects=$(find "$WORK/www/origin/objects" -type f ! -path '*/.incoming/*' | wc -l)
+tar -C "$NEW" -cf - . | gzip -6 > "$WORK/www/tree.tar.gz"
+start_nginx
+URL=http://127.0.0.1:$PORT
+
+# timed LABEL COMMAND…: runs COMMAND (its output dropped); prints "LABEL real user sys requests bytes".
+timed() {
+  local label=$1 offset; shift
+  sync; offset=$(stat -c %s "$NGINX_ACCESS_LOG" 2>/dev/null || echo 0)
+  local times
+  times=$( { TIMEFORMAT='%R %U %S'; time "$@" >/dev/null 2>&1; } 2>&1 )
+  read -r bytes requests <<<"$(served_since "$offset" /)"
+  echo "$label $times $requests $bytes"
+}
+
+mkdir -p "$WORK/tar"
+tar_row=$(timed "curl|tar" bash -c "curl -s '$URL/tree.tar.gz' | tar -xz -C '$WORK/tar'")
+"$BIN/patchsync" init --install "$WORK/game" --remote "$URL/origin" --root "$WORK/www/origin/metadata/root.json" >/dev/null
+ps_row=$(timed "patchsync" bash -c "'$BIN/patchsync' sync --install '$WORK/game' --quiet && '$BIN/patchsync' apply --install '$WORK/game'")
+diff -r "$NEW" "$WORK/game/current" >/dev/null || { echo "fresh-install.sh: the install differs from the build" >&2; exit 1; }
+current_row=$(timed "patchsync (up to date)" "$BIN/patchsync" sync --install "$WORK/game" --quiet)
+casync_row=""
+if command -v casync >/dev/null; then
+  mkdir -p "$WORK/www/casync"
+  casync make --store="$WORK/www/casync/store.castr" "$WORK/www/casync/tree.caidx" "$NEW" >/dev/null
+  casync_row=$(timed "casync extract" casync extract --store="$URL/casync/store.castr" "$URL/casync/tree.caidx" "$WORK/casync-out")
+fi
+
+files=$(find "$NEW" -type f | wc -l)
+echo "$NEW_NAME: $files files, $(du -sb "$NEW" | cut -f1) bytes; publish $publish_s s into $objects object files"
+printf '%-24s %9s %9s %9s %9s %13s\n' "what" "seconds" "user" "sys" "requests" "bytes"
+for row in "$tar_row" "$ps_row" "$current_row" "$casync_row"; do
+  [ -n "$row" ] || continue
+  # the label may hold spaces: the last five fields are the figures
+  echo "$row" | awk '{n=NF; l=""; for (i=1; i<=n-5; i++) l=l (i>1?" ":"") $i; printf "%-24s %9.2f %9.2f %9.2f %9d %13d\n", l, $(n-4), $(n-3), $(n-2), $(n-1), $n}'
+done
+read -r _ tar_s _ <<<"$tar_row"
+ps_s=$(echo "$ps_row" | awk '{print $2}')
+printf 'ratio patchsync / curl|tar: %.2f (target <= 1.0)\n' "$(echo "$ps_s / $tar_s" | bc -l)"

@@ -1,0 +1,108 @@
+import Foundation
+
+/// Puts the stored chunks of small files into pack objects, so that one request carries many files:
+/// the files of a publish, in path order (the files of one folder end up side by side), concatenated
+/// into packs of about ``targetSize`` bytes, each named by its SHA-256 like any object. A file's
+/// manifest entry then names the pack as its object, with its chunks' offsets inside it; the client
+/// needs nothing new (it fetches ranges of objects and checks each chunk's hash).
+///
+/// Content this publish already packed is described again, not stored twice. Content already in the
+/// origin never gets here: the publisher reuses its place (``KnownLayouts``). A pack is written to
+/// a temporary file, unsynced, and handed to ``ObjectPlacer`` like an object.
+///
+/// Used on one thread (the publish's), after the workers have chunked and deflated the files.
+public final class PackWriter {
+    /// A pack is closed once it holds this many stored bytes: under the client's default request size
+    /// (8 MiB), so that a fresh install fetches a pack in one request.
+    public static let defaultTargetSize = 4 << 20
+    /// Files up to this size go into packs; larger ones get an object of their own.
+    public static let defaultSmallFile = 128 << 10
+
+    let origin: String
+    let targetSize: Int
+    private let placer: ObjectPlacer
+    private var buffer: [UInt8] = []
+    /// The files of the open pack: their index in the publish, entry, and offset in the pack.
+    private var members: [(index: Int, entry: FileEntry, base: Int64)] = []
+    /// Content in the open pack, by file hash: its offset there.
+    private var open: [SHA256Digest: Int64] = [:]
+    /// Content in closed packs, by file hash: the entry that places it.
+    private var closed: [SHA256Digest: FileEntry] = [:]
+    /// Entries whose pack is written, by index in the publish; taken with ``takeFinished()``.
+    private var finished: [(index: Int, entry: FileEntry)] = []
+    private(set) var packsWritten = 0
+    private(set) var bytesWritten: Int64 = 0
+
+    init(origin: String, placer: ObjectPlacer, targetSize: Int = PackWriter.defaultTargetSize) {
+        self.origin = origin
+        self.placer = placer
+        self.targetSize = max(1, targetSize)
+    }
+
+    /// Adds a small file: `entry` with chunk offsets from 0 in `stored`, its stored chunks.
+    func add(index: Int, entry: FileEntry, stored: [UInt8]) throws(PatchSyncError) {
+        guard !stored.isEmpty else {  // an empty file: no chunk to place
+            finished.append((index, entry))
+            return
+        }
+        if let placed = closed[entry.sha256] {
+            finished.append((index, Self.placing(entry, like: placed)))
+            return
+        }
+        if let base = open[entry.sha256] {
+            members.append((index, entry, base))
+            return
+        }
+        let base = Int64(buffer.count)
+        buffer.append(contentsOf: stored)
+        open[entry.sha256] = base
+        members.append((index, entry, base))
+        if buffer.count >= targetSize { try close() }
+    }
+
+    /// Writes the open pack, if it holds anything.
+    func close() throws(PatchSyncError) {
+        guard !buffer.isEmpty else { return }
+        let hash = buffer.withUnsafeBytes { SHA256Hasher.hash($0) }
+        let random = UInt64.random(in: 0...UInt64.max)
+        let temp = origin + "/objects/.incoming/\(random % 16)/pack-\(getpid())-\(random)"
+        do {
+            let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+            try output.write(buffer)
+        } catch {
+            try? FileSystem.remove(temp)
+            throw PatchSyncError.wrap(error).during("writing a pack of small files")
+        }
+        placer.add(ObjectWriter.Pending(temp: temp, final: origin + "/" + ObjectID.path(hash)))
+        for member in members {
+            var entry = member.entry
+            entry.object = hash
+            entry.chunks = entry.chunks.map { chunk in
+                var chunk = chunk
+                chunk.objectOffset += member.base
+                return chunk
+            }
+            closed[entry.sha256] = closed[entry.sha256] ?? entry
+            finished.append((member.index, entry))
+        }
+        packsWritten += 1
+        bytesWritten += Int64(buffer.count)
+        buffer = []
+        members = []
+        open = [:]
+    }
+
+    /// The entries whose packs are written since the last call.
+    func takeFinished() -> [(index: Int, entry: FileEntry)] {
+        defer { finished = [] }
+        return finished
+    }
+
+    /// `entry` placed where `placed` (the same content) is.
+    private static func placing(_ entry: FileEntry, like placed: FileEntry) -> FileEntry {
+        var entry = entry
+        entry.object = placed.object
+        entry.chunks = placed.chunks
+        return entry
+    }
+}

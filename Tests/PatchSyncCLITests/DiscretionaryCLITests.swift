@@ -9,9 +9,9 @@ struct DiscretionaryCLITests {
     /// An install of a 3 MB build behind a slow nginx (100 KB/s per connection).
     static func slowWorld() throws -> (Fixture, NginxOrigin, Install) {
         let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.03), id: "1")
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.06), id: "1")
         // Packs make few, large requests: a slow link keeps the sync running long enough to watch.
-        let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "40k")
+        let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "60k")
         return (fixture, nginx, try fixture.makeInstall(remotes: [nginx.url]))
     }
 
@@ -63,7 +63,7 @@ struct DiscretionaryCLITests {
             #expect(io.stdout.hasPrefix("idle"), "thread \(tid): \(io.stdout)")
         }
         var running: RunningSync?
-        for _ in 0..<100 {
+        for _ in 0..<400 {
             let status = try CLI.run(["status", "--install", install.root, "--json"])
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .iso8601

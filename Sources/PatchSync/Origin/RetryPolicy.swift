@@ -147,21 +147,23 @@ struct RetryPolicy: Sendable {
 
 extension TransferFailure {
     /// Whether asking again may help: network failures, 5xx, 429 and 408, a wrong range or body,
-    /// bytes that failed verification. "Not found" and other 4xx are the mirror's answer; a local
+    /// bytes that failed verification. "Not found", other 4xx and a certificate that does not verify
+    /// are the mirror's answer; a local
     /// failure (the sink could not write) is not the mirror's doing.
     var isRetryable: Bool {
         switch self {
         case .network, .wrongRange, .tooLarge: return true
         case .httpStatus(let code, _): return code >= 500 || code == 429 || code == 408
         case .refused(let error): return error.code == .refusedData
-        case .notFound, .cancelled: return false
+        case .notFound, .cancelled, .untrusted: return false
         }
     }
 
-    /// Whether the mirror answered that it lacks the file or refuses the request (404, 410, another 4xx).
+    /// Whether the mirror answered that it lacks the file or refuses the request (404, 410, another
+    /// 4xx), or cannot be trusted (its TLS certificate does not verify).
     var isMirrorAnswer: Bool {
         switch self {
-        case .notFound: return true
+        case .notFound, .untrusted: return true
         case .httpStatus(let code, _): return (400..<500).contains(code) && !isRetryable
         default: return false
         }

@@ -124,16 +124,15 @@ public struct Publisher: Sendable {
     /// The manifest entries of `paths`, computed on every core (each worker takes the next file, so
     /// one large file never keeps the other cores waiting), in order; each new object goes to
     /// `placer` as soon as it is written, and new small files go to `packer` in path order. Files are
-    /// taken in windows of ``window``, so that the small files' stored bytes waiting for their pack
-    /// stay bounded whatever the build. `progress` runs on the calling thread.
+    /// taken in windows (``windows(_:)``), so that the small files' stored bytes waiting for their
+    /// pack stay bounded whatever the build. `progress` runs on the calling thread.
     private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts, placer: ObjectPlacer,
                          packer: PackWriter,
                          progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
         typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
         var out = [Entry?](repeating: nil, count: paths.count)
         var done = 0
-        for start in stride(from: 0, to: paths.count, by: Self.window) {
-            let range = start..<min(paths.count, start + Self.window)
+        for range in windows(paths) {
             let results = try prepare(paths, range, writer: writer, known: known, placer: placer) { progress(done + $0, paths.count) }
             for (i, result) in zip(range, results) {
                 switch result {
@@ -152,8 +151,24 @@ public struct Publisher: Sendable {
         return entries
     }
 
-    /// Files per window of ``entries(for:writer:known:placer:packer:progress:)``.
+    /// Windows of ``entries(for:writer:known:placer:packer:progress:)``: at most ``window`` files, and
+    /// small files of at most ``windowBytes`` in all (their stored bytes wait in memory for their pack).
+    private func windows(_ paths: [String]) -> [Range<Int>] {
+        var windows: [Range<Int>] = []
+        var start = 0, bytes: Int64 = 0
+        for (i, path) in paths.enumerated() {
+            let size = (try? FileSystem.status(options.buildDirectory + "/" + path)).map { Int64($0.st_size) } ?? 0
+            if size <= Int64(options.smallFileBytes) { bytes += size }
+            if i + 1 - start >= Self.window || bytes >= Self.windowBytes || i == paths.count - 1 {
+                windows.append(start..<(i + 1))
+                (start, bytes) = (i + 1, 0)
+            }
+        }
+        return windows
+    }
+
     static let window = 1024
+    static let windowBytes: Int64 = 64 << 20
 
     /// What a worker made of one file: a finished entry (a reused or a newly written object), or a
     /// small file's entry and stored bytes, for a pack.

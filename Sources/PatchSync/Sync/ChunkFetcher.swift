@@ -21,13 +21,13 @@ struct ChunkFetcher: Sendable {
                 var running = 0
                 for request in requests {
                     if running >= limit {
-                        if let done = try await group.next(), let event = progress.add(done) { onEvent(event) }
+                        _ = try await group.next()
                         running -= 1
                     }
-                    group.addTask { try await fetch(request, pipeline: pipeline) }
+                    group.addTask { try await fetch(request, pipeline: pipeline, progress: progress) }
                     running += 1
                 }
-                for try await done in group { if let event = progress.add(done) { onEvent(event) } }
+                for try await _ in group {}
             }
         } catch { throw PatchSyncError.wrap(error) }
     }
@@ -36,7 +36,9 @@ struct ChunkFetcher: Sendable {
     /// yields to other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each
     /// attempt asks for what is still missing: a response cut short keeps the chunks it delivered, and
     /// counts as progress for the origin's retry policy (``Origin/withRetries(_:absence:deadline:preferring:onGiveUp:_:)``).
-    private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline) async throws(PatchSyncError) -> [Plan.Need] {
+    /// Progress is reported per attempt, for the chunks it made durable (a range of a pack may be
+    /// many parts long while yielding).
+    private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline, progress: Progress) async throws(PatchSyncError) -> [Plan.Need] {
         var remaining = needs
         let path = ObjectID.path(needs[0].object)
         return try await origin.withRetries("object \(needs[0].object)") {
@@ -51,6 +53,8 @@ struct ChunkFetcher: Sendable {
             remaining = left + remaining.dropFirst(part.count)
             if let refused { result = .failure(.refused(refused)) }
             try await files.durable()
+            let missing = Set(left.map(\.chunk.sha256))
+            if let event = progress.add(part.filter { !missing.contains($0.chunk.sha256) }) { onEvent(event) }
             if remaining.isEmpty { return .done(needs) }
             let progressed = left.count < part.count
             switch result {

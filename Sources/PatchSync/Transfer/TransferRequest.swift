@@ -32,6 +32,9 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
     case httpStatus(Int, retryAfter: Duration? = nil)
     /// Connection, TLS, timeout or protocol failure, as libcurl words it.
     case network(String)
+    /// The mirror's TLS certificate cannot be verified (as libcurl words it): asking it again cannot
+    /// help until its certificate or the install's `caFile` changes.
+    case untrusted(String)
     /// The body would have exceeded the bound.
     case tooLarge(Int64)
     /// The origin answered another range than the one asked, or a short body.
@@ -45,7 +48,7 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
         switch self {
         case .notFound: return "not found"
         case .httpStatus(let code, _): return "HTTP status \(code)"
-        case .network(let text): return text
+        case .network(let text), .untrusted(let text): return text
         case .tooLarge(let limit): return "response exceeds the \(limit) bytes allowed"
         case .wrongRange(let text): return "wrong range: \(text)"
         case .refused(let error): return error.description

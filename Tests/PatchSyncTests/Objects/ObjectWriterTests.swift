@@ -197,6 +197,49 @@ struct ObjectWriterTests {
         #expect(again.alreadyPublished, "republishing an older build finds its packed content in its own manifest")
     }
 
+    @Test("a pack with one flipped byte is refused (65) and nothing goes live; the untouched origin then installs")
+    func tamperedPack() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1")
+        let manifest = try Self.manifest(fixture, "1")
+        let packed = try #require(manifest.files.first { $0.object != $0.sha256 && !$0.chunks.isEmpty })
+        let path = fixture.origin + "/" + ObjectID.path(packed.object)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        let at = Int(packed.chunks[0].objectOffset) + packed.chunks[0].objectLength / 2
+        bytes[at] ^= 0x5a
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let error = await #expect(throws: PatchSyncError.self) { try await Syncer(install: install).run() }
+        #expect(error?.code == .refusedData, "\(String(describing: error))")
+        #expect(install.currentDeployment() == nil)
+        #expect(try install.status().ready == nil)
+        bytes[at] ^= 0x5a
+        try bytes.write(to: URL(fileURLWithPath: path))
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: build)
+    }
+
+    @Test("files of different bundles share a pack: both bundles' files name it, and a fresh install matches the build")
+    func packAcrossBundles() async throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        var options = Publisher.Options(buildDirectory: build, origin: fixture.origin, buildId: try BuildID("1"),
+                                        bundles: try BundleRules(bundles: [
+                                            Bundle(name: "textures", required: false, priority: 5, paths: ["textures/**"]),
+                                            Bundle(name: "base", required: true, priority: 0, paths: ["**"]),
+                                        ]))
+        options.smallFileBytes = 1 << 20
+        options.packSize = 64 << 20  // one pack for all small files
+        try Publisher(options: options, key: fixture.onlineKey).run()
+        let manifest = try Self.manifest(fixture, "1")
+        let bundlesPerObject = Dictionary(grouping: manifest.files.filter { !$0.chunks.isEmpty }, by: \.object)
+            .mapValues { Set($0.map(\.bundle)) }
+        #expect(bundlesPerObject.values.contains { $0 == ["textures", "base"] }, "\(bundlesPerObject.values)")
+        try await Self.expectInstalls(fixture, matches: build)
+    }
+
     static func expectInstalls(_ fixture: Fixture, matches build: String) async throws {
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         #expect(try await Syncer(install: install).run().outcome == .ready)

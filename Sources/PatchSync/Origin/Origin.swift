@@ -151,7 +151,7 @@ final class Origin: MetadataSource, Sendable {
     static func allAbsent(_ failures: [(String, TransferFailure)]) -> Bool {
         let answered = failures.map { $0.1 }.filter { failure in
             switch failure {
-            case .network: return false
+            case .network, .untrusted: return false  // could not be asked: no answer about the file
             case .httpStatus: return !failure.isRetryable
             default: return true
             }

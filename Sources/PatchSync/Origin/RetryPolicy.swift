@@ -116,8 +116,10 @@ struct RetryPolicy: Sendable {
     /// when it could not be reached here (a network failure), or was not asked and is cooling down.
     private func writtenOff(_ mirror: Int, group: MirrorGroup, now: ContinuousClock.Instant) -> Bool {
         guard asked.contains(mirror) else { return group.isCooling(mirror, now: now) }
-        if case .network? = failures.first(where: { $0.mirror == mirror })?.failure { return true }
-        return false
+        switch failures.first(where: { $0.mirror == mirror })?.failure {
+        case .network?, .untrusted?: return true
+        default: return false
+        }
     }
 
     /// None before another mirror that is not cooling down; else the backoff, and at least the

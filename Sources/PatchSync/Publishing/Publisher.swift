@@ -81,7 +81,9 @@ public struct Publisher: Sendable {
         }
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
         let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
-        var manifest = Manifest(formatVersion: Manifest.formatVersion, buildId: options.buildId,
+        // Format 2 only when a file names a pack, so that older clients still read builds without packs.
+        let packed = files.contains { !$0.chunks.isEmpty && $0.object != $0.sha256 }
+        var manifest = Manifest(formatVersion: packed ? Manifest.formatVersion : 1, buildId: options.buildId,
                                 channel: options.channel, sequence: sequence, chunking: options.chunking,
                                 bundles: options.bundles.bundles, files: files)
         var report = Report(buildId: options.buildId.value, channel: options.channel.name,
@@ -275,6 +277,7 @@ public struct Publisher: Sendable {
         let published = try loadManifest(target, existing)
         manifest.sequence = published.sequence
         manifest.deltas = published.deltas
+        manifest.formatVersion = published.formatVersion  // a build published before packs: same content, older format
         guard manifest == published else {
             throw PatchSyncError(.usage, "build \(options.buildId) is already published on \(options.channel) "
                                  + "with other content", remedy: "give the new build a new --build-id")

@@ -54,7 +54,7 @@ struct ChunkFetcher: Sendable {
             if let refused { result = .failure(.refused(refused)) }
             try await files.durable()
             let missing = Set(left.map(\.chunk.sha256))
-            if let event = progress.add(part.filter { !missing.contains($0.chunk.sha256) }) { onEvent(event) }
+            progress.add(part.filter { !missing.contains($0.chunk.sha256) }, emit: onEvent)
             if remaining.isEmpty { return .done(needs) }
             let progressed = left.count < part.count
             switch result {
@@ -95,8 +95,10 @@ struct ChunkFetcher: Sendable {
             self.pending = Mutex(pending)
         }
 
-        func add(_ needs: [Plan.Need]) -> SyncEvent? {
-            let files: Int = pending.withLock { pending in
+        /// Counts `needs` as done and sends the event that is due, if any. Under the lock, so that the
+        /// concurrent requests' events go out in order (`done` never goes back).
+        func add(_ needs: [Plan.Need], emit: @Sendable (SyncEvent) -> Void) {
+            pending.withLock { pending in
                 var finished = 0
                 for need in needs {
                     for d in need.destinations {
@@ -104,9 +106,10 @@ struct ChunkFetcher: Sendable {
                         if pending[d.path] == 0 { finished += 1 }
                     }
                 }
-                return finished
+                if let event = transfer.add(needs.reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }, files: finished) {
+                    emit(event)
+                }
             }
-            return transfer.add(needs.reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }, files: files)
         }
     }
 }

@@ -13,6 +13,7 @@ struct ObjectWriterTests {
         #expect(report.objectsWritten > 0)
         let manifest = try Manifest.decode(
             try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1"))), what: "manifest")
+        #expect(manifest.formatVersion == 1, "without packs, clients that read format 1 still read the build")
         let level = try #require(manifest.files.first { $0.path.hasSuffix(".map") })
         let texture = try #require(manifest.files.first { $0.path.hasSuffix(".dds") })
         #expect(level.chunks.allSatisfy { $0.codec == .zlib && $0.objectLength < $0.length })

@@ -180,5 +180,9 @@ struct TLSTests {
         #expect(try await Syncer(install: trusting).run().outcome == .ready)
         _ = try trusting.applyPendingUpdate()
         try EndToEndTests.expectInstalled(trusting, matches: build)
+
+        // A first mirror whose certificate does not verify is passed over (not retried), not a failure.
+        let second = try fixture.makeInstall("second", remotes: [nginx.url, fixture.fileRemote])
+        #expect(try await Syncer(install: second).run().outcome == .ready)
     }
 }

@@ -55,6 +55,9 @@ struct StagedBuild: Sendable {
         var filesVouched = 0
         var filesReread = 0
         var bytesReread: Int64 = 0
+        /// Folders this pass made or found to be real folders (not links): each checked once, not
+        /// once per file in it.
+        var folders = Set<String>()
     }
 
     /// Prepares one file; returns the recorded chunks that still vouch for its bytes.
@@ -75,7 +78,11 @@ struct StagedBuild: Sendable {
                 return try stillVerified(file, records)
             }
             if st != nil { try FileSystem.remove(full) }  // never write into a file shared with the live tree
-            try FileSystem.makeDirectory((full as NSString).deletingLastPathComponent, within: directory)
+            let folder = (full as NSString).deletingLastPathComponent
+            if !prepared.folders.contains(folder) {
+                try FileSystem.makeDirectory(folder, within: directory)
+                prepared.folders.insert(folder)
+            }
             let fd = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
             try fd.truncate(to: file.size)
             return []

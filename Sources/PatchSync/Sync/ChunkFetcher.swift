@@ -17,7 +17,7 @@ struct ChunkFetcher: Sendable {
         let pipeline = ChunkPipeline(files: files)
         defer { pipeline.stop() }
         do {
-            try await withThrowingTaskGroup(of: [Plan.Need].self) { group in
+            try await withThrowingTaskGroup(of: Void.self) { group in
                 var running = 0
                 for request in requests {
                     if running >= limit {
@@ -32,17 +32,17 @@ struct ChunkFetcher: Sendable {
         } catch { throw PatchSyncError.wrap(error) }
     }
 
-    /// Fetches one coalesced range; returns its needs once all are written. While the client
+    /// Fetches one coalesced range; returns once all its needs are written. While the client
     /// yields to other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each
     /// attempt asks for what is still missing: a response cut short keeps the chunks it delivered, and
     /// counts as progress for the origin's retry policy (``Origin/withRetries(_:absence:deadline:preferring:onGiveUp:_:)``).
     /// Progress is reported per attempt, for the chunks it made durable (a range of a pack may be
     /// many parts long while yielding).
-    private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline, progress: Progress) async throws(PatchSyncError) -> [Plan.Need] {
+    private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline, progress: Progress) async throws(PatchSyncError) {
         var remaining = needs
         let path = ObjectID.path(needs[0].object)
         return try await origin.withRetries("object \(needs[0].object)") {
-            (mirror: Int) async throws(PatchSyncError) -> Origin.Attempt<[Plan.Need]> in
+            (mirror: Int) async throws(PatchSyncError) -> Origin.Attempt<Void> in
             let url = origin.url(path, mirror: mirror)
             let part = Self.prefix(of: remaining, budget: origin.client.requestBudget)
             let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
@@ -55,7 +55,7 @@ struct ChunkFetcher: Sendable {
             try await files.durable()
             let missing = Set(left.map(\.chunk.sha256))
             progress.add(part.filter { !missing.contains($0.chunk.sha256) }, emit: onEvent)
-            if remaining.isEmpty { return .done(needs) }
+            if remaining.isEmpty { return .done(()) }
             let progressed = left.count < part.count
             switch result {
             case .failure(let failure): return .failed(failure, progressed: progressed)

@@ -118,22 +118,18 @@ enum FileSystem {
     /// The names of the folders in a directory (not following links), sorted: the kind comes from
     /// readdir's d_type, so only file systems that do not fill it in cost an lstat per entry.
     static func subdirectories(_ path: String) throws(Errno) -> [String] {
-        guard let dir = opendir(path) else { throw Errno(errno, "listing", path) }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            guard name != "." && name != ".." else { continue }
-            let type = entry.pointee.d_type
-            if type == UInt8(DT_DIR) || (type == UInt8(DT_UNKNOWN) && isSubdirectory(name, of: path)) { names.append(name) }
+        try entries(path) { name, type in
+            type == UInt8(DT_DIR) || (type == UInt8(DT_UNKNOWN) && isSubdirectory(name, of: path))
         }
-        return names.sorted()
     }
 
     /// The names in a directory, sorted, without "." and "..".
     static func list(_ path: String) throws(Errno) -> [String] {
+        try entries(path) { _, _ in true }
+    }
+
+    /// The names in a directory (without "." and "..") that `keep` accepts given their d_type, sorted.
+    private static func entries(_ path: String, _ keep: (String, UInt8) -> Bool) throws(Errno) -> [String] {
         guard let dir = opendir(path) else { throw Errno(errno, "listing", path) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -141,7 +137,7 @@ enum FileSystem {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if name != "." && name != ".." { names.append(name) }
+            if name != "." && name != "..", keep(name, entry.pointee.d_type) { names.append(name) }
         }
         return names.sorted()
     }

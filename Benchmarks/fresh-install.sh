@@ -9,6 +9,9 @@
 #
 #   bash Benchmarks/fresh-install.sh [PAIR]      PAIR: wesnoth (default) or supertuxkart
 #   PUBLISH_ARGS="--small-file 0" bash Benchmarks/fresh-install.sh    (no packs: every file its own object)
+# As root, it then runs PatchSync and curl|tar once more over a routed link like a player's
+# (make_routed_link: LINK_MBIT, default 100 Mbit/s, and a LINK_RTT_MS round trip, default 20 ms; plain
+# HTTP/1.1), target <= 1.25; LINK_MBIT=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/lib.sh
@@ -16,8 +19,27 @@ PAIR=${1:-wesnoth}
 pair_builds "$PAIR"
 need_tools nginx curl
 WORK=$(mktemp -d /tmp/patchsync-fresh.XXXXXX)
-cleanup() { [ -n "${NGINX_PID:-}" ] && kill "$NGINX_PID" 2>/dev/null; wait 2>/dev/null; chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"; }
+IMAGE=""
+NS=psfresh
+cleanup() {
+  [ -n "${DELAYLINE_PID:-}" ] && kill "$DELAYLINE_PID" 2>/dev/null
+  ip netns del "$NS" 2>/dev/null; ip netns del "r$NS" 2>/dev/null; ip link del "v$NS" 2>/dev/null
+  [ -n "${NGINX_PID:-}" ] && kill "$NGINX_PID" 2>/dev/null; wait 2>/dev/null
+  chmod -R u+w "$WORK" 2>/dev/null; mountpoint -q "$WORK" && umount "$WORK"; rm -rf "$WORK" ${IMAGE:+"$IMAGE"}
+}
 trap cleanup EXIT
+# Every tool writes to one fresh ext4 file system (a loop-mounted image), as publish.sh does: on a file
+# system that has seen millions of files deleted, each file creation pays for that history (ext4's
+# recently-deleted checks, discards), and it charges whichever tool creates more files. FRESH_FS=0 runs
+# on /tmp's file system instead.
+if [ "${FRESH_FS:-1}" = 1 ]; then
+  [ "$(id -u)" = 0 ] || { echo "run as root (a loop-mounted file system), or with FRESH_FS=0" >&2; exit 77; }
+  BYTES=$(find "$NEW" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+  IMAGE=$(mktemp /var/tmp/patchsync-fresh-fs.XXXXXX)
+  truncate -s $(( BYTES * 5 + (1 << 30) )) "$IMAGE"
+  mkfs.ext4 -q -F "$IMAGE"
+  mount -o loop "$IMAGE" "$WORK"
+fi
 mkdir -p "$WORK/www"
 export NGINX_ACCESS_LOG=$WORK/access.log
 
@@ -80,3 +102,22 @@ ps_s=$(echo "$ps_row" | awk '{print $2}')
 synced_s=$(echo "$synced_row" | awk '{print $(NF-4)}')
 printf 'ratio patchsync / curl|tar: %.2f (target <= 1.0); / curl|tar then syncfs: %.2f\n' \
   "$(echo "$ps_s / $tar_s" | bc -l)" "$(echo "$ps_s / $synced_s" | bc -l)"
+
+# --- the same over a routed link with a player's round trip ------------------------------------------
+if [ "$(id -u)" = 0 ] && [ "${LINK_MBIT:-100}" != 0 ]; then
+  make_routed_link "$NS" 10.217 "$(( ${LINK_MBIT:-100} * 1000000 ))" 256kb "${LINK_RTT_MS:-20}"
+  LINK_URL=http://10.217.0.1:$PORT
+  for _ in $(seq 50); do ip netns exec "$NS" curl -s -o /dev/null "$LINK_URL/tree.tar.gz" -r 0-0 && break; sleep 0.2; done
+  mkdir -p "$WORK/tar"
+  link_tar=$(timed "curl|tar (link)" ip netns exec "$NS" bash -c "curl -s '$LINK_URL/tree.tar.gz' | tar -xz -C '$WORK/tar'")
+  rm -rf "$WORK/tar"
+  "$BIN/patchsync" init --install "$WORK/game" --remote "$LINK_URL/origin" --root "$WORK/www/origin/metadata/root.json" >/dev/null
+  link_ps=$(timed "patchsync (link)" ip netns exec "$NS" bash -c "'$BIN/patchsync' sync --install '$WORK/game' --quiet && '$BIN/patchsync' apply --install '$WORK/game'")
+  diff -r "$NEW" "$WORK/game/current" >/dev/null || { echo "fresh-install.sh: the install over the link differs from the build" >&2; exit 1; }
+  echo "over a routed link: ${LINK_MBIT:-100} Mbit/s, ${LINK_RTT_MS:-20} ms round trip, HTTP/1.1"
+  for row in "$link_tar" "$link_ps"; do
+    echo "$row" | awk '{n=NF; l=""; for (i=1; i<=n-5; i++) l=l (i>1?" ":"") $i; printf "%-24s %9.2f %9.2f %9.2f %9d %13d\n", l, $(n-4), $(n-3), $(n-2), $(n-1), $n}'
+  done
+  printf 'ratio patchsync / curl|tar over the link: %.2f (target <= 1.25)\n' \
+    "$(echo "$(echo "$link_ps" | awk '{print $(NF-4)}') / $(echo "$link_tar" | awk '{print $(NF-4)}')" | bc -l)"
+fi

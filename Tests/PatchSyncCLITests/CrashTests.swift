@@ -94,6 +94,56 @@ struct CrashTests {
         #expect(endOfStaging >= Self.loops / 8, "kills at the end of staging: \(endOfStaging)")
         #expect(inFlight.worst == 0, "a resumed sync planned again bytes that the killed run had reported verified")
     }
+
+    @Test("SIGKILL during a batch of small files from packs, after their writes and before their sync and records: no record vouches for bytes not on disk, the resumed sync fetches again only what was unrecorded, and completes")
+    func killDuringBatch() throws {
+        let fixture = try Fixture()
+        let tree = fixture.directory + "/many"
+        var rng = SeededRandom(seed: 19)
+        var sources: [String: Data] = [:]
+        for i in 0..<1_200 {
+            let path = "d\(i % 12)/f\(i).dat"
+            let data = Data(rng.bytes(1_000 + Int(rng.next() % 12_000)))
+            try FileManager.default.createDirectory(atPath: tree + "/d\(i % 12)", withIntermediateDirectories: true)
+            try data.write(to: URL(fileURLWithPath: tree + "/" + path))
+            sources[path] = data
+        }
+        try fixture.publish(tree, id: "1")
+        let objects = try FileManager.default.subpathsOfDirectory(atPath: fixture.origin + "/objects").filter { $0.count > 60 }
+        #expect(objects.count < 10, "the small files are packed (\(objects.count) objects)")
+        // Slow enough that the workers and the flusher go through many batches of 64 chunks.
+        let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "1m")
+        let install = try fixture.makeInstall(remotes: [nginx.url])
+
+        let killed = try CLI.run(["sync", "--install", install.root, "--json"], environment: ["PATCHSYNC_CRASH_AT": "batchWritten@4"])
+        #expect(killed.status == SIGKILL, "the sync should die at its fourth batch: \(killed.stderr)")
+        #expect(install.currentDeployment() == nil, "a killed sync never touches the live tree")
+        #expect(try integrityCheck(install) == "ok")
+        let recorded = Set(try stateQuery(install, "SELECT path FROM staged_chunk"))
+        let staging = install.root + "/.patchsync/staging"
+        let deployment = try #require(try FileManager.default.contentsOfDirectory(atPath: staging).first)
+        var writtenNotRecorded = 0, recordedNotWritten: [String] = []
+        for (path, data) in sources {
+            let written = FileManager.default.contents(atPath: "\(staging)/\(deployment)/\(path)") == data
+            if written && !recorded.contains(path) { writtenNotRecorded += 1 }
+            if !written && recorded.contains(path) { recordedNotWritten.append(path) }
+        }
+        #expect(recordedNotWritten.isEmpty, "records vouch for bytes that are not on disk: \(recordedNotWritten.prefix(3))")
+        #expect(!recorded.isEmpty && recorded.count < sources.count, "three batches recorded before the kill: \(recorded.count)")
+        #expect(writtenNotRecorded > 0, "the kill came after a batch's writes and before its records")
+
+        let resumed = try CLI.run(["sync", "--install", install.root, "--json"])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        let report = try #require(Refetch.lines(resumed.stdout).last)
+        #expect((report["chunksFetched"] as? NSNumber)?.intValue == sources.count - recorded.count,
+                "the resumed sync fetches what was not recorded, the lost batch included, and nothing recorded: \(report)")
+        var refetch = Refetch()
+        refetch.add(killedRun: killed.stdout, resync: resumed.stdout)
+        #expect(refetch.worst == 0, "bytes the killed run reported verified were fetched again")
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        try expectCompleteBuild(install)
+        print("kill during a batch: \(recorded.count) of \(sources.count) chunks recorded, \(writtenNotRecorded) written and lost with the batch")
+    }
 }
 
 /// What resumed syncs fetch again of what killed runs had verified: a transfer event is sent only once its

@@ -60,7 +60,7 @@ public enum DiffSide {
               let pack = new.deltas?.first(where: { $0.from == old.buildId }) else { return [:] }
         let base = String(newSpec.split(separator: "#", maxSplits: 1)[0])
         let temp = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)/pack"
-        defer { try? FileSystem.removeTree((temp as NSString).deletingLastPathComponent) }
+        defer { try? FileSystem.removeTree(FileSystem.parent(of: temp)) }
         let origin = try Origin(mirrors: [base], client: try HTTPClient())
         _ = try await origin.download(ObjectID.path(pack.object), to: temp, length: pack.length, sha256: pack.object)
         var sizes: [(String, Int64)] = []

@@ -67,10 +67,23 @@ extension Manifest {
 
     /// A relative path of plain components: no `..`, `.`, empty parts, absolute roots or NUL.
     static func checkPath(_ path: String) throws(PatchSyncError) {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        let bad = path.isEmpty || path.utf8.count > 4096 || path.contains("\0") || path.contains("\\")
-            || parts.contains { $0.isEmpty || $0 == "." || $0 == ".." || $0.utf8.count > 255 }
-        if bad {
+        // One pass over the bytes (a manifest has tens of thousands of paths): a component is
+        // bad when empty, "." or "..", or longer than 255 bytes.
+        var ok = !path.isEmpty && path.utf8.count <= 4096
+        var length = 0, dots = 0
+        for byte in path.utf8 {
+            switch byte {
+            case 0, UInt8(ascii: "\\"): ok = false
+            case UInt8(ascii: "/"):
+                if length == 0 || (length == dots && dots <= 2) { ok = false }
+                length = 0; dots = 0
+            case UInt8(ascii: "."): length += 1; dots += 1
+            default: length += 1
+            }
+            if length > 255 { ok = false }
+        }
+        if length == 0 || (length == dots && dots <= 2) { ok = false }
+        if !ok {
             throw PatchSyncError(.refusedData, "manifest path '\(path)' would escape or break the install",
                                  remedy: "the build is malformed or tampered with; report it to the publisher")
         }

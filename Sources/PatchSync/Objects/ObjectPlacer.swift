@@ -95,7 +95,7 @@ final class ObjectPlacer: Sendable {
                 placing.dropped.insert(object.temp)
                 continue
             }
-            let folder = (object.final as NSString).deletingLastPathComponent
+            let folder = FileSystem.parent(of: object.final)
             if placing.folders.insert(folder).inserted { try FileSystem.makeDirectory(folder) }
             try FileSystem.rename(object.temp, object.final)
         }

@@ -70,7 +70,7 @@ struct ObjectWriter: Sendable {
 
     /// Renames a synced temporary file to its object path and syncs the folder.
     static func place(_ temp: String, as final: String) throws(Errno) {
-        let dir = (final as NSString).deletingLastPathComponent
+        let dir = FileSystem.parent(of: final)
         try FileSystem.makeDirectory(dir)
         try FileSystem.rename(temp, final)
         try FileSystem.syncDirectory(dir)

@@ -32,7 +32,8 @@ struct StagedBuild: Sendable {
 
     /// Makes each of `files` ready to be written in place (at its final size, not shared with the
     /// live tree) and returns the chunks already written and still verified; every other record of
-    /// those files is dropped.
+    /// those files is dropped. A file that does not exist yet is left for its first write to create
+    /// (``Prepared/toCreate``), on the workers, while the transfer runs; its folder is made here.
     func prepare(_ files: [FileEntry]) throws(PatchSyncError) -> Prepared {
         let records = Dictionary(grouping: try state.chunkRecords(identity.name), by: \.ref.path)
         let stamps = try state.fileStamps(identity.name)
@@ -58,6 +59,9 @@ struct StagedBuild: Sendable {
         /// Folders this pass made or found to be real folders (not links): each checked once, not
         /// once per file in it.
         var folders = Set<String>()
+        /// Files to be created by their first write (``StagedFiles``), and their sizes: files of
+        /// content whose folder is ready and that hold no chunk yet.
+        var toCreate: [String: Int64] = [:]
     }
 
     /// Prepares one file; returns the recorded chunks that still vouch for its bytes.
@@ -78,13 +82,16 @@ struct StagedBuild: Sendable {
                 return try stillVerified(file, records)
             }
             if st != nil { try FileSystem.remove(full) }  // never write into a file shared with the live tree
-            let folder = (full as NSString).deletingLastPathComponent
+            let folder = FileSystem.parent(of: full)
             if !prepared.folders.contains(folder) {
                 try FileSystem.makeDirectory(folder, within: directory)
                 prepared.folders.insert(folder)
             }
-            let fd = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
-            try fd.truncate(to: file.size)
+            if file.size > 0 {
+                prepared.toCreate[file.path] = file.size
+            } else {
+                _ = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+            }
             return []
         } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
     }

@@ -3,10 +3,13 @@ import Foundation
 /// The open files of a build being staged, and the record of chunks written into them.
 ///
 /// Chunks are recorded done in the state database only after the files they went to are
-/// synced. Syncing happens on a thread of its own, so the workers that inflate and verify never
-/// wait for the disk: a worker queues what it wrote, and a fetch that wants its chunks durable
-/// (before it frees its connection for the next request) awaits ``durable()``. So what a killed
-/// sync loses is what was in flight, as before: bytes being received or waiting for their flush.
+/// synced. Syncing happens on a thread of its own, so neither the workers that inflate and verify
+/// nor the connections wait for the disk: a worker queues what it wrote, a fetch hands what should
+/// follow durability (its progress report) to ``whenDurable(_:)`` and goes on with its next
+/// request, and waits (``durable(lagging:)``) only when more than ``unsyncedBytesAllowed`` are
+/// written and not yet synced. The flusher syncs back to back while anything waits, so what a killed
+/// sync loses is what was in flight: bytes being received or waiting for their flush, at most that
+/// bound plus one request per connection.
 ///
 /// Thread-safety: a ``ConditionLock`` holds the descriptor table, the pending records, the flush
 /// tickets and the waiters, and is what the flusher, `flush()` and `closeAll()` wait on; chunk
@@ -21,20 +24,22 @@ final class StagedFiles: Sendable {
         var pendingFiles = Set<String>()
         var pendingBytes = 0
         var bytesWritten: Int64 = 0
-        /// Writes queued so far, and how many of them are synced and recorded.
-        var written = 0
-        var flushed = 0
+        /// Bytes queued so far (`bytesWritten`), and how many of them are synced and recorded.
+        var flushed: Int64 = 0
         var flushFailure: PatchSyncError?
-        var waiters: [(ticket: Int, continuation: CheckedContinuation<PatchSyncError?, Never>)] = []
+        /// Fetches waiting until `flushed` reaches their ticket.
+        var waiters: [(ticket: Int64, continuation: CheckedContinuation<PatchSyncError?, Never>)] = []
+        /// What runs once `flushed` reaches its ticket (in ticket order); dropped if a flush fails.
+        var actions: [(ticket: Int64, run: @Sendable () -> Void)] = []
         var flushing = false
         var stopping = false
         var flusherDone = false
 
-        /// Whether the flusher has work: enough pending, or a fetch waiting for what is pending;
-        /// never while a flush runs.
+        /// Whether the flusher has work: enough pending, or a fetch waiting for what is pending or
+        /// an action due after it; never while a flush runs.
         var flushDue: Bool {
             !flushing && (pending.count >= StagedFiles.flushChunks || pendingBytes >= StagedFiles.flushBytes
-                          || (!waiters.isEmpty && !pending.isEmpty))
+                          || ((!waiters.isEmpty || !actions.isEmpty) && !pending.isEmpty))
         }
     }
 
@@ -54,9 +59,17 @@ final class StagedFiles: Sendable {
     static let flushChunks = 64
     static let flushBytes = 4 << 20
 
-    init(_ staged: StagedBuild) {
+    /// Bytes a fetch may leave written but not yet synced before it waits for the flusher: the most
+    /// a kill can lose beyond the requests in flight.
+    static let unsyncedBytesAllowed: Int64 = 32 << 20
+
+    /// Files that their first write creates, at their final size (``StagedBuild/Prepared/toCreate``).
+    private let toCreate: [String: Int64]
+
+    init(_ staged: StagedBuild, creating toCreate: [String: Int64] = [:]) {
         directory = staged.directory
         build = staged.identity.name
+        self.toCreate = toCreate
         let state = staged.state
         self.state = state
         let thread = Thread { [self] in flushLoop() }
@@ -84,7 +97,6 @@ final class StagedFiles: Sendable {
             for destination in destinations { shared.pendingFiles.insert(destination.path) }
             shared.pendingBytes += count
             shared.bytesWritten += Int64(count)
-            shared.written += 1
             if shared.pending.count >= Self.flushChunks || shared.pendingBytes >= Self.flushBytes { lock.broadcast() }
         }
     }
@@ -92,20 +104,34 @@ final class StagedFiles: Sendable {
     /// Bytes written to staged files so far (each destination counts).
     var bytesWritten: Int64 { lock.withLock { $0.bytesWritten } }
 
-    /// Returns once every chunk written before the call is synced and recorded done; throws
-    /// what the flush that covered them failed with.
-    func durable() async throws(PatchSyncError) {
+    /// Returns once every chunk written before the call, but for the last `lagging` bytes, is
+    /// synced and recorded done; throws what a flush failed with.
+    func durable(lagging: Int64 = 0) async throws(PatchSyncError) {
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<PatchSyncError?, Never>) in
             let now = lock.withLock { shared -> PatchSyncError?? in
                 if let flushFailure = shared.flushFailure { return .some(flushFailure) }
-                if shared.flushed >= shared.written { return .some(nil) }
-                shared.waiters.append((shared.written, continuation))
+                let ticket = shared.bytesWritten - lagging
+                if shared.flushed >= ticket { return .some(nil) }
+                shared.waiters.append((ticket, continuation))
                 lock.broadcast()
                 return .none
             }
             if let now { continuation.resume(returning: now) }
         }
         if let failure { throw failure }
+    }
+
+    /// Runs `action` on the flusher's thread once every chunk written before the call is synced and
+    /// recorded done (at once if it is); never if a flush fails. Actions run in the order given.
+    func whenDurable(_ action: @escaping @Sendable () -> Void) {
+        let now = lock.withLock { shared -> Bool in
+            if shared.flushFailure != nil { return false }
+            if shared.flushed >= shared.bytesWritten && shared.actions.isEmpty { return true }
+            shared.actions.append((shared.bytesWritten, action))
+            lock.broadcast()
+            return false
+        }
+        if now { action() }
     }
 
     /// Syncs and records everything written so far, on the caller's thread (at the end of a stage).
@@ -142,16 +168,29 @@ final class StagedFiles: Sendable {
 
     /// Takes the pending records, syncs their files and records them; the caller has set `flushing`.
     private func flushPending() {
-        let (refs, paths, ticket) = lock.withLock { shared -> ([StateStore.ChunkRecord], Set<String>, Int) in
+        let (refs, paths, ticket) = lock.withLock { shared -> ([StateStore.ChunkRecord], Set<String>, Int64) in
             defer { shared.pending = []; shared.pendingFiles = []; shared.pendingBytes = 0 }
-            return (shared.pending, shared.pendingFiles, shared.written)
+            return (shared.pending, shared.pendingFiles, shared.bytesWritten)
         }
+        if !refs.isEmpty { CrashPoint.batchWritten.reached() }
         var failure: PatchSyncError?
         do throws(PatchSyncError) { try record(refs, syncing: paths) } catch { failure = error }
+        // The actions now due run before anyone else may flush (`flushing` stays set), so that
+        // they run in order; then the waiters resume.
+        let due = lock.withLock { shared -> [@Sendable () -> Void] in
+            shared.flushFailure = shared.flushFailure ?? failure
+            if shared.flushFailure != nil {
+                shared.actions = []
+                return []
+            }
+            shared.flushed = ticket
+            let due = shared.actions.prefix { $0.ticket <= ticket }
+            shared.actions.removeFirst(due.count)
+            return due.map(\.run)
+        }
+        for action in due { action() }
         let resume = lock.withLock { shared -> [(CheckedContinuation<PatchSyncError?, Never>, PatchSyncError?)] in
             shared.flushing = false
-            shared.flushFailure = shared.flushFailure ?? failure
-            if shared.flushFailure == nil { shared.flushed = ticket }
             let (failed, flushed) = (shared.flushFailure, shared.flushed)
             let ready = shared.waiters.filter { failed != nil || $0.ticket <= flushed }
             shared.waiters.removeAll { failed != nil || $0.ticket <= flushed }
@@ -184,13 +223,26 @@ final class StagedFiles: Sendable {
         try state.recordDone(build, refs, stamps: stamps)
     }
 
-    /// The open descriptor of a staged file, and its inode.
+    /// The open descriptor of a staged file, and its inode; creates a file of ``toCreate`` (at its
+    /// size) on its first write. Opens outside the lock, so that workers create files side by side.
     private func descriptor(_ path: String) throws(Errno) -> (fd: FileDescriptor, inode: Int64) {
-        try lock.withLock { (shared: inout Shared) throws(Errno) -> (fd: FileDescriptor, inode: Int64) in
-            if let fd = shared.open[path], let inode = shared.inodes[path] { return (fd, inode) }
+        if let known = lock.withLock({ shared -> (fd: FileDescriptor, inode: Int64)? in
+            guard let fd = shared.open[path], let inode = shared.inodes[path] else { return nil }
+            return (fd, inode)
+        }) { return known }
+        let full = directory + "/" + path
+        let fd: FileDescriptor
+        if let size = toCreate[path],
+           let created = try? FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) {
+            try created.truncate(to: size)
+            fd = created
+        } else {  // created before (another worker, an earlier pass), or never to be created here
+            fd = try FileDescriptor(path: full, flags: O_RDWR | O_NOFOLLOW)
+        }
+        let inode = Int64(try fd.status().st_ino)
+        return lock.withLock { shared in
+            if let other = shared.open[path], let inode = shared.inodes[path] { return (other, inode) }
             if shared.open.count >= 256 { shared.open.removeAll() }
-            let fd = try FileDescriptor(path: directory + "/" + path, flags: O_RDWR | O_NOFOLLOW)
-            let inode = Int64(try fd.status().st_ino)
             shared.open[path] = fd
             shared.inodes[path] = inode
             return (fd, inode)

@@ -171,7 +171,7 @@ extension Origin {
     /// Opens (creating) a download's file for appending; a file longer than `length` starts again.
     private static func openForResume(_ local: String, length: Int64) throws(PatchSyncError) -> FileDescriptor {
         do {
-            try FileSystem.makeDirectory((local as NSString).deletingLastPathComponent)
+            try FileSystem.makeDirectory(FileSystem.parent(of: local))
             let output = try FileDescriptor(path: local, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600)
             if Int64(try output.status().st_size) > length { try output.truncate(to: 0) }
             return output

@@ -20,7 +20,7 @@ extension Syncer {
             try checkFreeSpace(for: plan, in: staged.directory)
             try link(plan.links, into: staged.directory)
         }
-        let files = StagedFiles(staged)
+        let files = StagedFiles(staged, creating: resumed.toCreate)
         defer { files.closeAll() }
         let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
         (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
@@ -82,7 +82,7 @@ extension Syncer {
                 if let st = try FileSystem.status(target), let src = try FileSystem.status(link.source),
                    st.st_ino == src.st_ino { continue }
                 try FileSystem.remove(target)
-                try FileSystem.makeDirectory((target as NSString).deletingLastPathComponent, within: directory)
+                try FileSystem.makeDirectory(FileSystem.parent(of: target), within: directory)
                 try FileSystem.link(link.source, target)
             }
         } catch { throw PatchSyncError.wrap(error) }
@@ -132,9 +132,9 @@ extension Syncer {
             }
             for file in manifest.files {
                 let full = directory + "/" + file.path
-                var folder = (full as NSString).deletingLastPathComponent
+                var folder = FileSystem.parent(of: full)
                 while folder.count > directory.count && folders.insert(folder).inserted {
-                    folder = (folder as NSString).deletingLastPathComponent
+                    folder = FileSystem.parent(of: folder)
                 }
                 do {
                     guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "finding", full) }

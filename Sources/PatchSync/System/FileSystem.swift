@@ -2,13 +2,21 @@ import Foundation
 
 /// Small file-system steps, each a thin typed wrapper over the system call it names.
 enum FileSystem {
+    /// The folder part of `path`: what precedes its last "/" ("/" for a top-level absolute path, ""
+    /// for a bare name). Paths here are plain (no trailing or doubled slashes), so this skips
+    /// Foundation's path normalization, which a fresh install would run for each of its files.
+    static func parent(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
+        return slash == path.utf8.startIndex ? "/" : String(path[..<slash])
+    }
+
     /// Creates `path` and its parents (mkdir -p).
     static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(Errno) {
         if mkdir(path, mode) == 0 { return }
         let err = errno
         if err == EEXIST, isDirectory(path) { return }
         if err == ENOENT {
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = FileSystem.parent(of: path)
             guard !parent.isEmpty, parent != path else { throw Errno(err, "creating directory", path) }
             try makeDirectory(parent, mode: mode)
             if mkdir(path, mode) == 0 || (errno == EEXIST && isDirectory(path)) { return }
@@ -144,7 +152,7 @@ enum FileSystem {
 
     /// Writes `data` durably: temporary name, fsync, rename, fsync of the directory.
     static func writeAtomically(_ data: Data, to path: String, mode: mode_t = 0o644) throws(Errno) {
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = FileSystem.parent(of: path)
         try makeDirectory(dir)
         let temp = "\(path).tmp-\(getpid())"
         do throws(Errno) {

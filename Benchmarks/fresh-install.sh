@@ -22,8 +22,9 @@ WORK=$(mktemp -d /tmp/patchsync-fresh.XXXXXX)
 IMAGE=""
 NS=psfresh
 cleanup() {
+  set +e  # every step runs, whatever failed before it
   [ -n "${DELAYLINE_PID:-}" ] && kill "$DELAYLINE_PID" 2>/dev/null
-  ip netns del "$NS" 2>/dev/null; ip netns del "r$NS" 2>/dev/null; ip link del "v$NS" 2>/dev/null
+  if [ -n "${LINKED:-}" ]; then ip netns del "$NS"; ip netns del "r$NS"; ip link del "v$NS"; fi 2>/dev/null
   [ -n "${NGINX_PID:-}" ] && kill "$NGINX_PID" 2>/dev/null; wait 2>/dev/null
   chmod -R u+w "$WORK" 2>/dev/null; mountpoint -q "$WORK" && umount "$WORK"; rm -rf "$WORK" ${IMAGE:+"$IMAGE"}
 }
@@ -105,7 +106,7 @@ printf 'ratio patchsync / curl|tar: %.2f (target <= 1.0); / curl|tar then syncfs
 
 # --- the same over a routed link with a player's round trip ------------------------------------------
 if [ "$(id -u)" = 0 ] && [ "${LINK_MBIT:-100}" != 0 ]; then
-  make_routed_link "$NS" 10.217 "$(( ${LINK_MBIT:-100} * 1000000 ))" 256kb "${LINK_RTT_MS:-20}"
+  LINKED=1; make_routed_link "$NS" 10.217 "$(( ${LINK_MBIT:-100} * 1000000 ))" 256kb "${LINK_RTT_MS:-20}"
   LINK_URL=http://10.217.0.1:$PORT
   for _ in $(seq 50); do ip netns exec "$NS" curl -s -o /dev/null "$LINK_URL/tree.tar.gz" -r 0-0 && break; sleep 0.2; done
   mkdir -p "$WORK/tar"

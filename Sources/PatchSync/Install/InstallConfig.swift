@@ -56,7 +56,7 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     }
 
     var connections: Int { max(1, min(maxConnections ?? 6, 64)) }
-    var requestBytes: Int64 { Int64(max(64 << 10, maxRequestBytes ?? (8 << 20))) }
+    var requestBytes: Int64 { Int64(max(64 << 10, maxRequestBytes ?? (16 << 20))) }
     var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }
     var buildsKept: Int { max(1, keepBuilds ?? 2) }
     var refreshDeadline: TimeInterval { TimeInterval(max(1, refreshDeadlineSeconds ?? 120)) }

@@ -15,10 +15,10 @@ public final class PackWriter {
     /// A pack is closed once it holds this many stored bytes: under the client's default request size
     /// (8 MiB), so that a fresh install fetches a pack in one request. (Wesnoth 1.18.8, 18,189 files:
     /// 24 objects, 29 requests for a fresh install; Benchmarks/RESULTS.md has the study.)
-    public static let defaultTargetSize = 6 << 20
+    public static let defaultTargetSize = 14 << 20
     /// Files up to this size go into packs; larger ones get an object of their own (at 128 KiB,
     /// Wesnoth still took 277 objects and 282 requests).
-    public static let defaultSmallFile = 1 << 20
+    public static let defaultSmallFile = 4 << 20
 
     let origin: String
     let targetSize: Int

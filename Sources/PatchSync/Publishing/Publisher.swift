@@ -123,54 +123,51 @@ public struct Publisher: Sendable {
                         chunking: chunking, bundles: bundles.bundles, files: files)
     }
 
-    /// The manifest entries of `paths`, computed on every core (each worker takes the next file, so
-    /// one large file never keeps the other cores waiting), in order; each new object goes to
-    /// `placer` as soon as it is written, and new small files go to `packer` in path order. Files are
-    /// taken in windows (``windows(_:)``), so that the small files' stored bytes waiting for their
-    /// pack stay bounded whatever the build. `progress` runs on the calling thread.
+    /// The manifest entries of `paths`, in order, computed on every core while this thread takes them
+    /// in path order: each new object goes to `placer` as soon as it is written, and new small files go
+    /// to `packer` in path order. Each worker takes the next file, so one large file never keeps the
+    /// other cores waiting, and none waits for this thread's packing; workers stay within ``window``
+    /// files and ``windowBytes`` of small files' stored bytes ahead of it, so memory stays bounded
+    /// whatever the build. `progress` runs on the calling thread.
     private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts, placer: ObjectPlacer,
                          packer: PackWriter,
                          progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
         typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
         var out = [Entry?](repeating: nil, count: paths.count)
-        var done = 0
-        for range in windows(paths) {
-            let results = try prepare(paths, range, writer: writer, known: known, placer: placer) { progress(done + $0, paths.count) }
-            for (i, result) in zip(range, results) {
-                switch result {
-                case .entry(let entry, let bytes, let pending): out[i] = (entry, bytes, pending)
-                case .small(let entry, let stored): try packer.add(index: i, entry: entry, stored: stored)
+        let workers = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
+        let queue = PrepareQueue(count: paths.count, workers: workers)
+        for number in 0..<workers {
+            let thread = Thread {
+                while let i = queue.claim() {
+                    let result = Result { () throws(PatchSyncError) -> Prepared in
+                        try self.entry(for: paths[i], writer: writer, known: known)
+                    }
+                    if case .success(.entry(_, _, let pending?)) = result { placer.add(pending) }
+                    queue.deliver(i, result)
                 }
+                queue.workerEnded()
             }
-            for (i, entry) in packer.takeFinished() { out[i] = (entry, 0, nil) }
-            done += range.count
+            thread.name = "patchsync-publish-\(number)"
+            thread.start()
+        }
+        defer { queue.stop() }  // and wait for the workers: nothing reaches the placer after this returns
+        for i in paths.indices {
+            switch try queue.take(i) {
+            case .entry(let entry, let bytes, let pending): out[i] = (entry, bytes, pending)
+            case .small(let entry, let stored): try packer.add(index: i, entry: entry, stored: stored)
+            }
+            for (j, entry) in packer.takeFinished() { out[j] = (entry, 0, nil) }
+            progress(i + 1, paths.count)
         }
         try packer.close()
         for (i, entry) in packer.takeFinished() { out[i] = (entry, 0, nil) }
         let entries = out.compactMap { $0 }
         guard entries.count == paths.count else { throw PatchSyncError(.internal, "a file was not published") }
-        progress(paths.count, paths.count)
         return entries
     }
 
-    /// Windows of ``entries(for:writer:known:placer:packer:progress:)``: at most ``window`` files, and
-    /// small files of at most ``windowBytes`` in all (their stored bytes wait in memory for their pack).
-    private func windows(_ paths: [String]) -> [Range<Int>] {
-        var windows: [Range<Int>] = []
-        var start = 0, bytes: Int64 = 0
-        for (i, path) in paths.enumerated() {
-            let size = (try? FileSystem.status(options.buildDirectory + "/" + path)).map { Int64($0.st_size) } ?? 0
-            if size <= Int64(options.smallFileBytes) { bytes += size }
-            if i + 1 - start >= Self.window || bytes >= Self.windowBytes || i == paths.count - 1 {
-                windows.append(start..<(i + 1))
-                (start, bytes) = (i + 1, 0)
-            }
-        }
-        return windows
-    }
-
     static let window = 1024
-    static let windowBytes: Int64 = 64 << 20
+    static let windowBytes = 64 << 20
 
     /// What a worker made of one file: a finished entry (a reused or a newly written object), or a
     /// small file's entry and stored bytes, for a pack.
@@ -179,36 +176,80 @@ public struct Publisher: Sendable {
         case small(FileEntry, [UInt8])
     }
 
-    /// The files of `range`, on every core; a failure stops the others early and is thrown.
-    private func prepare(_ paths: [String], _ range: Range<Int>, writer: ObjectWriter, known: KnownLayouts,
-                         placer: ObjectPlacer, progress: (Int) -> Void) throws(PatchSyncError) -> [Prepared] {
-        let state = Mutex((results: [Result<Prepared, PatchSyncError>?](repeating: nil, count: range.count), done: 0,
-                           failed: false))
-        let finished = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            DispatchQueue.concurrentPerform(iterations: range.count) { k in
-                guard !state.withLock({ $0.failed }) else { return }  // a file failed: stop early
-                let result = Result { () throws(PatchSyncError) -> Prepared in
-                    try self.entry(for: paths[range.lowerBound + k], writer: writer, known: known)
-                }
-                if case .success(.entry(_, _, let pending?)) = result { placer.add(pending) }
-                state.withLock {
-                    $0.results[k] = result
-                    $0.done += 1
-                    if case .failure = result { $0.failed = true }
-                }
+    /// Hands the files' indices to the workers in order, and their results to the consuming thread in
+    /// order. A worker claims the next index only while it is within ``window`` of the next to be
+    /// taken and the small files' bytes held are under ``windowBytes``, or when it is the very next
+    /// to be taken (so the oldest file always goes ahead and nothing deadlocks). A failure stops the
+    /// claims and is thrown to the consumer.
+    ///
+    /// Thread-safety: a ``ConditionLock`` holds the counters and the results; workers and the consumer wait on it.
+    private final class PrepareQueue: Sendable {
+        private struct State {
+            var next = 0
+            var taken = 0
+            var heldBytes = 0
+            var results: [Int: Result<Prepared, PatchSyncError>] = [:]
+            var failure: PatchSyncError?
+            var stopping = false
+            var running: Int
+        }
+        private let count: Int
+        private let lock: ConditionLock<State>
+
+        init(count: Int, workers: Int) {
+            self.count = count
+            lock = ConditionLock(State(running: workers))
+        }
+
+        /// The next file for a worker, once it is its turn; nil when there is none (or a failure stopped the publish).
+        func claim() -> Int? {
+            lock.withLock(when: { state in
+                state.stopping || state.next >= self.count
+                    || (state.next < state.taken + Publisher.window
+                        && (state.heldBytes < Publisher.windowBytes || state.next == state.taken))
+            }) { state -> Int? in
+                guard !state.stopping, state.next < self.count else { return nil }
+                defer { state.next += 1 }
+                return state.next
             }
-            finished.signal()
         }
-        while finished.wait(timeout: .now() + .milliseconds(250)) == .timedOut {
-            progress(state.withLock { $0.done })
+
+        func deliver(_ index: Int, _ result: Result<Prepared, PatchSyncError>) {
+            lock.withLock { state in
+                if case .success(.small(_, let stored)) = result { state.heldBytes += stored.count }
+                if case .failure(let error) = result {
+                    state.failure = state.failure ?? error
+                    state.stopping = true
+                }
+                state.results[index] = result
+            }
+            lock.broadcast()
         }
-        let results = state.withLock { $0.results }
-        let out: [Prepared] = results.compactMap { if case .success(let prepared)? = $0 { prepared } else { nil } }
-        let failure = results.lazy.compactMap { if case .failure(let error)? = $0 { error } else { nil } }.first
-            ?? (out.count < range.count ? PatchSyncError(.internal, "a file was not published") : nil)
-        if let failure { throw failure }
-        return out
+
+        /// The result for file `index`, once a worker delivered it; throws the first failure.
+        func take(_ index: Int) throws(PatchSyncError) -> Prepared {
+            let result = lock.withLock(when: { $0.results[index] != nil || $0.failure != nil }) { state in
+                if let failure = state.failure { return Result<Prepared, PatchSyncError>.failure(failure) }
+                let result = state.results.removeValue(forKey: index)!
+                if case .success(.small(_, let stored)) = result { state.heldBytes -= stored.count }
+                state.taken = index + 1
+                return result
+            }
+            lock.broadcast()
+            return try result.get()
+        }
+
+        func workerEnded() {
+            lock.withLock { $0.running -= 1 }
+            lock.broadcast()
+        }
+
+        /// Ends the claims (after the last file, or when the consumer failed) and waits for the workers.
+        func stop() {
+            lock.withLock { $0.stopping = true }
+            lock.broadcast()
+            lock.withLock(when: { $0.running == 0 }) { _ in }
+        }
     }
 
     /// The file's manifest entry. When the file's content is already in the origin (its own object, or

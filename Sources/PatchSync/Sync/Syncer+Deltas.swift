@@ -125,7 +125,7 @@ extension Syncer {
                   manifest.sequence == target.info.sequence else {
                 throw PatchSyncError(.refusedData, "the manifest rebuilt by delta describes another build")
             }
-            return (manifest, Zlib.gzip(json))
+            return (manifest, Zlib.gzip(json, level: 6))  // kept locally: speed over size
         } catch {
             Self.deltaLogger.notice("manifest delta from \(live) not used, fetching the whole manifest: \(error)")
             return nil

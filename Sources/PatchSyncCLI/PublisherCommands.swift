@@ -112,8 +112,8 @@ struct Publish: AsyncParsableCommand {
             metadata. Publishing the same build id with the same content again is a no-op.
             For each of the channel's latest builds (--delta-sources, default 2) it also writes a
             delta pack: players on those builds patch changed files from what they have, and
-            fetch chunks for the rest. New files up to --small-file KiB (default 1024) go into pack
-            objects of about --pack-size KiB (default 6144), so one request carries many files.
+            fetch chunks for the rest. New files up to --small-file KiB (default 4096) go into pack
+            objects of about --pack-size KiB (default 14336), so one request carries many files.
 
             Example:
               patchsync publish build/ --origin out/ --build-id 1.4.2+873 --key keys/online.key

@@ -12,12 +12,13 @@ import Foundation
 ///
 /// Used on one thread (the publish's), after the workers have chunked and deflated the files.
 public final class PackWriter {
-    /// A pack is closed once it holds this many stored bytes: under the client's default request size
-    /// (8 MiB), so that a fresh install fetches a pack in one request. (Wesnoth 1.18.8, 18,189 files:
-    /// 24 objects, 29 requests for a fresh install; Benchmarks/RESULTS.md has the study.)
+    /// A pack holds at most this many stored bytes (a file that would pass it starts the next pack):
+    /// under the client's default request size (16 MiB), so that a fresh install fetches a pack in one
+    /// request. (Wesnoth 1.18.8, 18,189 files: 11 objects, 16 requests for a fresh install;
+    /// SuperTuxKart 1.5: 57 requests; Benchmarks/RESULTS.md has the study.)
     public static let defaultTargetSize = 14 << 20
     /// Files up to this size go into packs; larger ones get an object of their own (at 128 KiB,
-    /// Wesnoth still took 277 objects and 282 requests).
+    /// Wesnoth still took 277 objects and 282 requests; at 1 MiB, SuperTuxKart took 248).
     public static let defaultSmallFile = 4 << 20
 
     let origin: String
@@ -55,6 +56,7 @@ public final class PackWriter {
             members.append((index, entry, base))
             return
         }
+        if !buffer.isEmpty && buffer.count + stored.count > targetSize { try close() }
         let base = Int64(buffer.count)
         buffer.append(contentsOf: stored)
         open[entry.sha256] = base

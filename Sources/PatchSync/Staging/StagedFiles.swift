@@ -8,8 +8,8 @@ import Foundation
 /// follow durability (its progress report) to ``whenDurable(_:)`` and goes on with its next
 /// request, and waits (``durable(lagging:)``) only when more than ``unsyncedBytesAllowed`` are
 /// written and not yet synced. The flusher syncs back to back while anything waits, so what a killed
-/// sync loses is what was in flight: bytes being received or waiting for their flush, at most that
-/// bound plus one request per connection.
+/// sync loses is what was in flight: bytes being received or waiting for their flush (at most one
+/// more request per connection).
 ///
 /// Thread-safety: a ``ConditionLock`` holds the descriptor table, the pending records, the flush
 /// tickets and the waiters, and is what the flusher, `flush()` and `closeAll()` wait on; chunk
@@ -20,6 +20,9 @@ final class StagedFiles: Sendable {
         var open: [String: FileDescriptor] = [:]
         /// The inode of each file written to, as opened: a resume record names it.
         var inodes: [String: Int64] = [:]
+        /// Files of ``toCreate`` this run created (or found created): never created again, so a
+        /// file deleted by hand mid-sync fails its next open instead of coming back empty.
+        var created = Set<String>()
         var pending: [StateStore.ChunkRecord] = []
         var pendingFiles = Set<String>()
         var pendingBytes = 0
@@ -59,8 +62,8 @@ final class StagedFiles: Sendable {
     static let flushChunks = 64
     static let flushBytes = 4 << 20
 
-    /// Bytes a fetch may leave written but not yet synced before it waits for the flusher: the most
-    /// a kill can lose beyond the requests in flight.
+    /// The most a fetch may leave written but not yet synced before it waits for the flusher
+    /// (``ChunkFetcher`` allows one request per connection, up to this).
     static let unsyncedBytesAllowed: Int64 = 32 << 20
 
     /// Files that their first write creates, at their final size (``StagedBuild/Prepared/toCreate``).
@@ -126,7 +129,7 @@ final class StagedFiles: Sendable {
     func whenDurable(_ action: @escaping @Sendable () -> Void) {
         let now = lock.withLock { shared -> Bool in
             if shared.flushFailure != nil { return false }
-            if shared.flushed >= shared.bytesWritten && shared.actions.isEmpty { return true }
+            if shared.flushed >= shared.bytesWritten && shared.actions.isEmpty && !shared.flushing { return true }
             shared.actions.append((shared.bytesWritten, action))
             lock.broadcast()
             return false
@@ -225,27 +228,40 @@ final class StagedFiles: Sendable {
 
     /// The open descriptor of a staged file, and its inode; creates a file of ``toCreate`` (at its
     /// size) on its first write. Opens outside the lock, so that workers create files side by side.
+    /// A file that is not the one this run wrote (another inode, a link, larger than its content) is
+    /// refused: its records would vouch for bytes that are not there.
     private func descriptor(_ path: String) throws(Errno) -> (fd: FileDescriptor, inode: Int64) {
-        if let known = lock.withLock({ shared -> (fd: FileDescriptor, inode: Int64)? in
-            guard let fd = shared.open[path], let inode = shared.inodes[path] else { return nil }
-            return (fd, inode)
-        }) { return known }
-        let full = directory + "/" + path
-        let fd: FileDescriptor
-        if let size = toCreate[path],
-           let created = try? FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) {
-            try created.truncate(to: size)
-            fd = created
-        } else {  // created before (another worker, an earlier pass), or never to be created here
-            fd = try FileDescriptor(path: full, flags: O_RDWR | O_NOFOLLOW)
+        let (known, mayCreate, expected) = lock.withLock { shared -> ((fd: FileDescriptor, inode: Int64)?, Bool, Int64?) in
+            if let fd = shared.open[path], let inode = shared.inodes[path] { return ((fd, inode), false, inode) }
+            return (nil, toCreate[path] != nil && !shared.created.contains(path), shared.inodes[path])
         }
-        let inode = Int64(try fd.status().st_ino)
+        if let known { return known }
+        let full = directory + "/" + path
+        var fd: FileDescriptor?
+        if mayCreate, let size = toCreate[path] {
+            do throws(Errno) {
+                let created = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+                try created.truncate(to: size)
+                fd = created
+            } catch {
+                if error.code != EEXIST { throw error }  // EEXIST: another worker created it first
+            }
+        }
+        let file: FileDescriptor
+        if let fd { file = fd } else { file = try FileDescriptor(path: full, flags: O_RDWR | O_NOFOLLOW) }
+        let st = try file.status()
+        let inode = Int64(st.st_ino)
+        guard (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1, expected == nil || expected == inode,
+              Int64(st.st_size) <= (toCreate[path] ?? Int64.max) else {
+            throw Errno(ESTALE, "staging (the file was replaced while the sync ran; run sync again)", full)
+        }
         return lock.withLock { shared in
+            shared.created.insert(path)
             if let other = shared.open[path], let inode = shared.inodes[path] { return (other, inode) }
             if shared.open.count >= 256 { shared.open.removeAll() }
-            shared.open[path] = fd
+            shared.open[path] = file
             shared.inodes[path] = inode
-            return (fd, inode)
+            return (file, inode)
         }
     }
 }

@@ -447,6 +447,26 @@ def fast_forward_recovery():
 
 
 @interop
+def fast_forward_snapshot_recovery():
+    repo, client = good_repo("i-ffsnapshot")
+    repo.snapshot.signed.version = 1000       # the compromised snapshot key fast-forwards snapshot
+    repo.publish(roles=("snapshot", "timestamp"), bump=False)
+    repo.timestamp.signed.version += 1
+    repo.publish(roles=("timestamp",), bump=False)
+    assert client.refresh(repo) == 0, client.last
+    assert client.version("snapshot") == 1000, client.version("snapshot")
+    repo.rotate("snapshot")                   # the publisher rotates it away ...
+    repo.snapshot.signed.version = 4          # ... and carries on at its own count
+    repo.publish(roles=("snapshot",), bump=False)
+    repo.timestamp.signed.version += 1
+    repo.publish(roles=("timestamp",), bump=False)
+    assert client.refresh(repo) == 0, client.last
+    assert client.version("snapshot") == 4, client.version("snapshot")
+    return ("snapshot key rotated after a fast-forward to v1000: the trusted timestamp (which pins "
+            "snapshot v1000) and snapshot are both forgotten; snapshot v4 accepted")
+
+
+@interop
 def target_name_stays_inside():
     repo, client = fresh("i-names")
     repo.add_target("../../escape.txt", b"must stay in the target folder\n")
@@ -691,6 +711,49 @@ def duplicate_key_counts_once(repo, client):
     envelope["signatures"].append({"keyid": alias.keyid, "sig": envelope["signatures"][0]["sig"]})
     repo.put("timestamp.json", json.dumps(envelope).encode())
     return "threshold 2 met only by one key listed under two key ids"
+
+
+@attack()
+def key_hex_case_counts_once(repo, client):
+    from securesystemslib.signer import SSlibKey
+    import json
+    key = repo.signers["timestamp"][0].public_key
+    upper = dict(key.keyval)
+    upper["public"] = upper["public"].upper()
+    alias = SSlibKey("cd" * 32, key.keytype, key.scheme, upper)
+    repo.root.signed.keys[alias.keyid] = alias
+    repo.root.signed.roles["timestamp"].keyids.append(alias.keyid)
+    repo.root.signed.roles["timestamp"].threshold = 2
+    repo.root.signed.version += 1
+    repo.write_root()
+    assert client.refresh(repo) == 1, "the old timestamp still met the new threshold"
+    client.snapshot_before()
+    written = repo.publish(roles=("timestamp",))
+    envelope = json.loads(written["timestamp"])
+    envelope["signatures"].append({"keyid": alias.keyid, "sig": envelope["signatures"][0]["sig"]})
+    repo.put("timestamp.json", json.dumps(envelope).encode())
+    return "threshold 2 met only by one key, listed again with its hex in upper case"
+
+
+@attack()
+def duplicate_signature_keyid(repo, client):
+    import json
+    written = repo.publish(roles=("timestamp",))
+    envelope = json.loads(written["timestamp"])
+    envelope["signatures"].append(dict(envelope["signatures"][0]))
+    repo.put("timestamp.json", json.dumps(envelope).encode())
+    return "timestamp whose signatures list the same key id twice"
+
+
+@attack()
+def initial_root_not_self_signed(repo, client):
+    # The root a client was shipped with (here: its trusted copy) is signed by a key it does not list.
+    forged = copy.deepcopy(repo.root)
+    data = repo.sign(forged, [generate("ed25519")])
+    with open(os.path.join(client.meta, "root.json"), "wb") as f:
+        f.write(data)
+    client.snapshot_before()
+    return "trusted root.json whose own signatures do not meet its own root threshold"
 
 
 @attack()

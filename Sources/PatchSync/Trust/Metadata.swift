@@ -262,6 +262,11 @@ struct Signed<T: TUFSigned>: Sendable {
         }
         self.raw = raw
         self.signatures = try sigs.decode([TUFSignature].self, what: "\(name) signatures")
+        var keyids = Set<String>()
+        for signature in signatures where !keyids.insert(signature.keyid).inserted {
+            throw PatchSyncError(.refusedData, "\(name) lists key id \(signature.keyid) twice in its signatures",
+                                 remedy: "the origin serves malformed metadata; report it to the publisher")
+        }
         self.signed = try raw.decode(T.self, what: name)
         guard signed.type == T.roleName else {
             throw PatchSyncError(.refusedData, "\(name) is \(signed.type) metadata, not \(T.roleName)")
@@ -292,13 +297,15 @@ struct Signed<T: TUFSigned>: Sendable {
     }
 
     /// Checks that at least `role.threshold` distinct keys of `role` signed the canonical `signed` part.
-    /// A key listed under two key ids counts once; a key of an unsupported type never counts.
+    /// A key listed under two key ids counts once, however its hex is written (upper or lower case);
+    /// a key of an unsupported type never counts.
     func verify(role: TUFRole, keys: [String: TUFKey], name: String) throws(PatchSyncError) {
         let message = try raw.canonical()
         var validIDs = Set<String>(), validKeys = Set<String>()
         for signature in signatures where role.keyids.contains(signature.keyid) && !validIDs.contains(signature.keyid) {
-            guard let key = keys[signature.keyid], let material = key.keyval["public"],
-                  !validKeys.contains(material), let sig = Hex.decode(signature.sig) else { continue }
+            guard let key = keys[signature.keyid], let text = key.keyval["public"] else { continue }
+            let material = Hex.decode(text).map { Hex.encode($0) } ?? text  // one spelling per key
+            guard !validKeys.contains(material), let sig = Hex.decode(signature.sig) else { continue }
             if PublicKeySignature.verify(sig, message: message, key: key) {
                 validIDs.insert(signature.keyid)
                 validKeys.insert(material)

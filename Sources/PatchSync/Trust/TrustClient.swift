@@ -62,6 +62,9 @@ struct TrustClient: Sendable {
                                  remedy: "run `patchsync init --root ROOT_JSON …` first")
         }
         var trusted: Signed<RootMetadata> = try Signed(parsing: data, name: "trusted root.json")
+        // The root a client starts from must meet its own threshold, as every later root must.
+        try trusted.verify(role: try role("root", in: trusted.signed, "trusted root.json"), keys: trusted.signed.keys,
+                           name: "trusted root.json (by its own keys)")
         let original = trusted.signed
         for _ in 0..<Self.maxRootRotations {
             let version = trusted.signed.version + 1
@@ -79,11 +82,11 @@ struct TrustClient: Sendable {
             try persist(next, "root.json")
         }
         try checkExpiry(trusted.signed, "root")
-        if trusted.signed.version != original.version {
-            for (role, file) in [("timestamp", "timestamp.json"), ("snapshot", "snapshot.json")]
-            where trusted.signed.roles[role] != original.roles[role] {
-                try? FileSystem.remove(directory + "/" + file)  // fast-forward recovery: forget old versions
-            }
+        // Fast-forward recovery (specification 5.3.11): when the timestamp or the snapshot keys were
+        // rotated, both trusted files go, since either may pin versions that a compromised key inflated.
+        if trusted.signed.version != original.version,
+           ["timestamp", "snapshot"].contains(where: { trusted.signed.roles[$0] != original.roles[$0] }) {
+            for file in ["timestamp.json", "snapshot.json"] { try? FileSystem.remove(directory + "/" + file) }
         }
         return trusted
     }

@@ -80,13 +80,14 @@ struct AdapterInteropTests {
     static let interop = ["ed25519_basic", "root_rotation", "delegations", "terminating_stops_search", "delegation_visit_limit", "hash_bins",
                           "ecdsa_keys", "rsa_keys", "no_consistent_snapshot", "existing_target_not_refetched",
                           "unchanged_metadata_not_refetched", "unusual_role_names",
-                          "fast_forward_recovery", "target_name_stays_inside"]
+                          "fast_forward_recovery", "fast_forward_snapshot_recovery", "target_name_stays_inside"]
     static let attacks = ["rollback_timestamp", "rollback_snapshot", "rollback_targets", "rollback_snapshot_drops_role",
                           "freeze_timestamp", "freeze_timestamp_faketime", "freeze_snapshot", "freeze_targets", "freeze_root",
                           "fast_forward_without_rotation", "revoked_timestamp_key", "mix_and_match_targets",
                           "wrong_snapshot_hash", "wrong_snapshot_length", "wrong_targets_hash", "wrong_targets_length",
                           "endless_timestamp", "endless_root", "endless_target", "arbitrary_target",
                           "root_threshold_not_met", "targets_threshold_not_met", "duplicate_key_counts_once",
+                          "key_hex_case_counts_once", "duplicate_signature_keyid", "initial_root_not_self_signed",
                           "bad_timestamp_signature", "old_metadata_mirror", "delegated_wrong_key", "delegated_outside_paths"]
 
     @Test("python-tuf repositories are read, and every attack in the table exits 1 with trusted metadata unchanged")

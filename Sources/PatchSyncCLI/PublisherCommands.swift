@@ -133,6 +133,8 @@ struct Publish: AsyncParsableCommand {
                                valueName: "KiB")) var smallFile = PackWriter.defaultSmallFile >> 10
     @Option(help: ArgumentHelp("The size at which a pack of small files is closed.", valueName: "KiB"))
     var packSize = PackWriter.defaultTargetSize >> 10
+    @Option(help: "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed).")
+    var keepBuilds = Publisher.Options.defaultKeepBuilds
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -149,6 +151,10 @@ struct Publish: AsyncParsableCommand {
             throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
         }
         options.deltaSources = deltaSources
+        guard keepBuilds >= 1 else {
+            throw PatchSyncError(.usage, "--keep-builds \(keepBuilds) would list no build", remedy: "give 1 or more")
+        }
+        options.keepBuilds = keepBuilds
         options.smallFileBytes = smallFile << 10
         options.packSize = packSize << 10
         if let chunkSize {

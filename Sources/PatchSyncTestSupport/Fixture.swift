@@ -48,13 +48,15 @@ public final class Fixture: @unchecked Sendable {
     @discardableResult
     public func publish(_ build: String, id: String, channel: String = "live",
                         chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
-                        smallFileBytes: Int = PackWriter.defaultSmallFile, now: Date = Date()) throws -> Publisher.Report {
+                        smallFileBytes: Int = PackWriter.defaultSmallFile, keepBuilds: Int = Publisher.Options.defaultKeepBuilds,
+                        now: Date = Date()) throws -> Publisher.Report {
         var options = Publisher.Options(buildDirectory: build, origin: origin, buildId: try BuildID(id),
                                         bundles: try BundleRules(bundles: [.base]))
         options.channel = try Channel(channel)
         options.chunking = chunking
         options.deltaSources = deltaSources
         options.smallFileBytes = smallFileBytes
+        options.keepBuilds = keepBuilds
         options.now = now
         return try Publisher(options: options, key: onlineKey).run()
     }

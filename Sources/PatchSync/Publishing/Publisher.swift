@@ -15,6 +15,13 @@ public struct Publisher: Sendable {
         /// Files up to this size are stored in pack objects of about `packSize` bytes (0: no packs).
         public var smallFileBytes = PackWriter.defaultSmallFile
         public var packSize = PackWriter.defaultTargetSize
+        /// How many builds of each channel targets.json keeps listed (the newest by sequence); older
+        /// ones can no longer be installed, and targets.json stays bounded however long the
+        /// repository runs. Their objects stay in the origin.
+        public var keepBuilds = Options.defaultKeepBuilds
+        /// About 1 KiB of targets.json per build: 64 builds of each of a few channels stay far under a
+        /// client's cap on unpinned metadata (5 MB), and many months of releases.
+        public static let defaultKeepBuilds = 64
         public var now = Date()
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
@@ -342,7 +349,16 @@ public struct Publisher: Sendable {
                                                                 buildId: manifest.buildId.value,
                                                                 sequence: manifest.sequence,
                                                                 manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas))
+        for old in Self.beyondKept(targets, keep: options.keepBuilds) { targets[old] = nil }
         try repo.commit(targets: targets, key: key, now: options.now)
+    }
+
+    /// The targets of builds beyond the newest `keep` (by sequence) of their channel.
+    static func beyondKept(_ targets: [String: TargetFile], keep: Int) -> [String] {
+        let builds = targets.compactMap { path, file in file.custom.map { (path: path, info: $0) } }
+        return Dictionary(grouping: builds, by: \.info.channel).values.flatMap { channel in
+            channel.sorted { $0.info.sequence > $1.info.sequence }.dropFirst(max(1, keep)).map(\.path)
+        }
     }
 }
 

@@ -94,9 +94,13 @@ public struct Repository: Sendable {
     }
 
     private mutating func resign(key: SigningKey, lifetimes: Lifetimes, now: Date) throws(PatchSyncError) {
+        // Pinned by length and hash as well as version: a client then reads targets.json up to its
+        // signed length (not a fixed cap), and a mirror cannot swap its bytes.
+        let targetsData = try targets.serialized()
         let snap = try Signed(signing: SnapshotMetadata(
             version: snapshot.signed.version + 1, expires: now + lifetimes.snapshot,
-            meta: ["targets.json": MetaFile(version: targets.signed.version)]), with: [key])
+            meta: ["targets.json": MetaFile(version: targets.signed.version, length: targetsData.count,
+                                            hashes: ["sha256": SHA256Hasher.hash(targetsData).hex])]), with: [key])
         let snapData = try snap.serialized()
         try Self.write(snapData, to: metadataDirectory + "/\(snap.signed.version).snapshot.json")
         let stamp = try Signed(signing: TimestampMetadata(

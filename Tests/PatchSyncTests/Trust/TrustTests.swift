@@ -56,6 +56,46 @@ struct TrustTests {
         #expect(repo.targetFiles == trusted.targets.signed.targets)
     }
 
+    @Test("targets.json lists only the newest --keep-builds builds of each channel, snapshot pins its length and hash, and a client installs the newest")
+    func boundedTargets() async throws {
+        let fixture = try Fixture()
+        let tree = try fixture.sampleBuild(1, scale: 0.003)
+        for release in 1...5 {
+            try evolveSample(tree, release)
+            try fixture.publish(tree, id: "\(release)", deltaSources: 0, keepBuilds: 3)
+        }
+        try fixture.publish(tree, id: "b1", channel: "beta", deltaSources: 0, keepBuilds: 3)
+        let repo = try Repository.load(origin: fixture.origin)
+        let listed = Set(repo.targetFiles.values.compactMap { $0.custom.map { "\($0.channel)/\($0.buildId)" } })
+        #expect(listed == ["live/3", "live/4", "live/5", "beta/b1"], "\(listed.sorted())")
+        // Snapshot pins targets.json by length and hash as well as version.
+        let targetsData = try repo.targets.serialized()
+        let pin = try #require(repo.snapshot.signed.meta["targets.json"])
+        #expect(pin.version == repo.targets.signed.version)
+        #expect(pin.length == targetsData.count && pin.hashes?["sha256"] == SHA256Hasher.hash(targetsData).hex)
+        let onDisk = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/\(pin.version).targets.json"))
+        #expect(onDisk == targetsData)
+
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        #expect(try await Syncer(install: install).run().outcome == .ready)
+        #expect(try install.applyPendingUpdate().applied)
+        #expect(install.currentBuild() == "5")
+        // Other bytes for the pinned version, validly signed (a leaked online key, a mirror mixing
+        // repositories), are refused: the snapshot's length and hash no longer match.
+        var other = repo.targets.signed
+        other.expires += 60
+        try Signed(signing: other, with: [fixture.onlineKey]).serialized()
+            .write(to: URL(fileURLWithPath: fixture.origin + "/metadata/\(pin.version).targets.json"))
+        try FileManager.default.removeItem(atPath: install.metadataDirectory + "/targets.json")
+        let refused = await #expect(throws: PatchSyncError.self) { try await Syncer(install: install).run() }
+        #expect(refused?.code == .refusedData, "\(String(describing: refused))")
+    }
+
+    /// Rewrites one file of the sample tree for `release`.
+    private func evolveSample(_ tree: String, _ release: Int) throws {
+        try Data("release \(release)\n".utf8).write(to: URL(fileURLWithPath: tree + "/config/default.cfg"))
+    }
+
     @Test("a timestamp with a bad signature is refused, the live tree untouched")
     func badSignature() async throws {
         let (fixture, install) = try await Self.installedWithUpdate()

@@ -5,6 +5,36 @@ import Testing
 
 @Suite("Staging stays inside the install", .tags(.medium))
 struct StagingSafetyTests {
+    @Test("a staged file deleted by hand mid-sync is never created again empty: its next open fails, and it stays gone")
+    func deletedStagedFileIsNotRecreated() throws {
+        let fixture = try Fixture()
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let state = try StateStore(path: install.databasePath)
+        let identity = DeploymentIdentity(name: "t", buildId: "t", channel: "live", manifest: String(repeating: "a", count: 64))
+        try state.update { $0.beginStaging(identity, sequence: 1) }
+        let staged = StagedBuild(identity, in: install, state: state)
+        try staged.makeFolder(in: install)
+        // More files than the descriptor cache holds, each created by its first write.
+        let files = StagedFiles(staged, creating: Dictionary(uniqueKeysWithValues: (0..<300).map { ("f\($0)", Int64(4)) }))
+        defer { files.closeAll() }
+        let chunk: [UInt8] = [1, 2, 3, 4]
+        func write(_ path: String) -> PatchSyncError? {
+            chunk.withUnsafeBytes { raw in
+                do throws(PatchSyncError) {
+                    try files.write(raw, chunk: SHA256Hasher.hash(raw), to: [Plan.Destination(path: path, index: 0, offset: 0)])
+                    return nil
+                } catch { return error }
+            }
+        }
+        #expect(write("f0") == nil)
+        try files.flush()
+        try FileManager.default.removeItem(atPath: staged.directory + "/f0")  // the user deletes it
+        for i in 1..<300 { #expect(write("f\(i)") == nil) }  // f0's descriptor leaves the cache
+        let refused = write("f0")
+        #expect(refused != nil, "a deleted staged file was created again for its next chunk")
+        #expect(!FileManager.default.fileExists(atPath: staged.directory + "/f0"))
+    }
+
     @Test("symbolic links planted in a staging tree (as folders and as files) are replaced, never followed out")
     func plantedSymlinks() async throws {
         let (fixture, install) = try await TrustTests.installedWithUpdate()

@@ -693,12 +693,13 @@ def targets_threshold_not_met(repo, client):
     return "targets threshold 2 in root v2, new targets signed by one key"
 
 
-@attack()
-def duplicate_key_counts_once(repo, client):
+def threshold_met_by_alias(repo, client, keyid, public):
+    """Lists the timestamp key again under `keyid` with `public` as its key text, raises the timestamp
+    threshold to 2, and serves a timestamp whose second signature is the first one under the alias."""
     from securesystemslib.signer import SSlibKey
     import json
     key = repo.signers["timestamp"][0].public_key
-    alias = SSlibKey("ab" * 32, key.keytype, key.scheme, dict(key.keyval))
+    alias = SSlibKey(keyid, key.keytype, key.scheme, dict(key.keyval, public=public))
     repo.root.signed.keys[alias.keyid] = alias
     repo.root.signed.roles["timestamp"].keyids.append(alias.keyid)
     repo.root.signed.roles["timestamp"].threshold = 2
@@ -710,28 +711,19 @@ def duplicate_key_counts_once(repo, client):
     envelope = json.loads(written["timestamp"])
     envelope["signatures"].append({"keyid": alias.keyid, "sig": envelope["signatures"][0]["sig"]})
     repo.put("timestamp.json", json.dumps(envelope).encode())
+
+
+@attack()
+def duplicate_key_counts_once(repo, client):
+    public = repo.signers["timestamp"][0].public_key.keyval["public"]
+    threshold_met_by_alias(repo, client, "ab" * 32, public)
     return "threshold 2 met only by one key listed under two key ids"
 
 
 @attack()
 def key_hex_case_counts_once(repo, client):
-    from securesystemslib.signer import SSlibKey
-    import json
-    key = repo.signers["timestamp"][0].public_key
-    upper = dict(key.keyval)
-    upper["public"] = upper["public"].upper()
-    alias = SSlibKey("cd" * 32, key.keytype, key.scheme, upper)
-    repo.root.signed.keys[alias.keyid] = alias
-    repo.root.signed.roles["timestamp"].keyids.append(alias.keyid)
-    repo.root.signed.roles["timestamp"].threshold = 2
-    repo.root.signed.version += 1
-    repo.write_root()
-    assert client.refresh(repo) == 1, "the old timestamp still met the new threshold"
-    client.snapshot_before()
-    written = repo.publish(roles=("timestamp",))
-    envelope = json.loads(written["timestamp"])
-    envelope["signatures"].append({"keyid": alias.keyid, "sig": envelope["signatures"][0]["sig"]})
-    repo.put("timestamp.json", json.dumps(envelope).encode())
+    public = repo.signers["timestamp"][0].public_key.keyval["public"]
+    threshold_met_by_alias(repo, client, "cd" * 32, public.upper())
     return "threshold 2 met only by one key, listed again with its hex in upper case"
 
 

@@ -45,9 +45,7 @@ struct ResilienceTests {
             largest = max(largest, chunk.objectLength)
         }
         let fetchedTwice = nginx.bytesServed(under: "/objects/") - needed
-        // In flight: each connection's request being received, and its previous one, written and
-        // waiting for its sync (a connection goes on without waiting for the disk).
-        let inFlight = Int64(2 * connections * max(maxRequest, largest))
+        let inFlight = Int64(connections * max(maxRequest, largest))
         #expect(fetchedTwice >= 0)
         #expect(fetchedTwice <= inFlight, "re-fetched \(fetchedTwice) bytes; at most \(inFlight) were in flight")
     }

@@ -3,13 +3,10 @@ import Foundation
 /// The open files of a build being staged, and the record of chunks written into them.
 ///
 /// Chunks are recorded done in the state database only after the files they went to are
-/// synced. Syncing happens on a thread of its own, so neither the workers that inflate and verify
-/// nor the connections wait for the disk: a worker queues what it wrote, a fetch hands what should
-/// follow durability (its progress report) to ``whenDurable(_:)`` and goes on with its next
-/// request, and waits (``durable(lagging:)``) only when more than ``unsyncedBytesAllowed`` are
-/// written and not yet synced. The flusher syncs back to back while anything waits, so what a killed
-/// sync loses is what was in flight: bytes being received or waiting for their flush (at most one
-/// more request per connection).
+/// synced. Syncing happens on a thread of its own, so the workers that inflate and verify never
+/// wait for the disk: a worker queues what it wrote, and a fetch that wants its chunks durable
+/// (before it frees its connection for the next request) awaits ``durable()``. So what a killed
+/// sync loses is what was in flight: bytes being received or waiting for their flush.
 ///
 /// Thread-safety: a ``ConditionLock`` holds the descriptor table, the pending records, the flush
 /// tickets and the waiters, and is what the flusher, `flush()` and `closeAll()` wait on; chunk
@@ -32,17 +29,15 @@ final class StagedFiles: Sendable {
         var flushFailure: PatchSyncError?
         /// Fetches waiting until `flushed` reaches their ticket.
         var waiters: [(ticket: Int64, continuation: CheckedContinuation<PatchSyncError?, Never>)] = []
-        /// What runs once `flushed` reaches its ticket (in ticket order); dropped if a flush fails.
-        var actions: [(ticket: Int64, run: @Sendable () -> Void)] = []
         var flushing = false
         var stopping = false
         var flusherDone = false
 
-        /// Whether the flusher has work: enough pending, or a fetch waiting for what is pending or
-        /// an action due after it; never while a flush runs.
+        /// Whether the flusher has work: enough pending, or a fetch waiting for what is pending;
+        /// never while a flush runs.
         var flushDue: Bool {
             !flushing && (pending.count >= StagedFiles.flushChunks || pendingBytes >= StagedFiles.flushBytes
-                          || ((!waiters.isEmpty || !actions.isEmpty) && !pending.isEmpty))
+                          || (!waiters.isEmpty && !pending.isEmpty))
         }
     }
 
@@ -62,9 +57,6 @@ final class StagedFiles: Sendable {
     static let flushChunks = 64
     static let flushBytes = 4 << 20
 
-    /// The most a fetch may leave written but not yet synced before it waits for the flusher
-    /// (``ChunkFetcher`` allows one request per connection, up to this).
-    static let unsyncedBytesAllowed: Int64 = 32 << 20
 
     /// Files that their first write creates, at their final size (``StagedBuild/Prepared/toCreate``).
     private let toCreate: [String: Int64]
@@ -107,34 +99,20 @@ final class StagedFiles: Sendable {
     /// Bytes written to staged files so far (each destination counts).
     var bytesWritten: Int64 { lock.withLock { $0.bytesWritten } }
 
-    /// Returns once every chunk written before the call, but for the last `lagging` bytes, is
-    /// synced and recorded done; throws what a flush failed with.
-    func durable(lagging: Int64 = 0) async throws(PatchSyncError) {
+    /// Returns once every chunk written before the call is synced and recorded done; throws
+    /// what the flush that covered them failed with.
+    func durable() async throws(PatchSyncError) {
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<PatchSyncError?, Never>) in
             let now = lock.withLock { shared -> PatchSyncError?? in
                 if let flushFailure = shared.flushFailure { return .some(flushFailure) }
-                let ticket = shared.bytesWritten - lagging
-                if shared.flushed >= ticket { return .some(nil) }
-                shared.waiters.append((ticket, continuation))
+                if shared.flushed >= shared.bytesWritten { return .some(nil) }
+                shared.waiters.append((shared.bytesWritten, continuation))
                 lock.broadcast()
                 return .none
             }
             if let now { continuation.resume(returning: now) }
         }
         if let failure { throw failure }
-    }
-
-    /// Runs `action` on the flusher's thread once every chunk written before the call is synced and
-    /// recorded done (at once if it is); never if a flush fails. Actions run in the order given.
-    func whenDurable(_ action: @escaping @Sendable () -> Void) {
-        let now = lock.withLock { shared -> Bool in
-            if shared.flushFailure != nil { return false }
-            if shared.flushed >= shared.bytesWritten && shared.actions.isEmpty && !shared.flushing { return true }
-            shared.actions.append((shared.bytesWritten, action))
-            lock.broadcast()
-            return false
-        }
-        if now { action() }
     }
 
     /// Syncs and records everything written so far, on the caller's thread (at the end of a stage).
@@ -178,22 +156,10 @@ final class StagedFiles: Sendable {
         if !refs.isEmpty { CrashPoint.batchWritten.reached() }
         var failure: PatchSyncError?
         do throws(PatchSyncError) { try record(refs, syncing: paths) } catch { failure = error }
-        // The actions now due run before anyone else may flush (`flushing` stays set), so that
-        // they run in order; then the waiters resume.
-        let due = lock.withLock { shared -> [@Sendable () -> Void] in
-            shared.flushFailure = shared.flushFailure ?? failure
-            if shared.flushFailure != nil {
-                shared.actions = []
-                return []
-            }
-            shared.flushed = ticket
-            let due = shared.actions.prefix { $0.ticket <= ticket }
-            shared.actions.removeFirst(due.count)
-            return due.map(\.run)
-        }
-        for action in due { action() }
         let resume = lock.withLock { shared -> [(CheckedContinuation<PatchSyncError?, Never>, PatchSyncError?)] in
             shared.flushing = false
+            shared.flushFailure = shared.flushFailure ?? failure
+            if shared.flushFailure == nil { shared.flushed = ticket }
             let (failed, flushed) = (shared.flushFailure, shared.flushed)
             let ready = shared.waiters.filter { failed != nil || $0.ticket <= flushed }
             shared.waiters.removeAll { failed != nil || $0.ticket <= flushed }

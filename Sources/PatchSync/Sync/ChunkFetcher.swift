@@ -8,19 +8,7 @@ struct ChunkFetcher: Sendable {
     let origin: Origin
     let files: StagedFiles
     let limit: Int
-    /// Bytes written but not yet synced that a fetch may leave behind before it waits for them: what
-    /// a kill can lose beyond the requests in flight (one more request per connection, at most
-    /// ``StagedFiles/unsyncedBytesAllowed``).
-    let unsyncedBytes: Int64
     let onEvent: @Sendable (SyncEvent) -> Void
-
-    init(origin: Origin, files: StagedFiles, limit: Int, requestBytes: Int64, onEvent: @escaping @Sendable (SyncEvent) -> Void) {
-        self.origin = origin
-        self.files = files
-        self.limit = limit
-        unsyncedBytes = min(StagedFiles.unsyncedBytesAllowed, Int64(max(1, limit)) * requestBytes)
-        self.onEvent = onEvent
-    }
 
     /// Fetches `requests` (`total` stored bytes); progress events count `before` bytes first (what
     /// this sync already fetched another way).
@@ -42,16 +30,14 @@ struct ChunkFetcher: Sendable {
                 for try await _ in group {}
             }
         } catch { throw PatchSyncError.wrap(error) }
-        try await files.durable()  // every chunk recorded, every progress report sent
     }
 
     /// Fetches one coalesced range; returns once all its needs are written. While the client
     /// yields to other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each
     /// attempt asks for what is still missing: a response cut short keeps the chunks it delivered, and
     /// counts as progress for the origin's retry policy (``Origin/withRetries(_:absence:deadline:preferring:onGiveUp:_:)``).
-    /// Progress is reported per attempt, for the chunks it delivered, once they are durable (a
-    /// range of a pack may be many parts long while yielding); the next request does not wait for
-    /// that unless the disk lags ``unsyncedBytes`` behind.
+    /// Progress is reported per attempt, for the chunks it made durable (a range of a pack may be
+    /// many parts long while yielding).
     private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline, progress: Progress) async throws(PatchSyncError) {
         var remaining = needs
         let path = ObjectID.path(needs[0].object)
@@ -66,10 +52,9 @@ struct ChunkFetcher: Sendable {
             let (left, refused) = sink.outcome
             remaining = left + remaining.dropFirst(part.count)
             if let refused { result = .failure(.refused(refused)) }
+            try await files.durable()
             let missing = Set(left.map(\.chunk.sha256))
-            let delivered = part.filter { !missing.contains($0.chunk.sha256) }
-            files.whenDurable { [onEvent] in progress.add(delivered, emit: onEvent) }
-            try await files.durable(lagging: unsyncedBytes)
+            progress.add(part.filter { !missing.contains($0.chunk.sha256) }, emit: onEvent)
             if remaining.isEmpty { return .done(()) }
             let progressed = left.count < part.count
             switch result {

@@ -21,7 +21,7 @@ ms() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / 1e6))" "$1";
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
-"$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+"$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
 
 # A tree of N small files in folders of 1,000; alternating releases change one file.
 make_tree() {  # DIR N
@@ -44,7 +44,7 @@ apply_times() {  # N CHANNEL
     "$BIN/patchsync" init --install "$game" --remote "file://$WORK/origin" --root "$WORK/origin/metadata/root.json" --channel "$ch" >/dev/null
     for r in $(seq 0 "$RUNS"); do
         echo "release $r" > "$tree/d000/f000000.dat"
-        "$BIN/patchsync" publish "$tree" --origin "$WORK/origin" --build-id "$ch-$r" --key "$WORK/keys/online.key" --channel "$ch" >/dev/null
+        "$BIN/patchsync" publish "$tree" --origin "$WORK/origin" --build-id "$ch-$r" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" --channel "$ch" >/dev/null
         "$BIN/patchsync" sync --install "$game" >/dev/null 2>&1
         out=$("$BIN/patchsync" apply --install "$game" --json)
         [ "$r" -gt 0 ] && python3 -c "import json,sys; print(json.loads(sys.argv[1])['milliseconds'])" "$out"

@@ -45,7 +45,7 @@ mkdir -p "$WORK/www"
 export NGINX_ACCESS_LOG=$WORK/access.log
 
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
-"$BIN/patchsync" repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+"$BIN/patchsync" repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
 # shellcheck disable=SC2086
 publish_s=$(ps_publish "$WORK/www/origin" "$NEW" "$NEW_NAME" 0 ${PUBLISH_ARGS:-})
 objects=$(find "$WORK/www/origin/objects" -type f ! -path '*/.incoming/*' | wc -l)

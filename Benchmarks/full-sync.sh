@@ -18,8 +18,8 @@ now() { date +%s.%N; }
 
 "$BIN/patchsync-sample" generate --build 1 --out "$WORK/build" --scale "$SCALE"
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
-"$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
-t0=$(now); "$BIN/patchsync" publish "$WORK/build" --origin "$WORK/origin" --build-id 1 --key "$WORK/keys/online.key" >/dev/null; t1=$(now)
+"$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
+t0=$(now); "$BIN/patchsync" publish "$WORK/build" --origin "$WORK/origin" --build-id 1 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null; t1=$(now)
 publish=$(echo "$t1 - $t0" | bc)
 "$BIN/patchsync-sample" serve --root "$WORK/origin" --url-file "$WORK/url" & SERVE=$!
 for _ in $(seq 100); do [ -s "$WORK/url" ] && break; sleep 0.1; done

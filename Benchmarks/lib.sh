@@ -74,7 +74,7 @@ make_routed_link() {
 ps_publish() {
   local origin=$1 build=$2 id=$3 sources=$4 t0 t1; shift 4
   t0=$(date +%s.%N)
-  "$BIN/patchsync" publish "$build" --origin "$origin" --build-id "$id" --key "$WORK/keys/online.key" \
+  "$BIN/patchsync" publish "$build" --origin "$origin" --build-id "$id" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" \
     --delta-sources "$sources" "$@" >/dev/null 2>"$WORK/publish.err" || { cat "$WORK/publish.err" >&2; exit 1; }
   t1=$(date +%s.%N); echo "scale=1; ($t1 - $t0) / 1" | bc
 }

@@ -37,7 +37,7 @@ chunk_args=(); [ -n "$CHUNK" ] && chunk_args=(--chunk-size "$CHUNK")
 export NGINX_ACCESS_LOG="$WORK/access.log"
 for variant in deltas chunks; do
   origin="$WORK/www/$variant"
-  "$BIN/patchsync" repo init --origin "$origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+  "$BIN/patchsync" repo init --origin "$origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
 done
 publish_old=$(ps_publish "$WORK/www/deltas" "$OLD" "$OLD_NAME" 0 "${chunk_args[@]}")
 rm -rf "$WORK/www/chunks" && cp -a "$WORK/www/deltas" "$WORK/www/chunks"

@@ -35,7 +35,7 @@ now() { date +%s.%N; }
 find "$TREE" -type f -print0 | xargs -0 cat > /dev/null   # the same warm page cache for every tool
 
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
-"$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+"$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
 sync
 ps_s=$(ps_publish "$WORK/origin" "$TREE" "$NAME" 0)   # publish fsyncs (syncfs) before it returns
 t0=$(now); casync make --store="$WORK/store" "$WORK/tree.caidx" "$TREE" >/dev/null; sync; t1=$(now)  # the same durability

@@ -74,8 +74,8 @@ cat "$WORK"/rand/* > "$WORK/www/raw/rand.bin"
 
 log "publishing (1 GiB, its halves, 256 MiB, 2 GiB, the demo's two builds)"
 psync keygen --out "$WORK/keys" >/dev/null
-psync repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
-publish() { psync publish "$1" --origin "$WORK/www/origin" --build-id "$2" --channel "$3" --key "$WORK/keys/online.key" >/dev/null 2>&1; }
+psync repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
+publish() { psync publish "$1" --origin "$WORK/www/origin" --build-id "$2" --channel "$3" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null 2>&1; }
 publish "$WORK/full" 1 live
 publish "$WORK/rand" r1 rand
 publish "$WORK/small" s1 small

@@ -38,7 +38,7 @@ export NGINX_ACCESS_LOG="$WORK/access.log"
 start_nginx
 URL="http://127.0.0.1:$PORT"
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
-"$BIN/patchsync" repo init --origin "$WORK/www/o" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
+"$BIN/patchsync" repo init --origin "$WORK/www/o" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
 ps_publish "$WORK/www/o" "$OLD" old 2 >/dev/null
 "$BIN/patchsync" init --install "$WORK/kept-up" --remote "$URL/o" --root "$WORK/www/o/metadata/root.json" >/dev/null
 "$BIN/patchsync" sync --install "$WORK/kept-up" >/dev/null 2>&1

@@ -49,8 +49,8 @@ mkdir -p "$WORK/build" "$WORK/www/raw"
 for i in $(seq 12); do openssl rand $((64 << 20)) > "$WORK/build/part-$i.bin"; done
 cat "$WORK"/build/part-{1,2,3,4,5,6,7,8}.bin > "$WORK/www/raw/big.bin"   # what curl downloads
 psync keygen --out "$WORK/keys" >/dev/null
-psync repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key" >/dev/null
-psync publish "$WORK/build" --origin "$WORK/www/origin" --build-id 1 --key "$WORK/keys/online.key" >/dev/null 2>&1
+psync repo init --origin "$WORK/www/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
+psync publish "$WORK/build" --origin "$WORK/www/origin" --build-id 1 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null 2>&1
 
 start_nginx
 

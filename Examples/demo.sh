@@ -24,8 +24,8 @@ du -sh "$WORK/build-1" "$WORK/build-2"
 
 step "Release engineer: keys, a repository, and build 1"
 run "$BIN/patchsync" keygen --out "$WORK/keys"
-run "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --online-key "$WORK/keys/online.key"
-run "$BIN/patchsync" publish "$WORK/build-1" --origin "$WORK/origin" --build-id 1.0.0+1 --key "$WORK/keys/online.key"
+run "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
+run "$BIN/patchsync" publish "$WORK/build-1" --origin "$WORK/origin" --build-id 1.0.0+1 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
 
 step "Serving the origin with nginx on loopback"
 "$BIN/patchsync-sample" serve --root "$WORK/origin" --url-file "$WORK/url" &
@@ -45,7 +45,7 @@ run "$BIN/patchsync" diff "file://$WORK/origin#1.0.0+1" "$WORK/build-2" --root "
     --budget 50M --html "$WORK/patch.html"
 
 step "Release engineer: build 2 (about 5% changed)"
-run "$BIN/patchsync" publish "$WORK/build-2" --origin "$WORK/origin" --build-id 1.0.1+2 --key "$WORK/keys/online.key"
+run "$BIN/patchsync" publish "$WORK/build-2" --origin "$WORK/origin" --build-id 1.0.1+2 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
 
 step "Player: the patch to build 2"
 printf '$ %s\n' "patchsync sync --install $WORK/game --json"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Re-signs an origin's timestamp and snapshot before they expire (timestamp: 7 days, snapshot: 30 days
 # by default) and then uploads the metadata folder to the CDN. Run it from cron (see crontab.example)
-# on the machine that holds the online key; the root key stays offline.
+# on the machine that holds the online key, and only that key: the root and targets keys stay off it
+# (whoever reads the online key can freeze updates for a while, but cannot ship a build).
 #
 #   ORIGIN=/srv/patchsync/origin ONLINE_KEY=/etc/patchsync/online.key \
 #   UPLOAD='rsync -a --delay-updates "$ORIGIN/metadata/" cdn:/var/www/game/metadata/' \
@@ -15,7 +16,7 @@ set -euo pipefail
 : "${ONLINE_KEY:?set ONLINE_KEY to the online key file (mode 0600)}"
 PATCHSYNC="${PATCHSYNC:-patchsync}"
 
-"$PATCHSYNC" repo refresh --origin "$ORIGIN" --key "$ONLINE_KEY" --json
+"$PATCHSYNC" repo refresh --origin "$ORIGIN" --online-key "$ONLINE_KEY" --json
 if [ -n "${UPLOAD:-}" ]; then
   # Versioned files first is what --delay-updates gives rsync; timestamp.json is replaced last.
   eval "$UPLOAD"

@@ -4,43 +4,81 @@ import PatchSync
 
 struct Keygen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create the Ed25519 keys of a repository: an offline root key and an online key.",
-        discussion: "Example:\n  patchsync keygen --out keys/\n\nKeep root.key offline; the online key signs each publish.")
+        abstract: "Create the Ed25519 keys of a repository: root, targets and online.",
+        discussion: """
+            root.key signs the root (keep it offline), targets.key signs what builds exist (publish,
+            promote, rollback: keep it off always-on hosts), online.key signs snapshot and timestamp
+            (the only key the `repo refresh` cron job holds).
 
-    @Option(help: "The folder for root.key and online.key (created, files mode 0600).")
+            Examples:
+              patchsync keygen --out keys/
+              patchsync keygen --out second-root/ --role root    # another root key, for a threshold of 2
+            """)
+
+    @Option(help: "The folder for the key files (created, files mode 0600).")
     var out: String
+
+    @Option(help: "Write only this role's key (root, targets or online); repeat for several.")
+    var role: [String] = []
 
     @Flag(help: "Print the result as JSON.")
     var json = false
 
     func run() async throws {
-        let paths = try Keys.generate(into: out)
-        Output(json: json).result(paths, human: "wrote \(paths.rootKey) and \(paths.onlineKey)")
+        let paths = try Keys.generate(into: out, roles: role.isEmpty ? Keys.roles : role)
+        let written = [paths.rootKey, paths.targetsKey, paths.onlineKey].compactMap { $0 }
+        Output(json: json).result(paths, human: "wrote " + written.joined(separator: ", "))
     }
+}
+
+/// Loads each key file.
+func loadKeys(_ paths: [String]) throws(PatchSyncError) -> [SigningKey] {
+    var keys: [SigningKey] = []
+    for path in paths { keys.append(try SigningKey.load(path: path)) }
+    return keys
 }
 
 struct RepoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "repo", abstract: "Create a repository or re-sign its short-lived metadata.",
-        subcommands: [RepoInit.self, RepoRefresh.self, RepoRotateRoot.self])
+        commandName: "repo", abstract: "Create a repository, re-sign, renew or rotate its metadata.",
+        subcommands: [RepoInit.self, RepoRefresh.self, RepoRenew.self, RepoRotateRoot.self])
 }
 
 struct RepoInit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init", abstract: "Create a new repository: signed root, empty targets.",
-        discussion: "Example:\n  patchsync repo init --origin out/ --root-key keys/root.key --online-key keys/online.key")
+        discussion: """
+            Each role has its own keys. Several --root-key or --targets-key make that role need
+            signatures from --root-threshold / --targets-threshold of them (default: all given).
+
+            Example:
+              patchsync repo init --origin out/ --root-key keys/root.key --targets-key keys/targets.key \\
+                --online-key keys/online.key
+            """)
 
     @Option(help: "The origin folder to create the repository in.") var origin: String
-    @Option(help: "The root key file.") var rootKey: String
-    @Option(help: "The online key file (signs timestamp, snapshot and targets).") var onlineKey: String
+    @Option(help: "A root key file (repeat for several root keys).") var rootKey: [String] = []
+    @Option(help: "How many root keys must sign a new root (default: all given).") var rootThreshold: Int?
+    @Option(help: "A targets key file (repeat for several): signs publish, promote and rollback.") var targetsKey: [String] = []
+    @Option(help: "How many targets keys must sign targets (default: all given).") var targetsThreshold: Int?
+    @Option(help: "The online key file (signs snapshot and timestamp).") var onlineKey: String
     @Option(help: "How long the root stays valid (365d, 12h, …).") var expires: String = "365d"
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        guard !rootKey.isEmpty, !targetsKey.isEmpty else {
+            throw PatchSyncError(.usage, "a repository needs a root key and a targets key",
+                                 remedy: "give --root-key and --targets-key (`patchsync keygen --out keys/` writes them)")
+        }
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(expires)
-        let repo = try Repository.create(origin: origin, rootKey: try SigningKey.load(path: rootKey),
-                                         onlineKey: try SigningKey.load(path: onlineKey), lifetimes: lifetimes)
+        let roots = try loadKeys(rootKey), targets = try loadKeys(targetsKey), online = try SigningKey.load(path: onlineKey)
+        let repo = try Repository.create(
+            origin: origin,
+            keys: Repository.KeySet(root: roots.map(\.publicKey), rootThreshold: rootThreshold,
+                                    targets: targets.map(\.publicKey), targetsThreshold: targetsThreshold,
+                                    online: online.publicKey),
+            signers: Repository.Signers(root: roots, targets: targets, online: online), lifetimes: lifetimes)
         struct Result: Encodable { var origin: String; var root: String }
         let root = repo.origin + "/metadata/root.json"
         Output(json: json).result(Result(origin: repo.origin, root: root),
@@ -51,10 +89,10 @@ struct RepoInit: AsyncParsableCommand {
 struct RepoRefresh: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "refresh", abstract: "Re-sign snapshot and timestamp before they expire (a cron job).",
-        discussion: "Example:\n  patchsync repo refresh --origin out/ --key keys/online.key")
+        discussion: "Needs only the online key.\n\nExample:\n  patchsync repo refresh --origin out/ --online-key keys/online.key")
 
     @Option(help: "The origin folder.") var origin: String
-    @Option(help: "The online key file.") var key: String
+    @Option(name: [.customLong("online-key"), .customLong("key")], help: "The online key file.") var key: String
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -66,25 +104,80 @@ struct RepoRefresh: AsyncParsableCommand {
     }
 }
 
-struct RepoRotateRoot: AsyncParsableCommand {
+struct RepoRenew: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "rotate-root",
-        abstract: "Sign a new root version with new root and/or online keys (key rotation or compromise).",
+        commandName: "renew", abstract: "Sign targets and/or root again with a fresh expiry (same keys, same builds).",
         discussion: """
-            The new root is signed by the current root key and the new one, so every client that trusts
-            the current root moves to it on its next sync. With --new-online-key, targets, snapshot and
-            timestamp are re-signed by the new online key at once; the old online key stops working.
-            Generate new keys first with `patchsync keygen --out NEW_FOLDER`.
+            With --targets-key (and --online-key): targets.json again, valid for --targets-expires.
+            With --root-key: a new root version with the same keys, valid for --root-expires.
+            A publish renews targets too; `repo check --within 30d` says when either is due.
 
-            Example:
-              patchsync repo rotate-root --origin out/ --root-key keys/root.key \\
-                --new-root-key new/root.key --new-online-key new/online.key
+            Examples:
+              patchsync repo renew --origin out/ --targets-key keys/targets.key --online-key keys/online.key
+              patchsync repo renew --origin out/ --root-key keys/root.key
             """)
 
     @Option(help: "The origin folder.") var origin: String
-    @Option(help: "The current root key file.") var rootKey: String
-    @Option(help: "The new root key file.") var newRootKey: String?
-    @Option(help: "The new online key file (signs timestamp, snapshot and targets from now on).") var newOnlineKey: String?
+    @Option(help: "A root key file (repeat up to the root threshold): renews root.") var rootKey: [String] = []
+    @Option(help: "A targets key file (repeat up to the targets threshold): renews targets.") var targetsKey: [String] = []
+    @Option(help: "The online key file (re-signs snapshot and timestamp after targets).") var onlineKey: String?
+    @Option(help: "How long the renewed root stays valid.") var rootExpires: String = "365d"
+    @Option(help: "How long the renewed targets stay valid.") var targetsExpires: String = "365d"
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        guard !rootKey.isEmpty || !targetsKey.isEmpty else {
+            throw PatchSyncError(.usage, "nothing to renew", remedy: "give --targets-key (with --online-key), --root-key, or both")
+        }
+        var lifetimes = Repository.Lifetimes()
+        lifetimes.root = try parseDuration(rootExpires)
+        lifetimes.targets = try parseDuration(targetsExpires)
+        var repo = try Repository.load(origin: origin)
+        var renewed: [String] = []
+        if !rootKey.isEmpty {
+            try repo.rotateRoot(Repository.RootChange(), signers: Repository.Signers(root: try loadKeys(rootKey)),
+                                lifetimes: lifetimes)
+            renewed.append("root (version \(repo.rootVersion))")
+        }
+        if !targetsKey.isEmpty {
+            try repo.renewTargets(signers: Repository.Signers(targets: try loadKeys(targetsKey),
+                                                              online: try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }),
+                                  lifetimes: lifetimes)
+            renewed.append("targets")
+        }
+        struct Result: Encodable { var origin: String; var renewed: [String] }
+        Output(json: json).result(Result(origin: origin, renewed: renewed),
+                                  human: "renewed \(renewed.joined(separator: " and ")) of \(origin)")
+    }
+}
+
+struct RepoRotateRoot: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-root",
+        abstract: "Sign a new root version with new keys or thresholds (rotation, compromise, migration).",
+        discussion: """
+            The new root is signed by the current root keys (--root-key, up to the current threshold) and
+            the new ones, so every client that trusts the current root moves to it on its next sync. New
+            targets keys re-sign targets.json at once, and a new online key snapshot and timestamp; the
+            old keys stop working. Generate new keys first with `patchsync keygen --out NEW_FOLDER`.
+            A repository whose online key also signed targets moves to its own targets key with
+            --new-targets-key.
+
+            Examples:
+              patchsync repo rotate-root --origin out/ --root-key keys/root.key \\
+                --new-root-key new/root.key --new-online-key new/online.key
+              patchsync repo rotate-root --origin out/ --root-key keys/root.key \\
+                --new-targets-key keys/targets.key --online-key keys/online.key
+            """)
+
+    @Option(help: "A current root key file (repeat up to the current root threshold).") var rootKey: [String] = []
+    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "A new root key file (repeat for several); replaces the root keys.") var newRootKey: [String] = []
+    @Option(help: "How many root keys must sign from now on.") var rootThreshold: Int?
+    @Option(help: "A new targets key file (repeat for several); replaces the targets keys.") var newTargetsKey: [String] = []
+    @Option(help: "How many targets keys must sign from now on.") var targetsThreshold: Int?
+    @Option(help: "The new online key file (signs snapshot and timestamp from now on).") var newOnlineKey: String?
+    @Option(help: "The current online key file, when targets keys change and the online key does not.") var onlineKey: String?
     @Option(help: "How long the new root stays valid (365d, 12h, …).") var expires: String = "365d"
     @Flag(help: "Print the result as JSON.") var json = false
 
@@ -92,9 +185,14 @@ struct RepoRotateRoot: AsyncParsableCommand {
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(expires)
         var repo = try Repository.load(origin: origin)
-        try repo.rotateRoot(currentRootKey: try SigningKey.load(path: rootKey),
-                            newRootKey: try newRootKey.map { path throws(PatchSyncError) in try SigningKey.load(path: path) },
-                            newOnlineKey: try newOnlineKey.map { path throws(PatchSyncError) in try SigningKey.load(path: path) },
+        let newRoots = try loadKeys(newRootKey), newTargets = try loadKeys(newTargetsKey)
+        let newOnline = try newOnlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }
+        let online = try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }
+        let change = Repository.RootChange(root: newRoots.isEmpty ? nil : newRoots.map(\.publicKey), rootThreshold: rootThreshold,
+                                           targets: newTargets.isEmpty ? nil : newTargets.map(\.publicKey),
+                                           targetsThreshold: targetsThreshold, online: newOnline?.publicKey)
+        try repo.rotateRoot(change, signers: Repository.Signers(root: try loadKeys(rootKey) + newRoots, targets: newTargets,
+                                                                online: newOnline ?? online),
                             lifetimes: lifetimes)
         struct Result: Encodable { var origin: String; var rootVersion: Int; var root: String }
         let root = origin + "/metadata/root.json"
@@ -116,13 +214,15 @@ struct Publish: AsyncParsableCommand {
             objects of about --pack-size KiB (default 14336), so one request carries many files.
 
             Example:
-              patchsync publish build/ --origin out/ --build-id 1.4.2+873 --key keys/online.key
+              patchsync publish build/ --origin out/ --build-id 1.4.2+873 \\
+                --targets-key keys/targets.key --online-key keys/online.key
             """)
 
     @Argument(help: "The build folder.") var buildDirectory: String
     @Option(help: "The origin folder (created with `repo init`).") var origin: String
     @Option(help: "The build id, e.g. 1.4.2+873.") var buildId: String
-    @Option(help: "The online key file.") var key: String
+    @Option(help: "A targets key file (repeat up to the targets threshold).") var targetsKey: [String] = []
+    @Option(help: "The online key file (signs snapshot and timestamp).") var onlineKey: String
     @Option(help: "The channel.") var channel: String = "live"
     @Option(help: "A bundles file (JSON): bundle name, required, priority, path globs.") var bundles: String?
     @Option(help: "How many of the channel's latest builds get a delta pack to this one (0: none).")
@@ -163,7 +263,7 @@ struct Publish: AsyncParsableCommand {
         }
         let output = Output(json: json)
         var last = ContinuousClock.now
-        let report = try Publisher(options: options, key: try SigningKey.load(path: key)).run { done, total in
+        let report = try Publisher(options: options, signers: Repository.Signers(targets: try loadKeys(targetsKey), online: try SigningKey.load(path: onlineKey))).run { done, total in
             guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
             last = ContinuousClock.now
             output.event(ProgressEvent(event: "publish", message: "chunked and stored \(done) of \(total) files",

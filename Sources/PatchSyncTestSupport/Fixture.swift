@@ -7,17 +7,22 @@ import PatchSync
 public final class Fixture: @unchecked Sendable {
     public let directory: String
     public let rootKey: SigningKey
+    public let targetsKey: SigningKey
     public let onlineKey: SigningKey
+    /// The keys a publish signs with.
+    public var signers: Repository.Signers { Repository.Signers(targets: [targetsKey], online: onlineKey) }
     public var origin: String { directory + "/origin" }
     public var rootMetadata: String { origin + "/metadata/root.json" }
 
     public init(now: Date = Date()) throws {
         directory = NSTemporaryDirectory() + "patchsync-test-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let keys = try Keys.generate(into: directory + "/keys")
-        rootKey = try SigningKey.load(path: keys.rootKey)
-        onlineKey = try SigningKey.load(path: keys.onlineKey)
-        _ = try Repository.create(origin: directory + "/origin", rootKey: rootKey, onlineKey: onlineKey, now: now)
+        _ = try Keys.generate(into: directory + "/keys")
+        rootKey = try SigningKey.load(path: directory + "/keys/root.key")
+        targetsKey = try SigningKey.load(path: directory + "/keys/targets.key")
+        onlineKey = try SigningKey.load(path: directory + "/keys/online.key")
+        _ = try Repository.create(origin: directory + "/origin", rootKey: rootKey, targetsKey: targetsKey,
+                                  onlineKey: onlineKey, now: now)
     }
 
     /// A fixture whose origin already holds build "1" of the sample game at `scale`; without `packs`,
@@ -58,7 +63,7 @@ public final class Fixture: @unchecked Sendable {
         options.smallFileBytes = smallFileBytes
         options.keepBuilds = keepBuilds
         options.now = now
-        return try Publisher(options: options, key: onlineKey).run()
+        return try Publisher(options: options, signers: signers).run()
     }
 
     /// Creates an install following `remotes`.

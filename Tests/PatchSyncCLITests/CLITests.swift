@@ -59,7 +59,8 @@ struct CLITests {
         #expect(notInstall.stderr.contains("error: \(fixture.directory) is not a PatchSync install"))
         #expect(notInstall.stderr.contains("hint: create one with `patchsync init"))
         let badID = try CLI.run(["publish", fixture.directory, "--origin", fixture.origin, "--build-id", "../x",
-                                 "--key", fixture.keyDirectory + "/online.key"])
+                                 "--targets-key", fixture.keyDirectory + "/targets.key",
+                                 "--online-key", fixture.keyDirectory + "/online.key"])
         #expect(badID.status == 64)
     }
 
@@ -121,12 +122,12 @@ struct CLITests {
         #expect(try CLI.run(["keygen", "--out", dir + "/keys"]).status == 64, "keys are never overwritten")
         chmod(dir + "/keys/online.key", 0o644)
         let exposed = try CLI.run(["repo", "init", "--origin", dir + "/exposed", "--root-key", dir + "/keys/root.key",
-                                   "--online-key", dir + "/keys/online.key"])
+                                   "--targets-key", dir + "/keys/targets.key", "--online-key", dir + "/keys/online.key"])
         #expect(exposed.status == 64)
         #expect(exposed.stderr.contains("chmod 600"))
         chmod(dir + "/keys/online.key", 0o600)
         let initResult = try CLI.run(["repo", "init", "--origin", dir + "/origin", "--root-key", dir + "/keys/root.key",
-                                      "--online-key", dir + "/keys/online.key", "--json"])
+                                      "--targets-key", dir + "/keys/targets.key", "--online-key", dir + "/keys/online.key", "--json"])
         #expect(initResult.status == 0)
         let refresh = try CLI.run(["repo", "refresh", "--origin", dir + "/origin", "--key", dir + "/keys/online.key"])
         #expect(refresh.status == 0)
@@ -148,8 +149,8 @@ struct BundleCLITests {
             + #"{"name": "base", "required": true, "priority": 0, "paths": ["bin/**", "config/*", "levels/*", "#
             + #""packs/*", "scripts/**", "text/*", "textures/*"]}]}"#
         try Data(text.utf8).write(to: URL(fileURLWithPath: rules))
-        let key = fixture.keyDirectory + "/online.key"
-        let ok = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "1", "--key", key,
+        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let ok = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "1"] + keys + [
                               "--bundles", rules, "--json"])
         #expect(ok.status == 0, "\(ok.stderr)")
         let dir = fixture.origin + "/targets/manifests/live"
@@ -161,7 +162,7 @@ struct BundleCLITests {
 
         try Data(#"{"bundles": [{"name": "audio", "required": true, "priority": 0, "paths": ["audio/**"]}]}"#.utf8)
             .write(to: URL(fileURLWithPath: rules))
-        let refused = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "2", "--key", key,
+        let refused = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "2"] + keys + [
                                    "--bundles", rules])
         #expect(refused.status == 64)
         #expect(refused.stderr.contains("matches no bundle"))

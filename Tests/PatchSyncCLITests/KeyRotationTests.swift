@@ -23,11 +23,12 @@ struct KeyRotationTests {
         #expect(rotated.stdout.contains("\"rootVersion\":2") || rotated.stdout.contains("\"rootVersion\" : 2"), "\(rotated.stdout)")
 
         let build2 = try fixture.sampleBuild(2, scale: 0.003)
+        let targets = ["--targets-key", fixture.keyDirectory + "/targets.key"]
         let old = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
-                               "--key", fixture.keyDirectory + "/online.key"])
+                               "--online-key", fixture.keyDirectory + "/online.key"] + targets)
         #expect(old.status == 64 && old.stderr.contains("is not the"), "\(old.stderr)")
         let new = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
-                               "--key", newKeys + "/online.key"])
+                               "--online-key", newKeys + "/online.key"] + targets)
         #expect(new.status == 0, "\(new.stderr)")
 
         let sync = try CLI.run(["sync", "--install", install.root])
@@ -39,8 +40,70 @@ struct KeyRotationTests {
 
         // The old root key alone can no longer rotate: it is not a root key of version 2.
         let again = try CLI.run(["repo", "rotate-root", "--origin", fixture.origin,
-                                 "--root-key", fixture.keyDirectory + "/root.key", "--new-root-key", newKeys + "/root.key"])
+                                 "--root-key", fixture.keyDirectory + "/root.key", "--new-online-key", fixture.keyDirectory + "/online.key"])
         #expect(again.status == 64 && again.stderr.contains("not a root key"), "\(again.stderr)")
+    }
+
+    @Test("each role signs only its own part: the online key cannot publish, the targets key cannot refresh, one key cannot hold two roles")
+    func roleSeparation() throws {
+        let fixture = try Fixture.published(scale: 0.003)
+        let keys = fixture.keyDirectory, build2 = try fixture.sampleBuild(2, scale: 0.003)
+        let onlineAsTargets = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
+                                           "--targets-key", keys + "/online.key", "--online-key", keys + "/online.key"])
+        #expect(onlineAsTargets.status == 64 && onlineAsTargets.stderr.contains("is not a targets key"), "\(onlineAsTargets.stderr)")
+        let noTargets = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
+                                     "--online-key", keys + "/online.key"])
+        #expect(noTargets.status == 64 && noTargets.stderr.contains("--targets-key"), "\(noTargets.stderr)")
+        let targetsRefresh = try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/targets.key"])
+        #expect(targetsRefresh.status == 64 && targetsRefresh.stderr.contains("is not the timestamp key"), "\(targetsRefresh.stderr)")
+        #expect(try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/online.key"]).status == 0)
+        let shared = try CLI.run(["repo", "init", "--origin", fixture.directory + "/shared", "--root-key", keys + "/root.key",
+                                  "--targets-key", keys + "/online.key", "--online-key", keys + "/online.key"])
+        #expect(shared.status == 64 && shared.stderr.contains("as a targets key and as an online key"), "\(shared.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/shared/metadata/root.json"))
+    }
+
+    @Test("thresholds: two of three root keys rotate, both targets keys publish, one is refused; a client follows")
+    func thresholds() throws {
+        let dir = NSTemporaryDirectory() + "patchsync-thresholds-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try CLI.run(["keygen", "--out", dir + "/a"]).status == 0)
+        #expect(try CLI.run(["keygen", "--out", dir + "/b", "--role", "root", "--role", "targets"]).status == 0)
+        #expect(try CLI.run(["keygen", "--out", dir + "/c", "--role", "root"]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/c/online.key"), "--role writes only that key")
+        let origin = dir + "/origin"
+        let created = try CLI.run(["repo", "init", "--origin", origin, "--root-key", dir + "/a/root.key", "--root-key", dir + "/b/root.key",
+                                   "--root-key", dir + "/c/root.key", "--root-threshold", "2",
+                                   "--targets-key", dir + "/a/targets.key", "--targets-key", dir + "/b/targets.key",
+                                   "--online-key", dir + "/a/online.key"])
+        #expect(created.status == 0, "\(created.stderr)")
+        let root = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: origin + "/metadata/root.json")))
+        let roles = ((root as? [String: Any])?["signed"] as? [String: Any])?["roles"] as? [String: [String: Any]]
+        #expect(roles?["root"]?["threshold"] as? Int == 2 && (roles?["root"]?["keyids"] as? [String])?.count == 3)
+        #expect(roles?["targets"]?["threshold"] as? Int == 2, "the default threshold is every key given")
+
+        try SampleGame(seed: 3, scale: 0.002).write(build: 1, into: dir + "/build")
+        let publish = { (targets: [String]) throws -> CLI.Result in
+            try CLI.run(["publish", dir + "/build", "--origin", origin, "--build-id", "1", "--online-key", dir + "/a/online.key"]
+                        + targets.flatMap { ["--targets-key", dir + "/\($0)/targets.key"] })
+        }
+        let one = try publish(["a"])
+        #expect(one.status == 64 && one.stderr.contains("needs 2 signatures"), "\(one.stderr)")
+        let both = try publish(["a", "b"])
+        #expect(both.status == 0, "\(both.stderr)")
+
+        let alone = try CLI.run(["repo", "renew", "--origin", origin, "--root-key", dir + "/c/root.key"])
+        #expect(alone.status == 64 && alone.stderr.contains("needs 2 signatures"), "\(alone.stderr)")
+        let renewed = try CLI.run(["repo", "renew", "--origin", origin, "--root-key", dir + "/a/root.key",
+                                   "--root-key", dir + "/c/root.key"])
+        #expect(renewed.status == 0, "\(renewed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: origin + "/metadata/2.root.json"))
+
+        let install = dir + "/game"
+        #expect(try CLI.run(["init", "--install", install, "--remote", "file://" + origin,
+                             "--root", origin + "/metadata/1.root.json"]).status == 0)
+        let sync = try CLI.run(["sync", "--install", install])
+        #expect(sync.status == 0, "\(sync.stderr)")
     }
 
     @Test("a private key readable by others is refused with a chmod hint")

@@ -76,7 +76,8 @@ struct ProgressTests {
         #expect((try lastJSON(result.stdout))["outcome"] as? String == "ready")
 
         let publish = try CLI.run(["publish", try fixture.sampleBuild(2, scale: 0.01), "--origin", fixture.origin,
-                                   "--build-id", "2", "--key", fixture.keyDirectory + "/online.key", "--json"])
+                                   "--build-id", "2", "--targets-key", fixture.keyDirectory + "/targets.key",
+                                   "--online-key", fixture.keyDirectory + "/online.key", "--json"])
         #expect(publish.status == 0, "\(publish.stderr)")
         let publishEvents = fixture.directory + "/publish-events.jsonl"
         try publish.stdout.split(separator: "\n").dropLast().joined(separator: "\n")

@@ -49,16 +49,18 @@ public struct Publisher: Sendable {
     }
 
     public let options: Options
-    let key: SigningKey
+    /// The targets keys (at least the targets threshold) and the online key.
+    let signers: Repository.Signers
 
-    public init(options: Options, key: SigningKey) {
+    public init(options: Options, signers: Repository.Signers) {
         self.options = options
-        self.key = key
+        self.signers = signers
     }
 
     /// Runs the publish; progress goes to `progress` as (files done, files in all).
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.load(origin: options.origin)
+        try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
         let paths = try FileSystem.regularFiles(under: options.buildDirectory)
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
         let sequence = nextSequence(repo)
@@ -350,7 +352,7 @@ public struct Publisher: Sendable {
                                                                 sequence: manifest.sequence,
                                                                 manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas))
         for old in Self.beyondKept(targets, keep: options.keepBuilds) { targets[old] = nil }
-        try repo.commit(targets: targets, key: key, now: options.now)
+        try repo.commit(targets: targets, signers: signers, now: options.now)
     }
 
     /// The targets of builds beyond the newest `keep` (by sequence) of their channel.

@@ -3,14 +3,51 @@ import Foundation
 /// The publisher's side of the trust chain: writes and re-signs the TUF
 /// metadata of an origin folder, with consistent snapshots (nothing but
 /// `timestamp.json` and the `root.json` convenience copy is ever overwritten).
+///
+/// The roles have separate keys, as TUF means them: the root keys (offline) sign root, the targets
+/// keys sign what builds exist (publish, promote, rollback), and one online key signs snapshot and
+/// timestamp (the cron job that keeps them fresh holds only that one).
 public struct Repository: Sendable {
-    /// How long each role's metadata stays valid after it is signed.
+    /// How long each role's metadata stays valid after it is signed. A cron'd `repo refresh` renews
+    /// snapshot and timestamp; targets and root are renewed by a publish or by `repo renew`.
     public struct Lifetimes: Sendable {
         public var root: TimeInterval = 365 * 86400
         public var targets: TimeInterval = 365 * 86400
         public var snapshot: TimeInterval = 30 * 86400
         public var timestamp: TimeInterval = 7 * 86400
         public init() {}
+    }
+
+    /// The private keys a change is signed with: only those the change needs.
+    public struct Signers: Sendable {
+        public var root: [SigningKey]
+        public var targets: [SigningKey]
+        public var online: SigningKey?
+
+        public init(root: [SigningKey] = [], targets: [SigningKey] = [], online: SigningKey? = nil) {
+            self.root = root
+            self.targets = targets
+            self.online = online
+        }
+    }
+
+    /// A root's keys and thresholds, for `create` and `rotateRoot`.
+    public struct KeySet: Sendable {
+        public var root: [TUFKey]
+        public var rootThreshold: Int
+        public var targets: [TUFKey]
+        public var targetsThreshold: Int
+        public var online: TUFKey
+
+        /// Thresholds default to every key given: several keys then mean several signatures.
+        public init(root: [TUFKey], rootThreshold: Int? = nil, targets: [TUFKey], targetsThreshold: Int? = nil,
+                    online: TUFKey) {
+            self.root = root
+            self.rootThreshold = rootThreshold ?? root.count
+            self.targets = targets
+            self.targetsThreshold = targetsThreshold ?? targets.count
+            self.online = online
+        }
     }
 
     public let origin: String
@@ -21,21 +58,18 @@ public struct Repository: Sendable {
 
     var metadataDirectory: String { origin + "/metadata" }
 
-    /// Creates a repository in `origin`: root signed by `rootKey`, the other roles by `onlineKey`.
-    public static func create(origin: String, rootKey: SigningKey, onlineKey: SigningKey,
+    /// Creates a repository in `origin` with the roles' keys in `keys`; `signers` holds the private root
+    /// keys (at least the root threshold), targets keys (at least the targets threshold) and the online key.
+    public static func create(origin: String, keys: KeySet, signers: Signers,
                               lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) -> Repository {
         let dir = origin + "/metadata"
         guard !FileSystem.exists(dir + "/root.json") else {
             throw PatchSyncError(.usage, "\(origin) already holds a repository",
                                  remedy: "publish into it, or choose an empty folder for a new one")
         }
-        let rootID = try rootKey.publicKey.keyID(), onlineID = try onlineKey.publicKey.keyID()
-        let online = TUFRole(keyids: [onlineID], threshold: 1)
-        let rootMeta = RootMetadata(version: 1, expires: now + lifetimes.root,
-                                    keys: [rootID: rootKey.publicKey, onlineID: onlineKey.publicKey],
-                                    roles: ["root": TUFRole(keyids: [rootID], threshold: 1),
-                                            "timestamp": online, "snapshot": online, "targets": online])
-        let root = try Signed(signing: rootMeta, with: [rootKey])
+        let rootMeta = try Self.rootMetadata(version: 1, expires: now + lifetimes.root, keys: keys)
+        let root = try Signed(signing: rootMeta, with: try Self.signing(signers.root, role: "root", of: rootMeta,
+                                                                        origin: origin))
         try write(root, to: dir + "/1.root.json")
         try write(root, to: dir + "/root.json")
         var repo = Repository(origin: origin, root: root,
@@ -45,8 +79,51 @@ public struct Repository: Sendable {
                                                    with: []),
                               timestamp: try Signed(signing: TimestampMetadata(version: 0, expires: now, meta: [:]),
                                                     with: []))
-        try repo.commit(targets: [:], key: onlineKey, lifetimes: lifetimes, now: now)
+        try repo.commit(targets: [:], signers: signers, lifetimes: lifetimes, now: now)
         return repo
+    }
+
+    /// A repository with one root key, one targets key and one online key.
+    public static func create(origin: String, rootKey: SigningKey, targetsKey: SigningKey, onlineKey: SigningKey,
+                              lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) -> Repository {
+        try create(origin: origin, keys: KeySet(root: [rootKey.publicKey], targets: [targetsKey.publicKey],
+                                                online: onlineKey.publicKey),
+                   signers: Signers(root: [rootKey], targets: [targetsKey], online: onlineKey),
+                   lifetimes: lifetimes, now: now)
+    }
+
+    /// Root metadata for `keys`, checked: thresholds within the keys given, and no key in two of the
+    /// three roles (the online key lives on an always-on host; the targets key must not).
+    static func rootMetadata(version: Int, expires: Date, keys: KeySet) throws(PatchSyncError) -> RootMetadata {
+        var all: [String: TUFKey] = [:]
+        func ids(_ keys: [TUFKey], _ role: String, threshold: Int) throws(PatchSyncError) -> TUFRole {
+            var ids: [String] = []
+            for key in keys {
+                let id = try key.keyID()
+                if !ids.contains(id) { ids.append(id) }
+                all[id] = key
+            }
+            guard !ids.isEmpty, threshold >= 1, threshold <= ids.count else {
+                throw PatchSyncError(.usage, "the \(role) role has \(ids.count) distinct key(s) and a threshold of \(threshold)",
+                                     remedy: "give at least one --\(role)-key and a --\(role)-threshold between 1 and their number")
+            }
+            return TUFRole(keyids: ids, threshold: threshold)
+        }
+        let root = try ids(keys.root, "root", threshold: keys.rootThreshold)
+        let targets = try ids(keys.targets, "targets", threshold: keys.targetsThreshold)
+        let online = try ids([keys.online], "online", threshold: 1)
+        let pairs = [("a root", root), ("a targets", targets), ("an online", online)]
+        for (i, a) in pairs.enumerated() {
+            for b in pairs[(i + 1)...] {
+                if let shared = a.1.keyids.first(where: b.1.keyids.contains) {
+                    throw PatchSyncError(.usage, "the key \(shared.prefix(12))… is given as \(a.0) key and as \(b.0) key",
+                                         remedy: "each role needs its own key (`patchsync keygen` writes root.key, targets.key "
+                                             + "and online.key): the online key sits on an always-on host, the others must not")
+                }
+            }
+        }
+        return RootMetadata(version: version, expires: expires, keys: all,
+                            roles: ["root": root, "targets": targets, "timestamp": online, "snapshot": online])
     }
 
     /// Loads the repository's current metadata from `origin`.
@@ -74,23 +151,42 @@ public struct Repository: Sendable {
     /// The current targets.
     public var targetFiles: [String: TargetFile] { targets.signed.targets }
 
-    /// Writes new targets, snapshot and timestamp metadata, in that order, so a
-    /// client never sees a timestamp that points at metadata not yet there.
-    mutating func commit(targets files: [String: TargetFile], key: SigningKey,
+    /// Writes new targets, snapshot and timestamp metadata, in that order, so a client never sees a
+    /// timestamp that points at metadata not yet there. Targets is signed by `signers.targets` (at least
+    /// the targets threshold of them), snapshot and timestamp by `signers.online`.
+    mutating func commit(targets files: [String: TargetFile], signers: Signers,
                          lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
-        try checkOnline(key)
+        try checkSigners(signers)
+        guard let online = signers.online else { throw PatchSyncError(.internal, "checkSigners passed without an online key") }
         let newTargets = try Signed(signing: TargetsMetadata(version: targets.signed.version + 1,
                                                              expires: now + lifetimes.targets, targets: files),
-                                    with: [key])
+                                    with: try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin))
         try Self.write(newTargets, to: metadataDirectory + "/\(newTargets.signed.version).targets.json")
         targets = newTargets
-        try resign(key: key, lifetimes: lifetimes, now: now)
+        try resign(key: online, lifetimes: lifetimes, now: now)
     }
 
-    /// Re-signs snapshot and timestamp with new versions and expiry: the publisher's cron job.
+    /// Refuses, before any work, keys that cannot sign a change of targets: too few targets keys of
+    /// this root, or no online key of it.
+    public func checkSigners(_ signers: Signers) throws(PatchSyncError) {
+        _ = try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin)
+        guard let online = signers.online else {
+            throw PatchSyncError(.usage, "no online key given", remedy: "give --online-key (it signs snapshot and timestamp)")
+        }
+        try checkOnline(online)
+    }
+
+    /// Re-signs snapshot and timestamp with new versions and expiry: the publisher's cron job, which
+    /// holds only the online key.
     public mutating func refresh(key: SigningKey, lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
         try checkOnline(key)
         try resign(key: key, lifetimes: lifetimes, now: now)
+    }
+
+    /// Signs the same targets again as a new version with a fresh expiry (the targets keys' yearly
+    /// renewal), then snapshot and timestamp.
+    public mutating func renewTargets(signers: Signers, lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+        try commit(targets: targets.signed.targets, signers: signers, lifetimes: lifetimes, now: now)
     }
 
     private mutating func resign(key: SigningKey, lifetimes: Lifetimes, now: Date) throws(PatchSyncError) {
@@ -112,54 +208,108 @@ public struct Repository: Sendable {
         timestamp = stamp
     }
 
-    /// Signs root version N+1 with new keys: `newRootKey` for the root role and, when given,
-    /// `newOnlineKey` for timestamp, snapshot and targets. It is signed by the current root key
-    /// and the new one, so clients that trust version N accept it; with a new online key,
-    /// targets, snapshot and timestamp are re-signed at once, and clients forget their trusted
-    /// timestamp and snapshot (fast-forward recovery) when they see the rotation.
-    public mutating func rotateRoot(currentRootKey: SigningKey, newRootKey: SigningKey?, newOnlineKey: SigningKey?,
+    /// What a new root version changes: nil keeps the current keys (and threshold) of that role.
+    public struct RootChange: Sendable {
+        public var root: [TUFKey]?
+        public var rootThreshold: Int?
+        public var targets: [TUFKey]?
+        public var targetsThreshold: Int?
+        public var online: TUFKey?
+        public init(root: [TUFKey]? = nil, rootThreshold: Int? = nil, targets: [TUFKey]? = nil,
+                    targetsThreshold: Int? = nil, online: TUFKey? = nil) {
+            self.root = root
+            self.rootThreshold = rootThreshold
+            self.targets = targets
+            self.targetsThreshold = targetsThreshold
+            self.online = online
+        }
+        var isEmpty: Bool { root == nil && rootThreshold == nil && targets == nil && targetsThreshold == nil && online == nil }
+    }
+
+    /// Signs root version N+1 with the keys `change` gives (nothing changed: the root's renewal with a
+    /// fresh expiry). It is signed by a threshold of the current root keys and of the new ones, both in
+    /// `signers.root`, so clients that trust version N accept it. New targets keys re-sign targets at once
+    /// (`signers.targets`, plus the online key for snapshot and timestamp); a new online key re-signs
+    /// snapshot and timestamp, and clients forget their trusted timestamp and snapshot (fast-forward
+    /// recovery) when they see it.
+    public mutating func rotateRoot(_ change: RootChange, signers: Signers,
                                     lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
-        let currentID = try currentRootKey.publicKey.keyID()
-        guard root.signed.roles["root"]?.keyids.contains(currentID) == true else {
-            throw PatchSyncError(.usage, "the key \(currentID.prefix(12))… is not a root key of \(origin)",
-                                 remedy: "sign with the root key the repository was created with (or last rotated to)")
+        let current = root.signed
+        let oldSigners = try Self.signing(signers.root, role: "root", of: current, origin: origin, ignoringOthers: true)
+        func keys(_ role: String) -> [TUFKey] { (current.roles[role]?.keyids ?? []).compactMap { current.keys[$0] } }
+        let rootKeys = change.root ?? keys("root"), targetsKeys = change.targets ?? keys("targets")
+        guard let onlineKey = change.online ?? keys("timestamp").first else {
+            throw PatchSyncError(.refusedData, "the root of \(origin) names no timestamp key")
         }
-        guard newRootKey != nil || newOnlineKey != nil else {
-            throw PatchSyncError(.usage, "nothing to rotate", remedy: "give --new-root-key, --new-online-key or both")
+        let keySet = KeySet(root: rootKeys, rootThreshold: change.rootThreshold
+                                ?? (change.root == nil ? current.roles["root"]?.threshold : nil),
+                            targets: targetsKeys, targetsThreshold: change.targetsThreshold
+                                ?? (change.targets == nil ? current.roles["targets"]?.threshold : nil),
+                            online: onlineKey)
+        let next = try Self.rootMetadata(version: current.version + 1, expires: now + lifetimes.root, keys: keySet)
+        let newSigners = try Self.signing(signers.root, role: "root", of: next, origin: origin, ignoringOthers: true)
+        var all = oldSigners, ids = Set<String>()
+        for key in oldSigners { ids.insert(try key.publicKey.keyID()) }
+        for key in newSigners where ids.insert(try key.publicKey.keyID()).inserted { all.append(key) }
+        let targetsChanged = next.roles["targets"] != current.roles["targets"]
+        let onlineChanged = next.roles["timestamp"] != current.roles["timestamp"]
+        // Every key the re-signing needs is checked before anything is written.
+        let after = Repository(origin: origin, root: try Signed(signing: next, with: all), targets: targets,
+                               snapshot: snapshot, timestamp: timestamp)
+        if targetsChanged { try after.checkSigners(signers) } else if onlineChanged {
+            guard let online = signers.online else {
+                throw PatchSyncError(.usage, "a new online key must re-sign snapshot and timestamp",
+                                     remedy: "give its key file (--new-online-key)")
+            }
+            try after.checkOnline(online)
         }
-        var next = root.signed
-        next.version += 1
-        next.expires = now + lifetimes.root
-        if let newRootKey {
-            let id = try newRootKey.publicKey.keyID()
-            next.keys[id] = newRootKey.publicKey
-            next.roles["root"] = TUFRole(keyids: [id], threshold: 1)
+        try Self.write(after.root, to: metadataDirectory + "/\(next.version).root.json")
+        try Self.write(after.root, to: metadataDirectory + "/root.json")
+        root = after.root
+        if targetsChanged {
+            try commit(targets: targets.signed.targets, signers: signers, lifetimes: lifetimes, now: now)
+        } else if onlineChanged, let online = signers.online {
+            try resign(key: online, lifetimes: lifetimes, now: now)
         }
-        if let newOnlineKey {
-            let id = try newOnlineKey.publicKey.keyID()
-            next.keys[id] = newOnlineKey.publicKey
-            for role in ["timestamp", "snapshot", "targets"] { next.roles[role] = TUFRole(keyids: [id], threshold: 1) }
-        }
-        let used = Set(next.roles.values.flatMap(\.keyids))
-        next.keys = next.keys.filter { used.contains($0.key) }
-        var signers = [currentRootKey]
-        if let newRootKey, try newRootKey.publicKey.keyID() != currentID { signers.append(newRootKey) }
-        let signed = try Signed(signing: next, with: signers)
-        try Self.write(signed, to: metadataDirectory + "/\(next.version).root.json")
-        try Self.write(signed, to: metadataDirectory + "/root.json")
-        root = signed
-        if let newOnlineKey { try commit(targets: targets.signed.targets, key: newOnlineKey, lifetimes: lifetimes, now: now) }
     }
 
     /// The root metadata version.
     public var rootVersion: Int { root.signed.version }
 
-    /// Refuses a key that the root does not name for the online roles.
-    private func checkOnline(_ key: SigningKey) throws(PatchSyncError) {
+    /// The keys of `keys` that `role` of `root` lists, one per key id, at least its threshold of them.
+    /// A key that the role does not list is refused by name, unless `ignoringOthers` (a rotation passes
+    /// the old and the new root keys together).
+    static func signing(_ keys: [SigningKey], role: String, of root: RootMetadata, origin: String,
+                        ignoringOthers: Bool = false) throws(PatchSyncError) -> [SigningKey] {
+        guard let spec = root.roles[role] else { throw PatchSyncError(.refusedData, "the root of \(origin) has no \(role) role") }
+        var chosen: [SigningKey] = [], ids = Set<String>(), stranger: String?
+        for key in keys {
+            let id = try key.publicKey.keyID()
+            guard spec.keyids.contains(id) else {
+                stranger = stranger ?? id
+                if ignoringOthers { continue }
+                break
+            }
+            if ids.insert(id).inserted { chosen.append(key) }
+        }
+        if let stranger, !ignoringOthers || chosen.isEmpty {
+            throw PatchSyncError(.usage, "the key \(stranger.prefix(12))… is not a \(role) key of \(origin)",
+                                 remedy: "sign with the \(role) key(s) the repository was created with (or last rotated to)")
+        }
+        guard chosen.count >= spec.threshold else {
+            throw PatchSyncError(.usage, "the \(role) role of \(origin) needs \(spec.threshold) signatures of its "
+                                 + "\(spec.keyids.count) keys; \(chosen.count) of them given",
+                                 remedy: "give --\(role)-key once for each of \(spec.threshold) of its keys")
+        }
+        return chosen
+    }
+
+    /// Refuses a key that the root does not name for timestamp and snapshot.
+    func checkOnline(_ key: SigningKey) throws(PatchSyncError) {
         let id = try key.publicKey.keyID()
-        for role in ["timestamp", "snapshot", "targets"] where !(root.signed.roles[role]?.keyids.contains(id) ?? false) {
+        for role in ["timestamp", "snapshot"] where !(root.signed.roles[role]?.keyids.contains(id) ?? false) {
             throw PatchSyncError(.usage, "the key \(id.prefix(12))… is not the \(role) key of \(origin)",
-                                 remedy: "sign with the online key given to `patchsync repo init`")
+                                 remedy: "sign with the online key given to `patchsync repo init` (or last rotated to)")
         }
     }
 

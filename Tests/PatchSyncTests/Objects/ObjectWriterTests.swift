@@ -103,7 +103,7 @@ struct ObjectWriterTests {
         for id in ["1", "2", "3", "4"] { try fixture.publish(build, id: id, deltaSources: 0) }
         let repo = try Repository.load(origin: fixture.origin)
         let publisher = Publisher(options: .init(buildDirectory: build, origin: fixture.origin, buildId: try BuildID("5"),
-                                                 bundles: try BundleRules(bundles: [.base])), key: fixture.onlineKey)
+                                                 bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
         let known = try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
             try publisher.loadManifest(path, target)
         }
@@ -233,7 +233,7 @@ struct ObjectWriterTests {
                                         ]))
         options.smallFileBytes = 1 << 20
         options.packSize = 64 << 20  // one pack for all small files
-        try Publisher(options: options, key: fixture.onlineKey).run()
+        try Publisher(options: options, signers: fixture.signers).run()
         let manifest = try Self.manifest(fixture, "1")
         let bundlesPerObject = Dictionary(grouping: manifest.files.filter { !$0.chunks.isEmpty }, by: \.object)
             .mapValues { Set($0.map(\.bundle)) }

@@ -130,7 +130,7 @@ struct DeltaSyncTests {
         var repo = try Repository.load(origin: fixture.origin)
         let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
         let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
-                                                 bundles: try BundleRules(bundles: [.base])), key: fixture.onlineKey)
+                                                 bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
         var manifest2 = try publisher.loadManifest(target, repo.targetFiles[target]!)
         let before = Dictionary(uniqueKeysWithValues: manifest1.files.map { ($0.path, $0) })
         let packPath = fixture.directory + "/wrong.pack"
@@ -170,7 +170,7 @@ struct DeltaSyncTests {
         let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
         let repo = try Repository.load(origin: fixture.origin)
         let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
-                                                 bundles: try BundleRules(bundles: [.base])), key: fixture.onlineKey)
+                                                 bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
         let pack = try #require(try publisher.loadManifest(target, repo.targetFiles[target]!).deltas?.first)
         let manifestDelta = try #require(repo.targetFiles[target]?.custom?.manifestDeltas?.first)
         // Both the pack and the manifest delta are damaged: the sync falls back to the whole manifest and chunks.

@@ -29,7 +29,7 @@ func pythonTUF(origin: String, root: String, target: String, in directory: Strin
 
 @Suite("Interop with python-tuf", .tags(.large))
 struct InteropTests {
-    @Test("python-tuf's client reads a repository that publish wrote, after repo refresh and after rotate-root (new root and online keys)")
+    @Test("python-tuf's client reads a repository that publish wrote, after repo refresh, after rotate-root (new root and online keys) and with root and targets thresholds of 2")
     func pythonTUFReadsOurRepository() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1.0+1")
@@ -49,11 +49,28 @@ struct InteropTests {
         #expect(status == 0 && output.hasPrefix("ok ") && output.contains(" 2"), "\(output)")
 
         var rotated = try Repository.load(origin: fixture.origin)  // what `repo rotate-root` does
-        try rotated.rotateRoot(currentRootKey: fixture.rootKey, newRootKey: SigningKey(try Ed25519.generate()),
-                               newOnlineKey: SigningKey(try Ed25519.generate()))
+        let (newRoot, newOnline) = (SigningKey(try Ed25519.generate()), SigningKey(try Ed25519.generate()))
+        try rotated.rotateRoot(.init(root: [newRoot.publicKey], online: newOnline.publicKey),
+                               signers: .init(root: [fixture.rootKey, newRoot], online: newOnline))
         (status, output) = try pythonTUF(origin: nginx.url, root: shippedRoot, target: "manifests/live/1.1+2.json.gz",
                                          in: fixture.directory)
         #expect(status == 0 && output.hasPrefix("ok "), "\(output)")
+
+        // Thresholds of 2: two of three root keys and both of two new targets keys sign from now on.
+        let roots = try (0..<3).map { _ in SigningKey(try Ed25519.generate()) }
+        let targets = try (0..<2).map { _ in SigningKey(try Ed25519.generate()) }
+        try rotated.rotateRoot(.init(root: roots.map(\.publicKey), rootThreshold: 2, targets: targets.map(\.publicKey)),
+                               signers: .init(root: [newRoot, roots[0], roots[2]], targets: targets, online: newOnline))
+        var options = Publisher.Options(buildDirectory: try fixture.sampleBuild(3, scale: 0.003), origin: fixture.origin,
+                                        buildId: try BuildID("1.2+3"), bundles: try BundleRules(bundles: [.base]))
+        options.deltaSources = 0
+        #expect(throws: PatchSyncError.self, "one of two targets keys is under the threshold") {
+            try Publisher(options: options, signers: .init(targets: [targets[0]], online: newOnline)).run()
+        }
+        try Publisher(options: options, signers: .init(targets: targets, online: newOnline)).run()
+        (status, output) = try pythonTUF(origin: nginx.url, root: shippedRoot, target: "manifests/live/1.2+3.json.gz",
+                                         in: fixture.directory)
+        #expect(status == 0 && output.hasPrefix("ok ") && output.contains(" 3"), "\(output)")
     }
 
     @Test("python-tuf refuses our repository when a signature is broken (the check is real on both sides)")

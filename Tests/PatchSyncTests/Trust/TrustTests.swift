@@ -136,12 +136,50 @@ struct TrustTests {
         let (fixture, install) = try await Self.installedWithUpdate()
         #expect(try await Syncer(install: install).run().buildId == "2")
         var repo = try Repository.load(origin: fixture.origin)
-        try repo.commit(targets: repo.targetFiles.filter { $0.value.custom?.buildId == "1" }, key: fixture.onlineKey)
+        try repo.commit(targets: repo.targetFiles.filter { $0.value.custom?.buildId == "1" }, signers: fixture.signers)
         let error = await #expect(throws: PatchSyncError.self) { try await Syncer(install: install).run() }
         #expect(error?.code == .refusedData)
         #expect(error?.description.contains("lower than 2 already seen") == true, "\(String(describing: error))")
         #expect(install.currentBuild() == "1")
         #expect(try install.status().ready == "2", "the staged build stays ready")
+    }
+
+    @Test("a repository whose online key also signed targets moves to its own targets key with rotate-root; the online key then cannot change targets, and clients follow")
+    func migrateToTargetsKey() async throws {
+        let fixture = try Fixture()
+        // The layout `repo init` wrote before role keys: one online key for timestamp, snapshot and targets.
+        let legacy = fixture.directory + "/legacy"
+        var meta = try Repository.load(origin: fixture.origin).root.signed
+        let onlineID = try fixture.onlineKey.publicKey.keyID()
+        meta.roles["targets"] = TUFRole(keyids: [onlineID], threshold: 1)
+        meta.keys = meta.keys.filter { $0.key != (try? fixture.targetsKey.publicKey.keyID()) }
+        try FileManager.default.createDirectory(atPath: legacy + "/metadata", withIntermediateDirectories: true)
+        let root = try Signed(signing: meta, with: [fixture.rootKey])
+        for name in ["1.root.json", "root.json"] { try root.serialized().write(to: URL(fileURLWithPath: legacy + "/metadata/" + name)) }
+        var repo = Repository(origin: legacy, root: root,
+                              targets: try Signed(signing: TargetsMetadata(version: 0, expires: Date(), targets: [:]), with: []),
+                              snapshot: try Signed(signing: SnapshotMetadata(version: 0, expires: Date(), meta: [:]), with: []),
+                              timestamp: try Signed(signing: TimestampMetadata(version: 0, expires: Date(), meta: [:]), with: []))
+        let legacySigners = Repository.Signers(targets: [fixture.onlineKey], online: fixture.onlineKey)
+        try repo.commit(targets: [:], signers: legacySigners)
+        var options = Publisher.Options(buildDirectory: try fixture.sampleBuild(1, scale: 0.01), origin: legacy,
+                                        buildId: try BuildID("1"), bundles: try BundleRules(bundles: [.base]))
+        try Publisher(options: options, signers: legacySigners).run()
+        let client = try Install.create(at: fixture.directory + "/legacy-install",
+                                        config: InstallConfig(remotes: ["file://" + legacy], channel: "live"),
+                                        trustedRoot: legacy + "/metadata/1.root.json")
+        #expect(try await Syncer(install: client).run().buildId == "1")
+
+        repo = try Repository.load(origin: legacy)
+        try repo.rotateRoot(.init(targets: [fixture.targetsKey.publicKey]),
+                            signers: .init(root: [fixture.rootKey], targets: [fixture.targetsKey], online: fixture.onlineKey))
+        options.buildId = try BuildID("2")
+        options.buildDirectory = try fixture.sampleBuild(2, scale: 0.01)
+        #expect(throws: PatchSyncError.self, "the online key is no longer a targets key") {
+            try Publisher(options: options, signers: legacySigners).run()
+        }
+        try Publisher(options: options, signers: .init(targets: [fixture.targetsKey], online: fixture.onlineKey)).run()
+        #expect(try await Syncer(install: client).run().buildId == "2")
     }
 
     @Test("a channel's sequence never goes back, even when the repository is replaced by another one signed with the same root and the trusted metadata is lost")
@@ -150,13 +188,14 @@ struct TrustTests {
         #expect(try await Syncer(install: install).run().sequence == 2)
         // A second repository, same keys, whose only build on the channel has sequence 1.
         let replacement = fixture.directory + "/replacement"
-        var repo = try Repository.create(origin: replacement, rootKey: fixture.rootKey, onlineKey: fixture.onlineKey)
+        var repo = try Repository.create(origin: replacement, rootKey: fixture.rootKey, targetsKey: fixture.targetsKey,
+                                         onlineKey: fixture.onlineKey)
         var options = Publisher.Options(buildDirectory: try fixture.sampleBuild(1, scale: 0.01), origin: replacement,
                                         buildId: try BuildID("1-again"), bundles: try BundleRules(bundles: [.base]))
         options.channel = try Channel("live")
-        try Publisher(options: options, key: fixture.onlineKey).run()
+        try Publisher(options: options, signers: fixture.signers).run()
         repo = try Repository.load(origin: replacement)
-        for _ in 0..<5 { try repo.commit(targets: repo.targetFiles, key: fixture.onlineKey) }
+        for _ in 0..<5 { try repo.commit(targets: repo.targetFiles, signers: fixture.signers) }
         try FileManager.default.removeItem(atPath: fixture.origin)
         try FileManager.default.moveItem(atPath: replacement, toPath: fixture.origin)
         for file in ["timestamp.json", "snapshot.json", "targets.json"] {

@@ -41,7 +41,7 @@ func loadKeys(_ paths: [String]) throws(PatchSyncError) -> [SigningKey] {
 struct RepoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repo", abstract: "Create a repository, re-sign, renew or rotate its metadata.",
-        subcommands: [RepoInit.self, RepoRefresh.self, RepoRenew.self, RepoRotateRoot.self])
+        subcommands: [RepoInit.self, RepoStatus.self, RepoCheck.self, RepoRefresh.self, RepoRenew.self, RepoRotateRoot.self])
 }
 
 struct RepoInit: AsyncParsableCommand {
@@ -62,7 +62,7 @@ struct RepoInit: AsyncParsableCommand {
     @Option(help: "A targets key file (repeat for several): signs publish, promote and rollback.") var targetsKey: [String] = []
     @Option(help: "How many targets keys must sign targets (default: all given).") var targetsThreshold: Int?
     @Option(help: "The online key file (signs snapshot and timestamp).") var onlineKey: String
-    @Option(help: "How long the root stays valid (365d, 12h, …).") var expires: String = "365d"
+    @Option(help: "How long the root stays valid (730d, 12h, …).") var expires: String = "730d"
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -98,8 +98,10 @@ struct RepoRefresh: AsyncParsableCommand {
     func run() async throws {
         var repo = try Repository.load(origin: origin)
         try repo.refresh(key: try SigningKey.load(path: key))
-        struct Result: Encodable { var origin: String; var refreshed: Bool }
-        Output(json: json).result(Result(origin: origin, refreshed: true),
+        let warnings = repo.expiryWarnings()
+        warn(warnings)
+        struct Result: Encodable { var origin: String; var refreshed: Bool; var warnings: [String] }
+        Output(json: json).result(Result(origin: origin, refreshed: true, warnings: warnings),
                                   human: "re-signed snapshot and timestamp of \(origin)")
     }
 }
@@ -121,8 +123,8 @@ struct RepoRenew: AsyncParsableCommand {
     @Option(help: "A root key file (repeat up to the root threshold): renews root.") var rootKey: [String] = []
     @Option(help: "A targets key file (repeat up to the targets threshold): renews targets.") var targetsKey: [String] = []
     @Option(help: "The online key file (re-signs snapshot and timestamp after targets).") var onlineKey: String?
-    @Option(help: "How long the renewed root stays valid.") var rootExpires: String = "365d"
-    @Option(help: "How long the renewed targets stay valid.") var targetsExpires: String = "365d"
+    @Option(help: "How long the renewed root stays valid.") var rootExpires: String = "730d"
+    @Option(help: "How long the renewed targets stay valid.") var targetsExpires: String = "455d"
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -178,7 +180,7 @@ struct RepoRotateRoot: AsyncParsableCommand {
     @Option(help: "How many targets keys must sign from now on.") var targetsThreshold: Int?
     @Option(help: "The new online key file (signs snapshot and timestamp from now on).") var newOnlineKey: String?
     @Option(help: "The current online key file, when targets keys change and the online key does not.") var onlineKey: String?
-    @Option(help: "How long the new root stays valid (365d, 12h, …).") var expires: String = "365d"
+    @Option(help: "How long the new root stays valid (730d, 12h, …).") var expires: String = "730d"
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -275,6 +277,7 @@ struct Publish: AsyncParsableCommand {
                 + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
                 + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
                 + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
+        warn(report.warnings)
         output.result(report, human: human)
     }
 }

@@ -46,6 +46,8 @@ public struct Publisher: Sendable {
         public var manifestTarget: String
         /// The delta packs written, one per recent build.
         public var deltas: [DeltaReport] = []
+        /// Roles of the repository that expire soon, with the command that renews each.
+        public var warnings: [String] = []
     }
 
     public let options: Options
@@ -102,12 +104,14 @@ public struct Publisher: Sendable {
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, &manifest)
             report.alreadyPublished = true
+            report.warnings = repo.expiryWarnings(now: options.now)
             return report
         }
         manifest.deltas = try deltaPacks(for: files, from: bases)
         report.deltas = (manifest.deltas ?? []).map { DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length) }
         if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
         try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
+        report.warnings = repo.expiryWarnings(now: options.now)
         return report
     }
 
@@ -337,20 +341,23 @@ public struct Publisher: Sendable {
 
     /// Writes `manifest` as the target `target`, with manifest deltas from `deltaBases`, and commits new
     /// signed metadata.
-    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository,
-                       deltaBases: [DeltaBase] = []) throws(PatchSyncError) {
+    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [DeltaBase] = [],
+                       promotedFrom: String? = nil, rollback: RollbackNote? = nil) throws(PatchSyncError) {
         let json = try manifest.encoded()
         let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
         let data = Zlib.gzip(json)
         let hash = SHA256Hasher.hash(data).hex
         let file = options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)
         do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
+        var info = ManifestTargetInfo(channel: manifest.channel.name, buildId: manifest.buildId.value,
+                                      sequence: manifest.sequence,
+                                      manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas)
+        info.files = manifest.files.count
+        info.size = manifest.totalSize
+        info.promotedFrom = promotedFrom
+        info.rollback = rollback
         var targets = repo.targetFiles
-        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash],
-                                     custom: ManifestTargetInfo(channel: manifest.channel.name,
-                                                                buildId: manifest.buildId.value,
-                                                                sequence: manifest.sequence,
-                                                                manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas))
+        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
         for old in Self.beyondKept(targets, keep: options.keepBuilds) { targets[old] = nil }
         try repo.commit(targets: targets, signers: signers, now: options.now)
     }

@@ -198,12 +198,29 @@ public struct ManifestTargetInfo: Codable, Hashable, Sendable {
     /// Deltas of the manifest's JSON from recent builds' manifests: a player on one of those builds
     /// fetches a few hundred KiB instead of the whole manifest.
     public var manifestDeltas: [ManifestDelta]?
+    /// The build's file count and size, for `repo status` without reading each manifest.
+    public var files: Int?
+    public var size: Int64?
+    /// Set by `repo promote`: the channel the build was tested on.
+    public var promotedFrom: String?
+    /// Set by `repo rollback`: the build this one replaced on its channel, and why.
+    public var rollback: RollbackNote?
 
     public init(channel: String, buildId: String, sequence: Int, manifestDeltas: [ManifestDelta]? = nil) {
         self.channel = channel
         self.buildId = buildId
         self.sequence = sequence
         self.manifestDeltas = manifestDeltas
+    }
+}
+
+/// Why a channel went back to an earlier build: the build it left and the publisher's reason.
+public struct RollbackNote: Codable, Hashable, Sendable {
+    public var from: String
+    public var reason: String?
+    public init(from: String, reason: String?) {
+        self.from = from
+        self.reason = reason
     }
 }
 

@@ -9,10 +9,11 @@ import Foundation
 /// timestamp (the cron job that keeps them fresh holds only that one).
 public struct Repository: Sendable {
     /// How long each role's metadata stays valid after it is signed. A cron'd `repo refresh` renews
-    /// snapshot and timestamp; targets and root are renewed by a publish or by `repo renew`.
+    /// snapshot and timestamp; targets and root are renewed by a publish or by `repo renew`. Renewing
+    /// both once a year leaves a quarter (targets) and a year (root) of slack before any client refuses.
     public struct Lifetimes: Sendable {
-        public var root: TimeInterval = 365 * 86400
-        public var targets: TimeInterval = 365 * 86400
+        public var root: TimeInterval = 730 * 86400
+        public var targets: TimeInterval = 455 * 86400
         public var snapshot: TimeInterval = 30 * 86400
         public var timestamp: TimeInterval = 7 * 86400
         public init() {}

@@ -1,0 +1,129 @@
+import Foundation
+
+/// What `repo status` reports: each role's version and expiry, and the builds each channel lists.
+public struct RepositoryStatus: Codable, Sendable {
+    public struct Role: Codable, Sendable {
+        public var role: String
+        public var version: Int
+        public var expires: Date
+        public var daysLeft: Double
+        public var keys: Int
+        public var threshold: Int
+        /// The command that signs this role again.
+        public var renewal: String
+    }
+
+    public struct Build: Codable, Sendable {
+        public var buildId: String
+        public var sequence: Int
+        public var files: Int
+        public var size: Int64
+        public var manifestBytes: Int64
+        /// The build clients on this channel install now (the highest sequence).
+        public var current: Bool
+        public var promotedFrom: String?
+        public var rollback: RollbackNote?
+    }
+
+    public struct Channel: Codable, Sendable {
+        public var channel: String
+        /// Newest first.
+        public var builds: [Build]
+    }
+
+    public var origin: String
+    public var roles: [Role]
+    public var channels: [Channel]
+}
+
+extension Repository {
+    /// The days before its expiry at which `publish`, `refresh` and `check` warn about root and targets.
+    public static let warningWindow: TimeInterval = 30 * 86400
+    /// The least lifetime left on timestamp and snapshot before `check` says the refresh job is failing
+    /// (it runs daily and signs them for 7 and 30 days).
+    public static let onlineWarningWindow: TimeInterval = 2 * 86400
+
+    /// Each role's expiry and the builds of each channel. A build's size comes from its signed target
+    /// entry, or from its manifest for builds published before targets carried it.
+    public func status(now: Date = Date()) throws(PatchSyncError) -> RepositoryStatus {
+        var channels: [String: [RepositoryStatus.Build]] = [:]
+        for (path, file) in targetFiles {
+            guard let info = file.custom else { continue }
+            var files = info.files, size = info.size
+            if files == nil || size == nil {
+                let manifest = try manifest(path, file)
+                (files, size) = (manifest.files.count, manifest.totalSize)
+            }
+            channels[info.channel, default: []].append(RepositoryStatus.Build(
+                buildId: info.buildId, sequence: info.sequence, files: files ?? 0, size: size ?? 0,
+                manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom, rollback: info.rollback))
+        }
+        let listed = channels.keys.sorted().map { name in
+            var builds = (channels[name] ?? []).sorted { $0.sequence > $1.sequence }
+            if !builds.isEmpty { builds[0].current = true }
+            return RepositoryStatus.Channel(channel: name, builds: builds)
+        }
+        return RepositoryStatus(origin: origin, roles: roleExpiries(now: now), channels: listed)
+    }
+
+    /// The four roles, root first, with their expiry and how to renew each.
+    func roleExpiries(now: Date) -> [RepositoryStatus.Role] {
+        let renewals = [
+            "root": "patchsync repo renew --origin \(origin) --root-key ROOT_KEY",
+            "targets": "patchsync repo renew --origin \(origin) --targets-key TARGETS_KEY --online-key ONLINE_KEY",
+            "snapshot": "patchsync repo refresh --origin \(origin) --online-key ONLINE_KEY",
+            "timestamp": "patchsync repo refresh --origin \(origin) --online-key ONLINE_KEY",
+        ]
+        let roles: [(String, Int, Date)] = [
+            ("root", root.signed.version, root.signed.expires), ("targets", targets.signed.version, targets.signed.expires),
+            ("snapshot", snapshot.signed.version, snapshot.signed.expires),
+            ("timestamp", timestamp.signed.version, timestamp.signed.expires),
+        ]
+        return roles.map { name, version, expires in
+            let spec = root.signed.roles[name]
+            return RepositoryStatus.Role(role: name, version: version, expires: expires,
+                                         daysLeft: (expires.timeIntervalSince(now) / 86400 * 10).rounded(.down) / 10,
+                                         keys: spec?.keyids.count ?? 0, threshold: spec?.threshold ?? 0,
+                                         renewal: renewals[name] ?? "")
+        }
+    }
+
+    /// The roles that expire within their window from `now`: root and targets (renewed by hand) within
+    /// `within`, snapshot and timestamp (re-signed by the refresh job) within `onlineWithin`.
+    public func expiring(within: TimeInterval = Repository.warningWindow,
+                         onlineWithin: TimeInterval = Repository.onlineWarningWindow,
+                         now: Date = Date()) -> [RepositoryStatus.Role] {
+        roleExpiries(now: now).filter { role in
+            let window = ["root", "targets"].contains(role.role) ? within : onlineWithin
+            return role.expires.timeIntervalSince(now) <= window
+        }
+    }
+
+    /// One warning line per role in ``expiring(within:onlineWithin:now:)``, for commands to print.
+    public func expiryWarnings(now: Date = Date()) -> [String] {
+        expiring(now: now).map { role in
+            let when = role.daysLeft <= 0 ? "expired on \(Self.day(role.expires)): clients refuse the repository"
+                : "expires in \(role.daysLeft) days (\(Self.day(role.expires)))"
+            return "\(role.role).json of \(origin) \(when); renew it: \(role.renewal)"
+        }
+    }
+
+    static func day(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withFullDate, .withTime, .withColonSeparatorInTime, .withDashSeparatorInDate,
+                                   .withSpaceBetweenDateAndTime]
+        return formatter.string(from: date) + " UTC"
+    }
+
+    /// The manifest a target names, read from the origin and checked against its signed hash.
+    func manifest(_ path: String, _ file: TargetFile) throws(PatchSyncError) -> Manifest {
+        guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "\(path) has no sha256") }
+        let location = origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
+        let data = try FileSystem.read(location, limit: Int(min(file.length, 256 << 20)) + 1)
+        guard data.count == file.length, SHA256Hasher.hash(data).hex == hash else {
+            throw PatchSyncError(.refusedData, "\(location) does not match its signed length and SHA-256",
+                                 remedy: "the origin folder was changed by hand; publish the build again into a fresh origin")
+        }
+        return try Manifest.decode(data, what: location)
+    }
+}

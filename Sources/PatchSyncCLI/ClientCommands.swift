@@ -97,6 +97,12 @@ struct Sync: AsyncParsableCommand {
     }
 
     static func describe(_ r: SyncReport) -> String {
+        let why = r.rollback.map { "the publisher rolled the channel back from \($0.from) to \(r.buildId)"
+            + ($0.reason.map { ": \($0)" } ?? "") + "\n" } ?? ""
+        return why + describeOutcome(r)
+    }
+
+    static func describeOutcome(_ r: SyncReport) -> String {
         switch r.outcome {
         case .upToDate: return "build \(r.buildId) is installed and current; nothing to do"
         case .alreadyReady: return "build \(r.buildId) is staged and ready; run `patchsync apply`"
@@ -140,8 +146,8 @@ struct Status: AsyncParsableCommand {
     func run() async throws {
         let status = try Install.open(at: options.install).status()
         var lines = ["install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
-                     "current:  \(status.current ?? "none")", "previous: \(status.previous ?? "none")",
-                     "ready:    \(status.ready ?? "none")"]
+                     "current:  \(status.current ?? "none")" + Self.why(status.currentRollback),
+                     "previous: \(status.previous ?? "none")", "ready:    \(status.ready ?? "none")" + Self.why(status.readyRollback)]
         if let held = status.heldBack { lines.append("held back: \(held) (rolled back from)") }
         for build in status.builds {
             lines.append("build:    \(build.name): \(ByteCount.format(build.diskBytes)) on disk")
@@ -165,6 +171,11 @@ struct Status: AsyncParsableCommand {
                          + d.nextAttempt.formatted(.iso8601))
         }
         Output(json: options.json).result(status, human: lines.joined(separator: "\n"))
+    }
+
+    /// " (the publisher rolled the channel back from 1.1: reason)" for a build a rollback put back.
+    static func why(_ note: RollbackNote?) -> String {
+        note.map { " (the publisher rolled the channel back from \($0.from)" + ($0.reason.map { ": \($0)" } ?? "") + ")" } ?? ""
     }
 }
 

@@ -41,7 +41,8 @@ func loadKeys(_ paths: [String]) throws(PatchSyncError) -> [SigningKey] {
 struct RepoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repo", abstract: "Create a repository, re-sign, renew or rotate its metadata.",
-        subcommands: [RepoInit.self, RepoStatus.self, RepoCheck.self, RepoRefresh.self, RepoRenew.self, RepoRotateRoot.self])
+        subcommands: [RepoInit.self, RepoStatus.self, RepoCheck.self, RepoRefresh.self, RepoRenew.self, RepoRotateRoot.self,
+                      RepoPromote.self, RepoRollback.self])
 }
 
 struct RepoInit: AsyncParsableCommand {
@@ -223,8 +224,7 @@ struct Publish: AsyncParsableCommand {
     @Argument(help: "The build folder.") var buildDirectory: String
     @Option(help: "The origin folder (created with `repo init`).") var origin: String
     @Option(help: "The build id, e.g. 1.4.2+873.") var buildId: String
-    @Option(help: "A targets key file (repeat up to the targets threshold).") var targetsKey: [String] = []
-    @Option(help: "The online key file (signs snapshot and timestamp).") var onlineKey: String
+    @OptionGroup var signing: TargetsSigning
     @Option(help: "The channel.") var channel: String = "live"
     @Option(help: "A bundles file (JSON): bundle name, required, priority, path globs.") var bundles: String?
     @Option(help: "How many of the channel's latest builds get a delta pack to this one (0: none).")
@@ -265,7 +265,7 @@ struct Publish: AsyncParsableCommand {
         }
         let output = Output(json: json)
         var last = ContinuousClock.now
-        let report = try Publisher(options: options, signers: Repository.Signers(targets: try loadKeys(targetsKey), online: try SigningKey.load(path: onlineKey))).run { done, total in
+        let report = try Publisher(options: options, signers: try signing.signers()).run { done, total in
             guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
             last = ContinuousClock.now
             output.event(ProgressEvent(event: "publish", message: "chunked and stored \(done) of \(total) files",

@@ -79,3 +79,75 @@ struct RepoCheck: AsyncParsableCommand {
                       human: "\(origin): no role expires within \(within) (snapshot and timestamp: \(onlineWithin))")
     }
 }
+
+/// The keys a change of targets is signed with: the targets keys and the online key.
+struct TargetsSigning: ParsableArguments {
+    @Option(help: "A targets key file (repeat up to the targets threshold).") var targetsKey: [String] = []
+    @Option(help: "The online key file (signs snapshot and timestamp).") var onlineKey: String
+
+    func signers() throws(PatchSyncError) -> Repository.Signers {
+        Repository.Signers(targets: try loadKeys(targetsKey), online: try SigningKey.load(path: onlineKey))
+    }
+}
+
+struct RepoPromote: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "promote", abstract: "List a tested build of one channel as the newest of another (no re-chunking).",
+        discussion: """
+            Writes one manifest, the same files and objects with the new channel and sequence, and signs
+            new targets. Run again, it changes nothing.
+
+            Example:
+              patchsync repo promote 1.4.2+873 --from beta --to live --origin out/ \\
+                --targets-key keys/targets.key --online-key keys/online.key
+            """)
+
+    @Argument(help: "The build id to promote.") var buildId: String
+    @Option(help: "The channel that lists it.") var from: String
+    @Option(help: "The channel to list it on.") var to: String
+    @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var signing: TargetsSigning
+    @Option(help: "How many builds of each channel targets.json keeps listed.") var keepBuilds = Publisher.Options.defaultKeepBuilds
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        var release = Release(origin: origin, signers: try signing.signers())
+        release.keepBuilds = keepBuilds
+        let report = try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))
+        warn(report.warnings)
+        Output(json: json).result(report, human: report.alreadyCurrent
+            ? "build \(report.buildId) is already the newest on \(report.channel); nothing written"
+            : "build \(report.buildId) of \(from) is now the newest on \(report.channel) (sequence \(report.sequence)); "
+                + "players on \(report.channel) get it at their next sync")
+    }
+}
+
+struct RepoRollback: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rollback", abstract: "Put the previous build back on a channel, as a new sequence.",
+        discussion: """
+            Players move back at their next sync with every check intact (the sequence still only
+            grows), and their `patchsync status` says why. By default the build before the newest that
+            no earlier rollback left; --to names one.
+
+            Example:
+              patchsync repo rollback --channel live --reason "crash on start with old saves" --origin out/ \\
+                --targets-key keys/targets.key --online-key keys/online.key
+            """)
+
+    @Option(help: "The channel to roll back.") var channel: String
+    @Option(help: "The build id to go back to (default: the previous one).") var to: String?
+    @Option(help: "Why, shown to players by `patchsync status`.") var reason: String?
+    @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var signing: TargetsSigning
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        let release = Release(origin: origin, signers: try signing.signers())
+        let report = try release.rollback(channel: try Channel(channel), to: try to.map { t throws(PatchSyncError) in try BuildID(t) },
+                                          reason: reason)
+        warn(report.warnings)
+        Output(json: json).result(report, human: "channel \(report.channel) is back on build \(report.buildId) (sequence "
+                                  + "\(report.sequence)), from \(report.rollback?.from ?? "?"); players move back at their next sync")
+    }
+}

@@ -47,6 +47,9 @@ public struct InstallStatus: Codable, Sendable {
     public var deferral: Deferral?
     /// Per route, the files of the build being staged or ready.
     public var routes: Routes?
+    /// Why the current or the ready build is an earlier one: the publisher rolled the channel back.
+    public var currentRollback: RollbackNote?
+    public var readyRollback: RollbackNote?
 }
 
 extension Install {
@@ -84,6 +87,8 @@ extension Install {
             }
             status.staging = progress
         }
+        status.currentRollback = state.currentIdentity?.rollback
+        status.readyRollback = state.ready?.rollback
         if let routes = state.routes, [status.staging?.buildId, status.ready].contains(routes.buildId) {
             status.routes = routes
         }

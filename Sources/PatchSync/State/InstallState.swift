@@ -12,6 +12,8 @@ public struct DeploymentIdentity: Codable, Sendable, Hashable {
     public var manifest: String
     /// The staged tree's ``TreeSeal`` when it was verified complete (set when it becomes ready).
     public var seal: String?
+    /// Set when the publisher put this build back on its channel (`repo rollback`): from which build, and why.
+    public var rollback: RollbackNote?
 }
 
 /// The install's state as one value: what is live, kept, staged and ready, what the channel has

@@ -16,6 +16,8 @@ public struct SyncReport: Codable, Sendable {
     public var outcome: Outcome
     public var buildId: String
     public var sequence: Int
+    /// Set when the publisher put this build back on the channel: the build it replaced, and why.
+    public var rollback: RollbackNote?
     /// The size of the build's files.
     public var buildBytes: Int64 = 0
     public var filesLinked = 0

@@ -74,6 +74,7 @@ public struct Syncer: Sendable {
             try SyncStep.decide(&s, target: target, inUse: install.deploymentFolderExists)
         }
         var report = SyncReport(outcome: step.outcome, buildId: target.info.buildId, sequence: target.info.sequence)
+        report.rollback = target.info.rollback
         if case .stage(let identity) = step {
             let manifest = try await fetchManifest(target, as: identity.name, origin: context.origin)
             try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
@@ -166,6 +167,7 @@ enum SyncStep: Sendable {
             return settled
         }
         var identity = DeploymentIdentity(name: "", buildId: info.buildId, channel: info.channel, manifest: sha)
+        identity.rollback = info.rollback
         if let staging = state.staging, staging.manifest == sha, staging.channel == info.channel {
             identity.name = staging.name
         } else {

@@ -63,8 +63,13 @@ struct ReleaseTests {
 
         let twice = try CLI.run(["repo", "rollback", "--channel", "live"] + repo + keys)
         #expect(twice.status == 64 && twice.stderr.contains("no earlier build"), "1.1 was left by a rollback: \(twice.stderr)")
+        // A later bad build rolled back too: neither it nor 1.1 ever comes back by default.
+        try fixture.publish(try fixture.sampleBuild(3, scale: 0.003), id: "1.2")
+        #expect(try CLI.run(["repo", "rollback", "--channel", "live"] + repo + keys).stdout.contains("back on build 1.0"))
+        let thrice = try CLI.run(["repo", "rollback", "--channel", "live"] + repo + keys)
+        #expect(thrice.status == 64 && thrice.stderr.contains("no earlier build"), "\(thrice.stderr) \(thrice.stdout)")
         let repoStatus = try CLI.run(["repo", "status"] + repo)
-        #expect(repoStatus.stdout.contains("* 1.0  sequence 3") && repoStatus.stdout.contains("rolled back from 1.1: crash on start"),
+        #expect(repoStatus.stdout.contains("* 1.0  sequence 5") && repoStatus.stdout.contains("rolled back from 1.2"),
                 "\(repoStatus.stdout)")
         let wrong = try CLI.run(["repo", "promote", "9.9", "--from", "beta", "--to", "live"] + repo + keys)
         #expect(wrong.status == 64 && wrong.stderr.contains("lists no build 9.9"), "\(wrong.stderr)")

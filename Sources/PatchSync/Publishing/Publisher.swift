@@ -342,7 +342,8 @@ public struct Publisher: Sendable {
     /// Writes `manifest` as the target `target`, with manifest deltas from `deltaBases`, and commits new
     /// signed metadata.
     func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [DeltaBase] = [],
-                       promotedFrom: String? = nil, rollback: RollbackNote? = nil) throws(PatchSyncError) {
+                       promotedFrom: String? = nil, rollback: RollbackNote? = nil,
+                       withdrawing: String? = nil) throws(PatchSyncError) {
         let json = try manifest.encoded()
         let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
         let data = Zlib.gzip(json)
@@ -358,6 +359,7 @@ public struct Publisher: Sendable {
         info.rollback = rollback
         var targets = repo.targetFiles
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
+        if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
         for old in Self.beyondKept(targets, keep: options.keepBuilds) { targets[old] = nil }
         try repo.commit(targets: targets, signers: signers, now: options.now)
     }

@@ -72,7 +72,7 @@ public struct Release: Sendable {
         guard let current = builds.first else {
             throw PatchSyncError(.usage, "channel \(channel) of \(origin) lists no build", remedy: "publish one first")
         }
-        let left = Set(builds.compactMap { $0.info.rollback?.from })
+        let left = Set(builds.compactMap { $0.info.rollback?.from } + builds.filter { $0.info.withdrawn == true }.map(\.info.buildId))
         let chosen: (path: String, file: TargetFile, info: ManifestTargetInfo)?
         if let to {
             chosen = builds.first { $0.info.buildId == to.value }
@@ -93,7 +93,8 @@ public struct Release: Sendable {
         var manifest = try repo.manifest(chosen.path, chosen.file)
         manifest.sequence = current.info.sequence + 1
         let note = RollbackNote(from: current.info.buildId, reason: reason)
-        try write(manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note)
+        try write(manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note,
+                  withdrawing: current.path)
         return Report(buildId: chosen.info.buildId, channel: channel.name, sequence: manifest.sequence, rollback: note,
                       alreadyCurrent: false, manifestTarget: chosen.path, warnings: repo.expiryWarnings(now: now))
     }
@@ -107,7 +108,7 @@ public struct Release: Sendable {
     }
 
     private func write(_ manifest: Manifest, target: String, repo: inout Repository, promotedFrom: String?,
-                       rollback: RollbackNote?) throws(PatchSyncError) {
+                       rollback: RollbackNote?, withdrawing: String? = nil) throws(PatchSyncError) {
         var options = Publisher.Options(buildDirectory: "", origin: origin, buildId: manifest.buildId,
                                         bundles: try BundleRules(bundles: manifest.bundles))
         options.channel = manifest.channel
@@ -116,6 +117,6 @@ public struct Release: Sendable {
         let publisher = Publisher(options: options, signers: signers)
         try publisher.writeManifest(manifest, target: target, repo: &repo,
                                     deltaBases: try publisher.deltaBases(repo, sequence: manifest.sequence),
-                                    promotedFrom: promotedFrom, rollback: rollback)
+                                    promotedFrom: promotedFrom, rollback: rollback, withdrawing: withdrawing)
     }
 }

@@ -205,6 +205,8 @@ public struct ManifestTargetInfo: Codable, Hashable, Sendable {
     public var promotedFrom: String?
     /// Set by `repo rollback`: the build this one replaced on its channel, and why.
     public var rollback: RollbackNote?
+    /// Set by `repo rollback` on the build it took off the channel: a later rollback never picks it.
+    public var withdrawn: Bool?
 
     public init(channel: String, buildId: String, sequence: Int, manifestDeltas: [ManifestDelta]? = nil) {
         self.channel = channel

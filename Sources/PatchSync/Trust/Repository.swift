@@ -127,26 +127,72 @@ public struct Repository: Sendable {
                             roles: ["root": root, "targets": targets, "timestamp": online, "snapshot": online])
     }
 
-    /// Loads the repository's current metadata from `origin`.
+    /// Loads the repository's current metadata from `origin` and checks it as a client would before
+    /// anything is signed on top of it: the root chain from version 1, timestamp, snapshot and targets
+    /// by their signatures and by the versions, lengths and hashes that pin them. A targets.json that a
+    /// stolen online key or a hand edit put there is refused, so a publish never signs it with the
+    /// targets key. Targets still signed by the previous root's targets keys (a rotation stopped before
+    /// it re-signed them) load, and the next commit signs them with the current keys.
     public static func load(origin: String) throws(PatchSyncError) -> Repository {
         let dir = origin + "/metadata"
         guard FileSystem.exists(dir + "/timestamp.json") else {
             throw PatchSyncError(.usage, "\(origin) holds no PatchSync repository",
                                  remedy: "create one with `patchsync repo init --origin \(origin) …`")
         }
-        let timestamp: Signed<TimestampMetadata> = try read(dir + "/timestamp.json")
-        guard let snapVersion = timestamp.signed.meta["snapshot.json"]?.version else {
-            throw PatchSyncError(.refusedData, "\(dir)/timestamp.json names no snapshot")
+        var root: Signed<RootMetadata> = try read(dir + "/1.root.json")
+        try verify(root, role: "root", of: root.signed, dir + "/1.root.json")
+        var previous: RootMetadata?
+        while FileSystem.exists(dir + "/\(root.signed.version + 1).root.json") {
+            let path = dir + "/\(root.signed.version + 1).root.json"
+            let next: Signed<RootMetadata> = try read(path)
+            guard next.signed.version == root.signed.version + 1 else { throw tampered(path, "holds another version") }
+            try verify(next, role: "root", of: root.signed, path)
+            try verify(next, role: "root", of: next.signed, path)
+            previous = root.signed
+            root = next
         }
-        let snapshot: Signed<SnapshotMetadata> = try read(dir + "/\(snapVersion).snapshot.json")
-        guard let targetsVersion = snapshot.signed.meta["targets.json"]?.version else {
-            throw PatchSyncError(.refusedData, "\(dir)/\(snapVersion).snapshot.json names no targets")
+        let (timestamp, _): (Signed<TimestampMetadata>, Data) = try readPinned(dir + "/timestamp.json", pin: nil)
+        try verify(timestamp, role: "timestamp", of: root.signed, dir + "/timestamp.json")
+        guard let snapPin = timestamp.signed.meta["snapshot.json"] else { throw tampered(dir + "/timestamp.json", "names no snapshot") }
+        let snapPath = dir + "/\(snapPin.version).snapshot.json"
+        let (snapshot, _): (Signed<SnapshotMetadata>, Data) = try readPinned(snapPath, pin: snapPin)
+        try verify(snapshot, role: "snapshot", of: root.signed, snapPath)
+        guard let targetsPin = snapshot.signed.meta["targets.json"] else { throw tampered(snapPath, "names no targets") }
+        let targetsPath = dir + "/\(targetsPin.version).targets.json"
+        let (targets, _): (Signed<TargetsMetadata>, Data) = try readPinned(targetsPath, pin: targetsPin)
+        do { try verify(targets, role: "targets", of: root.signed, targetsPath) } catch {
+            guard let previous, previous.roles["targets"] != root.signed.roles["targets"] else { throw error }
+            try verify(targets, role: "targets", of: previous, targetsPath)
         }
-        let targets: Signed<TargetsMetadata> = try read(dir + "/\(targetsVersion).targets.json")
-        var rootVersion = 1
-        while FileSystem.exists(dir + "/\(rootVersion + 1).root.json") { rootVersion += 1 }
-        let root: Signed<RootMetadata> = try read(dir + "/\(rootVersion).root.json")
         return Repository(origin: origin, root: root, targets: targets, snapshot: snapshot, timestamp: timestamp)
+    }
+
+    /// Whether targets.json still needs signing by the current root's targets keys.
+    var targetsSignedByCurrentKeys: Bool {
+        guard let role = root.signed.roles["targets"] else { return false }
+        return (try? targets.verify(role: role, keys: root.signed.keys, name: "targets.json")) != nil
+    }
+
+    private static func verify<T>(_ signed: Signed<T>, role: String, of root: RootMetadata,
+                                  _ path: String) throws(PatchSyncError) {
+        guard let spec = root.roles[role] else { throw tampered(path, "is checked against a root with no \(role) role") }
+        do { try signed.verify(role: spec, keys: root.keys, name: path) } catch { throw tampered(path, error.message) }
+    }
+
+    private static func readPinned<T>(_ path: String, pin: MetaFile?) throws(PatchSyncError) -> (Signed<T>, Data) {
+        let data = try FileSystem.read(path, limit: 64 << 20)
+        if let pin {
+            if let length = pin.length, length != data.count { throw tampered(path, "is \(data.count) bytes, \(length) signed") }
+            if let hash = pin.hashes?["sha256"], hash != SHA256Hasher.hash(data).hex { throw tampered(path, "has another SHA-256 than signed") }
+        }
+        let signed: Signed<T> = try Signed(parsing: data, name: path)
+        return (signed, data)
+    }
+
+    private static func tampered(_ path: String, _ what: String) -> PatchSyncError {
+        PatchSyncError(.refusedData, "\(path) \(what): the origin's metadata is not what patchsync signed",
+                       remedy: "nothing was signed on top of it; restore the origin's metadata folder from your own copy "
+                           + "(it may have been changed by hand or by someone holding the online key)")
     }
 
     /// The current targets.
@@ -252,7 +298,13 @@ public struct Repository: Sendable {
         var all = oldSigners, ids = Set<String>()
         for key in oldSigners { ids.insert(try key.publicKey.keyID()) }
         for key in newSigners where ids.insert(try key.publicKey.keyID()).inserted { all.append(key) }
-        let targetsChanged = next.roles["targets"] != current.roles["targets"]
+        let targetsChanged = next.roles["targets"] != current.roles["targets"] || !targetsSignedByCurrentKeys
+        if change.online != nil, change.targets == nil, let oldOnline = current.roles["timestamp"]?.keyids,
+           next.roles["targets"]?.keyids.contains(where: oldOnline.contains) == true {
+            throw PatchSyncError(.usage, "the online key being replaced also signs targets in \(origin): whoever holds it "
+                                 + "could still ship builds", remedy: "give --new-targets-key as well (`patchsync keygen "
+                                 + "--out NEW --role targets`)")
+        }
         let onlineChanged = next.roles["timestamp"] != current.roles["timestamp"]
         // Every key the re-signing needs is checked before anything is written.
         let after = Repository(origin: origin, root: try Signed(signing: next, with: all), targets: targets,

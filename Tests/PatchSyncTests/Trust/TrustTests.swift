@@ -21,7 +21,9 @@ struct TrustTests {
     /// Writes root version 2 with a new root key, signed by the new key and (when asked) the old one.
     static func rotateRoot(_ fixture: Fixture, signedByOldKey: Bool) throws {
         let newRoot = SigningKey(try Ed25519.generate())
-        var next = try Repository.load(origin: fixture.origin).root.signed
+        let first: Signed<RootMetadata> = try Signed(
+            parsing: try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/1.root.json")), name: "1.root.json")
+        var next = first.signed
         next.version = 2
         let newID = try newRoot.publicKey.keyID()
         next.keys[newID] = newRoot.publicKey
@@ -174,6 +176,11 @@ struct TrustTests {
         #expect(try await Syncer(install: client).run().buildId == "1")
 
         repo = try Repository.load(origin: legacy)
+        let newOnline = SigningKey(try Ed25519.generate())
+        let kept = #expect(throws: PatchSyncError.self, "a new online key alone would leave the old one signing targets") {
+            try repo.rotateRoot(.init(online: newOnline.publicKey), signers: .init(root: [fixture.rootKey], online: newOnline))
+        }
+        #expect(kept?.remedy?.contains("--new-targets-key") == true)
         try repo.rotateRoot(.init(targets: [fixture.targetsKey.publicKey]),
                             signers: .init(root: [fixture.rootKey], targets: [fixture.targetsKey], online: fixture.onlineKey))
         options.buildId = try BuildID("2")
@@ -183,6 +190,29 @@ struct TrustTests {
         }
         try Publisher(options: options, signers: .init(targets: [fixture.targetsKey], online: fixture.onlineKey)).run()
         #expect(try await Syncer(install: client).run().buildId == "2")
+    }
+
+    @Test("a targets.json that the online key alone signed (a stolen cron key) is refused by the next publish, never signed over with the targets key")
+    func forgedTargetsNotSignedOver() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
+        var repo = try Repository.load(origin: fixture.origin)
+        var forged = repo.targets.signed
+        forged.version += 1
+        var info = ManifestTargetInfo(channel: "live", buildId: "evil", sequence: 1_000_000)
+        info.files = 1
+        forged.targets["manifests/live/evil.json.gz"] = TargetFile(length: 1, hashes: ["sha256": String(repeating: "0", count: 64)],
+                                                                  custom: info)
+        repo.targets = try Signed(signing: forged, with: [fixture.onlineKey])
+        try repo.targets.serialized().write(to: URL(fileURLWithPath: fixture.origin + "/metadata/\(forged.version).targets.json"))
+        try repo.refresh(key: fixture.onlineKey)  // snapshot and timestamp, validly signed, pin the forged targets
+        let before = try FileManager.default.contentsOfDirectory(atPath: fixture.origin + "/metadata").sorted()
+        let error = #expect(throws: PatchSyncError.self) {
+            try fixture.publish(try fixture.sampleBuild(2, scale: 0.003), id: "2")
+        }
+        #expect(error?.code == .refusedData && error?.description.contains("not what patchsync signed") == true,
+                "\(String(describing: error))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.origin + "/metadata").sorted() == before)
     }
 
     @Test("a channel's sequence never goes back, even when the repository is replaced by another one signed with the same root and the trusted metadata is lost")
@@ -216,6 +246,9 @@ struct TrustTests {
         try Self.rotateRoot(fixture, signedByOldKey: false)
         try await Self.expectRefused(install, mentioning: "2.root.json")
 
+        #expect(throws: PatchSyncError.self, "the publisher refuses to sign on top of a root the old root did not sign") {
+            try Repository.load(origin: fixture.origin)
+        }
         try Self.rotateRoot(fixture, signedByOldKey: true)
         let repo = try Repository.load(origin: fixture.origin)
         #expect(repo.root.signed.version == 2)

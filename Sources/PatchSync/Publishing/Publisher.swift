@@ -309,14 +309,8 @@ public struct Publisher: Sendable {
         let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
         return try KnownLayouts(targets: repo.targetFiles, first: target) { (path, target) throws(PatchSyncError) in
             if let manifest = loaded[path] { return manifest }
-            return try self.loadManifest(path, target)
+            return try Repository.manifest(in: self.options.origin, path, target)
         }
-    }
-
-    func loadManifest(_ path: String, _ target: TargetFile) throws(PatchSyncError) -> Manifest {
-        guard let hash = target.hashes["sha256"] else { throw PatchSyncError(.refusedData, "\(path) has no sha256") }
-        let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
-        return try Manifest.decode(try FileSystem.read(file, limit: 256 << 20), what: file)
     }
 
     private func nextSequence(_ repo: Repository) -> Int {
@@ -328,7 +322,7 @@ public struct Publisher: Sendable {
     /// The delta packs are left out of the comparison: they depend on the builds published since.
     private func checkSamePublish(_ target: String, _ existing: TargetFile,
                                   _ manifest: inout Manifest) throws(PatchSyncError) -> Int {
-        let published = try loadManifest(target, existing)
+        let published = try Repository.manifest(in: options.origin, target, existing)
         manifest.sequence = published.sequence
         manifest.deltas = published.deltas
         manifest.formatVersion = published.formatVersion  // a build published before packs: same content, older format

@@ -117,6 +117,11 @@ extension Repository {
 
     /// The manifest a target names, read from the origin and checked against its signed hash.
     func manifest(_ path: String, _ file: TargetFile) throws(PatchSyncError) -> Manifest {
+        try Self.manifest(in: origin, path, file)
+    }
+
+    /// The manifest target `path` of the origin folder `origin`, checked against its signed length and hash.
+    static func manifest(in origin: String, _ path: String, _ file: TargetFile) throws(PatchSyncError) -> Manifest {
         guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "\(path) has no sha256") }
         let location = origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
         let data = try FileSystem.read(location, limit: Int(min(file.length, 256 << 20)) + 1)

@@ -105,7 +105,7 @@ struct ObjectWriterTests {
         let publisher = Publisher(options: .init(buildDirectory: build, origin: fixture.origin, buildId: try BuildID("5"),
                                                  bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
         let known = try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
-            try publisher.loadManifest(path, target)
+            try Repository.manifest(in: publisher.options.origin, path, target)
         }
         #expect(known.manifestsRead == 1)
         let leftover = try SHA256Digest.of(Data("not in any build".utf8))

@@ -131,7 +131,7 @@ struct DeltaSyncTests {
         let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
         let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
                                                  bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
-        var manifest2 = try publisher.loadManifest(target, repo.targetFiles[target]!)
+        var manifest2 = try Repository.manifest(in: publisher.options.origin, target, repo.targetFiles[target]!)
         let before = Dictionary(uniqueKeysWithValues: manifest1.files.map { ($0.path, $0) })
         let packPath = fixture.directory + "/wrong.pack"
         let output = try FileDescriptor(path: packPath, flags: O_WRONLY | O_CREAT, mode: 0o644)
@@ -171,7 +171,7 @@ struct DeltaSyncTests {
         let repo = try Repository.load(origin: fixture.origin)
         let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
                                                  bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
-        let pack = try #require(try publisher.loadManifest(target, repo.targetFiles[target]!).deltas?.first)
+        let pack = try #require(try Repository.manifest(in: publisher.options.origin, target, repo.targetFiles[target]!).deltas?.first)
         let manifestDelta = try #require(repo.targetFiles[target]?.custom?.manifestDeltas?.first)
         // Both the pack and the manifest delta are damaged: the sync falls back to the whole manifest and chunks.
         for path in [ObjectID.path(pack.object), ObjectID.path(try #require(SHA256Digest(hex: manifestDelta.object)))] {

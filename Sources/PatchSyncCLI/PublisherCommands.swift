@@ -40,9 +40,9 @@ func loadKeys(_ paths: [String]) throws(PatchSyncError) -> [SigningKey] {
 
 struct RepoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "repo", abstract: "Create a repository, re-sign, renew or rotate its metadata.",
+        commandName: "repo", abstract: "Create a repository, re-sign, renew or rotate its metadata, release builds, prune.",
         subcommands: [RepoInit.self, RepoStatus.self, RepoCheck.self, RepoRefresh.self, RepoRenew.self, RepoRotateRoot.self,
-                      RepoPromote.self, RepoRollback.self])
+                      RepoPromote.self, RepoRollback.self, RepoPrune.self])
 }
 
 struct RepoInit: AsyncParsableCommand {
@@ -97,7 +97,7 @@ struct RepoRefresh: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        var repo = try Repository.load(origin: origin)
+        var repo = try Repository.open(origin: origin, for: "refreshing its metadata")
         try repo.refresh(key: try SigningKey.load(path: key))
         let warnings = repo.expiryWarnings()
         warn(warnings)
@@ -135,7 +135,7 @@ struct RepoRenew: AsyncParsableCommand {
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(rootExpires)
         lifetimes.targets = try parseDuration(targetsExpires)
-        var repo = try Repository.load(origin: origin)
+        var repo = try Repository.open(origin: origin, for: "renewing its metadata")
         var renewed: [String] = []
         if !rootKey.isEmpty {
             try repo.rotateRoot(Repository.RootChange(), signers: Repository.Signers(root: try loadKeys(rootKey)),
@@ -187,7 +187,7 @@ struct RepoRotateRoot: AsyncParsableCommand {
     func run() async throws {
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(expires)
-        var repo = try Repository.load(origin: origin)
+        var repo = try Repository.open(origin: origin, for: "rotating its root")
         let newRoots = try loadKeys(newRootKey), newTargets = try loadKeys(newTargetsKey)
         let newOnline = try newOnlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }
         let online = try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }

@@ -61,7 +61,7 @@ public struct Publisher: Sendable {
 
     /// Runs the publish; progress goes to `progress` as (files done, files in all).
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
-        var repo = try Repository.load(origin: options.origin)
+        var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
         let paths = try FileSystem.regularFiles(under: options.buildDirectory)
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)

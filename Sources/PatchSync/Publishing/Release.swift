@@ -32,7 +32,7 @@ public struct Release: Sendable {
     /// Lists build `build` of channel `from` on channel `to` as that channel's newest build. Run again,
     /// it changes nothing; a different build of the same id already on `to` is refused.
     public func promote(_ build: BuildID, from: Channel, to: Channel) throws(PatchSyncError) -> Report {
-        var repo = try Repository.load(origin: origin)
+        var repo = try Repository.open(origin: origin, for: "promoting \(build)")
         try repo.checkSigners(signers)
         guard from != to else {
             throw PatchSyncError(.usage, "--from and --to are both \(from)", remedy: "promote from one channel to another")
@@ -66,7 +66,7 @@ public struct Release: Sendable {
     /// Puts an earlier build back on `channel` as a new sequence, so that clients move to it with every
     /// check intact: `to`, or by default the newest earlier build that no rollback has left.
     public func rollback(channel: Channel, to: BuildID? = nil, reason: String? = nil) throws(PatchSyncError) -> Report {
-        var repo = try Repository.load(origin: origin)
+        var repo = try Repository.open(origin: origin, for: "rolling back \(channel)")
         try repo.checkSigners(signers)
         let builds = Self.builds(repo, on: channel)
         guard let current = builds.first else {

@@ -56,6 +56,8 @@ public struct Repository: Sendable {
     var targets: Signed<TargetsMetadata>
     var snapshot: Signed<SnapshotMetadata>
     var timestamp: Signed<TimestampMetadata>
+    /// Held from `open` until the value goes: the origin is this process's to change.
+    var lock: OriginLock? = nil
 
     var metadataDirectory: String { origin + "/metadata" }
 
@@ -125,6 +127,16 @@ public struct Repository: Sendable {
         }
         return RootMetadata(version: version, expires: expires, keys: all,
                             roles: ["root": root, "targets": targets, "timestamp": online, "snapshot": online])
+    }
+
+    /// Locks the origin (``OriginLock``), then loads it as ``load(origin:)`` does: for commands that
+    /// change it. The lock lasts as long as the returned value (and its copies).
+    public static func open(origin: String, for purpose: String) throws(PatchSyncError) -> Repository {
+        guard FileSystem.exists(origin + "/metadata") else { return try load(origin: origin) }  // its "no repository" error
+        let lock = try OriginLock(origin: origin, purpose: purpose)
+        var repo = try load(origin: origin)
+        repo.lock = lock
+        return repo
     }
 
     /// Loads the repository's current metadata from `origin` and checks it as a client would before
@@ -328,6 +340,9 @@ public struct Repository: Sendable {
 
     /// The root metadata version.
     public var rootVersion: Int { root.signed.version }
+    /// The current targets and snapshot versions.
+    public var targetsVersion: Int { targets.signed.version }
+    public var snapshotVersion: Int { snapshot.signed.version }
 
     /// The keys of `keys` that `role` of `root` lists, one per key id, at least its threshold of them.
     /// A key that the role does not list is refused by name, unless `ignoringOthers` (a rotation passes

@@ -1,0 +1,211 @@
+import Foundation
+
+/// `repo prune`: removes from an origin the objects, packs, delta packs, manifests and metadata
+/// versions that no build a client could still ask for needs.
+///
+/// What a client could still ask for: every build that targets.json lists now (after keeping the newest
+/// `keep` of each channel), and every build listed by a targets version that was current at any moment
+/// of the grace period, since a client that read it then may still be fetching that build's objects.
+/// A version stops being current when the next one is written: the next version file's modification
+/// time says when (a copy that reset the times only makes prune keep more). Root versions are never
+/// removed: a client several rotations behind walks through each.
+public struct Pruner: Sendable {
+    public struct Options: Sendable {
+        /// Builds of each channel that stay listed (the newest by sequence).
+        public var keep: Int
+        /// How long a build stays in the origin after the last targets version that listed it went.
+        public var grace: TimeInterval = 7 * 86400
+        public var dryRun = false
+        public var now = Date()
+
+        public init(keep: Int) { self.keep = keep }
+    }
+
+    /// One file prune removes (or would remove, for a dry run), relative to the origin.
+    public struct Removal: Codable, Sendable, Equatable {
+        public enum Kind: String, Codable, Sendable { case object, manifest, metadata, incoming }
+        public var path: String
+        public var kind: Kind
+        public var bytes: Int64
+    }
+
+    /// What a prune did (or would do).
+    public struct Report: Codable, Sendable {
+        public var origin: String
+        public var dryRun: Bool
+        /// `channel/build` of each build targets.json lists after the prune.
+        public var listed: [String]
+        /// Builds no longer listed whose content stays until the grace period has passed.
+        public var held: [String]
+        /// Builds that targets.json stopped listing in this run (their content is held for the grace).
+        public var unlisted: [String]
+        public var removed: [Removal]
+        public var bytesFreed: Int64
+        public var warnings: [String] = []
+
+        public func count(_ kind: Removal.Kind) -> Int { removed.filter { $0.kind == kind }.count }
+    }
+
+    public let origin: String
+    public let options: Options
+    /// Needed only when a channel lists more than `keep` builds: targets.json is signed again without them.
+    public let signers: Repository.Signers?
+
+    public init(origin: String, options: Options, signers: Repository.Signers? = nil) {
+        self.origin = origin
+        self.options = options
+        self.signers = signers
+    }
+
+    /// Plans the prune and, unless a dry run, runs it: first `removeRemote` (a bucket that serves the
+    /// same origin) gets every path, then the files go from the origin folder, objects first and
+    /// metadata last, so that a prune stopped half way is finished by the next one.
+    public func run(removeRemote: ([Removal]) async throws(PatchSyncError) -> Void = { _ throws(PatchSyncError) in })
+        async throws(PatchSyncError) -> Report {
+        guard options.keep >= 1 else {
+            throw PatchSyncError(.usage, "--keep \(options.keep) would leave a channel without a build", remedy: "keep at least 1")
+        }
+        var repo = try Repository.open(origin: origin, for: "pruning")
+        var unlisted: [String] = []
+        let beyond = Publisher.beyondKept(repo.targetFiles, keep: options.keep)
+        if !beyond.isEmpty {
+            unlisted = beyond.compactMap { repo.targetFiles[$0]?.custom }.map { "\($0.channel)/\($0.buildId)" }.sorted()
+            if !options.dryRun {
+                guard let signers else {
+                    throw PatchSyncError(.usage, "targets.json of \(origin) lists \(unlisted.count) build(s) beyond the newest "
+                                         + "\(options.keep) of their channel: it must be signed again without them",
+                                         remedy: "give --targets-key and --online-key, or a --keep of at least the builds listed "
+                                             + "(`patchsync repo status --origin \(origin)`)")
+                }
+                var targets = repo.targetFiles
+                for path in beyond { targets[path] = nil }
+                try repo.commit(targets: targets, signers: signers, now: options.now)
+            }
+        }
+        let live = try liveVersions("targets", current: repo.targetsVersion)
+        var needed = Set<String>(), builds = Set<String>()
+        for version in live {
+            let targets = version == repo.targetsVersion ? repo.targetFiles : try Self.targets(of: origin, version: version)
+            for (path, file) in targets {
+                guard let info = file.custom else { continue }
+                builds.insert("\(info.channel)/\(info.buildId)")
+                try need(path, file, into: &needed)
+            }
+        }
+        for version in live { needed.insert("metadata/\(version).targets.json") }
+        for version in try liveVersions("snapshot", current: repo.snapshotVersion) { needed.insert("metadata/\(version).snapshot.json") }
+        let listed = repo.targetFiles.values.compactMap(\.custom).map { "\($0.channel)/\($0.buildId)" }.sorted()
+        var report = Report(origin: origin, dryRun: options.dryRun, listed: listed,
+                            held: builds.subtracting(listed).sorted(), unlisted: unlisted,
+                            removed: try removals(keeping: needed), bytesFreed: 0, warnings: repo.expiryWarnings(now: options.now))
+        report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
+        guard !options.dryRun, !report.removed.isEmpty else { return report }
+        try await removeRemote(report.removed)
+        for removal in report.removed {
+            do { try FileSystem.remove(origin + "/" + removal.path) } catch where error.code == ENOENT {} catch {
+                throw PatchSyncError.wrap(error).during("pruning \(origin)")
+            }
+        }
+        try removeEmptyFolders(origin + "/targets")
+        return report
+    }
+
+    /// Adds what the build of manifest target `path` needs: its manifest, the objects its files name,
+    /// its delta packs and its manifest deltas.
+    private func need(_ path: String, _ file: TargetFile, into needed: inout Set<String>) throws(PatchSyncError) {
+        guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256") }
+        needed.insert("targets/" + TargetNaming.consistentPath(path, sha256: hash))
+        for delta in file.custom?.manifestDeltas ?? [] { needed.insert("objects/\(delta.object.prefix(2))/\(delta.object)") }
+        let manifest: Manifest
+        do { manifest = try Repository.manifest(in: origin, path, file) } catch {
+            throw error.during("reading the manifest of \(path), which a client may still ask for; nothing was pruned")
+        }
+        for entry in manifest.files where !entry.chunks.isEmpty { needed.insert(ObjectID.path(entry.object)) }
+        for delta in manifest.deltas ?? [] { needed.insert(ObjectID.path(delta.object)) }
+    }
+
+    /// The versions of `role` a client may still hold: the current one and each one whose successor
+    /// was written within the grace period (a version whose successor is gone went long ago).
+    private func liveVersions(_ role: String, current: Int) throws(PatchSyncError) -> [Int] {
+        let since = options.now.timeIntervalSince1970 - options.grace
+        var live = [current]
+        for version in try versions(role) where version < current {
+            guard let next = try modified(origin + "/metadata/\(version + 1).\(role).json"), next >= since else { continue }
+            live.append(version)
+        }
+        return live
+    }
+
+    /// The versions of `role` whose files the metadata folder holds.
+    private func versions(_ role: String) throws(PatchSyncError) -> [Int] {
+        let suffix = "." + role + ".json"
+        do {
+            return try FileSystem.list(origin + "/metadata").compactMap { name in
+                name.hasSuffix(suffix) ? Int(name.dropLast(suffix.count)) : nil
+            }
+        } catch { throw PatchSyncError.wrap(error) }
+    }
+
+    private static func targets(of origin: String, version: Int) throws(PatchSyncError) -> [String: TargetFile] {
+        let path = origin + "/metadata/\(version).targets.json"
+        let signed: Signed<TargetsMetadata> = try Signed(parsing: try FileSystem.read(path, limit: 64 << 20), name: path)
+        return signed.signed.targets
+    }
+
+    /// Every file of objects/, targets/ and the snapshot and targets versions of metadata/ that is not
+    /// in `needed`, and what a killed publish left in objects/.incoming before the grace period.
+    private func removals(keeping needed: Set<String>) throws(PatchSyncError) -> [Removal] {
+        var found: [Removal] = []
+        do {
+            try walk("objects") { path, st in
+                if path.hasPrefix("objects/.incoming/") {
+                    if Double(st.st_mtim.tv_sec) < options.now.timeIntervalSince1970 - options.grace {
+                        found.append(Removal(path: path, kind: .incoming, bytes: Int64(st.st_size)))
+                    }
+                } else if !needed.contains(path) {
+                    found.append(Removal(path: path, kind: .object, bytes: Int64(st.st_size)))
+                }
+            }
+            try walk("targets") { path, st in
+                if !needed.contains(path) { found.append(Removal(path: path, kind: .manifest, bytes: Int64(st.st_size))) }
+            }
+            for name in try FileSystem.list(origin + "/metadata")
+            where (name.hasSuffix(".snapshot.json") || name.hasSuffix(".targets.json")) && name.first?.isNumber == true {
+                let path = "metadata/" + name
+                if !needed.contains(path), let st = try FileSystem.status(origin + "/" + path) {
+                    found.append(Removal(path: path, kind: .metadata, bytes: Int64(st.st_size)))
+                }
+            }
+        } catch { throw PatchSyncError.wrap(error).during("listing \(origin)") }
+        let order: [Removal.Kind] = [.incoming, .object, .manifest, .metadata]
+        return found.sorted { (order.firstIndex(of: $0.kind) ?? 0, $0.path) < (order.firstIndex(of: $1.kind) ?? 0, $1.path) }
+    }
+
+    /// Calls `body` with the origin-relative path and lstat of every regular file under `folder`.
+    private func walk(_ folder: String, _ body: (String, stat) throws(Errno) -> Void) throws(Errno) {
+        guard let st = try FileSystem.status(origin + "/" + folder), (st.st_mode & S_IFMT) == S_IFDIR else { return }
+        for name in try FileSystem.list(origin + "/" + folder) {
+            let path = folder + "/" + name
+            guard let entry = try FileSystem.status(origin + "/" + path) else { continue }
+            switch entry.st_mode & S_IFMT {
+            case S_IFDIR: try walk(path, body)
+            case S_IFREG: try body(path, entry)
+            default: continue
+            }
+        }
+    }
+
+    /// Removes the folders under `path` that pruning left empty (manifests of a channel all gone).
+    private func removeEmptyFolders(_ path: String) throws(PatchSyncError) {
+        do {
+            for name in try FileSystem.subdirectories(path) {
+                try removeEmptyFolders(path + "/" + name)
+                if try FileSystem.list(path + "/" + name).isEmpty { rmdir(path + "/" + name) }
+            }
+        } catch let error as PatchSyncError { throw error } catch { throw PatchSyncError.wrap(error) }
+    }
+
+    private func modified(_ path: String) throws(PatchSyncError) -> Double? {
+        do { return try FileSystem.status(path).map { Double($0.st_mtim.tv_sec) } } catch { throw PatchSyncError.wrap(error) }
+    }
+}

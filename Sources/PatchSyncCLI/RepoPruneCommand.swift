@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+struct RepoPrune: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune", abstract: "Remove what no build a client could still ask for needs (objects, packs, manifests, old metadata).",
+        discussion: """
+            Keeps the newest --keep builds of each channel listed (targets.json is signed again without
+            the others, which needs --targets-key and --online-key) and everything those builds need.
+            A build that any targets version of the last --grace listed keeps its content too: a client
+            that read that version may still be fetching it. Root versions are never removed.
+            --dry-run lists what would go and the bytes it would free.
+
+            Examples:
+              patchsync repo prune --origin out/ --keep 10 --dry-run
+              patchsync repo prune --origin out/ --keep 10 --grace 7d \\
+                --targets-key keys/targets.key --online-key keys/online.key
+            """)
+
+    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "How many builds of each channel stay listed and installable.") var keep: Int
+    @Option(help: "How long content stays after the last metadata that listed it went (7d, 12h, 0).") var grace: String = "7d"
+    @Option(help: "A targets key file (repeat up to the targets threshold), when builds are to be unlisted.")
+    var targetsKey: [String] = []
+    @Option(help: "The online key file, when builds are to be unlisted.") var onlineKey: String?
+    @Flag(help: "Only report what would be removed.") var dryRun = false
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        var options = Pruner.Options(keep: keep)
+        options.grace = grace == "0" ? 0 : try parseDuration(grace)
+        options.dryRun = dryRun
+        let signers = try onlineKey.map { (path) throws(PatchSyncError) in
+            Repository.Signers(targets: try loadKeys(targetsKey), online: try SigningKey.load(path: path))
+        }
+        let report = try await Pruner(origin: origin, options: options, signers: signers).run()
+        warn(report.warnings)
+        Output(json: json).result(report, human: Self.human(report))
+    }
+
+    static func human(_ r: Pruner.Report) -> String {
+        var lines = ["\(r.origin): \(r.listed.count) build(s) listed"]
+        if !r.unlisted.isEmpty { lines.append("no longer listed: \(r.unlisted.joined(separator: ", "))") }
+        if !r.held.isEmpty { lines.append("held for the grace period (clients may still fetch them): \(r.held.joined(separator: ", "))") }
+        let what = "\(r.count(.object)) object(s), \(r.count(.manifest)) manifest(s), \(r.count(.metadata)) metadata version(s)"
+            + (r.count(.incoming) > 0 ? ", \(r.count(.incoming)) leftover(s) of stopped publishes" : "")
+        lines.append((r.dryRun ? "would remove " : "removed ") + what + ": " + ByteCount.format(r.bytesFreed)
+                     + (r.dryRun ? " would be freed" : " freed"))
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+@Suite("Pruning an origin", .tags(.cli))
+struct PruneTests {
+    /// Every regular file under the origin (relative paths), but the lock file.
+    static func files(_ origin: String) throws -> Set<String> {
+        Set(try FileManager.default.subpathsOfDirectory(atPath: origin).filter {
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: origin + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+                && !$0.hasPrefix(".")
+        })
+    }
+
+    /// What build `target` needs in the origin: its manifest, its files' objects, its delta packs and manifest deltas.
+    static func needs(_ origin: String, _ target: String, _ file: TargetFile) throws -> Set<String> {
+        let hash = try #require(file.hashes["sha256"])
+        let slash = try #require(target.lastIndex(of: "/"))
+        var paths: Set<String> = ["targets/\(target[...slash])\(hash).\(target[target.index(after: slash)...])"]
+        let data = try Data(contentsOf: URL(fileURLWithPath: origin + "/" + paths.first!))
+        let manifest = try Manifest.decode(data, what: target)
+        paths.formUnion(manifest.files.filter { !$0.chunks.isEmpty }.map { ObjectID.path($0.object) })
+        paths.formUnion((manifest.deltas ?? []).map { ObjectID.path($0.object) })
+        paths.formUnion((file.custom?.manifestDeltas ?? []).map { "objects/\($0.object.prefix(2))/\($0.object)" })
+        return paths
+    }
+
+    /// Runs `patchsync ARGS…` eight days from now (libfaketime), with the files' times left as they are;
+    /// `stdout` keeps only its JSON line (warnings, on stderr, go to `stderr`).
+    static func weekLater(_ arguments: [String]) throws -> CLI.Result {
+        var result = try CLI.runProgram("/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", "+8d", CLI.executable] + arguments)
+        let lines = result.stdout.split(separator: "\n")
+        result.stderr = lines.filter { !$0.hasPrefix("{") }.joined(separator: "\n")
+        result.stdout = lines.filter { $0.hasPrefix("{") }.joined(separator: "\n")
+        return result
+    }
+
+    /// A build with a large file of its own (an object no other build shares): build 1 plus that file.
+    static func zerothBuild(_ fixture: Fixture) throws -> String {
+        let one = try fixture.sampleBuild(1, scale: 0.003), zero = fixture.directory + "/build-0"
+        try FileManager.default.copyItem(atPath: one, toPath: zero)
+        try Data((0..<3_000_000).map { UInt8(truncatingIfNeeded: ($0 &* 2654435761) >> 13) })
+            .write(to: URL(fileURLWithPath: zero + "/only-in-0.bin"))
+        return zero
+    }
+
+    /// A third build: build 2 with one file changed and one added.
+    static func thirdBuild(_ fixture: Fixture) throws -> String {
+        let two = try fixture.sampleBuild(2, scale: 0.003), three = fixture.directory + "/build-3"
+        try FileManager.default.copyItem(atPath: two, toPath: three)
+        try Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7919 >> 3) }).write(to: URL(fileURLWithPath: three + "/added-in-3.bin"))
+        return three
+    }
+
+    @Test("repo prune unlists builds beyond --keep but keeps every byte a client of the last --grace could ask for; once the grace has passed it frees what no listed build needs, and players still install and verify the kept builds")
+    func keepsWhatClientsNeed() throws {
+        let fixture = try Fixture()
+        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let prune = ["repo", "prune", "--origin", fixture.origin, "--json"]
+        try fixture.publish(try Self.zerothBuild(fixture), id: "0")
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.003), id: "2")
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "b1", channel: "beta")
+        try fixture.publish(try Self.thirdBuild(fixture), id: "3")
+        let before = try Repository.load(origin: fixture.origin).targetFiles
+        var neededBefore = Set<String>()
+        for (path, file) in before { neededBefore.formUnion(try Self.needs(fixture.origin, path, file)) }
+
+        let refused = try CLI.run(prune + ["--keep", "1"])
+        #expect(refused.status == 64 && refused.stdout.contains("--targets-key"), "unlisting needs the targets key: \(refused.stdout)")
+
+        // Within the grace period: builds 0, 1 and 2 are unlisted, and nothing any of the five needs goes.
+        let first = try CLI.run(prune + ["--keep", "1", "--grace", "7d"] + keys)
+        #expect(first.status == 0, "\(first.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(first.stdout.utf8)) as? [String: Any])
+        #expect(report["unlisted"] as? [String] == ["live/0", "live/1", "live/2"], "\(first.stdout.prefix(400))")
+        #expect(report["held"] as? [String] == ["live/0", "live/1", "live/2"])
+        let listed = try Repository.load(origin: fixture.origin).targetFiles
+        #expect(Set(listed.keys) == ["manifests/live/3.json.gz", "manifests/beta/b1.json.gz"])
+        let present = try Self.files(fixture.origin)
+        #expect(neededBefore.isSubset(of: present), "missing: \(neededBefore.subtracting(present).sorted().prefix(5))")
+
+        // A week and a day later: the dry run says what would go and removes nothing.
+        let dry = try Self.weekLater(prune + ["--keep", "1", "--dry-run"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(try Self.files(fixture.origin) == present, "a dry run removes nothing")
+        let gone = try Self.weekLater(prune + ["--keep", "1"])
+        #expect(gone.status == 0, "\(gone.stderr)")
+        #expect(gone.stdout == dry.stdout.replacingOccurrences(of: "\"dryRun\":true", with: "\"dryRun\":false"),
+                "the dry run reported exactly what the prune did")
+        let after = try Self.files(fixture.origin)
+        var neededAfter = Set<String>()
+        for (path, file) in listed { neededAfter.formUnion(try Self.needs(fixture.origin, path, file)) }
+        #expect(neededAfter.isSubset(of: after), "a listed build lost \(neededAfter.subtracting(after).sorted().prefix(5))")
+        let removedObjects = present.subtracting(after).filter { $0.hasPrefix("objects/") }
+        #expect(!removedObjects.isEmpty && removedObjects.isDisjoint(with: neededAfter))
+        #expect(!after.contains { $0.hasPrefix("targets/manifests/live/") && !$0.hasSuffix(".3.json.gz") },
+                "the manifests of builds 0, 1 and 2 are gone")
+        let metadata = after.filter { $0.hasPrefix("metadata/") }
+        let repo = try Repository.load(origin: fixture.origin)
+        #expect(metadata == ["metadata/root.json", "metadata/1.root.json", "metadata/timestamp.json",
+                             "metadata/\(repo.snapshotVersion).snapshot.json", "metadata/\(repo.targetsVersion).targets.json"],
+                "old snapshot and targets versions are gone, root versions stay: \(metadata.sorted())")
+        let freed = try #require(try JSONSerialization.jsonObject(with: Data(gone.stdout.utf8)) as? [String: Any])["bytesFreed"] as? Int
+        #expect((freed ?? 0) > 100_000, "\(gone.stdout.prefix(300))")
+
+        // A fresh player installs build 3 from the pruned origin; python-tuf's view is checked elsewhere.
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let sync = try CLI.run(["sync", "--install", install.root])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        #expect(install.currentBuild() == "3")
+        let verify = try CLI.run(["verify", "--install", install.root, "--full"])
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        let again = try Self.weekLater(prune + ["--keep", "1"])
+        #expect(again.status == 0 && again.stdout.contains("\"bytesFreed\":0"), "a second prune has nothing left to do: \(again.stdout.prefix(300))")
+    }
+
+    @Test("a publish, refresh or prune waits its turn: while one holds the origin's lock the others exit 75 and write nothing")
+    func originLock() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
+        let files = try Self.files(fixture.origin)
+        var lock: OriginLock? = try OriginLock(origin: fixture.origin, purpose: "this test")
+        let refresh = try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"])
+        #expect(refresh.status == 75 && refresh.stderr.contains("is locked"), "\(refresh.stderr)")
+        let prune = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "0"])
+        #expect(prune.status == 75, "\(prune.stderr)")
+        #expect(throws: PatchSyncError.self) { try fixture.publish(try fixture.sampleBuild(2, scale: 0.002), id: "2") }
+        #expect(try Self.files(fixture.origin) == files, "nothing was written")
+        #expect(lock != nil)
+        lock = nil
+        #expect(try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"]).status == 0)
+    }
+}

@@ -2,7 +2,7 @@
 # Both install what is missing first (Debian packages through apt-get; sudo when not root).
 
 SWIFT ?= swift
-APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libdeflate-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils faketime strace chromium python3 python3-pip python3-venv
+APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libdeflate-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils faketime strace chromium curl python3 python3-pip python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test build release clean man fuzz
@@ -16,9 +16,10 @@ deps:
 	@python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema \
 	  || python3 -m pip install -q --break-system-packages jsonschema
 	@# python-tuf, the independent TUF client of the interop tests, in its own virtual environment
-	@# (cryptography: python-tuf's ecdsa and rsa signers, for repositories with those keys)
-	@[ -x .venv-tuf/bin/python ] && .venv-tuf/bin/python -c 'import tuf, cryptography' 2>/dev/null \
-	  || { python3 -m venv .venv-tuf && .venv-tuf/bin/pip install -q 'tuf>=5,<8' 'cryptography>=41'; }
+	@# (cryptography: python-tuf's ecdsa and rsa signers, for repositories with those keys), and moto's
+	@# S3 server, the S3-compatible store the upload tests run against on loopback
+	@[ -x .venv-tuf/bin/python ] && .venv-tuf/bin/python -c 'import tuf, cryptography, moto.server, boto3' 2>/dev/null \
+	  || { python3 -m venv .venv-tuf && .venv-tuf/bin/pip install -q 'tuf>=5,<8' 'cryptography>=41' 'moto[server]>=5,<6'; }
 
 build: deps
 	$(SWIFT) build

@@ -21,6 +21,10 @@ static struct {
     CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd[], unsigned int, int, int *);
     CURLMcode (*multi_wakeup)(CURLM *);
     CURLMsg *(*multi_info_read)(CURLM *, int *);
+    CURLcode (*easy_perform)(CURL *);
+    void (*easy_reset)(CURL *);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
 } curl;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -54,6 +58,10 @@ static void load(void) {
     BIND(multi_poll, "curl_multi_poll")
     BIND(multi_wakeup, "curl_multi_wakeup")
     BIND(multi_info_read, "curl_multi_info_read")
+    BIND(easy_perform, "curl_easy_perform")
+    BIND(easy_reset, "curl_easy_reset")
+    BIND(slist_append, "curl_slist_append")
+    BIND(slist_free_all, "curl_slist_free_all")
     if (curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(load_error, sizeof load_error, "curl_global_init failed");
     }
@@ -83,6 +91,12 @@ CURLcode ccurl_easy_setopt_callback(CURL *handle, CURLoption option, ccurl_data_
 CURLcode ccurl_easy_setopt_xferinfo(CURL *handle, CURLoption option, ccurl_xferinfo_callback value) {
     return curl.easy_setopt(handle, option, value);
 }
+CURLcode ccurl_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl.easy_setopt(handle, option, value);
+}
+CURLcode ccurl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value) {
+    return curl.easy_setopt(handle, option, value);
+}
 CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {
     return curl.multi_setopt(handle, option, value);
 }
@@ -108,3 +122,7 @@ CURLMcode ccurl_multi_perform(CURLM *multi, int *running) { return curl.multi_pe
 CURLMcode ccurl_multi_poll(CURLM *multi, int timeout_ms) { return curl.multi_poll(multi, NULL, 0, timeout_ms, NULL); }
 CURLMcode ccurl_multi_wakeup(CURLM *multi) { return curl.multi_wakeup(multi); }
 CURLMsg *ccurl_multi_info_read(CURLM *multi, int *left) { return curl.multi_info_read(multi, left); }
+CURLcode ccurl_easy_perform(CURL *handle) { return curl.easy_perform(handle); }
+struct curl_slist *ccurl_slist_append(struct curl_slist *list, const char *value) { return curl.slist_append(list, value); }
+void ccurl_slist_free_all(struct curl_slist *list) { curl.slist_free_all(list); }
+void ccurl_easy_reset(CURL *handle) { curl.easy_reset(handle); }

@@ -8,10 +8,15 @@ struct Diff: AsyncParsableCommand {
         discussion: """
             OLD and NEW are each a manifest file, a build folder (chunked on the fly, nothing
             published), an install (its current build), or an origin URL verified through --root
-            (URL#BUILD for a given build, else the channel's newest). Download bytes are the
-            compressed chunks NEW needs that OLD lacks, each once; written bytes are what staging
-            writes (unchanged files are hard links). --budget stops a pipeline (exit 65) when the
-            patch is too big: a total (500M) or per bundle (base=100M); sizes in K, M, G, T (×1024).
+            (URL#BUILD for a given build, else the channel's newest). Download bytes are what a
+            player on OLD fetches: the compressed chunks NEW needs that OLD lacks, each once, and
+            for a changed file that a delta pack from OLD rebuilds, its share of the pack instead
+            (route delta). The pack is the one NEW's origin has from OLD; for a build folder NEW,
+            the one publish would write, computed here when OLD is a build folder or a file://
+            origin's build among the channel's latest --delta-sources. Metadata (the signed roles
+            and the manifest) is not counted. Written bytes are what staging writes (unchanged
+            files are hard links). --budget stops a pipeline (exit 65) when the patch is too big:
+            a total (500M) or per bundle (base=100M); sizes in K, M, G, T (×1024).
 
             Example:
               patchsync diff https://cdn.example.com/game#1.4.1+870 build/ --root root.json \\
@@ -25,16 +30,22 @@ struct Diff: AsyncParsableCommand {
     @Option(help: "A bundles file, for build folders.") var bundles: String?
     @Option(help: "A download budget: SIZE for the total, or BUNDLE=SIZE; repeatable.") var budget: [String] = []
     @Option(help: "Also write a self-contained HTML report to this file.") var html: String?
+    @Option(help: "As publish's: how many of the channel's latest builds get a delta pack to a build folder NEW (0: none, chunks only).")
+    var deltaSources = 2
     @Flag(help: "Print the report as JSON.") var json = false
 
     func run() async throws {
         let rules = try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
             ?? BundleRules(bundles: [.base])
         let budgets = try Budget.parse(budget)
-        let (oldManifest, oldName) = try await DiffSide.load(old, root: root, channel: channel, bundles: rules)
-        let (newManifest, newName) = try await DiffSide.load(new, root: root, channel: channel, bundles: rules)
-        let deltas = try await DiffSide.deltaShares(new: newManifest, newSpec: new, old: oldManifest)
-        let report = PatchDiff(old: oldManifest, new: newManifest, oldName: oldName, newName: newName, deltas: deltas)
+        guard deltaSources >= 0 else {
+            throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
+        }
+        let before = try await DiffSide.load(old, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
+        let after = try await DiffSide.load(new, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
+        let deltas = try await DiffSide.deltaShares(from: before, to: after)
+        let report = PatchDiff(old: before.manifest, new: after.manifest, oldName: before.name, newName: after.name,
+                               deltas: deltas)
         if let html {
             do { try Data(DiffHTML.render(report).utf8).write(to: URL(fileURLWithPath: html)) } catch {
                 throw PatchSyncError(.localIO, "writing \(html)", remedy: "check that its folder exists and is writable",

@@ -9,7 +9,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         commandName: "patchsync",
         abstract: "Keep a game's installed assets in step with the build its publisher released.",
         discussion: """
-            Publisher:  keygen, repo init, publish, repo refresh, diff
+            Publisher:  keygen, repo init, publish, upload, repo refresh, repo prune, diff
             Player:     init, sync, apply, launch, rollback, verify, status
 
             Exit status: 0 done, 64 usage, 65 refused data, 69 origin unavailable,
@@ -19,7 +19,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
               patchsync init --install ~/Games/forest --remote https://cdn.example.com/forest --root root.json
               patchsync sync --install ~/Games/forest && patchsync apply --install ~/Games/forest
             """,
-        subcommands: [Keygen.self, RepoCommand.self, Publish.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
+        subcommands: [Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
                       Rollback.self, Verify.self, Status.self]
     )
 

@@ -64,10 +64,15 @@ final class ProgressReporter: Sendable {
     }
 
     private let mode: Mode
+    /// What the transfer does, first word of its line ("fetching", "uploading").
+    private let verb: String
     private let start = ContinuousClock.now
     private let state = Mutex(State())
 
-    init(mode: Mode) { self.mode = mode }
+    init(mode: Mode, verb: String = "fetching") {
+        self.mode = mode
+        self.verb = verb
+    }
 
     func handle(_ event: SyncEvent) {
         state.withLock { state in
@@ -102,7 +107,7 @@ final class ProgressReporter: Sendable {
         state.estimator.add(seconds: seconds, done: done)
         let eta = state.estimator.eta(remaining: total - done)
         let rate = state.estimator.bytesPerSecond
-        let text = Self.describe(done: done, total: total, rate: rate, eta: eta) + ", \(files)/\(filesTotal) files"
+        let text = Self.describe(done: done, total: total, rate: rate, eta: eta, verb: verb) + ", \(files)/\(filesTotal) files"
         switch mode {
         case .quiet: return
         case .json:
@@ -119,10 +124,10 @@ final class ProgressReporter: Sendable {
         }
     }
 
-    static func describe(done: Int64, total: Int64, rate: Double, eta: Int64?) -> String {
+    static func describe(done: Int64, total: Int64, rate: Double, eta: Int64?, verb: String = "fetching") -> String {
         let percent = total > 0 ? done * 100 / total : 100
         let etaText = eta.map { String(format: ", ETA %d:%02d", $0 / 60, $0 % 60) } ?? ""
-        return "fetching \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%) at "
+        return "\(verb) \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%) at "
             + "\(ByteCount.format(Int64(rate)))/s\(etaText)"
     }
 

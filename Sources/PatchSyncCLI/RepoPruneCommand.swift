@@ -15,7 +15,7 @@ struct RepoPrune: AsyncParsableCommand {
             Examples:
               patchsync repo prune --origin out/ --keep 10 --dry-run
               patchsync repo prune --origin out/ --keep 10 --grace 7d \\
-                --targets-key keys/targets.key --online-key keys/online.key
+                --targets-key keys/targets.key --online-key keys/online.key --bucket s3://game-cdn/forest
             """)
 
     @Option(help: "The origin folder.") var origin: String
@@ -24,6 +24,9 @@ struct RepoPrune: AsyncParsableCommand {
     @Option(help: "A targets key file (repeat up to the targets threshold), when builds are to be unlisted.")
     var targetsKey: [String] = []
     @Option(help: "The online key file, when builds are to be unlisted.") var onlineKey: String?
+    @Option(help: "A bucket serving this origin (s3://BUCKET/PREFIX): it is brought up to date, then pruned the same way.")
+    var bucket: String?
+    @OptionGroup var store: BucketOptions
     @Flag(help: "Only report what would be removed.") var dryRun = false
     @Flag(help: "Print the result as JSON.") var json = false
 
@@ -34,7 +37,16 @@ struct RepoPrune: AsyncParsableCommand {
         let signers = try onlineKey.map { (path) throws(PatchSyncError) in
             Repository.Signers(targets: try loadKeys(targetsKey), online: try SigningKey.load(path: path))
         }
-        let report = try await Pruner(origin: origin, options: options, signers: signers).run()
+        var uploads = Uploader.Options()
+        uploads.connections = max(1, store.connections)
+        let uploader = try bucket.map { (url) throws(PatchSyncError) in Uploader(origin: origin, bucket: try store.bucket(url), options: uploads) }
+        // The bucket first (its metadata brought up to date, then the same deletions), so that a prune
+        // stopped half way still knows from the folder what is left to remove there.
+        let report = try Pruner(origin: origin, options: options, signers: signers).run { (repo, removals) throws(PatchSyncError) in
+            guard let uploader else { return }
+            _ = try uploader.run(repo: repo)
+            _ = try uploader.delete(removals.map(\.path))
+        }
         warn(report.warnings)
         Output(json: json).result(report, human: Self.human(report))
     }

@@ -32,6 +32,10 @@ CURLcode ccurl_easy_setopt_pointer(CURL *handle, CURLoption option, void *value)
 CURLcode ccurl_easy_setopt_callback(CURL *handle, CURLoption option, ccurl_data_callback value);
 /// curl_easy_setopt with a progress callback (XFERINFOFUNCTION).
 CURLcode ccurl_easy_setopt_xferinfo(CURL *handle, CURLoption option, ccurl_xferinfo_callback value);
+/// curl_easy_setopt with a curl_off_t argument (INFILESIZE_LARGE).
+CURLcode ccurl_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value);
+/// curl_easy_setopt with a header list (HTTPHEADER); the list must outlive the transfer.
+CURLcode ccurl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
 /// curl_multi_setopt with a long argument.
 CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
 /// curl_easy_getinfo for a long result.
@@ -69,5 +73,13 @@ CURLMcode ccurl_multi_poll(CURLM *multi, int timeout_ms);
 CURLMcode ccurl_multi_wakeup(CURLM *multi);
 /// curl_multi_info_read.
 CURLMsg *ccurl_multi_info_read(CURLM *multi, int *left);
+/// curl_easy_perform: one blocking transfer (the uploader's workers, each with its own handle).
+CURLcode ccurl_easy_perform(CURL *handle);
+/// curl_easy_reset: options back to their defaults, the connection kept.
+void ccurl_easy_reset(CURL *handle);
+/// curl_slist_append.
+struct curl_slist *ccurl_slist_append(struct curl_slist *list, const char *value);
+/// curl_slist_free_all.
+void ccurl_slist_free_all(struct curl_slist *list);
 
 #endif

@@ -1,16 +1,29 @@
 import Foundation
 
-/// One side of a `diff`: where a build's manifest comes from.
-public enum DiffSide {
-    /// Loads a manifest from `spec`: an origin URL (`http(s)://` or `file://`, with `#BUILD` for a given build,
+/// One side of a `diff`: a build's manifest, a name for reports, and, where this machine can read them,
+/// what the delta pack a publish would write needs (DiffSide+Deltas.swift).
+public struct DiffSide: Sendable {
+    public var manifest: Manifest
+    /// The build and where it came from, for reports.
+    public var name: String
+    /// What the side was loaded from: a path or an origin URL.
+    public var spec: String
+    /// Reads this build's files when a publish of a build folder would give it a delta pack: a build
+    /// folder's own files, or the objects of a `file://` origin for a build among the delta sources.
+    var content: (any FileContentSource)? = nil
+    /// The folder, when this side is a build folder (the files a publish would read).
+    var buildFolder: String? = nil
+
+    /// Loads a side from `spec`: an origin URL (`http(s)://` or `file://`, with `#BUILD` for a given build,
     /// else the channel's newest), verified through the TUF chain from `root`; an install folder (its current
     /// build); a build folder (chunked on the fly, nothing written); or a manifest file (`.json` or `.json.gz`).
-    /// Returns the manifest and a name for reports.
-    public static func load(_ spec: String, root: String?, channel: String,
-                            bundles: BundleRules) async throws(PatchSyncError) -> (Manifest, String) {
+    /// `deltaSources` is publish's option: how many of the channel's latest builds get a delta pack to a
+    /// newly published build (0: none, and no side is a delta's source).
+    public static func load(_ spec: String, root: String?, channel: String, bundles: BundleRules,
+                            deltaSources: Int = 2) async throws(PatchSyncError) -> DiffSide {
         let lower = spec.lowercased()
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://") {
-            return try await fromOrigin(spec, root: root, channel: try Channel(channel))
+            return try await fromOrigin(spec, root: root, channel: try Channel(channel), deltaSources: deltaSources)
         }
         if FileSystem.exists(spec + "/.patchsync/config.json") {
             let install = try Install.open(at: spec)
@@ -18,21 +31,27 @@ public enum DiffSide {
                 throw PatchSyncError(.usage, "\(spec) has no build installed", remedy: "sync and apply it first")
             }
             let build = Deployment.buildID(of: current)
-            return (try Syncer(install: install).loadManifest(current), "\(build) (installed in \(install.root))")
+            return DiffSide(manifest: try Syncer(install: install).loadManifest(current),
+                            name: "\(build) (installed in \(install.root))", spec: spec)
         }
         if FileSystem.isDirectory(spec) {
-            return (try Publisher.describe(buildDirectory: spec, bundles: bundles), "build folder \(spec)")
+            var side = DiffSide(manifest: try Publisher.describe(buildDirectory: spec, bundles: bundles),
+                                name: "build folder \(spec)", spec: spec, buildFolder: spec)
+            if deltaSources > 0 { side.content = BuildFolderReader(directory: spec) }
+            return side
         }
         guard FileSystem.exists(spec) else {
             throw PatchSyncError(.usage, "\(spec) is neither a manifest, a build folder, an install nor a URL",
                                  remedy: "give a manifest file, a folder, or an origin URL with --root")
         }
         let manifest = try Manifest.decode(try FileSystem.read(spec, limit: Manifest.maximumInflatedSize), what: spec)
-        return (manifest, "\(manifest.buildId) (\(spec))")
+        return DiffSide(manifest: manifest, name: "\(manifest.buildId) (\(spec))", spec: spec)
     }
 
-    private static func fromOrigin(_ spec: String, root: String?,
-                                   channel: Channel) async throws(PatchSyncError) -> (Manifest, String) {
+    /// The build of an origin URL. A `file://` origin's build among the channel's latest `deltaSources`
+    /// can be a delta's source: its objects are read from the origin folder.
+    private static func fromOrigin(_ spec: String, root: String?, channel: Channel,
+                                   deltaSources: Int) async throws(PatchSyncError) -> DiffSide {
         guard let root else {
             throw PatchSyncError(.usage, "\(spec) is an origin: its manifest is verified from a trusted root",
                                  remedy: "add --root ROOT_JSON (the root.json the game ships)")
@@ -48,29 +67,18 @@ public enum DiffSide {
         let trusted = try await TrustClient(directory: metadata, source: origin, now: Date(), deadline: Date() + 120).refresh()
         let target = try ManifestTarget(in: trusted.targets.signed, channel: channel, build: parts.count > 1 ? parts[1] : nil)
         let (manifest, _) = try await origin.manifest(target)
-        return (manifest, "\(manifest.buildId) (\(parts[0]))")
+        var side = DiffSide(manifest: manifest, name: "\(manifest.buildId) (\(parts[0]))", spec: spec)
+        let sources = Publisher.deltaSourceTargets(trusted.targets.signed.targets, channel: channel.name, count: deltaSources)
+        if let folder = localFolder(of: parts[0]), sources.contains(where: { $0.path == target.path }) {
+            side.content = ObjectReader(origin: folder)
+        }
+        return side
     }
 
-    /// For NEW read from an origin URL whose manifest has a delta pack from OLD's build: per path, that
-    /// file's share of the pack (its instructions' part of the pack's length). Empty otherwise. The pack
-    /// is checked against the SHA-256 that NEW's verified manifest gives.
-    public static func deltaShares(new: Manifest, newSpec: String, old: Manifest) async throws(PatchSyncError) -> [String: Int64] {
-        let lower = newSpec.lowercased()
-        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://"),
-              let pack = new.deltas?.first(where: { $0.from == old.buildId }) else { return [:] }
-        let base = String(newSpec.split(separator: "#", maxSplits: 1)[0])
-        let temp = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)/pack"
-        defer { try? FileSystem.removeTree(FileSystem.parent(of: temp)) }
-        let origin = try Origin(mirrors: [base], client: try HTTPClient())
-        _ = try await origin.download(ObjectID.path(pack.object), to: temp, length: pack.length, sha256: pack.object)
-        var sizes: [(String, Int64)] = []
-        let input: FileDescriptor
-        do { input = try FileDescriptor(path: temp, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }
-        try DeltaPack.read(input) { (index, instructions) throws(PatchSyncError) in
-            guard new.files.indices.contains(index) else { return }
-            sizes.append((new.files[index].path, Int64(instructions.count)))
-        }
-        let total = max(1, sizes.reduce(Int64(0)) { $0 + $1.1 })
-        return Dictionary(sizes.map { ($0.0, max(1, $0.1 * pack.length / total)) }, uniquingKeysWith: +)
+    /// The folder of a `file://` origin URL, when it holds objects.
+    private static func localFolder(of url: String) -> String? {
+        guard url.lowercased().hasPrefix("file://"), let path = URL(string: url)?.path,
+              FileSystem.isDirectory(path + "/objects") else { return nil }
+        return path
     }
 }

@@ -10,7 +10,9 @@ public struct PatchDiff: Codable, Sendable {
         public var filesUnchanged = 0
         /// Changed files that a delta pack from OLD rebuilds (``Route/delta``).
         public var filesPatched = 0
-        /// Compressed bytes of the chunks NEW needs that OLD lacks, each distinct chunk once.
+        /// What a player on OLD downloads: the compressed chunks NEW needs that OLD lacks, each distinct
+        /// chunk once, and for the files a delta pack rebuilds their shares of the pack instead. Metadata
+        /// (the signed roles and the manifest) is not counted.
         public var downloadBytes: Int64 = 0
         /// Bytes written into the staged tree (added and changed files; unchanged ones are hard links).
         public var writtenBytes: Int64 = 0
@@ -57,8 +59,9 @@ public struct PatchDiff: Codable, Sendable {
 }
 
 extension PatchDiff {
-    /// Compares two manifests (OLD may be nil: a fresh install). `deltas` holds, per path, the bytes of
-    /// the delta that NEW's pack from OLD has for that file (see ``DeltaShares``).
+    /// Compares two manifests (OLD may be nil: a fresh install). `deltas` holds, per path, the file's share
+    /// of the delta pack from OLD that a player on OLD fetches (``DiffSide/deltaShares(from:to:)``); a
+    /// changed file with a share goes by delta, every other by chunks.
     public init(old: Manifest?, new: Manifest, oldName: String, newName: String, deltas: [String: Int64] = [:]) {
         self.old = oldName
         self.new = newName
@@ -91,6 +94,7 @@ extension PatchDiff {
         var bundle = bundles[file.bundle, default: Totals()]
         defer { bundles[file.bundle] = bundle }
         bundle.diskDeltaBytes += file.size - (before?.size ?? 0)
+        let patch = before == nil ? nil : delta  // a delta rebuilds a file from OLD's at the same path
         if let before, before.sha256 == file.sha256 {
             total.filesUnchanged += 1
             bundle.filesUnchanged += 1
@@ -101,11 +105,11 @@ extension PatchDiff {
         for chunk in file.chunks {
             if have.contains(chunk.sha256) { cost.reusedBytes += Int64(chunk.length); continue }
             cost.newBytes += Int64(chunk.length)
-            if delta == nil, counted.insert(chunk.sha256).inserted { cost.downloadBytes += Int64(chunk.objectLength) }
+            if patch == nil, counted.insert(chunk.sha256).inserted { cost.downloadBytes += Int64(chunk.objectLength) }
         }
-        if let delta, before != nil {
+        if let patch {
             cost.route = .delta
-            cost.downloadBytes = delta
+            cost.downloadBytes = patch
             total.filesPatched += 1
             bundle.filesPatched += 1
         }

@@ -60,8 +60,8 @@ public struct Pruner: Sendable {
     /// Plans the prune and, unless a dry run, runs it: first `removeRemote` (a bucket that serves the
     /// same origin) gets every path, then the files go from the origin folder, objects first and
     /// metadata last, so that a prune stopped half way is finished by the next one.
-    public func run(removeRemote: ([Removal]) async throws(PatchSyncError) -> Void = { _ throws(PatchSyncError) in })
-        async throws(PatchSyncError) -> Report {
+    public func run(removeRemote: (Repository, [Removal]) throws(PatchSyncError) -> Void = { _, _ throws(PatchSyncError) in })
+        throws(PatchSyncError) -> Report {
         guard options.keep >= 1 else {
             throw PatchSyncError(.usage, "--keep \(options.keep) would leave a channel without a build", remedy: "keep at least 1")
         }
@@ -100,7 +100,7 @@ public struct Pruner: Sendable {
                             removed: try removals(keeping: needed), bytesFreed: 0, warnings: repo.expiryWarnings(now: options.now))
         report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
         guard !options.dryRun, !report.removed.isEmpty else { return report }
-        try await removeRemote(report.removed)
+        try removeRemote(repo, report.removed.filter { $0.kind != .incoming })
         for removal in report.removed {
             do { try FileSystem.remove(origin + "/" + removal.path) } catch where error.code == ENOENT {} catch {
                 throw PatchSyncError.wrap(error).during("pruning \(origin)")
@@ -110,18 +110,11 @@ public struct Pruner: Sendable {
         return report
     }
 
-    /// Adds what the build of manifest target `path` needs: its manifest, the objects its files name,
-    /// its delta packs and its manifest deltas.
+    /// Adds what the build of manifest target `path` needs (``BuildContents``).
     private func need(_ path: String, _ file: TargetFile, into needed: inout Set<String>) throws(PatchSyncError) {
-        guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256") }
-        needed.insert("targets/" + TargetNaming.consistentPath(path, sha256: hash))
-        for delta in file.custom?.manifestDeltas ?? [] { needed.insert("objects/\(delta.object.prefix(2))/\(delta.object)") }
-        let manifest: Manifest
-        do { manifest = try Repository.manifest(in: origin, path, file) } catch {
+        do { needed.formUnion(try BuildContents.paths(in: origin, target: path, file)) } catch {
             throw error.during("reading the manifest of \(path), which a client may still ask for; nothing was pruned")
         }
-        for entry in manifest.files where !entry.chunks.isEmpty { needed.insert(ObjectID.path(entry.object)) }
-        for delta in manifest.deltas ?? [] { needed.insert(ObjectID.path(delta.object)) }
     }
 
     /// The versions of `role` a client may still hold: the current one and each one whose successor
@@ -156,43 +149,25 @@ public struct Pruner: Sendable {
     /// in `needed`, and what a killed publish left in objects/.incoming before the grace period.
     private func removals(keeping needed: Set<String>) throws(PatchSyncError) -> [Removal] {
         var found: [Removal] = []
-        do {
-            try walk("objects") { path, st in
-                if path.hasPrefix("objects/.incoming/") {
-                    if Double(st.st_mtim.tv_sec) < options.now.timeIntervalSince1970 - options.grace {
-                        found.append(Removal(path: path, kind: .incoming, bytes: Int64(st.st_size)))
-                    }
-                } else if !needed.contains(path) {
-                    found.append(Removal(path: path, kind: .object, bytes: Int64(st.st_size)))
-                }
-            }
-            try walk("targets") { path, st in
-                if !needed.contains(path) { found.append(Removal(path: path, kind: .manifest, bytes: Int64(st.st_size))) }
-            }
-            for name in try FileSystem.list(origin + "/metadata")
-            where (name.hasSuffix(".snapshot.json") || name.hasSuffix(".targets.json")) && name.first?.isNumber == true {
-                let path = "metadata/" + name
-                if !needed.contains(path), let st = try FileSystem.status(origin + "/" + path) {
-                    found.append(Removal(path: path, kind: .metadata, bytes: Int64(st.st_size)))
-                }
-            }
-        } catch { throw PatchSyncError.wrap(error).during("listing \(origin)") }
-        let order: [Removal.Kind] = [.incoming, .object, .manifest, .metadata]
-        return found.sorted { (order.firstIndex(of: $0.kind) ?? 0, $0.path) < (order.firstIndex(of: $1.kind) ?? 0, $1.path) }
-    }
-
-    /// Calls `body` with the origin-relative path and lstat of every regular file under `folder`.
-    private func walk(_ folder: String, _ body: (String, stat) throws(Errno) -> Void) throws(Errno) {
-        guard let st = try FileSystem.status(origin + "/" + folder), (st.st_mode & S_IFMT) == S_IFDIR else { return }
-        for name in try FileSystem.list(origin + "/" + folder) {
-            let path = folder + "/" + name
-            guard let entry = try FileSystem.status(origin + "/" + path) else { continue }
-            switch entry.st_mode & S_IFMT {
-            case S_IFDIR: try walk(path, body)
-            case S_IFREG: try body(path, entry)
-            default: continue
+        for (path, bytes) in try BuildContents.files(of: origin) where !needed.contains(path) {
+            if path.hasPrefix("objects/") {
+                found.append(Removal(path: path, kind: .object, bytes: bytes))
+            } else if path.hasPrefix("targets/") {
+                found.append(Removal(path: path, kind: .manifest, bytes: bytes))
+            } else if path.hasSuffix(".snapshot.json") || path.hasSuffix(".targets.json"), path.dropFirst(9).first?.isNumber == true {
+                found.append(Removal(path: path, kind: .metadata, bytes: bytes))
             }
         }
+        let incoming = origin + "/objects/.incoming"
+        do {
+            for name in FileSystem.isDirectory(incoming) ? try FileSystem.list(incoming) : [] {
+                guard let st = try FileSystem.status(incoming + "/" + name), (st.st_mode & S_IFMT) == S_IFREG,
+                      Double(st.st_mtim.tv_sec) < options.now.timeIntervalSince1970 - options.grace else { continue }
+                found.append(Removal(path: "objects/.incoming/" + name, kind: .incoming, bytes: Int64(st.st_size)))
+            }
+        } catch { throw PatchSyncError.wrap(error).during("listing \(incoming)") }
+        let order: [Removal.Kind] = [.incoming, .object, .manifest, .metadata]
+        return found.sorted { (order.firstIndex(of: $0.kind) ?? 0, $0.path) < (order.firstIndex(of: $1.kind) ?? 0, $1.path) }
     }
 
     /// Removes the folders under `path` that pruning left empty (manifests of a channel all gone).

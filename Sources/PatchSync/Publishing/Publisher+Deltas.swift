@@ -2,11 +2,6 @@ import Foundation
 import Synchronization
 
 extension Publisher {
-    /// Files larger than this get no delta (the encoder holds the source in memory): they go by chunks.
-    static let maxDeltaFileBytes: Int64 = 256 << 20
-    /// Files encoded at once, in parallel; bounds the deltas held before they go into the pack.
-    static let deltaBatch = 64
-
     /// What one delta pack holds.
     public struct DeltaReport: Sendable, Codable {
         public var from: String
@@ -26,20 +21,29 @@ extension Publisher {
     /// The channel's latest builds before `sequence` (up to ``Options/deltaSources``), each read once.
     func deltaBases(_ repo: Repository, sequence: Int) throws(PatchSyncError) -> [DeltaBase] {
         guard options.deltaSources > 0 else { return [] }
-        var sources: [(Int, String, String)] = []
-        for (path, target) in repo.targetFiles {
-            guard let info = target.custom, info.channel == options.channel.name, info.sequence < sequence,
-                  info.buildId != options.buildId.value, let hash = target.hashes["sha256"] else { continue }
-            sources.append((info.sequence, path, hash))
-        }
         var bases: [DeltaBase] = []
-        for (_, path, hash) in sources.sorted(by: { $0.0 > $1.0 }).prefix(options.deltaSources) {
+        for (path, hash) in Self.deltaSourceTargets(repo.targetFiles, channel: options.channel.name, before: sequence,
+                                                     excluding: options.buildId.value, count: options.deltaSources) {
             let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
             let json = try Zlib.gunzip(try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
                                        what: file)
             bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
         }
         return bases
+    }
+
+    /// The targets of the builds that a build published on `channel` gets delta packs from: the channel's
+    /// latest `count` by sequence before `sequence`, other than `buildId` itself; newest first, each with
+    /// its manifest's SHA-256. Publish reads their manifests; `diff` asks whether OLD is among them.
+    static func deltaSourceTargets(_ targets: [String: TargetFile], channel: String, before sequence: Int = .max,
+                                   excluding buildId: String? = nil, count: Int) -> [(path: String, sha256: String)] {
+        var sources: [(sequence: Int, path: String, sha256: String)] = []
+        for (path, target) in targets {
+            guard let info = target.custom, info.channel == channel, info.sequence < sequence,
+                  info.buildId != buildId, let hash = target.hashes["sha256"] else { continue }
+            sources.append((sequence: info.sequence, path: path, sha256: hash))
+        }
+        return sources.sorted { $0.sequence > $1.sequence }.prefix(max(0, count)).map { (path: $0.path, sha256: $0.sha256) }
     }
 
     /// One delta pack per base, each holding a delta for every file that changed at the same path and
@@ -72,28 +76,16 @@ extension Publisher {
 
     /// The pack from `source` to `files`, written into the origin; nil when no file gains from a delta.
     private func deltaPack(from source: Manifest, to files: [FileEntry]) throws(PatchSyncError) -> DeltaSource? {
-        let before = Dictionary(source.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        let have = Set(source.files.lazy.flatMap { $0.chunks.map(\.sha256) })
-        var candidates: [(index: Int, old: FileEntry, cost: Int64)] = []
-        for (index, file) in files.enumerated() {
-            guard let old = before[file.path], old.sha256 != file.sha256, old.size > 0, file.size > 0,
-                  old.size <= Self.maxDeltaFileBytes, file.size <= Self.maxDeltaFileBytes else { continue }
-            let cost = file.chunks.reduce(Int64(0)) { $0 + (have.contains($1.sha256) ? 0 : Int64($1.objectLength)) }
-            if cost > 0 { candidates.append((index, old, cost)) }
-        }
+        let encoder = DeltaPackEncoder(source: source, sourceFiles: ObjectReader(origin: options.origin),
+                                       buildDirectory: options.buildDirectory)
+        let candidates = encoder.candidates(for: files)
         guard !candidates.isEmpty else { return nil }
         let temp = options.origin + "/objects/.incoming/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).pack"
         do {
             try FileSystem.makeDirectory(options.origin + "/objects/.incoming")
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var writer = try DeltaPack.Writer(writingTo: output)
-            for start in stride(from: 0, to: candidates.count, by: Self.deltaBatch) {
-                let batch = Array(candidates[start..<min(start + Self.deltaBatch, candidates.count)])
-                let deltas = try encode(batch.map { (files[$0.index], $0.old, $0.cost) })
-                for (candidate, delta) in zip(batch, deltas) {
-                    if let delta { try writer.append(file: candidate.index, instructions: delta) }
-                }
-            }
+            _ = try encoder.append(candidates, of: files, to: &writer)
             let sha = try writer.finish()
             guard writer.files > 0 else {
                 try FileSystem.remove(temp)
@@ -107,10 +99,71 @@ extension Publisher {
             throw PatchSyncError.wrap(error).during("writing the delta pack from build \(source.buildId)")
         }
     }
+}
 
-    /// The instructions of each file's delta, nil where the delta (deflated) would not cost less than
-    /// the file's new chunks; encoded on every core.
-    private func encode(_ work: [(FileEntry, FileEntry, Int64)]) throws(PatchSyncError) -> [[UInt8]?] {
+/// The delta pack from one build to the files of a build folder: a delta for every file that changed at
+/// the same path, when both versions are at most ``maxFileBytes`` and the delta, deflated, costs less than
+/// the file's chunks that the source build lacks. One choice for both uses: publish writes the pack into
+/// the origin; `diff` writes it to /dev/null, for its length and each file's part of it.
+struct DeltaPackEncoder: Sendable {
+    /// Files larger than this get no delta (the encoder holds the source in memory): they go by chunks.
+    static let maxFileBytes: Int64 = 256 << 20
+    /// Files encoded at once, in parallel; bounds the deltas held before they go into the pack.
+    static let batch = 64
+
+    /// A file that may gain from a delta: its index in the target files, its entry in the source build,
+    /// and the stored bytes of its chunks that the source build lacks.
+    struct Candidate: Sendable {
+        var index: Int
+        var old: FileEntry
+        var cost: Int64
+    }
+
+    /// The build the deltas start from.
+    let source: Manifest
+    /// Reads the source build's files.
+    let sourceFiles: any FileContentSource
+    /// The folder that holds the files the deltas lead to.
+    let buildDirectory: String
+
+    /// The files of `files` that changed at the same path, within the size limits, and have chunks the
+    /// source build lacks.
+    func candidates(for files: [FileEntry]) -> [Candidate] {
+        let before = Dictionary(source.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let have = Set(source.files.lazy.flatMap { $0.chunks.map(\.sha256) })
+        var candidates: [Candidate] = []
+        for (index, file) in files.enumerated() {
+            guard let old = before[file.path], old.sha256 != file.sha256, old.size > 0, file.size > 0,
+                  old.size <= Self.maxFileBytes, file.size <= Self.maxFileBytes else { continue }
+            let cost = file.chunks.reduce(Int64(0)) { $0 + (have.contains($1.sha256) ? 0 : Int64($1.objectLength)) }
+            if cost > 0 { candidates.append(Candidate(index: index, old: old, cost: cost)) }
+        }
+        return candidates
+    }
+
+    /// Encodes the deltas of `candidates` (of `files`), ``batch`` at a time, and appends each that pays to
+    /// `writer`, in order; returns the index and the instructions' bytes of each file appended.
+    func append(_ candidates: [Candidate], of files: [FileEntry],
+                to writer: inout DeltaPack.Writer) throws(PatchSyncError) -> [(index: Int, bytes: Int)] {
+        var appended: [(index: Int, bytes: Int)] = []
+        for start in stride(from: 0, to: candidates.count, by: Self.batch) {
+            let batch = Array(candidates[start..<min(start + Self.batch, candidates.count)])
+            let deltas = try encode(batch, of: files)
+            for (candidate, delta) in zip(batch, deltas) {
+                guard let delta else { continue }
+                do { try writer.append(file: candidate.index, instructions: delta) } catch {
+                    throw PatchSyncError.wrap(error)
+                }
+                appended.append((index: candidate.index, bytes: delta.count))
+            }
+        }
+        return appended
+    }
+
+    /// The instructions of each candidate's delta, nil where the delta (deflated) would not cost less
+    /// than the file's new chunks, or is over ``DeltaPack/maxDeltaBytes``; encoded on every core.
+    private func encode(_ batch: [Candidate], of files: [FileEntry]) throws(PatchSyncError) -> [[UInt8]?] {
+        let work = batch.map { (file: files[$0.index], old: $0.old, cost: $0.cost) }
         let results = Mutex<[Result<[UInt8]?, PatchSyncError>?]>(Array(repeating: nil, count: work.count))
         DispatchQueue.concurrentPerform(iterations: work.count) { i in
             let (file, old, cost) = work[i]
@@ -130,22 +183,29 @@ extension Publisher {
         return deltas
     }
 
-    /// The delta of the build folder's `file` from `old`'s content, rebuilt from its object in the origin.
+    /// The delta of the build folder's `file` from the source build's `old`.
     private func delta(of file: FileEntry, from old: FileEntry) throws(PatchSyncError) -> [UInt8] {
-        let source = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(old.size), alignment: 16)
-        defer { source.deallocate() }
-        try ObjectReader(origin: options.origin).content(of: old, into: source)
-        let full = options.buildDirectory + "/" + file.path
+        let original = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(old.size), alignment: 16)
+        defer { original.deallocate() }
+        try sourceFiles.content(of: old, into: original)
+        let full = buildDirectory + "/" + file.path
         do {
             let target = try MappedFile(path: full)
-            guard Int64(target.bytes.count) == file.size else { throw Errno(EAGAIN, "reading (it changed while publishing)", full) }
-            return DeltaEncoder(source: UnsafeRawBufferPointer(source)).encode(target: target.bytes)
+            guard Int64(target.bytes.count) == file.size else { throw Errno(EAGAIN, "reading (it changed since it was chunked)", full) }
+            return DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: target.bytes)
         } catch { throw PatchSyncError.wrap(error).during("computing the delta of \(file.path)") }
     }
 }
 
+/// Reads a file of a build whole: the source of a delta.
+protocol FileContentSource: Sendable {
+    /// Fills `buffer` (exactly the file's size) with `file`'s content, or throws when it cannot be read
+    /// as `file` describes it.
+    func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError)
+}
+
 /// Reads files back out of the objects of an origin folder.
-struct ObjectReader {
+struct ObjectReader: FileContentSource {
     let origin: String
 
     /// Inflates the chunks of `file`'s object into `buffer` (exactly the file's size), checking each chunk's hash.

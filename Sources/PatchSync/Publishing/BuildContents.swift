@@ -1,0 +1,38 @@
+import Foundation
+
+/// The files of an origin that one listed build needs, as paths relative to the origin: its manifest,
+/// the objects and packs its files name, its delta packs and its manifest deltas. What `repo prune`
+/// keeps, and what `upload` knows a bucket has once it lists the build.
+enum BuildContents {
+    static func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<String> {
+        guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256") }
+        var paths: Set<String> = ["targets/" + TargetNaming.consistentPath(path, sha256: hash)]
+        for delta in file.custom?.manifestDeltas ?? [] { paths.insert("objects/\(delta.object.prefix(2))/\(delta.object)") }
+        let manifest = try Repository.manifest(in: origin, path, file)
+        for entry in manifest.files where !entry.chunks.isEmpty { paths.insert(ObjectID.path(entry.object)) }
+        for delta in manifest.deltas ?? [] { paths.insert(ObjectID.path(delta.object)) }
+        return paths
+    }
+
+    /// The files of the folders a client reads (objects/, targets/, metadata/), relative to the origin,
+    /// with their sizes; names starting with a dot (unfinished writes, objects/.incoming) are left out.
+    static func files(of origin: String) throws(PatchSyncError) -> [(path: String, bytes: Int64)] {
+        var found: [(String, Int64)] = []
+        func walk(_ folder: String) throws(Errno) {
+            guard let st = try FileSystem.status(origin + "/" + folder), (st.st_mode & S_IFMT) == S_IFDIR else { return }
+            for name in try FileSystem.list(origin + "/" + folder) where !name.hasPrefix(".") {
+                let path = folder + "/" + name
+                guard let entry = try FileSystem.status(origin + "/" + path) else { continue }
+                switch entry.st_mode & S_IFMT {
+                case S_IFDIR: try walk(path)
+                case S_IFREG: found.append((path, Int64(entry.st_size)))
+                default: continue
+                }
+            }
+        }
+        do { for folder in ["objects", "targets", "metadata"] { try walk(folder) } } catch {
+            throw PatchSyncError.wrap(error).during("listing \(origin)")
+        }
+        return found
+    }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+/// Where an S3 bucket is and how to reach it: shared by `upload` and `repo prune --bucket`.
+struct BucketOptions: ParsableArguments {
+    @Option(help: "The endpoint of an S3-compatible store (R2, GCS's XML API, MinIO…); default AWS S3.") var endpoint: String?
+    @Option(help: "The region requests are signed for (default: AWS_REGION, ~/.aws/config, or us-east-1).") var region: String?
+    @Option(help: "A private CA for the endpoint's TLS certificate.") var caFile: String?
+    @Option(help: "Requests in flight at once.") var connections: Int = 8
+
+    /// The bucket of `url` (s3://BUCKET/PREFIX), with credentials from the AWS environment variables or
+    /// ~/.aws/credentials.
+    func bucket(_ url: String) throws(PatchSyncError) -> S3Bucket {
+        var bucket = try S3Bucket(url: url, endpoint: endpoint, region: region ?? S3Bucket.Credentials.region(),
+                                  credentials: try S3Bucket.Credentials.fromEnvironment())
+        bucket.caFile = caFile
+        return bucket
+    }
+}
+
+struct Upload: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Upload an origin folder to an S3-compatible bucket: only what it lacks, timestamp.json last.",
+        discussion: """
+            What the bucket has is read from its timestamp.json (one request), not by listing its keys.
+            Objects and manifests go first, then root, targets and snapshot versions, then root.json and
+            timestamp.json, so players never see metadata that names a missing file. Content-addressed and
+            versioned files get Cache-Control "public, max-age=31536000, immutable"; timestamp.json and
+            root.json a short max-age (--metadata-max-age). A stopped upload continues where it stopped.
+            Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), or the
+            AWS_PROFILE (default) profile of ~/.aws/credentials. Players read the bucket without
+            credentials: give it a public-read policy, or put a CDN in front.
+
+            Example:
+              patchsync upload out/ s3://game-cdn/forest --endpoint https://ACCOUNT.r2.cloudflarestorage.com
+            """)
+
+    @Argument(help: "The origin folder (what publish wrote).") var origin: String
+    @Argument(help: "The destination, s3://BUCKET/PREFIX.") var destination: String
+    @OptionGroup var store: BucketOptions
+    @Option(help: "Seconds a CDN may serve an old timestamp.json or root.json.") var metadataMaxAge: Int = 60
+    @Flag(help: "Print progress events and the result as JSON.") var json = false
+
+    func run() async throws {
+        var options = Uploader.Options()
+        options.connections = max(1, store.connections)
+        options.metadataMaxAge = max(0, metadataMaxAge)
+        let uploader = Uploader(origin: origin, bucket: try store.bucket(destination), options: options)
+        let reporter = ProgressReporter(mode: .choose(json: json, quiet: false), verb: "uploading")
+        let report = try uploader.run { reporter.handle(.transfer(done: $0.bytes, total: $0.totalBytes, filesDone: $0.files,
+                                                                   filesTotal: $0.totalFiles)) }
+        reporter.finish()
+        Output(json: json).result(report, human: report.alreadyCurrent
+            ? "\(report.destination) is up to date (its timestamp.json is the origin's); nothing sent"
+            : "uploaded \(report.filesUploaded) files (\(ByteCount.format(report.bytesUploaded))) to \(report.destination) in "
+                + "\(report.requests) requests; \(report.filesSkipped) files were there already\n"
+                + "players: patchsync init --remote \(report.destination) …")
+    }
+}

@@ -5,8 +5,10 @@
 # (whoever reads the online key can freeze updates for a while, but cannot ship a build).
 #
 #   ORIGIN=/srv/patchsync/origin ONLINE_KEY=/etc/patchsync/online.key \
-#   UPLOAD='rsync -a --delay-updates "$ORIGIN/metadata/" cdn:/var/www/game/metadata/' \
-#   ./refresh-metadata.sh
+#   UPLOAD='patchsync upload "$ORIGIN" s3://game-cdn/forest' ./refresh-metadata.sh
+#
+# (an S3-compatible bucket, with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials; for a
+# plain web server: UPLOAD='rsync -a --delay-updates "$ORIGIN/metadata/" cdn:/var/www/game/metadata/')
 #
 # Exit status: 0 re-signed (and uploaded); non-zero otherwise, with patchsync's message on stderr, so
 # cron mails it. A failed run changes nothing the CDN serves.

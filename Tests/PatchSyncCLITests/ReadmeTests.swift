@@ -19,12 +19,15 @@ struct ReadmeTests {
         let fixture = try Fixture()
         let work = fixture.directory + "/walkthrough"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let bucket = try S3Server()
         let environment = [
             "PATH": CLI.productsDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
             "KEYS": work + "/keys", "NEW": work + "/new-keys", "ORIGIN": work + "/origin", "GAME": work + "/game",
             "BUILD": try fixture.sampleBuild(1, scale: 0.005), "NEXT_BUILD": try fixture.sampleBuild(2, scale: 0.005),
-            "REMOTE": "file://" + work + "/origin", "GAME_EXE": "/bin/true",
-        ]
+            "BUCKET": "s3://\(bucket.bucket)/forest", "ENDPOINT": bucket.endpoint,
+            // The player reads what the release engineer uploaded, without credentials.
+            "REMOTE": "\(bucket.endpoint)/\(bucket.bucket)/forest", "GAME_EXE": "/bin/true",
+        ].merging(bucket.credentials) { a, _ in a }
         for heading in ["For release engineers", "For launcher integrators", "For operators"] {
             let script = try Self.block(under: heading)
             if heading == "For launcher integrators" {  // the game ships the root it trusts
@@ -45,11 +48,13 @@ struct ReadmeTests {
         }
         #expect(FileManager.default.fileExists(atPath: work + "/patch.html"))
         #expect(try Install.open(at: work + "/game").currentBuild() == "1.4.2+873")
+        let puts = bucket.requests().filter { $0.method == "PUT" && $0.path.hasPrefix("/game/forest/") }
+        #expect(puts.last?.path == "/game/forest/metadata/timestamp.json", "the walkthrough uploaded, timestamp.json last")
     }
 
     @Test("shell completions and the man pages' source list every verb")
     func completionsAndManual() throws {
-        let verbs = ["keygen", "repo", "rotate-root", "publish", "diff", "init", "sync", "apply", "launch", "rollback", "verify", "status"]
+        let verbs = ["keygen", "repo", "rotate-root", "prune", "publish", "upload", "diff", "init", "sync", "apply", "launch", "rollback", "verify", "status"]
         for shell in ["bash", "zsh", "fish"] {
             let script = try CLI.run(["--generate-completion-script", shell])
             #expect(script.status == 0)

@@ -49,6 +49,10 @@ cp -a "$WORK/install-deltas" "$WORK/install-chunks"
 sed -i "s|$URL/deltas|$URL/chunks|" "$WORK/install-chunks/.patchsync/config.json"
 for variant in deltas chunks; do
   sources=2; [ $variant = chunks ] && sources=0
+  if [ $variant = deltas ]; then  # what diff predicts before NEW is published: the CI budget gate's figure
+    "$BIN/patchsync" diff "file://$WORK/www/deltas#$OLD_NAME" "$NEW" --root "$WORK/www/deltas/metadata/root.json" \
+      --json > "$WORK/diff.json" 2>/dev/null || true
+  fi
   seconds_publish=$(ps_publish "$WORK/www/$variant" "$NEW" "$NEW_NAME" $sources "${chunk_args[@]}")
   offset=$(stat -c %s "$WORK/access.log")
   t0=$(now)
@@ -65,6 +69,14 @@ for variant in deltas chunks; do
 done
 manifest_bytes=$(tail -n1 "$WORK/sync-deltas.json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r.get("filesPatched", 0), r.get("deltaBytes", 0))')
 echo "deltas: files patched, pack bytes: $manifest_bytes" >&2
+python3 - "$WORK/diff.json" "$WORK/sync-deltas.json" <<'PY' >&2
+import json, sys
+predicted = json.load(open(sys.argv[1]))["total"]["downloadBytes"]
+sync = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+content, received = sync["deltaBytes"] + sync["bytesPlanned"], sync["bytesReceived"]
+print(f"diff predicted {predicted:,} B before the publish; the sync fetched {content:,} B of delta pack and chunks "
+      f"({predicted / content:.4f}x) and {received:,} B in all with metadata and the manifest delta ({predicted / received:.4f}x)")
+PY
 
 if [ "$ONLY" != 1 ]; then
   # --- rsync: a daemon on loopback, the client holding a copy of OLD ---

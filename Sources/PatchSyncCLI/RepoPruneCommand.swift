@@ -42,10 +42,13 @@ struct RepoPrune: AsyncParsableCommand {
         let uploader = try bucket.map { (url) throws(PatchSyncError) in Uploader(origin: origin, bucket: try store.bucket(url), options: uploads) }
         // The bucket first (its metadata brought up to date, then the same deletions), so that a prune
         // stopped half way still knows from the folder what is left to remove there.
+        // What the bucket serves now counts as current, however late it was uploaded.
+        options.served = try uploader?.servedVersions()
         let report = try Pruner(origin: origin, options: options, signers: signers).run { (repo, removals) throws(PatchSyncError) in
             guard let uploader else { return }
-            _ = try uploader.run(repo: repo)
-            _ = try uploader.delete(removals.map(\.path))
+            let paths = removals.map(\.path)
+            _ = try uploader.run(repo: repo, skipping: Set(paths))
+            _ = try uploader.delete(paths)
         }
         warn(report.warnings)
         Output(json: json).result(report, human: Self.human(report))

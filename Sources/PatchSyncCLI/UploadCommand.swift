@@ -40,12 +40,14 @@ struct Upload: AsyncParsableCommand {
     @Argument(help: "The destination, s3://BUCKET/PREFIX.") var destination: String
     @OptionGroup var store: BucketOptions
     @Option(help: "Seconds a CDN may serve an old timestamp.json or root.json.") var metadataMaxAge: Int = 60
+    @Flag(help: "Upload over a bucket whose metadata is newer than the origin's, or not from this origin.") var force = false
     @Flag(help: "Print progress events and the result as JSON.") var json = false
 
     func run() async throws {
         var options = Uploader.Options()
         options.connections = max(1, store.connections)
         options.metadataMaxAge = max(0, metadataMaxAge)
+        options.force = force
         let uploader = Uploader(origin: origin, bucket: try store.bucket(destination), options: options)
         let reporter = ProgressReporter(mode: .choose(json: json, quiet: false), verb: "uploading")
         let report = try uploader.run { reporter.handle(.transfer(done: $0.bytes, total: $0.totalBytes, filesDone: $0.files,

@@ -30,7 +30,7 @@ struct UploadTests {
             try CLI.run(["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint, "--json"] + extra,
                         environment: server.credentials)
         }
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.02), id: "1")
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.02), id: "1.0+1")  // a "+" in keys, as S3 signs it
         let first = try upload([])
         #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
         let firstReport = try Self.json(first.stdout)
@@ -92,9 +92,15 @@ struct UploadTests {
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0 && install.currentBuild() == "3")
 
-        // Prune with the bucket: build 1's own object goes from the bucket too; build 3 still installs from it.
-        let pruned = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "0", "--bucket",
-                                  "s3://game/forest", "--endpoint", server.endpoint, "--json"] + keys, environment: server.credentials)
+        // Prune with the bucket: the first run unlists builds 1 and 2 and uploads that, but removes nothing they
+        // need, since the bucket listed them until then; the next removes their files from the bucket too.
+        let prune = ["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "0", "--bucket",
+                     "s3://game/forest", "--endpoint", server.endpoint, "--json"] + keys
+        let unlisting = try CLI.run(prune, environment: server.credentials)
+        #expect(unlisting.status == 0, "\(unlisting.stdout) \(unlisting.stderr)")
+        #expect(((try Self.json(unlisting.stdout))["removed"] as? [[String: Any]] ?? []).allSatisfy {
+            !(($0["path"] as? String) ?? "").hasPrefix("objects/") }, "the bucket listed builds 1 and 2 until this run")
+        let pruned = try CLI.run(prune, environment: server.credentials)
         #expect(pruned.status == 0, "\(pruned.stdout) \(pruned.stderr)")
         let removed = ((try Self.json(pruned.stdout))["removed"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
         let removedObjects = removed.filter { $0.hasPrefix("objects/") }
@@ -124,7 +130,20 @@ struct UploadTests {
                                      environment: server.credentials)
         #expect(incomplete.status == 65 && incomplete.stderr.contains(object), "\(incomplete.stderr)")
         #expect(!server.requests().contains { $0.method == "PUT" && $0.path.hasPrefix("/game/forest/") }, "nothing was sent")
-        let none = try CLI.run(["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint],
+        try FileManager.default.removeItem(atPath: fixture.origin)
+
+        // An origin folder older than what the bucket serves (a restored backup) is refused, not uploaded over it.
+        let other = try Fixture()
+        try other.publish(try other.sampleBuild(1, scale: 0.002), id: "1")
+        try FileManager.default.copyItem(atPath: other.origin, toPath: other.directory + "/backup")
+        try other.publish(try other.sampleBuild(2, scale: 0.002), id: "2")
+        let newer = try CLI.run(["upload", other.origin, "s3://game/other", "--endpoint", server.endpoint], environment: server.credentials)
+        #expect(newer.status == 0, "\(newer.stderr)")
+        let stale = try CLI.run(["upload", other.directory + "/backup", "s3://game/other", "--endpoint", server.endpoint],
+                                environment: server.credentials)
+        #expect(stale.status == 65 && stale.stderr.contains("serves timestamp version"), "\(stale.stderr)")
+
+        let none = try CLI.run(["upload", other.origin, "s3://game/forest", "--endpoint", server.endpoint],
                                environment: ["AWS_ACCESS_KEY_ID": "", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"])
         #expect(none.status == 64 && none.stderr.contains("no S3 credentials"), "\(none.stderr)")
     }

@@ -15,12 +15,13 @@ enum BuildContents {
     }
 
     /// The files of the folders a client reads (objects/, targets/, metadata/), relative to the origin,
-    /// with their sizes; names starting with a dot (unfinished writes, objects/.incoming) are left out.
+    /// with their sizes; names starting with a dot (objects/.incoming) and unfinished writes (`*.tmp-PID`)
+    /// are left out.
     static func files(of origin: String) throws(PatchSyncError) -> [(path: String, bytes: Int64)] {
         var found: [(String, Int64)] = []
         func walk(_ folder: String) throws(Errno) {
             guard let st = try FileSystem.status(origin + "/" + folder), (st.st_mode & S_IFMT) == S_IFDIR else { return }
-            for name in try FileSystem.list(origin + "/" + folder) where !name.hasPrefix(".") {
+            for name in try FileSystem.list(origin + "/" + folder) where !name.hasPrefix(".") && !name.contains(".tmp-") {
                 let path = folder + "/" + name
                 guard let entry = try FileSystem.status(origin + "/" + path) else { continue }
                 switch entry.st_mode & S_IFMT {

@@ -17,6 +17,9 @@ public struct Pruner: Sendable {
         public var grace: TimeInterval = 7 * 86400
         public var dryRun = false
         public var now = Date()
+        /// The snapshot and targets versions a bucket serving this origin serves now: they and every later
+        /// version count as current, whatever the folder's file times say (an upload may have come late).
+        public var served: (snapshot: Int, targets: Int)?
 
         public init(keep: Int) { self.keep = keep }
     }
@@ -82,7 +85,7 @@ public struct Pruner: Sendable {
                 try repo.commit(targets: targets, signers: signers, now: options.now)
             }
         }
-        let live = try liveVersions("targets", current: repo.targetsVersion)
+        let live = try liveVersions("targets", current: repo.targetsVersion, servedFrom: options.served?.targets)
         var needed = Set<String>(), builds = Set<String>()
         for version in live {
             let targets = version == repo.targetsVersion ? repo.targetFiles : try Self.targets(of: origin, version: version)
@@ -93,7 +96,7 @@ public struct Pruner: Sendable {
             }
         }
         for version in live { needed.insert("metadata/\(version).targets.json") }
-        for version in try liveVersions("snapshot", current: repo.snapshotVersion) { needed.insert("metadata/\(version).snapshot.json") }
+        for version in try liveVersions("snapshot", current: repo.snapshotVersion, servedFrom: options.served?.snapshot) { needed.insert("metadata/\(version).snapshot.json") }
         let listed = repo.targetFiles.values.compactMap(\.custom).map { "\($0.channel)/\($0.buildId)" }.sorted()
         var report = Report(origin: origin, dryRun: options.dryRun, listed: listed,
                             held: builds.subtracting(listed).sorted(), unlisted: unlisted,
@@ -107,22 +110,27 @@ public struct Pruner: Sendable {
             }
         }
         try removeEmptyFolders(origin + "/targets")
+        withExtendedLifetime(repo) {}  // the origin's lock, held to the last removal
         return report
     }
 
     /// Adds what the build of manifest target `path` needs (``BuildContents``).
     private func need(_ path: String, _ file: TargetFile, into needed: inout Set<String>) throws(PatchSyncError) {
         do { needed.formUnion(try BuildContents.paths(in: origin, target: path, file)) } catch {
-            throw error.during("reading the manifest of \(path), which a client may still ask for; nothing was pruned")
+            throw error.during("reading the manifest of \(path), which a client may still ask for; no file was removed")
         }
     }
 
     /// The versions of `role` a client may still hold: the current one and each one whose successor
     /// was written within the grace period (a version whose successor is gone went long ago).
-    private func liveVersions(_ role: String, current: Int) throws(PatchSyncError) -> [Int] {
+    private func liveVersions(_ role: String, current: Int, servedFrom: Int?) throws(PatchSyncError) -> [Int] {
         let since = options.now.timeIntervalSince1970 - options.grace
         var live = [current]
         for version in try versions(role) where version < current {
+            if let servedFrom, version >= servedFrom {
+                live.append(version)
+                continue
+            }
             guard let next = try modified(origin + "/metadata/\(version + 1).\(role).json"), next >= since else { continue }
             live.append(version)
         }

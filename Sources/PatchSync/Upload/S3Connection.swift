@@ -153,7 +153,9 @@ final class S3Connection {
         switch response.status {
         case 401, 403:
             return PatchSyncError(.usage, detail, remedy: "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or "
-                                  + "~/.aws/credentials), --region, and that they may read, write and delete in s3://\(bucket.bucket)")
+                                  + "~/.aws/credentials), --region, and that they may read, write and delete in s3://\(bucket.bucket) "
+                                  + "(s3:GetObject, s3:PutObject, s3:DeleteObject, and s3:ListBucket, without which S3 answers "
+                                  + "403 instead of 404 for a key it lacks)")
         case 500..., 429:
             return PatchSyncError(.originUnavailable, detail, remedy: "the store failed; run the command again, it continues where it stopped")
         default:

@@ -21,6 +21,8 @@ public struct Uploader: Sendable {
         public var connections = 8
         /// The max-age of `timestamp.json` and `root.json`, in seconds: how long a CDN may serve an old one.
         public var metadataMaxAge = 60
+        /// Upload over a bucket whose metadata is newer than the origin's or forked from it.
+        public var force = false
         public init() {}
     }
 
@@ -58,25 +60,32 @@ public struct Uploader: Sendable {
     }
 
     /// Uploads what the bucket lacks. `repo` is the origin already opened (and locked) by the caller,
-    /// else the upload opens it, so no publish or prune changes the folder while it is read.
-    public func run(repo: Repository? = nil, progress: @Sendable (Progress) -> Void = { _ in }) throws(PatchSyncError) -> Report {
+    /// else the upload opens it, so no publish or prune changes the folder while it is read. `skipping`:
+    /// files never to send (those a prune is about to remove).
+    public func run(repo: Repository? = nil, skipping: Set<String> = [],
+                    progress: @escaping @Sendable (Progress) -> Void = { _ in }) throws(PatchSyncError) -> Report {
         let held: Repository
         if let repo { held = repo } else { held = try Repository.open(origin: origin, for: "uploading") }
+        defer { withExtendedLifetime(held) {} }
         let connection = try S3Connection(bucket)
         let local = try FileSystem.read(origin + "/metadata/timestamp.json", limit: 1 << 20)
         var report = Report(destination: bucket.publicURL, filesUploaded: 0, bytesUploaded: 0, filesSkipped: 0, requests: 1,
                             alreadyCurrent: false)
         let remote = try connection.get("metadata/timestamp.json", limit: 1 << 20)
-        let journal = try Journal(origin: origin, destination: "s3://\(bucket.bucket)/\(bucket.prefix) \(bucket.endpoint ?? "")")
+        let journal = try Journal(origin: origin, destination: "s3://\(bucket.bucket)/\(bucket.prefix) \(bucket.endpoint ?? "")",
+                                  bucketState: remote.map { SHA256Hasher.hash($0).hex } ?? "empty")
         if remote == local {
             report.alreadyCurrent = true
             try journal.finish()
             return report
         }
+        if let remote, !options.force { try checkNotAhead(remote: remote, local: local) }
         var present = remote.map { self.present(remoteTimestamp: $0) } ?? []
         present.formUnion(journal.done)
         let files = try BuildContents.files(of: origin)
-        try checkComplete(held, files: Set(files.map(\.path)))
+        // What players can ask for: the metadata, and what the builds targets.json lists need. Content of
+        // builds no longer listed (held by prune's grace, or leftovers) is not sent again.
+        let needed = try neededFiles(held, files: Set(files.map(\.path)))
         if remote != nil {
             for (path, _) in files where Self.isRootVersion(path) && !present.contains(path) {
                 report.requests += 1
@@ -84,17 +93,25 @@ public struct Uploader: Sendable {
             }
         }
         let mutable: Set<String> = ["metadata/root.json", "metadata/timestamp.json"]
-        let send = files.filter { !present.contains($0.path) || mutable.contains($0.path) }
+        let send = files.filter {
+            ($0.path.hasPrefix("metadata/") || needed.contains($0.path)) && !skipping.contains($0.path)
+                && (!present.contains($0.path) || mutable.contains($0.path))
+        }
+        if let large = send.first(where: { $0.bytes > Self.maxObjectBytes }) {
+            throw PatchSyncError(.usage, "\(origin)/\(large.path) is \(large.bytes) bytes, over the 5 GiB that one PUT of S3 may carry",
+                                 remedy: "split the file in the build, or upload this origin with a tool that uses multipart "
+                                     + "uploads (aws s3 sync), in the order the README gives")
+        }
         report.filesSkipped = files.count - send.count
         let total = Progress(bytes: 0, totalBytes: send.reduce(0) { $0 + $1.bytes }, files: 0, totalFiles: send.count)
-        let sent = Mutex(total)
+        let sent = Tally(total)
         for group in Dictionary(grouping: send, by: { Self.group(of: $0.path) }).sorted(by: { $0.key < $1.key }) {
             try parallel(group.value, first: connection) { (connection, file) throws(PatchSyncError) in
                 try connection.put(file.path, from: origin + "/" + file.path,
                                    cacheControl: mutable.contains(file.path) ? "public, max-age=\(options.metadataMaxAge)" : Self.immutable,
                                    contentType: Self.contentType(file.path))
                 if !mutable.contains(file.path) { try journal.record(file.path) }
-                let now = sent.withLock { state -> Progress in
+                let now = sent.state.withLock { state -> Progress in
                     state.bytes += file.bytes
                     state.files += 1
                     return state
@@ -103,24 +120,67 @@ public struct Uploader: Sendable {
             }
         }
         try journal.finish()
-        withExtendedLifetime(held) {}
         report.filesUploaded = send.count
         report.bytesUploaded = total.totalBytes
         report.requests += send.count
         return report
     }
 
-    /// Refuses, before anything is sent, an origin folder that lacks a file one of its listed builds needs
-    /// (deleted by hand, or a copy that stopped half way): the bucket would list a build players cannot install.
-    private func checkComplete(_ repo: Repository, files: Set<String>) throws(PatchSyncError) {
+    /// One PUT's limit in S3 (5 GiB).
+    static let maxObjectBytes: Int64 = 5 << 30
+
+    /// The snapshot and targets versions the bucket serves now (nil: an empty bucket, or versions the
+    /// origin folder no longer holds): what `repo prune --bucket` must treat as current whatever the
+    /// folder's file times say.
+    public func servedVersions() throws(PatchSyncError) -> (snapshot: Int, targets: Int)? {
+        guard let remote = try S3Connection(bucket).get("metadata/timestamp.json", limit: 1 << 20),
+              let stamp = try? Signed<TimestampMetadata>(parsing: remote, name: "timestamp.json"),
+              let snapPin = stamp.signed.meta["snapshot.json"],
+              let snapData = pinned("metadata/\(snapPin.version).snapshot.json", snapPin),
+              let snapshot = try? Signed<SnapshotMetadata>(parsing: snapData, name: "snapshot.json"),
+              let targetsPin = snapshot.signed.meta["targets.json"] else { return nil }
+        return (snapPin.version, targetsPin.version)
+    }
+
+    /// Refuses to overwrite a bucket whose timestamp.json is newer than the origin's, or the same version
+    /// with other bytes, or that names a snapshot the origin holds with other bytes: the folder is older
+    /// than what players see (a restored backup) or another copy of the repository uploads here. Players
+    /// who saw the newer metadata would refuse the older one, and immutable files would fork.
+    private func checkNotAhead(remote: Data, local: Data) throws(PatchSyncError) {
+        guard let theirs = try? Signed<TimestampMetadata>(parsing: remote, name: "timestamp.json") else {
+            throw PatchSyncError(.refusedData, "\(bucket.publicURL)/metadata/timestamp.json is not TUF timestamp metadata",
+                                 remedy: "check the destination: it should be a bucket only patchsync uploads to (or give --force)")
+        }
+        let ours: Signed<TimestampMetadata> = try Signed(parsing: local, name: origin + "/metadata/timestamp.json")
+        let snapPin = theirs.signed.meta["snapshot.json"]
+        let snapPath = "metadata/\(snapPin?.version ?? 0).snapshot.json"
+        let forked = theirs.signed.version >= ours.signed.version
+            || (snapPin.map { FileSystem.exists(origin + "/" + snapPath) && pinned(snapPath, $0) == nil } ?? false)
+        guard forked else { return }
+        throw PatchSyncError(.refusedData, "\(bucket.publicURL) serves timestamp version \(theirs.signed.version) "
+                             + "(snapshot \(snapPin?.version ?? 0)), and \(origin) has version \(ours.signed.version)"
+                             + (theirs.signed.version < ours.signed.version ? " with another snapshot \(snapPin?.version ?? 0)" : "")
+                             + ": the folder is not the one this bucket was uploaded from, or is older than it",
+                             remedy: "upload from the origin folder that publishes to this bucket (a restored backup must be "
+                                 + "brought up to date first); --force overwrites, and players who saw the bucket's newer "
+                                 + "metadata then refuse updates until a publish passes its versions")
+    }
+
+    /// What the builds the origin lists need, refused when the folder lacks any of it (deleted by hand, or
+    /// a copy that stopped half way): the bucket would list a build players cannot install.
+    private func neededFiles(_ repo: Repository, files: Set<String>) throws(PatchSyncError) -> Set<String> {
+        var needed = Set<String>()
         for (path, file) in repo.targetFiles.sorted(by: { $0.key < $1.key }) {
-            let missing = try BuildContents.paths(in: origin, target: path, file).subtracting(files)
+            let paths = try BuildContents.paths(in: origin, target: path, file)
+            let missing = paths.subtracting(files)
             if let first = missing.sorted().first {
                 throw PatchSyncError(.refusedData, "\(origin) lacks \(first) (and \(missing.count - 1) more), which build "
                                      + "\(file.custom?.buildId ?? path) needs; nothing was uploaded",
                                      remedy: "restore the origin folder from a complete copy, or publish the build again")
             }
+            needed.formUnion(paths)
         }
+        return needed
     }
 
     /// Deletes `paths` from the bucket (for `repo prune`), in parallel; returns the requests sent.
@@ -159,32 +219,31 @@ public struct Uploader: Sendable {
         return data
     }
 
-    /// Runs `body` on each item with up to `options.connections` workers, each with its own connection
-    /// (the first reuses `first`); the first failure stops the others from taking more work.
+    /// Runs `body` on each item on `options.connections` threads of its own (requests block), each with
+    /// its own connection (the first reuses `first`); the first failure stops the others taking more work.
     private func parallel(_ items: [(path: String, bytes: Int64)], first: S3Connection,
-                          _ body: @Sendable (S3Connection, (path: String, bytes: Int64)) throws(PatchSyncError) -> Void) throws(PatchSyncError) {
+                          _ body: @escaping @Sendable (S3Connection, (path: String, bytes: Int64)) throws(PatchSyncError) -> Void)
+        throws(PatchSyncError) {
         guard !items.isEmpty else { return }
-        let next = Mutex(0), failure = Mutex<PatchSyncError?>(nil)
-        let workers = max(1, min(options.connections, items.count))
+        let queue = WorkQueue()
+        let done = DispatchGroup()
         let firstConnection = UncheckedConnection(connection: first)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            let connection: S3Connection
-            if worker == 0 { connection = firstConnection.connection } else {
-                do throws(PatchSyncError) { connection = try S3Connection(bucket) } catch {
-                    failure.withLock { $0 = $0 ?? error }
-                    return
+        let bucket = self.bucket
+        for worker in 0..<max(1, min(options.connections, items.count)) {
+            done.enter()
+            Thread {
+                defer { done.leave() }
+                let connection: S3Connection
+                if worker == 0 { connection = firstConnection.connection } else {
+                    do throws(PatchSyncError) { connection = try S3Connection(bucket) } catch { return queue.fail(error) }
                 }
-            }
-            while failure.withLock({ $0 == nil }) {
-                let index = next.withLock { value -> Int in
-                    defer { value += 1 }
-                    return value
+                while let index = queue.take(below: items.count) {
+                    do throws(PatchSyncError) { try body(connection, items[index]) } catch { queue.fail(error) }
                 }
-                guard index < items.count else { return }
-                do throws(PatchSyncError) { try body(connection, items[index]) } catch { failure.withLock { $0 = $0 ?? error } }
-            }
+            }.start()
         }
-        if let error = failure.withLock({ $0 }) { throw error }
+        done.wait()
+        if let error = queue.failure { throw error }
     }
 
     /// The upload order: content first, then manifests, then metadata from root versions to timestamp.json.
@@ -207,27 +266,59 @@ public struct Uploader: Sendable {
     }
 }
 
+/// An upload's progress, shared by its workers. Thread-safety: under its mutex.
+private final class Tally: Sendable {
+    let state: Mutex<Uploader.Progress>
+    init(_ start: Uploader.Progress) { state = Mutex(start) }
+}
+
+/// The next item of `parallel` and its first failure. Thread-safety: both under their mutexes.
+private final class WorkQueue: Sendable {
+    private let next = Mutex(0)
+    private let failed = Mutex<PatchSyncError?>(nil)
+
+    /// The next index below `count`, nil once every item is taken or a worker failed.
+    func take(below count: Int) -> Int? {
+        guard failure == nil else { return nil }
+        return next.withLock { value -> Int? in
+            guard value < count else { return nil }
+            defer { value += 1 }
+            return value
+        }
+    }
+
+    func fail(_ error: PatchSyncError) { failed.withLock { $0 = $0 ?? error } }
+    var failure: PatchSyncError? { failed.withLock { $0 } }
+}
+
 /// A connection handed to the first worker: only that worker uses it while `parallel` runs.
 private struct UncheckedConnection: @unchecked Sendable {
     let connection: S3Connection
 }
 
 /// The paths an unfinished upload to one destination sent, one per line in
-/// `<origin>/.patchsync-upload/<SHA-256 of the destination>`; removed when an upload completes.
+/// `<origin>/.patchsync-upload/<SHA-256 of the destination>` after a first line naming the state of the
+/// bucket it started from (its timestamp.json's SHA-256, or "empty"); removed when an upload completes.
+/// A bucket found in another state (emptied, replaced, uploaded to from elsewhere) voids the journal.
 /// Thread-safety: `file` is written under its lock.
 private final class Journal: Sendable {
     let done: Set<String>
     private let path: String
     private let file: Mutex<FileDescriptor?>
 
-    init(origin: String, destination: String) throws(PatchSyncError) {
+    init(origin: String, destination: String, bucketState: String) throws(PatchSyncError) {
         let folder = origin + "/.patchsync-upload"
         path = folder + "/" + SHA256Hasher.hash(Data(destination.utf8)).hex
         let text = FileSystem.exists(path) ? String(decoding: try FileSystem.read(path, limit: 256 << 20), as: UTF8.self) : ""
-        done = Set(text.split(separator: "\n").map(String.init))
+        let lines = text.split(separator: "\n").map(String.init)
+        let header = "bucket " + bucketState
+        let valid = lines.first == header
+        done = valid ? Set(lines.dropFirst()) : []
         do {
             try FileSystem.makeDirectory(folder)
-            file = Mutex(try FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o644))
+            let file = try FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_APPEND | (valid ? 0 : O_TRUNC), mode: 0o644)
+            if !valid { try file.write(Data((header + "\n").utf8)) }
+            self.file = Mutex(file)
         } catch { throw PatchSyncError.wrap(error).during("opening the upload journal \(path)") }
     }
 

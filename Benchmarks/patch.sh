@@ -71,11 +71,13 @@ manifest_bytes=$(tail -n1 "$WORK/sync-deltas.json" | python3 -c 'import json,sys
 echo "deltas: files patched, pack bytes: $manifest_bytes" >&2
 python3 - "$WORK/diff.json" "$WORK/sync-deltas.json" <<'PY' >&2
 import json, sys
-predicted = json.load(open(sys.argv[1]))["total"]["downloadBytes"]
+diff = json.load(open(sys.argv[1]))
+predicted, everything = diff["total"]["downloadBytes"], diff["total"]["downloadBytes"] + diff.get("metadataBytes", 0)
 sync = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
 content, received = sync["deltaBytes"] + sync["bytesPlanned"], sync["bytesReceived"]
-print(f"diff predicted {predicted:,} B before the publish; the sync fetched {content:,} B of delta pack and chunks "
-      f"({predicted / content:.4f}x) and {received:,} B in all with metadata and the manifest delta ({predicted / received:.4f}x)")
+print(f"diff predicted {predicted:,} B of delta pack and chunks before the publish, the sync fetched {content:,} B "
+      f"({predicted / content:.4f}x); with the manifest delta and signed metadata {everything:,} B predicted, "
+      f"{received:,} B received ({everything / received:.4f}x)")
 PY
 
 if [ "$ONLY" != 1 ]; then

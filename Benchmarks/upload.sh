@@ -53,7 +53,7 @@ for n, path in enumerate(sys.argv[1:], 1):
           f"{r['bytesFreed']:,} B freed in the folder and the bucket")
 PY
 du -sb "$WORK/origin" | awk '{printf "origin folder after prune:   %d B\n", $1}'
-echo "DELETEs in the server's log: $(grep -c '"DELETE /game/forest/' "$WORK/server.log" || true)"
+echo "DELETEs in the server's log: $(grep -c 'DELETE /game/forest/' "$WORK/server.log" || true)"
 $P init --install "$WORK/player" --remote "$ENDPOINT/game/forest" --root "$WORK/origin/metadata/root.json" >/dev/null
 $P sync --install "$WORK/player" >/dev/null 2>&1 && $P apply --install "$WORK/player" >/dev/null
 diff -r "$WORK/player/current" "$WORK/build-3" >/dev/null && echo "a fresh player installed build 1.3 from the pruned bucket; identical to the build folder"

@@ -44,8 +44,10 @@ struct Diff: AsyncParsableCommand {
         let before = try await DiffSide.load(old, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
         let after = try await DiffSide.load(new, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
         let deltas = try await DiffSide.deltaShares(from: before, to: after)
-        let report = PatchDiff(old: before.manifest, new: after.manifest, oldName: before.name, newName: after.name,
+        var report = PatchDiff(old: before.manifest, new: after.manifest, oldName: before.name, newName: after.name,
                                deltas: deltas)
+        report.metadataBytes = try DiffSide.predictedMetadataBytes(from: before, to: after,
+                                                                   packBytes: deltas.values.reduce(0, +))
         if let html {
             do { try Data(DiffHTML.render(report).utf8).write(to: URL(fileURLWithPath: html)) } catch {
                 throw PatchSyncError(.localIO, "writing \(html)", remedy: "check that its folder exists and is writable",
@@ -88,9 +90,9 @@ struct Budget {
     /// The error that stops a pipeline when the patch exceeds a budget, explaining by how much and why.
     func overrun(_ report: PatchDiff) -> PatchSyncError? {
         var lines: [String] = []
-        if let total, report.total.downloadBytes > total {
-            lines.append("the patch downloads \(ByteCount.format(report.total.downloadBytes)), over the "
-                         + "\(ByteCount.format(total)) budget by \(ByteCount.format(report.total.downloadBytes - total))")
+        if let total, report.allDownloadBytes > total {
+            lines.append("the patch downloads \(ByteCount.format(report.allDownloadBytes)), over the "
+                         + "\(ByteCount.format(total)) budget by \(ByteCount.format(report.allDownloadBytes - total))")
         }
         for (bundle, limit) in bundles.sorted(by: { $0.key < $1.key }) {
             let bytes = report.bundles[bundle]?.downloadBytes ?? 0
@@ -119,6 +121,10 @@ enum DiffTable {
         }
         lines.append(line(header))
         lines += rows.map(line)
+        if let metadata = r.metadataBytes {
+            lines += ["", "before the content: \(ByteCount.format(metadata)) of manifest and signed metadata; "
+                      + "\(ByteCount.format(r.allDownloadBytes)) in all"]
+        }
         if !r.largest.isEmpty {
             lines += ["", "largest downloads:"]
             for f in r.largest {

@@ -19,7 +19,7 @@ enum DiffHTML {
             .charts { display: flex; gap: 40px; flex-wrap: wrap; }
             </style></head><body>
             <h1>Patch \(escape(r.old)) → \(escape(r.new))</h1>
-            <p>Download <b>\(ByteCount.format(r.total.downloadBytes))</b> · written \(ByteCount.format(r.total.writtenBytes))
+            <p>Download <b>\(ByteCount.format(r.allDownloadBytes))</b> · written \(ByteCount.format(r.total.writtenBytes))
              · disk change \(ByteCount.format(r.total.diskDeltaBytes)) · files: \(r.total.filesAdded) added,
              \(r.total.filesRemoved) removed, \(r.total.filesChanged) changed, \(r.total.filesUnchanged) unchanged</p>
             <div class="charts">

@@ -40,6 +40,10 @@ struct DiffDeltaTests {
         #expect(byDelta.reduce(Int64(0)) { $0 + $1.downloadBytes } == pack.bytes, "the pack diff measured is the one publish wrote")
         let total = predicted.total.downloadBytes
         #expect(abs(Double(total - fetched)) <= 0.02 * Double(fetched), "diff predicted \(total), the sync fetched \(fetched)")
+        // And with the manifest (its delta) and the signed metadata: everything the sync downloaded.
+        let all = predicted.allDownloadBytes, received = sync.bytesReceived
+        #expect(predicted.metadataBytes != nil)
+        #expect(abs(Double(all - received)) <= 0.02 * Double(received), "diff predicted \(all) in all, the sync received \(received)")
         #expect(fromFolder.total.downloadBytes == total, "a build folder OLD predicts the same patch")
         // Without the prediction (chunks only), diff is far off.
         #expect(chunksOnly.files.allSatisfy { $0.route == .chunks })

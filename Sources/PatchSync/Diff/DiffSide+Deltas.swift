@@ -14,6 +14,35 @@ extension DiffSide {
         return try await deltaShares(new: new.manifest, newSpec: new.spec, old: old.manifest)
     }
 
+    /// What a player on `old` fetches before any content once `new` (a build folder) is published on
+    /// `old`'s channel: the new manifest, or its delta from `old`'s when publish would write one, and,
+    /// for an origin's build, the signed metadata again (about 1 KiB more targets for the new entry).
+    /// The manifest is the one publish would write: files `old` has keep its objects and layout, a delta
+    /// pack from `old` is listed when `packBytes` > 0. Nil unless `new` is a build folder.
+    public static func predictedMetadataBytes(from old: DiffSide, to new: DiffSide,
+                                              packBytes: Int64) throws(PatchSyncError) -> Int64? {
+        guard new.buildFolder != nil else { return nil }
+        let layouts = Dictionary(old.manifest.files.map { ($0.sha256, $0) }, uniquingKeysWith: { a, _ in a })
+        var manifest = new.manifest
+        manifest.buildId = old.manifest.buildId
+        manifest.channel = old.manifest.channel
+        manifest.sequence = old.manifest.sequence + 1
+        manifest.formatVersion = old.manifest.formatVersion
+        for index in manifest.files.indices {
+            guard let known = layouts[manifest.files[index].sha256] else { continue }
+            manifest.files[index].object = known.object
+            manifest.files[index].chunks = known.chunks
+        }
+        if packBytes > 0 {
+            manifest.deltas = [DeltaSource(from: old.manifest.buildId, object: SHA256Hasher.hash(Data()), length: packBytes,
+                                           files: 0)]
+        }
+        let json = try manifest.encoded()
+        let manifestBytes = Publisher.manifestDelta(from: try old.manifest.encoded(), to: json).map { Int64($0.stored.count) }
+            ?? Int64(Zlib.gzip(json).count)
+        return manifestBytes + (old.signedMetadataBytes.map { $0 + 1024 } ?? 0)
+    }
+
     /// For NEW read from an origin URL whose manifest has a delta pack from OLD's build: per path, that
     /// file's share of the pack. Empty otherwise. The pack is checked against the SHA-256 that NEW's
     /// verified manifest gives.

@@ -13,6 +13,9 @@ public struct DiffSide: Sendable {
     var content: (any FileContentSource)? = nil
     /// The folder, when this side is a build folder (the files a publish would read).
     var buildFolder: String? = nil
+    /// For an origin's build: the bytes of its signed top-level metadata (timestamp, snapshot, targets),
+    /// which a player fetches again when a build is published.
+    var signedMetadataBytes: Int64? = nil
 
     /// Loads a side from `spec`: an origin URL (`http(s)://` or `file://`, with `#BUILD` for a given build,
     /// else the channel's newest), verified through the TUF chain from `root`; an install folder (its current
@@ -68,6 +71,9 @@ public struct DiffSide: Sendable {
         let target = try ManifestTarget(in: trusted.targets.signed, channel: channel, build: parts.count > 1 ? parts[1] : nil)
         let (manifest, _) = try await origin.manifest(target)
         var side = DiffSide(manifest: manifest, name: "\(manifest.buildId) (\(parts[0]))", spec: spec)
+        let snapshotBytes = trusted.timestamp.signed.meta["snapshot.json"]?.length ?? 0
+        let targetsBytes = trusted.snapshot.signed.meta["targets.json"]?.length ?? 0
+        side.signedMetadataBytes = Int64(try trusted.timestamp.serialized().count + snapshotBytes + targetsBytes)
         let sources = Publisher.deltaSourceTargets(trusted.targets.signed.targets, channel: channel.name, count: deltaSources)
         if let folder = localFolder(of: parts[0]), sources.contains(where: { $0.path == target.path }) {
             side.content = ObjectReader(origin: folder)

@@ -46,6 +46,10 @@ public struct PatchDiff: Codable, Sendable {
 
     public var old: String
     public var new: String
+    /// What a player fetches before any content, predicted when NEW is a build folder: the manifest (or
+    /// its delta from OLD's) and, for an origin's build, the signed metadata. Not in `total.downloadBytes`,
+    /// which is the content (the sum of the files'); `allDownloadBytes` is both.
+    public var metadataBytes: Int64?
     public var total: Totals
     public var bundles: [String: Totals]
     /// Download bytes per top-level folder.
@@ -53,6 +57,9 @@ public struct PatchDiff: Codable, Sendable {
     /// Added and changed files, largest download first.
     public var files: [FileCost]
     public var removed: [String]
+
+    /// Everything a player downloads: the content and, when predicted, the manifest and metadata.
+    public var allDownloadBytes: Int64 { total.downloadBytes + (metadataBytes ?? 0) }
 
     /// The largest contributors to the download.
     public var largest: [FileCost] { Array(files.prefix(10)) }

@@ -61,9 +61,7 @@ extension Publisher {
         var deltas: [ManifestDelta] = []
         let jsonSHA = SHA256Hasher.hash(json).hex
         for base in bases {
-            let instructions = base.json.withUnsafeBytes { o in json.withUnsafeBytes { DeltaEncoder(source: o).encode(target: $0) } }
-            let stored = Data(instructions.withUnsafeBytes { Zlib.deflate($0, level: 9) })
-            guard stored.count < json.count / 2 else { continue }  // not worth a second path
+            guard let (instructions, stored) = Self.manifestDelta(from: base.json, to: json) else { continue }
             let sha = SHA256Hasher.hash(stored)
             do { try FileSystem.writeAtomically(stored, to: options.origin + "/" + ObjectID.path(sha)) } catch {
                 throw PatchSyncError.wrap(error).during("writing the manifest delta from \(base.manifest.buildId)")
@@ -72,6 +70,15 @@ extension Publisher {
                                         size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
         }
         return deltas
+    }
+
+    /// The delta of manifest JSON `json` from `base` (its instructions and their stored, deflated form), or
+    /// nil when it would not cost less than half the JSON: a player on the base's build fetches it instead
+    /// of the manifest.
+    static func manifestDelta(from base: Data, to json: Data) -> (instructions: [UInt8], stored: Data)? {
+        let instructions = base.withUnsafeBytes { o in json.withUnsafeBytes { DeltaEncoder(source: o).encode(target: $0) } }
+        let stored = Data(instructions.withUnsafeBytes { Zlib.deflate($0, level: 9) })
+        return stored.count < json.count / 2 ? (instructions, stored) : nil  // else not worth a second path
     }
 
     /// The pack from `source` to `files`, written into the origin; nil when no file gains from a delta.

@@ -13,8 +13,9 @@ struct Diff: AsyncParsableCommand {
             for a changed file that a delta pack from OLD rebuilds, its share of the pack instead
             (route delta). The pack is the one NEW's origin has from OLD; for a build folder NEW,
             the one publish would write, computed here when OLD is a build folder or a file://
-            origin's build among the channel's latest --delta-sources. Metadata (the signed roles
-            and the manifest) is not counted. Written bytes are what staging writes (unchanged
+            origin's build among the channel's latest --delta-sources; for a build folder NEW the
+            manifest (or its delta) and signed metadata a player fetches first are predicted too
+            (metadataBytes) and count toward a total --budget. Written bytes are what staging writes (unchanged
             files are hard links). --budget stops a pipeline (exit 65) when the patch is too big:
             a total (500M) or per bundle (base=100M); sizes in K, M, G, T (×1024).
 

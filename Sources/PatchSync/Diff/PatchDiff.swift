@@ -12,7 +12,7 @@ public struct PatchDiff: Codable, Sendable {
         public var filesPatched = 0
         /// What a player on OLD downloads: the compressed chunks NEW needs that OLD lacks, each distinct
         /// chunk once, and for the files a delta pack rebuilds their shares of the pack instead. Metadata
-        /// (the signed roles and the manifest) is not counted.
+        /// (the signed roles and the manifest) is in ``PatchDiff/metadataBytes``, not here.
         public var downloadBytes: Int64 = 0
         /// Bytes written into the staged tree (added and changed files; unchanged ones are hard links).
         public var writtenBytes: Int64 = 0

@@ -14,6 +14,19 @@ enum BuildContents {
         return paths
     }
 
+    /// ``paths(in:target:_:)`` remembered by manifest, for a caller that asks about the same builds twice.
+    struct Memo {
+        private var known: [String: Set<String>] = [:]
+
+        mutating func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<String> {
+            let key = path + "#" + (file.hashes["sha256"] ?? "")
+            if let paths = known[key] { return paths }
+            let paths = try BuildContents.paths(in: origin, target: path, file)
+            known[key] = paths
+            return paths
+        }
+    }
+
     /// The files of the folders a client reads (objects/, targets/, metadata/), relative to the origin,
     /// with their sizes; names starting with a dot (objects/.incoming) and unfinished writes (`*.tmp-PID`)
     /// are left out.

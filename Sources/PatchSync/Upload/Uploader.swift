@@ -31,7 +31,8 @@ public struct Uploader: Sendable {
         public var destination: String
         public var filesUploaded: Int
         public var bytesUploaded: Int64
-        /// Files of the origin the bucket has already (known from its metadata or the journal).
+        /// Files of the origin not sent: the bucket has them (known from its metadata or the journal), or
+        /// no build targets.json lists needs them.
         public var filesSkipped: Int
         /// Every request sent: the PUTs, the GET of the bucket's timestamp.json and HEADs of root versions.
         public var requests: Int
@@ -80,12 +81,13 @@ public struct Uploader: Sendable {
             return report
         }
         if let remote, !options.force { try checkNotAhead(remote: remote, local: local) }
-        var present = remote.map { self.present(remoteTimestamp: $0) } ?? []
+        var contents = BuildContents.Memo()  // each manifest read once, for both questions
+        var present = remote.map { self.present(remoteTimestamp: $0, contents: &contents) } ?? []
         present.formUnion(journal.done)
         let files = try BuildContents.files(of: origin)
         // What players can ask for: the metadata, and what the builds targets.json lists need. Content of
         // builds no longer listed (held by prune's grace, or leftovers) is not sent again.
-        let needed = try neededFiles(held, files: Set(files.map(\.path)))
+        let needed = try neededFiles(held, files: Set(files.map(\.path)), contents: &contents)
         if remote != nil {
             for (path, _) in files where Self.isRootVersion(path) && !present.contains(path) {
                 report.requests += 1
@@ -134,12 +136,19 @@ public struct Uploader: Sendable {
     /// folder's file times say.
     public func servedVersions() throws(PatchSyncError) -> (snapshot: Int, targets: Int)? {
         guard let remote = try S3Connection(bucket).get("metadata/timestamp.json", limit: 1 << 20),
-              let stamp = try? Signed<TimestampMetadata>(parsing: remote, name: "timestamp.json"),
+              let served = served(remoteTimestamp: remote) else { return nil }
+        return (served.snapshot, served.targets.version)
+    }
+
+    /// The snapshot version the bucket's timestamp.json names and the targets pin of that snapshot, when
+    /// the origin folder holds that snapshot with the hash the timestamp pins; nil otherwise.
+    private func served(remoteTimestamp data: Data) -> (snapshot: Int, targets: MetaFile)? {
+        guard let stamp = try? Signed<TimestampMetadata>(parsing: data, name: "timestamp.json"),
               let snapPin = stamp.signed.meta["snapshot.json"],
               let snapData = pinned("metadata/\(snapPin.version).snapshot.json", snapPin),
               let snapshot = try? Signed<SnapshotMetadata>(parsing: snapData, name: "snapshot.json"),
               let targetsPin = snapshot.signed.meta["targets.json"] else { return nil }
-        return (snapPin.version, targetsPin.version)
+        return (snapPin.version, targetsPin)
     }
 
     /// Refuses to overwrite a bucket whose timestamp.json is newer than the origin's, or the same version
@@ -168,10 +177,11 @@ public struct Uploader: Sendable {
 
     /// What the builds the origin lists need, refused when the folder lacks any of it (deleted by hand, or
     /// a copy that stopped half way): the bucket would list a build players cannot install.
-    private func neededFiles(_ repo: Repository, files: Set<String>) throws(PatchSyncError) -> Set<String> {
+    private func neededFiles(_ repo: Repository, files: Set<String>,
+                             contents: inout BuildContents.Memo) throws(PatchSyncError) -> Set<String> {
         var needed = Set<String>()
         for (path, file) in repo.targetFiles.sorted(by: { $0.key < $1.key }) {
-            let paths = try BuildContents.paths(in: origin, target: path, file)
+            let paths = try contents.paths(in: origin, target: path, file)
             let missing = paths.subtracting(files)
             if let first = missing.sorted().first {
                 throw PatchSyncError(.refusedData, "\(origin) lacks \(first) (and \(missing.count - 1) more), which build "
@@ -193,20 +203,16 @@ public struct Uploader: Sendable {
 
     /// The files the bucket has for sure: those the builds of its metadata need, when the origin folder
     /// holds that metadata with the hashes the bucket's timestamp.json pins. Empty when it cannot tell.
-    private func present(remoteTimestamp data: Data) -> Set<String> {
-        guard let stamp = try? Signed<TimestampMetadata>(parsing: data, name: "timestamp.json"),
-              let snapPin = stamp.signed.meta["snapshot.json"],
-              let snapData = pinned("metadata/\(snapPin.version).snapshot.json", snapPin),
-              let snapshot = try? Signed<SnapshotMetadata>(parsing: snapData, name: "snapshot.json"),
-              let targetsPin = snapshot.signed.meta["targets.json"],
-              let targetsData = pinned("metadata/\(targetsPin.version).targets.json", targetsPin),
+    private func present(remoteTimestamp data: Data, contents: inout BuildContents.Memo) -> Set<String> {
+        guard let served = served(remoteTimestamp: data),
+              let targetsData = pinned("metadata/\(served.targets.version).targets.json", served.targets),
               let targets = try? Signed<TargetsMetadata>(parsing: targetsData, name: "targets.json") else { return [] }
         var present = Set<String>()
-        for version in 1...max(1, snapPin.version) { present.insert("metadata/\(version).snapshot.json") }
-        for version in 1...max(1, targetsPin.version) { present.insert("metadata/\(version).targets.json") }
+        for version in 1...max(1, served.snapshot) { present.insert("metadata/\(version).snapshot.json") }
+        for version in 1...max(1, served.targets.version) { present.insert("metadata/\(version).targets.json") }
         for (path, file) in targets.signed.targets {
             // A build whose manifest the folder no longer has is sent again where the folder has its files.
-            if let paths = try? BuildContents.paths(in: origin, target: path, file) { present.formUnion(paths) }
+            if let paths = try? contents.paths(in: origin, target: path, file) { present.formUnion(paths) }
         }
         return present
     }

@@ -71,7 +71,7 @@ public enum PublishLimit {
     /// The bound that a publish with free file creation and free disk writes cannot beat.
     public static func chunkHashDeflate(tree: String, threads: Int,
                                         chunking: ChunkingParameters = .standard) throws -> Result {
-        let paths = try FileSystem.regularFiles(under: tree).map { tree + "/" + $0 }
+        let paths = try BuildFolder.scan(tree, dereferenceExternal: true).files.map { tree + "/" + $0 }
         let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
         let totals = Mutex((bytes: Int64(0), stored: Int64(0), failure: String?.none))
         let started = ContinuousClock.now

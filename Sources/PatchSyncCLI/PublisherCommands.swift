@@ -215,6 +215,8 @@ struct Publish: AsyncParsableCommand {
             delta pack: players on those builds patch changed files from what they have, and
             fetch chunks for the rest. New files up to --small-file KiB (default 4096) go into pack
             objects of about --pack-size KiB (default 14336), so one request carries many files.
+            Modes, empty folders and symbolic links are published too; a link must resolve inside
+            the build (--dereference-external copies what an escaping or absolute one points to).
 
             Example:
               patchsync publish build/ --origin out/ --build-id 1.4.2+873 \\
@@ -237,6 +239,8 @@ struct Publish: AsyncParsableCommand {
     var packSize = PackWriter.defaultTargetSize >> 10
     @Option(help: "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed).")
     var keepBuilds = Publisher.Options.defaultKeepBuilds
+    @Flag(help: "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build.")
+    var dereferenceExternal = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -259,6 +263,7 @@ struct Publish: AsyncParsableCommand {
         options.keepBuilds = keepBuilds
         options.smallFileBytes = smallFile << 10
         options.packSize = packSize << 10
+        options.dereferenceExternal = dereferenceExternal
         if let chunkSize {
             let average = chunkSize << 10
             options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)

@@ -57,6 +57,8 @@ public struct PatchDiff: Codable, Sendable {
     /// Added and changed files, largest download first.
     public var files: [FileCost]
     public var removed: [String]
+    /// Symbolic links and empty folders added or changed (`path -> target`, `path/`); removed ones are in `removed`.
+    public var entries: [String] = []
 
     /// Everything a player downloads: the content and, when predicted, the manifest and metadata.
     public var allDownloadBytes: Int64 { total.downloadBytes + (metadataBytes ?? 0) }
@@ -91,9 +93,21 @@ extension PatchDiff {
             bundles[file.bundle, default: Totals()].filesRemoved += 1
             bundles[file.bundle, default: Totals()].diskDeltaBytes -= file.size
         }
+        compareEntries(old: old, new: new)
         total.diskDeltaBytes = new.totalSize - (old?.totalSize ?? 0)
         files.sort { ($0.downloadBytes, $1.path) > ($1.downloadBytes, $0.path) }
         removed.sort()
+    }
+
+    /// Links and empty folders: a link whose target changed, or a new one, and a new empty folder.
+    private mutating func compareEntries(old: Manifest?, new: Manifest) {
+        let before = Dictionary((old?.links ?? []).map { ($0.path, $0.target) }, uniquingKeysWith: { a, _ in a })
+        let after = Dictionary(new.links?.map { ($0.path, $0.target) } ?? [], uniquingKeysWith: { a, _ in a })
+        let oldFolders = Set((old?.folders ?? []).map(\.path)), newFolders = Set((new.folders ?? []).map(\.path))
+        entries = after.filter { before[$0.key] != $0.value }.map { "\($0.key) -> \($0.value)" }
+            + newFolders.subtracting(oldFolders).map { $0 + "/" }
+        entries.sort()
+        removed += before.keys.filter { after[$0] == nil } + oldFolders.subtracting(newFolders).map { $0 + "/" }
     }
 
     private mutating func add(_ file: FileEntry, before: FileEntry?, have: Set<SHA256Digest>, delta: Int64?,
@@ -102,7 +116,7 @@ extension PatchDiff {
         defer { bundles[file.bundle] = bundle }
         bundle.diskDeltaBytes += file.size - (before?.size ?? 0)
         let patch = before == nil ? nil : delta  // a delta rebuilds a file from OLD's at the same path
-        if let before, before.sha256 == file.sha256 {
+        if let before, before.sha256 == file.sha256, before.mode == file.mode {
             total.filesUnchanged += 1
             bundle.filesUnchanged += 1
             return

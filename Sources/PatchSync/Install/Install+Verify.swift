@@ -5,6 +5,8 @@ public struct VerifyReport: Codable, Sendable {
     /// How a file differs from its manifest.
     public enum Problem: String, Codable, Sendable {
         case missing, wrongSize, wrongHash, wrongMode
+        /// A symbolic link that points elsewhere than the manifest says.
+        case wrongLink
     }
 
     /// One damaged file.
@@ -20,6 +22,8 @@ public struct VerifyReport: Codable, Sendable {
     public var filesChecked: Int
     /// Files whose content was hashed (all with --full; those the stat cache could not vouch for otherwise).
     public var filesHashed: Int
+    /// Symbolic links and empty folders checked.
+    public var entriesChecked = 0
     public var damaged: [Damage]
     /// The repaired build staged by --repair, ready for the next apply.
     public var repairStaged: String?
@@ -58,6 +62,12 @@ extension Install {
             }
         }
         if !refreshed.isEmpty { try state.saveStatCache(build: deployment, refreshed) }
+        if let manifest = try? Syncer(install: self).loadManifest(deployment) {
+            let entries = TreeEntries.check(manifest, in: directory)
+            report.entriesChecked = (manifest.links?.count ?? 0) + (manifest.folders?.count ?? 0)
+            report.damaged += entries.map { VerifyReport.Damage(path: $0.path, problem: $0.problem, expected: $0.expected,
+                                                                actual: $0.actual) }
+        }
         return report
     }
 

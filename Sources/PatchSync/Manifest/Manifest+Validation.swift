@@ -30,7 +30,20 @@ extension Manifest {
             }
             try checkChunks(of: file)
         }
-        try checkNoFileIsAFolder(seen)
+        for link in links ?? [] {
+            try checkEntry(link.path, bundle: link.bundle, &seen, &folded)
+            guard LinkResolver.isUsableTarget(link.target) else {
+                throw refusal("gives link \(link.path) the target '\(link.target)'; only relative targets are allowed")
+            }
+        }
+        for folder in folders ?? [] { try checkEntry(folder.path, bundle: folder.bundle, &seen, &folded) }
+        try checkNoFileIsAFolder(seen, leaves: Set(files.map(\.path) + (links ?? []).map(\.path)))
+        if let links, !links.isEmpty {
+            let resolver = LinkResolver(links: links)
+            for link in links where !resolver.staysInside(link.path) {
+                throw refusal("has link \(link.path) -> \(link.target), which resolves outside the build")
+            }
+        }
         for pack in deltas ?? [] {
             guard pack.from != buildId, pack.length > 0, pack.files > 0, pack.files <= files.count else {
                 throw refusal("lists a delta pack from \(pack.from) that does not add up")
@@ -53,13 +66,24 @@ extension Manifest {
         }
     }
 
-    private func checkNoFileIsAFolder(_ paths: Set<String>) throws(PatchSyncError) {
+    /// A link's or a folder's path: safe, listed once, in a known bundle.
+    private func checkEntry(_ path: String, bundle: String, _ seen: inout Set<String>,
+                            _ folded: inout Set<String>) throws(PatchSyncError) {
+        try Manifest.checkPath(path)
+        guard seen.insert(path).inserted, folded.insert(path.lowercased()).inserted else {
+            throw refusal("lists \(path) twice, or with another path that differs only in case")
+        }
+        guard bundles.contains(where: { $0.name == bundle }) else { throw refusal("puts \(path) in unknown bundle \(bundle)") }
+    }
+
+    /// Nothing sits below a file or a link: staging never writes through a link.
+    private func checkNoFileIsAFolder(_ paths: Set<String>, leaves: Set<String>) throws(PatchSyncError) {
         for path in paths {
             var prefix = Substring(path)
             while let slash = prefix.lastIndex(of: "/") {
                 prefix = prefix[..<slash]
-                if paths.contains(String(prefix)) {
-                    throw refusal("has \(prefix) both as a file and as a folder of \(path)")
+                if leaves.contains(String(prefix)) {
+                    throw refusal("has \(prefix) both as a file or link and as a folder of \(path)")
                 }
             }
         }

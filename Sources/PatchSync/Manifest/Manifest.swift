@@ -6,8 +6,10 @@ import Foundation
 /// signed targets metadata pins. Its JSON Schema is `manifests/manifest.schema.json`.
 public struct Manifest: Codable, Hashable, Sendable {
     /// 2: a file's object may be a pack holding many files' chunks (1: always the file's own object).
+    /// 3: the build also has symbolic links or empty folders (`links`, `folders`), which a client of
+    /// version 2 would silently leave out.
     /// A client reads every version up to its own and refuses a newer one, naming both.
-    public static let formatVersion = 2
+    public static let formatVersion = 3
 
     public var formatVersion: Int
     public var buildId: BuildID
@@ -18,6 +20,18 @@ public struct Manifest: Codable, Hashable, Sendable {
     public var files: [FileEntry]
     /// Delta packs from recent builds (absent when there are none).
     public var deltas: [DeltaSource]?
+    /// Symbolic links of the build, each resolving inside it (format 3; absent when there are none).
+    public var links: [LinkEntry]?
+    /// Folders of the build with nothing in them (format 3; absent when there are none). Folders that
+    /// hold a file or a link are implied by their paths.
+    public var folders: [FolderEntry]?
+
+    /// The oldest format that holds this build, so that older clients still read what they can
+    /// install whole: 3 with links or empty folders, 2 when a file names a pack, else 1.
+    var lowestFormat: Int {
+        if !(links ?? []).isEmpty || !(folders ?? []).isEmpty { return 3 }
+        return files.contains { !$0.chunks.isEmpty && $0.object != $0.sha256 } ? 2 : 1
+    }
 
     /// The total size of all files.
     public var totalSize: Int64 { files.reduce(0) { $0 + $1.size } }
@@ -125,6 +139,31 @@ public struct FileEntry: Codable, Hashable, Sendable {
     public var object: SHA256Digest
     public var bundle: String
     public var chunks: [ChunkEntry]
+}
+
+/// A symbolic link of a build: its path and the relative target it holds, which resolves inside the
+/// build (through the build's other links too).
+public struct LinkEntry: Codable, Hashable, Sendable {
+    public var path: String
+    public var target: String
+    public var bundle: String
+
+    public init(path: String, target: String, bundle: String) {
+        self.path = path
+        self.target = target
+        self.bundle = bundle
+    }
+}
+
+/// An empty folder of a build.
+public struct FolderEntry: Codable, Hashable, Sendable {
+    public var path: String
+    public var bundle: String
+
+    public init(path: String, bundle: String) {
+        self.path = path
+        self.bundle = bundle
+    }
 }
 
 /// How a chunk is stored inside its object.

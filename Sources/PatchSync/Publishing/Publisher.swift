@@ -15,6 +15,8 @@ public struct Publisher: Sendable {
         /// Files up to this size are stored in pack objects of about `packSize` bytes (0: no packs).
         public var smallFileBytes = PackWriter.defaultSmallFile
         public var packSize = PackWriter.defaultTargetSize
+        /// Copy what a link that escapes the build folder points to, rather than refuse the build.
+        public var dereferenceExternal = false
         /// How many builds of each channel targets.json keeps listed (the newest by sequence); older
         /// ones can no longer be installed, and targets.json stays bounded however long the
         /// repository runs. Their objects stay in the origin.
@@ -63,7 +65,9 @@ public struct Publisher: Sendable {
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
-        let paths = try FileSystem.regularFiles(under: options.buildDirectory)
+        let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
+        let paths = folder.files
+        let (links, folders) = try folder.entries(bundles: options.bundles)
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
         let sequence = nextSequence(repo)
         // Read once, for the delta packs and the manifest deltas, and as known layouts (a republish needs none).
@@ -92,11 +96,10 @@ public struct Publisher: Sendable {
         }
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
         let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
-        // Format 2 only when a file names a pack, so that older clients still read builds without packs.
-        let packed = files.contains { !$0.chunks.isEmpty && $0.object != $0.sha256 }
-        var manifest = Manifest(formatVersion: packed ? Manifest.formatVersion : 1, buildId: options.buildId,
+        var manifest = Manifest(formatVersion: 1, buildId: options.buildId,
                                 channel: options.channel, sequence: sequence, chunking: options.chunking,
-                                bundles: options.bundles.bundles, files: files)
+                                bundles: options.bundles.bundles, files: files, links: links, folders: folders)
+        manifest.formatVersion = manifest.lowestFormat
         var report = Report(buildId: options.buildId.value, channel: options.channel.name,
                             sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
                             objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
@@ -116,11 +119,13 @@ public struct Publisher: Sendable {
     }
 
     /// The manifest this build folder would get, computed without writing anything (for `diff`).
-    public static func describe(buildDirectory: String, bundles: BundleRules,
-                                chunking: ChunkingParameters = .standard) throws(PatchSyncError) -> Manifest {
+    public static func describe(buildDirectory: String, bundles: BundleRules, chunking: ChunkingParameters = .standard,
+                                dereferenceExternal: Bool = false) throws(PatchSyncError) -> Manifest {
         let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
         var files: [FileEntry] = []
-        for path in try FileSystem.regularFiles(under: buildDirectory) {
+        let folder = try BuildFolder.scan(buildDirectory, dereferenceExternal: dereferenceExternal)
+        let (links, folders) = try folder.entries(bundles: bundles)
+        for path in folder.files {
             try Manifest.checkPath(path)
             let full = buildDirectory + "/" + path
             let mode: UInt32
@@ -133,7 +138,7 @@ public struct Publisher: Sendable {
         }
         guard let id = try? BuildID("local") else { throw PatchSyncError(.internal, "'local' is a valid build id") }
         return Manifest(formatVersion: Manifest.formatVersion, buildId: id, channel: .live, sequence: 0,
-                        chunking: chunking, bundles: bundles.bundles, files: files)
+                        chunking: chunking, bundles: bundles.bundles, files: files, links: links, folders: folders)
     }
 
     /// The manifest entries of `paths`, in order, computed on every core while this thread takes them
@@ -274,7 +279,9 @@ public struct Publisher: Sendable {
         let full = options.buildDirectory + "/" + path
         let mode: UInt32, sha: SHA256Digest?, size: Int64
         do {
-            guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "reading", full) }
+            // Through a link that --dereference-external copies: what it points to.
+            var st = stat()
+            guard stat(full, &st) == 0 else { throw Errno(errno, "reading", full) }
             mode = UInt32(st.st_mode) & 0o755
             size = Int64(st.st_size)
             // Hashing first only pays when a manifest in the origin may already describe this content.

@@ -4,8 +4,11 @@ import Foundation
 /// holds, checked through the stat cache (size, mtime, inode) and re-hashed where
 /// the cache disagrees.
 struct LiveTree: Sendable {
-    /// Content hash → absolute path of a live file that has it.
+    /// Content hash → absolute path of a live file that has it (to read: deltas' sources).
     var files: [SHA256Digest: String] = [:]
+    /// Content and installed mode → a live file a staged file may share its inode with: two files
+    /// with the same bytes and different modes never share one.
+    var linkable: [Plan.Content: String] = [:]
     /// Chunk hash → where it sits in a verified live file.
     var chunks: [SHA256Digest: Plan.LocalChunk] = [:]
     /// The live build's manifest (nil when there is no live build).
@@ -30,6 +33,7 @@ struct LiveTree: Sendable {
                 updated[file.path] = now
             }
             files[file.sha256] = full
+            linkable[Plan.Content(file)] = full
             for chunk in file.chunks where chunks[chunk.sha256] == nil {
                 chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
             }
@@ -51,7 +55,10 @@ extension LiveTree {
         for file in manifest.files {
             let full = directory + "/" + file.path
             guard FileSystem.exists(full) else { continue }
-            if !damaged.contains(file.path) { files[file.sha256] = full }
+            if !damaged.contains(file.path) {
+                files[file.sha256] = full
+                linkable[Plan.Content(file)] = full
+            }
             for chunk in file.chunks where chunks[chunk.sha256] == nil {
                 chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
             }

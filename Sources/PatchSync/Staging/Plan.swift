@@ -25,6 +25,17 @@ struct Plan: Sendable {
         var rank: Int
     }
 
+    /// What a staged file may take from a live one by a hard link: the same bytes and the same mode.
+    struct Content: Hashable, Sendable {
+        var sha256: SHA256Digest
+        var mode: UInt32
+
+        init(_ file: FileEntry) {
+            sha256 = file.sha256
+            mode = Install.installedMode(file.mode)
+        }
+    }
+
     /// A chunk available in a verified live file.
     struct LocalChunk: Sendable {
         var path: String
@@ -49,9 +60,9 @@ struct Plan: Sendable {
 }
 
 extension Plan {
-    /// Plans `manifest` against the verified live files (content hash → absolute path)
+    /// Plans `manifest` against the verified live files (content and mode → absolute path)
     /// and the chunks already recorded done.
-    init(manifest: Manifest, live: [SHA256Digest: String], liveChunks: [SHA256Digest: LocalChunk],
+    init(manifest: Manifest, live: [Content: String], liveChunks: [SHA256Digest: LocalChunk],
          done: Set<StateStore.ChunkRef>) {
         self.done = done
         let ranks = Dictionary(uniqueKeysWithValues: manifest.bundles.map {
@@ -60,7 +71,7 @@ extension Plan {
         var needs: [SHA256Digest: Need] = [:]
         var order: [SHA256Digest] = []
         for file in manifest.files {
-            if let source = live[file.sha256] {
+            if let source = live[Content(file)] {
                 links.append(Link(path: file.path, source: source))
                 continue
             }

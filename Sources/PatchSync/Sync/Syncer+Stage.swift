@@ -10,12 +10,12 @@ extension Syncer {
                report: inout SyncReport) async throws(PatchSyncError) {
         let id = staged.identity.name
         try staged.makeFolder(in: install)
-        let routesOnly = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: [])
+        let routesOnly = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [])
         let resumed = try staged.prepare(routesOnly.assembled)
         if resumed.filesVouched + resumed.filesReread > 0 {
             Self.logger.info("resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)")
         }
-        var plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: resumed.done)
+        var plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: resumed.done)
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
             try checkFreeSpace(for: plan, in: staged.directory)
             try link(plan.links, into: staged.directory)
@@ -29,7 +29,7 @@ extension Syncer {
         try context.state.update { $0.routes = routes }
         if deltas.chunks > 0 {  // what is left after the deltas: chunks only
             try files.flush()
-            plan = Plan(manifest: manifest, live: live.files, liveChunks: live.chunks, done: try staged.recorded(manifest))
+            plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: try staged.recorded(manifest))
         }
         var fetchPlan = plan
         fetchPlan.fetch += try copyLocal(plan.local, files: files)
@@ -130,12 +130,16 @@ extension Syncer {
                     throw PatchSyncError.wrap(error)
                 }
             }
-            for file in manifest.files {
-                let full = directory + "/" + file.path
+            let entries = try TreeEntries.place(manifest, in: directory)
+            for path in manifest.files.map(\.path) + entries {
+                let full = directory + "/" + path
                 var folder = FileSystem.parent(of: full)
                 while folder.count > directory.count && folders.insert(folder).inserted {
                     folder = FileSystem.parent(of: folder)
                 }
+            }
+            for file in manifest.files {
+                let full = directory + "/" + file.path
                 do {
                     guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "finding", full) }
                     stats[file.path] = StateStore.FileStat(st)

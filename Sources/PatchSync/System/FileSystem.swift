@@ -185,30 +185,4 @@ enum FileSystem {
             }
         }
     }
-
-    /// Walks `root` and returns every regular file's path relative to it, sorted.
-    /// Symbolic links and other special files are refused: a build holds plain files.
-    static func regularFiles(under root: String) throws(PatchSyncError) -> [String] {
-        var found: [String] = []
-        func walk(_ relative: String) throws(PatchSyncError) {
-            let full = relative.isEmpty ? root : root + "/" + relative
-            let names: [String]
-            do { names = try list(full) } catch { throw PatchSyncError.wrap(error) }
-            for name in names {
-                let rel = relative.isEmpty ? name : relative + "/" + name
-                let st: stat?
-                do { st = try status(root + "/" + rel) } catch { throw PatchSyncError.wrap(error) }
-                guard let st else { continue }
-                switch st.st_mode & S_IFMT {
-                case S_IFDIR: try walk(rel)
-                case S_IFREG: found.append(rel)
-                default:
-                    throw PatchSyncError(.usage, "\(root)/\(rel) is not a regular file or directory",
-                                         remedy: "a build folder holds plain files only; replace links with copies")
-                }
-            }
-        }
-        try walk("")
-        return found.sorted()
-    }
 }

@@ -81,3 +81,35 @@ struct ManifestTests {
         #expect(!Glob.matches("audio/?.ogg", "audio/ab.ogg"))
     }
 }
+
+@Suite("Symbolic links in a manifest", .tags(.small))
+struct LinkResolverTests {
+    func resolver(_ links: [String: String]) -> LinkResolver { LinkResolver(targets: links) }
+
+    @Test("a link stays inside only when following it and every link on its way never climbs above the root")
+    func resolution() {
+        let r = resolver(["lib/a.so": "a.so.1", "data/shared": "../assets", "data/tex": "shared/x.dds",
+                          "sub/up": "..", "q": "sub/up/..", "loop1": "loop2", "loop2": "loop1", "abs": "/etc/passwd",
+                          "deep/out": "../../x"])
+        #expect(r.staysInside("lib/a.so") && r.staysInside("data/shared") && r.staysInside("data/tex") && r.staysInside("sub/up"))
+        #expect(!r.staysInside("q"), "sub/up is the root, so sub/up/.. is above it")
+        #expect(!r.staysInside("loop1"), "a loop is refused after 40 hops")
+        #expect(!r.staysInside("abs") && !r.staysInside("deep/out"))
+    }
+
+    @Test("a client refuses a manifest whose link escapes, or that puts a file below a link")
+    func refusals() throws {
+        func manifest(links: [LinkEntry], files: [String] = []) throws -> Manifest {
+            Manifest(formatVersion: 3, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
+                     bundles: [.base], files: files.map {
+                         FileEntry(path: $0, size: 0, mode: 0o644, sha256: SHA256Hasher.hash(Data()), object: SHA256Hasher.hash(Data()),
+                                   bundle: "base", chunks: [])
+                     }, links: links)
+        }
+        #expect(throws: PatchSyncError.self) { try manifest(links: [LinkEntry(path: "x", target: "../y", bundle: "base")]).validate() }
+        #expect(throws: PatchSyncError.self) {
+            try manifest(links: [LinkEntry(path: "d", target: "e", bundle: "base")], files: ["d/f"]).validate()
+        }
+        try manifest(links: [LinkEntry(path: "d", target: "e", bundle: "base")], files: ["e/f"]).validate()
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+
+/// What a build folder holds, as publish and diff record it: regular files, symbolic links that
+/// resolve inside the folder, and empty folders. A link that escapes the folder or is absolute is
+/// refused with its path, or, with `dereferenceExternal`, replaced by what it points to (a file,
+/// or a folder walked in its place). Sockets, pipes and devices are refused.
+public struct BuildFolder: Sendable {
+    public var root: String
+    /// Regular files (and, with `dereferenceExternal`, what escaping links point to), sorted.
+    public var files: [String] = []
+    /// Links kept as links: path → relative target.
+    public var links: [String: String] = [:]
+    /// Folders with nothing in them.
+    public var emptyFolders: [String] = []
+
+    /// Walks `root`; `dereferenceExternal` copies what escaping links point to instead of refusing them.
+    public static func scan(_ root: String, dereferenceExternal: Bool = false) throws(PatchSyncError) -> BuildFolder {
+        var folder = BuildFolder(root: root)
+        try folder.walk("", dereferencing: dereferenceExternal)
+        // Whether a link escapes depends on the other links (a chain can climb out): check them all,
+        // replace the escaping ones, and check again until none escapes.
+        while true {
+            let resolver = LinkResolver(targets: folder.links)
+            let escaping = folder.links.keys.sorted().filter { !resolver.staysInside($0) }
+            guard let first = escaping.first else { break }
+            guard dereferenceExternal else {
+                throw PatchSyncError(.usage, "\(root)/\(first) is a symbolic link to '\(folder.links[first] ?? "")', "
+                                     + "which is absolute or resolves outside the build folder",
+                                     remedy: "make it a relative link inside the build, or publish with "
+                                     + "--dereference-external to copy what it points to")
+            }
+            for path in escaping {
+                folder.links[path] = nil
+                try folder.dereference(path)
+            }
+        }
+        folder.files.sort()
+        folder.emptyFolders.sort()
+        return folder
+    }
+
+    private mutating func walk(_ relative: String, dereferencing: Bool) throws(PatchSyncError) {
+        let full = relative.isEmpty ? root : root + "/" + relative
+        let names: [String]
+        do { names = try FileSystem.list(full) } catch { throw PatchSyncError.wrap(error).during("reading the build folder") }
+        if names.isEmpty && !relative.isEmpty { emptyFolders.append(relative) }
+        for name in names {
+            let rel = relative.isEmpty ? name : relative + "/" + name
+            let st: stat?
+            do { st = try FileSystem.status(root + "/" + rel) } catch { throw PatchSyncError.wrap(error) }
+            guard let st else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR: try walk(rel, dereferencing: dereferencing)
+            case S_IFREG: files.append(rel)
+            case S_IFLNK: links[rel] = try Self.readLink(root + "/" + rel)
+            default:
+                throw PatchSyncError(.usage, "\(root)/\(rel) is not a regular file, folder or symbolic link",
+                                     remedy: "remove sockets, pipes and device files from the build folder")
+            }
+        }
+    }
+
+    /// Records what the escaping link at `path` points to in its place: a file, or a folder walked.
+    private mutating func dereference(_ path: String) throws(PatchSyncError) {
+        var st = stat()
+        guard stat(root + "/" + path, &st) == 0 else {
+            throw PatchSyncError(.usage, "\(root)/\(path) is a symbolic link to '\((try? Self.readLink(root + "/" + path)) ?? "?")', "
+                                 + "which does not exist, so --dereference-external cannot copy it",
+                                 remedy: "install what it points to, or remove the link from the build")
+        }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: files.append(path)
+        case S_IFDIR: try walk(path, dereferencing: true)
+        default:
+            throw PatchSyncError(.usage, "\(root)/\(path) points to something that is not a file or folder",
+                                 remedy: "remove the link from the build")
+        }
+    }
+
+    static func readLink(_ path: String) throws(PatchSyncError) -> String {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink(path, &buffer, 4096)
+        guard n >= 0 else { throw PatchSyncError.wrap(Errno(errno, "reading the link", path)) }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The manifest's link and folder entries, each in the bundle its path matches.
+    func entries(bundles: BundleRules) throws(PatchSyncError) -> (links: [LinkEntry]?, folders: [FolderEntry]?) {
+        var linkEntries: [LinkEntry] = [], folderEntries: [FolderEntry] = []
+        for (path, target) in links.sorted(by: { $0.key < $1.key }) {
+            try Manifest.checkPath(path)
+            linkEntries.append(LinkEntry(path: path, target: target, bundle: try bundles.bundle(for: path).name))
+        }
+        for path in emptyFolders {
+            try Manifest.checkPath(path)
+            folderEntries.append(FolderEntry(path: path, bundle: try bundles.bundle(for: path).name))
+        }
+        return (linkEntries.isEmpty ? nil : linkEntries, folderEntries.isEmpty ? nil : folderEntries)
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+
+/// The empty folders and symbolic links of a staged build, made once its files are written (so no
+/// file is ever written through a link): each folder made without following a link, each link made
+/// with symlink(2) where anything else at its path is removed first.
+enum TreeEntries {
+    /// Places `manifest`'s folders and links under `directory`; returns their paths (whose parent
+    /// folders the caller syncs).
+    static func place(_ manifest: Manifest, in directory: String) throws(PatchSyncError) -> [String] {
+        var placed: [String] = []
+        do {
+            for folder in manifest.folders ?? [] {
+                try FileSystem.makeDirectory(directory + "/" + folder.path, within: directory)
+                placed.append(folder.path)
+            }
+            for link in manifest.links ?? [] {
+                let full = directory + "/" + link.path
+                try FileSystem.makeDirectory(FileSystem.parent(of: full), within: directory)
+                if let st = try FileSystem.status(full) {
+                    if (st.st_mode & S_IFMT) == S_IFLNK, (try? BuildFolder.readLink(full)) == link.target {
+                        placed.append(link.path)
+                        continue
+                    }
+                    try FileSystem.removeTree(full)
+                }
+                if symlink(link.target, full) != 0 { throw Errno(errno, "creating the symbolic link", full) }
+                placed.append(link.path)
+            }
+        } catch { throw PatchSyncError.wrap(error).during("placing the folders and links of \(manifest.buildId)") }
+        return placed
+    }
+
+    /// How the live tree's folders and links differ from `manifest`'s: path → (problem, expected, found).
+    static func check(_ manifest: Manifest, in directory: String) -> [(path: String, problem: VerifyReport.Problem,
+                                                                        expected: String, actual: String?)] {
+        var found: [(String, VerifyReport.Problem, String, String?)] = []
+        for folder in manifest.folders ?? [] {
+            let st = try? FileSystem.status(directory + "/" + folder.path)
+            if st.map({ ($0.st_mode & S_IFMT) != S_IFDIR }) ?? true { found.append((folder.path, .missing, "a folder", nil)) }
+        }
+        for link in manifest.links ?? [] {
+            let full = directory + "/" + link.path
+            guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFLNK else {
+                found.append((link.path, .missing, "a link to \(link.target)", nil))
+                continue
+            }
+            let target = (try? BuildFolder.readLink(full)) ?? ""
+            if target != link.target { found.append((link.path, .wrongLink, link.target, target)) }
+        }
+        return found
+    }
+}

@@ -22,6 +22,10 @@ do {
             case .phase(let text): print("sync: \(text)")
             case .transfer(let done, let total, let files, let filesTotal):
                 print("sync: \(done) of \(total) bytes, \(files) of \(filesTotal) files")
+            case .bundles(let progress):
+                let pending = progress.bundles.filter { $0.state == .pending }.map(\.name)
+                print("sync: build \(progress.buildId) \(progress.playable ? "is playable" : "is not playable yet")"
+                      + (pending.isEmpty ? "" : "; still coming: \(pending.joined(separator: ", "))"))
             }
         }
     }

@@ -19,10 +19,19 @@ struct Init: AsyncParsableCommand {
     @Option(help: "The channel to follow.") var channel: String = "live"
     @Option(help: "A PEM file of certificate authorities to trust for https remotes (besides the system's).")
     var caFile: String?
+    @Option(name: .customLong("bundle"), help: "An optional bundle to install; repeat for more (default: every optional bundle).")
+    var bundles: [String] = []
+    @Flag(help: "Install the required bundles only (add optional ones later with `patchsync bundles add`).")
+    var requiredOnly = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         var config = InstallConfig(remotes: remote, channel: channel)
+        guard bundles.isEmpty || !requiredOnly else {
+            throw PatchSyncError(.usage, "--bundle and --required-only contradict each other",
+                                 remedy: "give the optional bundles to install with --bundle, or --required-only for none")
+        }
+        if requiredOnly || !bundles.isEmpty { config.bundles = Array(Set(bundles)).sorted() }
         config.caFile = caFile.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         let created = try Install.create(at: install, config: config, trustedRoot: root)
         Output(json: json).result(try created.status(),
@@ -169,6 +178,13 @@ struct Status: AsyncParsableCommand {
         if let d = status.deferral {
             lines.append("deferred: \(d.message) (\(d.count) in a row); next discretionary attempt after "
                          + d.nextAttempt.formatted(.iso8601))
+        }
+        if let links = status.liveLinks, let folders = status.liveEmptyFolders, links + folders > 0 {
+            lines.append("live:     \(links) symbolic links, \(folders) empty folders besides the files")
+        }
+        if let b = status.bundles {
+            lines.append("bundles:  " + ProgressReporter.describe(b))
+            for entry in b.bundles { lines.append("          " + BundlesCommand.describe(entry)) }
         }
         Output(json: options.json).result(status, human: lines.joined(separator: "\n"))
     }

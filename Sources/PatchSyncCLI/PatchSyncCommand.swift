@@ -10,7 +10,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         abstract: "Keep a game's installed assets in step with the build its publisher released.",
         discussion: """
             Publisher:  keygen, repo init, publish, upload, repo refresh, repo prune, diff
-            Player:     init, sync, apply, launch, rollback, verify, status
+            Player:     init, sync, apply, launch, rollback, verify, status, bundles
 
             Exit status: 0 done, 64 usage, 65 refused data, 69 origin unavailable,
             74 local I/O error, 75 deferred (try again later), 1 internal error.
@@ -20,7 +20,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
               patchsync sync --install ~/Games/forest && patchsync apply --install ~/Games/forest
             """,
         subcommands: [Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
-                      Rollback.self, Verify.self, Status.self]
+                      Rollback.self, Verify.self, Status.self, BundlesCommand.self]
     )
 
     public init() {}

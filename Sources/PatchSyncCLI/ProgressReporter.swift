@@ -38,6 +38,8 @@ struct ProgressEvent: Encodable {
     var etaSeconds: Int64?
     var filesDone: Int?
     var filesTotal: Int?
+    /// With event "bundles": where the build's bundles stand.
+    var bundles: BundleProgress?
 }
 
 /// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
@@ -79,6 +81,7 @@ final class ProgressReporter: Sendable {
             switch event {
             case .phase(let message): phase(message, &state)
             case .transfer(let done, let total, let files, let filesTotal): transfer(done, total, files, filesTotal, &state)
+            case .bundles(let progress): bundles(progress, &state)
             }
         }
     }
@@ -88,6 +91,30 @@ final class ProgressReporter: Sendable {
         state.withLock { state in
             if state.liveLineShown { write("\n"); state.liveLineShown = false }
         }
+    }
+
+    /// Which bundles are playable, ready and still coming.
+    private func bundles(_ progress: BundleProgress, _ state: inout State) {
+        let message = Self.describe(progress)
+        switch mode {
+        case .quiet: return
+        case .json:
+            var event = ProgressEvent(event: "bundles", message: message)
+            event.bundles = progress
+            print(Output.encode(event))
+        case .live, .lines: phase(message, &state)
+        }
+    }
+
+    /// "build 1.2 is playable (base ready); coming: voices-fr"
+    static func describe(_ p: BundleProgress) -> String {
+        let done = p.bundles.filter { $0.state == .live || $0.state == .ready }.map(\.name)
+        let coming = p.names(.pending)
+        var text = "build \(p.buildId) " + (p.playable ? "is playable" : "is not playable yet")
+        if !done.isEmpty { text += " (\(done.joined(separator: ", ")) staged or live)" }
+        if !coming.isEmpty { text += "; still coming: " + coming.joined(separator: ", ") }
+        if !p.dropped.isEmpty { text += "; not in this build: " + p.dropped.joined(separator: ", ") }
+        return text
     }
 
     private func phase(_ message: String, _ state: inout State) {

@@ -54,9 +54,9 @@ public final class Fixture: @unchecked Sendable {
     public func publish(_ build: String, id: String, channel: String = "live",
                         chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
                         smallFileBytes: Int = PackWriter.defaultSmallFile, keepBuilds: Int = Publisher.Options.defaultKeepBuilds,
-                        now: Date = Date()) throws -> Publisher.Report {
+                        bundles: [PatchSync.Bundle] = [.base], now: Date = Date()) throws -> Publisher.Report {
         var options = Publisher.Options(buildDirectory: build, origin: origin, buildId: try BuildID(id),
-                                        bundles: try BundleRules(bundles: [.base]))
+                                        bundles: try BundleRules(bundles: bundles))
         options.channel = try Channel(channel)
         options.chunking = chunking
         options.deltaSources = deltaSources

@@ -1,4 +1,5 @@
 import Foundation
+import PatchSync
 
 /// A game-shaped build tree generated deterministically from a seed: incompressible
 /// texture- and audio-like blobs, compressible level, script and text files, and a
@@ -24,6 +25,24 @@ public struct SampleGame: Sendable {
             let mode: Int16 = content.executable ? 0o755 : 0o644
             try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: full)
         }
+    }
+
+    /// The sample's bundles: the game's code, levels and English text, and its textures, are required;
+    /// its sound effects and music (`hd-audio`) and the other languages are optional.
+    public static let bundles: [PatchSync.Bundle] = [
+        PatchSync.Bundle(name: "base", required: true, priority: 0,
+                         paths: ["bin/**", "config/**", "scripts/**", "levels/**", "packs/**", "text/en.po"]),
+        PatchSync.Bundle(name: "hd-audio", required: false, priority: 1, paths: ["audio/**"]),
+        PatchSync.Bundle(name: "languages", required: false, priority: 2, paths: ["text/**"]),
+        PatchSync.Bundle(name: "textures", required: true, priority: 1, paths: ["**"]),
+    ]
+
+    /// Writes the sample's bundles file (for `patchsync publish --bundles`).
+    public static func writeBundles(to path: String) throws {
+        struct File: Encodable { var bundles: [PatchSync.Bundle] }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        try encoder.encode(File(bundles: bundles)).write(to: URL(fileURLWithPath: path))
     }
 
     struct Content {

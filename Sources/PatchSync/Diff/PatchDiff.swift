@@ -82,7 +82,7 @@ extension PatchDiff {
         let oldFiles = Dictionary(uniqueKeysWithValues: (old?.files ?? []).map { ($0.path, $0) })
         let have = Set((old?.files ?? []).flatMap { $0.chunks.map(\.sha256) })
         var counted = Set<SHA256Digest>()
-        let rank = Dictionary(uniqueKeysWithValues: new.bundles.map { ($0.name, ($0.required ? 0 : 1_000_000) + $0.priority) })
+        let rank = BundleSelection.ranks(new.bundles)
         for file in new.files.sorted(by: { (rank[$0.bundle] ?? 0, $0.path) < (rank[$1.bundle] ?? 0, $1.path) }) {
             add(file, before: oldFiles[file.path], have: have, delta: deltas[file.path], counted: &counted)
         }

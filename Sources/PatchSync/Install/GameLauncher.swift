@@ -10,7 +10,8 @@ public struct LaunchApply: Codable, Sendable {
 }
 
 /// Starts the game the way a launcher should: apply a ready build when it can, then run the
-/// game with `running.lock` held and `PATCHSYNC_CONTENT_ROOT` pointing at `current`.
+/// game with `running.lock` held, `PATCHSYNC_CONTENT_ROOT` pointing at `current` and `PATCHSYNC_BUNDLES`
+/// naming the live bundles (comma-separated; also in `live-bundles.json` in the install).
 ///
 /// The game always starts: when another PatchSync process holds the live tree, another instance
 /// of the game runs, or the apply fails, the apply is skipped (``LaunchApply/skipped`` says why)
@@ -35,6 +36,9 @@ public struct GameLauncher: Sendable {
         defer { withExtendedLifetime(lock) {} }
         var environment = ProcessInfo.processInfo.environment
         environment["PATCHSYNC_CONTENT_ROOT"] = install.currentLink
+        // Which bundles are live: the game may offer what they hold (a language, a DLC) and nothing else.
+        environment["PATCHSYNC_BUNDLES"] = install.liveBundles().joined(separator: ",")
+        install.recordLiveBundles()
         let pid = try Self.spawn(executable, arguments, environment: environment)
         cleanUp()
         return try Self.wait(for: pid, executable)

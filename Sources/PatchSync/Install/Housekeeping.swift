@@ -59,7 +59,8 @@ struct Housekeeping: Sendable {
         for name in try Self.list(install.stagingDirectory) where !staged.contains(name) {
             try FileSystem.removeTree(install.stagedDirectory(name))
         }
-        let manifests = Set([s.current, s.previous, s.staging?.name, s.ready?.name].compactMap { $0 }.map { $0 + ".json.gz" })
+        let manifests = Set([s.current, s.previous, s.staging?.name, s.ready?.name].compactMap { $0 }
+            .flatMap { [$0 + ".json.gz", $0 + ".bundles"] })
         for name in try Self.list(install.manifestsDirectory) where !manifests.contains(name) && !Self.isTemporary(name) {
             try FileSystem.remove(install.manifestsDirectory + "/" + name)
         }

@@ -72,7 +72,11 @@ extension Install {
             s.applied(ready)
             return s
         }
-        try retireOldBuilds(keeping: Set(after.history.suffix(try config().buildsKept) + [ready.name]))
+        // Another deployment of the same manifest (other bundles, or a repaired copy) is no build to roll
+        // back to: it goes at once, so removing a bundle frees its space at this apply.
+        let kept = after.history.suffix(try config().buildsKept).filter { after.deployed[$0]?.manifest != ready.manifest }
+        try retireOldBuilds(keeping: Set(kept + [ready.name]))
+        recordLiveBundles()
         return ApplyReport(applied: true, current: ready.name, previous: previousDeployment(after))
     }
 
@@ -127,6 +131,7 @@ extension Install {
             s.rolledBack(to: previous)
             return s
         }
+        recordLiveBundles()
         return ApplyReport(applied: true, current: previous, previous: previousDeployment(after))
     }
 

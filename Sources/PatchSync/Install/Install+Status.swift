@@ -50,6 +50,11 @@ public struct InstallStatus: Codable, Sendable {
     /// Why the current or the ready build is an earlier one: the publisher rolled the channel back.
     public var currentRollback: RollbackNote?
     public var readyRollback: RollbackNote?
+    /// The bundles of the newest build this install knows: live, ready, pending or not selected, with their sizes.
+    public var bundles: BundleProgress?
+    /// What the live tree holds besides its files.
+    public var liveLinks: Int?
+    public var liveEmptyFolders: Int?
 }
 
 extension Install {
@@ -86,6 +91,10 @@ extension Install {
                 }
             }
             status.staging = progress
+        }
+        status.bundles = try? bundleProgress()
+        if let current = status.current, let manifest = try? Syncer(install: self).loadManifest(current) {
+            (status.liveLinks, status.liveEmptyFolders) = (manifest.links?.count ?? 0, manifest.folders?.count ?? 0)
         }
         status.currentRollback = state.currentIdentity?.rollback
         status.readyRollback = state.ready?.rollback

@@ -110,16 +110,18 @@ extension Syncer {
         // The repair holds the live build's content under a name of its own.
         let identity = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> DeploymentIdentity in
             let known = s.deployed[report.deployment]
-            let identity = DeploymentIdentity(
+            var identity = DeploymentIdentity(
                 name: s.newDeploymentName(for: report.buildId, inUse: install.deploymentFolderExists),
                 buildId: report.buildId, channel: known?.channel ?? manifest.channel.name,
                 manifest: known?.manifest ?? SHA256Hasher.hash(manifestData).hex)
+            identity.bundles = known?.bundles
             s.beginRepair(identity)
             return identity
         }
         do { try FileSystem.writeAtomically(manifestData, to: install.manifestPath(identity.name)) } catch {
             throw PatchSyncError.wrap(error)
         }
+        try install.saveDeploymentBundles(identity.name, try install.deploymentBundles(report.deployment))
         let live = LiveTree(manifest: manifest, directory: install.buildDirectory(report.deployment),
                             excluding: Set(report.damaged.map(\.path)))
         let client = try HTTPClient(settings: .init(config))

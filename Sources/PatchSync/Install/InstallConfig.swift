@@ -5,6 +5,9 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// Mirrors of the origin, tried in order.
     public var remotes: [String]
     public var channel: String
+    /// The optional bundles the player chose (`bundles add`/`remove`, `init --bundle`); nil installs every
+    /// optional bundle. Required bundles are always installed.
+    public var bundles: [String]?
     /// Connections in total; transfers run at most this many requests at once.
     public var maxConnections: Int?
     /// The largest byte range asked in one request.

@@ -42,6 +42,20 @@ struct LiveTree: Sendable {
     }
 }
 
+extension LiveTree {
+    /// Adds what `other` has that this tree lacks.
+    mutating func merge(_ other: LiveTree) {
+        files.merge(other.files) { mine, _ in mine }
+        linkable.merge(other.linkable) { mine, _ in mine }
+        chunks.merge(other.chunks) { mine, _ in mine }
+    }
+
+    /// Whether every one of `files` is here whole (same bytes and mode): a bundle made of them costs nothing.
+    func holdsWhole(_ files: [FileEntry]) -> Bool {
+        files.allSatisfy { linkable[Plan.Content($0)] != nil }
+    }
+}
+
 extension Install {
     /// Installed files are read-only: the manifest's permission bits without write bits.
     static func installedMode(_ mode: UInt32) -> UInt32 { mode & 0o555 }

@@ -21,7 +21,7 @@ struct Plan: Sendable {
         var chunk: ChunkEntry
         var object: SHA256Digest
         var destinations: [Destination]
-        /// Lower sorts first: required bundles, then by bundle priority.
+        /// Lower sorts first: required bundles, then optional ones by priority, then in the bundles file's order.
         var rank: Int
     }
 
@@ -65,9 +65,7 @@ extension Plan {
     init(manifest: Manifest, live: [Content: String], liveChunks: [SHA256Digest: LocalChunk],
          done: Set<StateStore.ChunkRef>) {
         self.done = done
-        let ranks = Dictionary(uniqueKeysWithValues: manifest.bundles.map {
-            ($0.name, ($0.required ? 0 : 1_000_000) + $0.priority)
-        })
+        let ranks = BundleSelection.ranks(manifest.bundles)
         var needs: [SHA256Digest: Need] = [:]
         var order: [SHA256Digest] = []
         for file in manifest.files {

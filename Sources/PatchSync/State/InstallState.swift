@@ -14,6 +14,23 @@ public struct DeploymentIdentity: Codable, Sendable, Hashable {
     public var seal: String?
     /// Set when the publisher put this build back on its channel (`repo rollback`): from which build, and why.
     public var rollback: RollbackNote?
+    /// The bundles the deployment holds, in download order (nil: all of the build's).
+    public var bundles: [String]?
+
+    /// Whether the deployment holds manifest `sha` with exactly `bundles` (`all`: every bundle of it).
+    func holds(_ sha: String, _ bundles: [String], all: [String]) -> Bool {
+        manifest == sha && (self.bundles ?? all) == bundles
+    }
+}
+
+/// What the install's newest sync set out to install: the build, the bundles wanted of it, and the
+/// ones the player chose that it does not have.
+public struct BundlePlan: Codable, Sendable, Equatable {
+    public var buildId: String
+    /// SHA-256 of the build's manifest target.
+    public var manifest: String
+    public var wanted: [String]
+    public var dropped: [String]
 }
 
 /// The install's state as one value: what is live, kept, staged and ready, what the channel has
@@ -44,6 +61,8 @@ public struct InstallState: Codable, Sendable, Equatable {
     public var routes: InstallStatus.Routes?
     /// A sync running now, with its progress.
     public var running: RunningSync?
+    /// What the newest sync set out to install (for `status` and `bundles`).
+    public var bundlePlan: BundlePlan?
     /// Deployment names handed out so far with a suffix: the next one is `@<n+1>`.
     public var suffixesUsed = 1
 

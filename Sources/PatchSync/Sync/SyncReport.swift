@@ -35,6 +35,28 @@ public struct SyncReport: Codable, Sendable {
     /// Body bytes received from the origin by this run (metadata, manifest and objects).
     public var bytesReceived: Int64 = 0
     public var requests = 0
+    /// The bundles this sync set out to install, in download order.
+    public var bundles: [String] = []
+    /// Bundles the player chose that the build does not have (nothing to install for them).
+    public var droppedBundles: [String] = []
+    /// Deployments staged by this run: the required part first, then one more optional bundle each.
+    public var deploymentsStaged = 0
+
+    /// Adds the work of one more staged deployment of the same build (`step`, which started from this report).
+    mutating func add(_ step: SyncReport, first: Bool) {
+        let base = first ? SyncReport(outcome: outcome, buildId: buildId, sequence: sequence) : self
+        buildBytes = step.buildBytes
+        filesAssembled = base.filesAssembled + step.filesAssembled
+        filesLinked = step.filesLinked + step.filesAssembled - filesAssembled
+        chunksCopiedLocally = base.chunksCopiedLocally + step.chunksCopiedLocally
+        chunksFetched = base.chunksFetched + step.chunksFetched
+        filesPatched = base.filesPatched + step.filesPatched
+        deltaFallbacks = base.deltaFallbacks + step.deltaFallbacks
+        deltaBytes = base.deltaBytes + step.deltaBytes
+        bytesPlanned = base.bytesPlanned + step.bytesPlanned
+        requests = base.requests + step.requests
+        deploymentsStaged = base.deploymentsStaged + 1
+    }
 }
 
 /// Progress of a sync as it runs.
@@ -42,4 +64,7 @@ public enum SyncEvent: Sendable {
     case phase(String)
     /// Compressed bytes fetched of the total, and files whose fetched chunks are all written.
     case transfer(done: Int64, total: Int64, filesDone: Int, filesTotal: Int)
+    /// Where the build's bundles stand: sent when the sync has planned them and each time a step of
+    /// them becomes ready (the required part first: then the build is playable).
+    case bundles(BundleProgress)
 }

@@ -48,10 +48,19 @@ extension Syncer {
         try finish(manifest, staged: staged, plan: plan)
     }
 
-    /// The verified content of the live build, through the stat cache.
-    func liveTree(state: StateStore) throws(PatchSyncError) -> LiveTree {
-        guard let current = install.currentDeployment(), let manifest = try? loadManifest(current) else { return LiveTree() }
-        return try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state)
+    /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
+    /// of an earlier run), through the stat cache: what staging may link or copy.
+    func liveTrees(state: StateStore) throws(PatchSyncError) -> LiveTree {
+        var live = LiveTree()
+        if let current = install.currentDeployment(), let manifest = try? loadManifest(current) {
+            live = try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state)
+        }
+        if let ready = try state.read().ready, ready.name != install.currentDeployment(),
+           FileSystem.isDirectory(install.stagedDirectory(ready.name)), let manifest = try? loadManifest(ready.name) {
+            live.merge(try LiveTree(manifest: manifest, directory: install.stagedDirectory(ready.name), build: ready.name,
+                                    state: state))
+        }
+        return live
     }
 
     /// Refuses to start staging when the disk cannot hold the new content (linked files cost
@@ -68,10 +77,13 @@ extension Syncer {
         }
     }
 
-    /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`).
+    /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`), as the
+    /// deployment holds it: only its bundles' files, links and folders.
     func loadManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
-        try Manifest.decode(try FileSystem.read(install.manifestPath(deployment), limit: 256 << 20),
-                            what: install.manifestPath(deployment))
+        let manifest = try Manifest.decode(try FileSystem.read(install.manifestPath(deployment), limit: 256 << 20),
+                                           what: install.manifestPath(deployment))
+        guard let bundles = try install.deploymentBundles(deployment) else { return manifest }
+        return manifest.selecting(bundles)
     }
 
     /// Hard-links unchanged files from the live tree (they are read-only there).
@@ -83,7 +95,10 @@ extension Syncer {
                    st.st_ino == src.st_ino { continue }
                 try FileSystem.remove(target)
                 try FileSystem.makeDirectory(FileSystem.parent(of: target), within: directory)
-                try FileSystem.link(link.source, target)
+                do { try FileSystem.link(link.source, target) } catch where link.source.hasPrefix(install.stagingDirectory + "/") {
+                    // The ready tree it came from was applied meanwhile: it is in builds/ now.
+                    try FileSystem.link(install.buildsDirectory + link.source.dropFirst(install.stagingDirectory.count), target)
+                }
             }
         } catch { throw PatchSyncError.wrap(error) }
     }

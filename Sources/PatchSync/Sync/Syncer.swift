@@ -62,7 +62,10 @@ public struct Syncer: Sendable {
         return config
     }
 
-    /// Check, decide, then stage when the channel has a build this install lacks.
+    /// Check, decide, then stage when the channel has a build this install lacks: one deployment per
+    /// step of the bundle selection (the required part first, then one more optional bundle each), each
+    /// marked ready as soon as it is complete, so the launcher can swap in a playable build while the
+    /// optional bundles still download.
     private func runAdmitted(config: InstallConfig, state: StateStore,
                              onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
@@ -70,22 +73,76 @@ public struct Syncer: Sendable {
         let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
                                   onEvent: onEvent)
         let target = try await check(context)
-        let step = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> SyncStep in
-            try SyncStep.decide(&s, target: target, inUse: install.deploymentFolderExists)
-        }
-        var report = SyncReport(outcome: step.outcome, buildId: target.info.buildId, sequence: target.info.sequence)
+        var report = SyncReport(outcome: .upToDate, buildId: target.info.buildId, sequence: target.info.sequence)
         report.rollback = target.info.rollback
-        if case .stage(let identity) = step {
-            let manifest = try await fetchManifest(target, as: identity.name, origin: context.origin)
-            try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
-            onEvent(.phase("comparing build \(manifest.buildId) with the installed files"))
-            let staged = StagedBuild(identity, in: install, state: state)
-            try await stage(manifest, into: staged, live: try liveTree(state: state), context: context, report: &report)
+        guard let sha = target.file.hashes["sha256"] else {
+            throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
+        }
+        let recorded = try state.read()
+        let local = localManifest(sha, recorded)
+        if local == nil, target.info.buildId == recorded.heldBack, recorded.currentIdentity?.manifest != sha {
+            try state.update { $0.abandonStaging() }
+            report.outcome = .heldBack
+            return report
+        }
+        let manifest: Manifest, data: Data
+        if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
+        let selection = BundleSelection(manifest, chosen: config.bundles)
+        let all = BundleSelection(manifest, chosen: nil).wanted
+        report.bundles = selection.wanted
+        report.droppedBundles = selection.dropped
+        try state.update { $0.bundlePlan = BundlePlan(buildId: manifest.buildId.value, manifest: sha, wanted: selection.wanted,
+                                                       dropped: selection.dropped) }
+        var live = try liveTrees(state: state)
+        let steps = selection.steps { bundle in
+            live.holdsWhole(manifest.selecting([bundle]).files)
+        }
+        var staged = false
+        for (index, bundles) in steps.enumerated() {
+            let step = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> SyncStep in
+                try SyncStep.decide(&s, target: target, bundles: bundles, all: all, later: Array(steps[(index + 1)...]),
+                                    inUse: install.deploymentFolderExists)
+            }
+            switch step {
+            case .heldBack:
+                report.outcome = .heldBack
+                return report
+            case .upToDate, .alreadyReady:
+                if !staged { report.outcome = step.outcome }
+            case .stage(let identity):
+                do { try FileSystem.writeAtomically(data, to: install.manifestPath(identity.name)) } catch {
+                    throw PatchSyncError.wrap(error)
+                }
+                try install.saveDeploymentBundles(identity.name, bundles == all ? nil : bundles)
+                try Housekeeping(install: install, state: state, stagingHeld: true)
+                    .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
+                onEvent(.phase("comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
+                let deployment = StagedBuild(identity, in: install, state: state)
+                var stepReport = report
+                try await stage(manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport)
+                report.add(stepReport, first: !staged)
+                staged = true
+                report.outcome = .ready
+                live = try liveTrees(state: state)
+            }
+            onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, manifest: manifest)))
         }
         // Once staged, the delta packs it used go too.
         try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
         report.bytesReceived = client.bytesReceived
         return report
+    }
+
+    /// The target's manifest as a deployment of this install keeps it, when one holds that manifest
+    /// (its bytes checked against the signed hash): no download to learn what is already here.
+    private func localManifest(_ sha: String, _ state: InstallState) -> (Manifest, Data)? {
+        for identity in [state.currentIdentity, state.ready, state.staging].compactMap({ $0 }) where identity.manifest == sha {
+            let path = install.manifestPath(identity.name)
+            guard let data = try? FileSystem.read(path, limit: 256 << 20), SHA256Hasher.hash(data).hex == sha,
+                  let manifest = try? Manifest.decode(data, what: path) else { continue }
+            return (manifest, data)
+        }
+        return nil
     }
 
     /// The TUF workflow, then the channel's newest manifest target; refuses a build older than one
@@ -105,17 +162,10 @@ public struct Syncer: Sendable {
         return target
     }
 
-    /// Downloads (or rebuilds by delta) the manifest of `target` and keeps it for the deployment.
-    private func fetchManifest(_ target: ManifestTarget, as deployment: String,
-                               origin: Origin) async throws(PatchSyncError) -> Manifest {
-        let manifest: Manifest, data: Data
-        if let rebuilt = await manifestFromDelta(target, origin: origin) { (manifest, data) = rebuilt } else {
-            (manifest, data) = try await origin.manifest(target)
-        }
-        do { try FileSystem.writeAtomically(data, to: install.manifestPath(deployment)) } catch {
-            throw PatchSyncError.wrap(error)
-        }
-        return manifest
+    /// Downloads (or rebuilds by delta) the manifest of `target`.
+    private func fetchManifest(_ target: ManifestTarget, origin: Origin) async throws(PatchSyncError) -> (Manifest, Data) {
+        if let rebuilt = await manifestFromDelta(target, origin: origin) { return rebuilt }
+        return try await origin.manifest(target)
     }
 }
 
@@ -143,32 +193,35 @@ enum SyncStep: Sendable {
         }
     }
 
-    /// Up to date when the current deployment holds the target's manifest; already ready when the
-    /// ready one does; held back when it is the build rolled back from. Otherwise staging resumes the
-    /// recorded deployment when it holds the same manifest, or begins a new one under a new name.
-    static func decide(_ state: inout InstallState, target: ManifestTarget,
-                       inUse: (String) -> Bool) throws(PatchSyncError) -> SyncStep {
+    /// Up to date when the current deployment holds the target's manifest with `bundles`; already ready
+    /// when the ready one does; held back when it is the build rolled back from. Otherwise staging resumes
+    /// the recorded deployment when it holds the same manifest and bundles, or begins a new one under a
+    /// new name. Staging of another step (`later`) of the same build is kept for when its turn comes.
+    static func decide(_ state: inout InstallState, target: ManifestTarget, bundles: [String], all: [String],
+                       later: [[String]], inUse: (String) -> Bool) throws(PatchSyncError) -> SyncStep {
         guard let sha = target.file.hashes["sha256"] else {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
         let info = target.info
-        let settled: SyncStep? = if let current = state.current, state.currentIdentity?.manifest == sha
-            || (state.currentIdentity == nil && Deployment.buildID(of: current) == info.buildId) {
+        let settled: SyncStep? = if let current = state.current, state.currentIdentity?.holds(sha, bundles, all: all)
+            ?? (bundles == all && Deployment.buildID(of: current) == info.buildId) {
             .upToDate
-        } else if state.ready?.manifest == sha {
+        } else if state.ready?.holds(sha, bundles, all: all) == true {
             .alreadyReady
-        } else if info.buildId == state.heldBack {
+        } else if info.buildId == state.heldBack && state.currentIdentity?.manifest != sha {
             .heldBack
         } else {
             nil
         }
         if let settled {
-            state.abandonStaging()  // whatever was being staged is not the channel's build any more
+            // Whatever was being staged is not wanted any more, unless a later step of this build stages it.
+            if !later.contains(where: { state.staging?.holds(sha, $0, all: all) == true }) { state.abandonStaging() }
             return settled
         }
         var identity = DeploymentIdentity(name: "", buildId: info.buildId, channel: info.channel, manifest: sha)
         identity.rollback = info.rollback
-        if let staging = state.staging, staging.manifest == sha, staging.channel == info.channel {
+        identity.bundles = bundles == all ? nil : bundles
+        if let staging = state.staging, staging.holds(sha, bundles, all: all), staging.channel == info.channel {
             identity.name = staging.name
         } else {
             identity.name = state.newDeploymentName(for: info.buildId, inUse: inUse)

@@ -1,0 +1,174 @@
+import Foundation
+
+/// Where a build's bundles stand in an install, for launchers ("playable now, French voices in 4 min").
+public struct BundleProgress: Codable, Sendable, Equatable {
+    /// One bundle of the build.
+    public struct Entry: Codable, Sendable, Equatable {
+        public enum State: String, Codable, Sendable {
+            /// In the live tree.
+            case live
+            /// Staged whole: goes live at the next start.
+            case ready
+            /// Wanted, not complete yet (downloading, or waiting for its turn).
+            case pending
+            /// An optional bundle the player did not choose.
+            case notSelected
+        }
+
+        public var name: String
+        public var required: Bool
+        /// Whether the player's selection includes it (required ones always do).
+        public var selected: Bool
+        public var state: State
+        /// The size of its files.
+        public var bytes: Int64
+        /// Of a pending bundle being staged: bytes of its files written so far.
+        public var bytesDone: Int64?
+    }
+
+    public var buildId: String
+    /// Every required bundle of the build is live or ready: the game can start on it.
+    public var playable: Bool
+    public var bundles: [Entry]
+    /// Bundles the player chose that this build does not have.
+    public var dropped: [String]
+
+    /// The names of bundles in `state`.
+    public func names(_ state: Entry.State) -> [String] { bundles.filter { $0.state == state }.map(\.name) }
+}
+
+extension Install {
+    private func bundlesPath(_ deployment: String) -> String { manifestsDirectory + "/" + deployment + ".bundles" }
+
+    /// The bundles a deployment holds (nil: all of its build's).
+    func deploymentBundles(_ deployment: String) throws(PatchSyncError) -> [String]? {
+        let path = bundlesPath(deployment)
+        guard FileSystem.exists(path) else { return nil }
+        let data = try FileSystem.read(path, limit: 1 << 20)
+        do { return try JSONDecoder().decode([String].self, from: data) } catch {
+            throw PatchSyncError(.localIO, "\(path) is damaged", remedy: "run `patchsync verify --repair`", cause: error)
+        }
+    }
+
+    /// Records the bundles a deployment holds, before its first file is staged.
+    func saveDeploymentBundles(_ deployment: String, _ bundles: [String]?) throws(PatchSyncError) {
+        do {
+            if let bundles {
+                try FileSystem.writeAtomically(try JSONEncoder().encode(bundles), to: bundlesPath(deployment))
+            } else {
+                try FileSystem.remove(bundlesPath(deployment))
+            }
+        } catch { throw PatchSyncError.wrap(error).during("recording the bundles of \(deployment)") }
+    }
+
+    /// The bundles of the live tree, as the game sees them (`PATCHSYNC_BUNDLES`, `live-bundles.json`).
+    public func liveBundles() -> [String] {
+        guard let current = currentDeployment() else { return [] }
+        if let chosen = try? deploymentBundles(current) { return chosen }
+        guard let data = try? FileSystem.read(manifestPath(current), limit: 256 << 20),
+              let manifest = try? Manifest.decode(data, what: manifestPath(current)) else { return [] }
+        return BundleSelection.downloadOrder(manifest.bundles).map(\.name)
+    }
+
+    /// `live-bundles.json` in the install: the live build and its bundles, for the game to read at run time.
+    public var liveBundlesPath: String { root + "/live-bundles.json" }
+
+    /// Writes `live-bundles.json` when it does not already say what is live.
+    func recordLiveBundles() {
+        struct Live: Codable, Equatable { var build: String; var bundles: [String] }
+        guard let current = currentDeployment() else { return }
+        let live = Live(build: Deployment.buildID(of: current), bundles: liveBundles())
+        if let data = try? FileSystem.read(liveBundlesPath, limit: 1 << 20),
+           (try? JSONDecoder().decode(Live.self, from: data)) == live { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        _ = try? FileSystem.writeAtomically(try encoder.encode(live), to: liveBundlesPath)
+    }
+
+    /// Where the bundles of the build `sha` (whose manifest is `manifest`) stand, for a player who chose `selection`.
+    func bundleProgress(state: InstallState, selection: BundleSelection, sha: String,
+                        manifest: Manifest) throws(PatchSyncError) -> BundleProgress {
+        let all = BundleSelection(manifest, chosen: nil).wanted
+        let live = state.currentIdentity.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
+        let ready = state.ready.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
+        var staged: [String: Int64] = [:]
+        if let staging = state.staging, staging.manifest == sha, let store = try? self.state(readOnly: true) {
+            let selected = manifest.selecting(staging.bundles ?? all)
+            let done = try StagedBuild(staging, in: self, state: store).recorded(selected)
+            for file in selected.files {
+                for (index, chunk) in file.chunks.enumerated() where done.contains(.init(path: file.path, index: index)) {
+                    staged[file.bundle, default: 0] += Int64(chunk.length)
+                }
+            }
+        }
+        let sizes = manifest.bundleSizes, wanted = Set(selection.wanted)
+        let entries = BundleSelection.downloadOrder(manifest.bundles).map { bundle -> BundleProgress.Entry in
+            let state: BundleProgress.Entry.State = live.contains(bundle.name) ? .live
+                : ready.contains(bundle.name) ? .ready : wanted.contains(bundle.name) ? .pending : .notSelected
+            return BundleProgress.Entry(name: bundle.name, required: bundle.required, selected: wanted.contains(bundle.name),
+                                        state: state, bytes: sizes[bundle.name] ?? 0,
+                                        bytesDone: state == .pending ? staged[bundle.name] ?? 0 : nil)
+        }
+        let playable = entries.allSatisfy { !$0.required || $0.state == .live || $0.state == .ready }
+        return BundleProgress(buildId: manifest.buildId.value, playable: playable, bundles: entries, dropped: selection.dropped)
+    }
+
+    /// The bundles of the newest build this install knows (the one its last sync set out to install,
+    /// else the live one), for `status` and `bundles`.
+    public func bundleProgress() throws(PatchSyncError) -> BundleProgress? {
+        let config = try config()
+        let state = try state(readOnly: true).read()
+        var candidates: [(String, String)] = []  // (manifest sha, deployment holding it)
+        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) {
+            candidates.append((identity.manifest, identity.name))
+        }
+        let sha = state.bundlePlan?.manifest ?? state.currentIdentity?.manifest
+        for (candidate, name) in candidates where sha == nil || candidate == sha {
+            guard let data = try? FileSystem.read(manifestPath(name), limit: 256 << 20),
+                  let manifest = try? Manifest.decode(data, what: manifestPath(name)) else { continue }
+            return try bundleProgress(state: state, selection: BundleSelection(manifest, chosen: config.bundles),
+                                      sha: candidate, manifest: manifest)
+        }
+        return nil
+    }
+}
+
+extension Install {
+    /// The manifest of the newest build this install knows: the one its last sync set out to install, else the live one.
+    func newestKnownManifest() -> Manifest? {
+        guard let state = try? state(readOnly: true).read() else { return nil }
+        let sha = state.bundlePlan?.manifest ?? state.currentIdentity?.manifest
+        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
+            if let data = try? FileSystem.read(manifestPath(identity.name), limit: 256 << 20),
+               let manifest = try? Manifest.decode(data, what: manifestPath(identity.name)) { return manifest }
+        }
+        return nil
+    }
+
+    /// Changes the optional bundles this install holds (kept in its configuration; the next sync
+    /// stages the change). Names the newest known build lacks are refused when added, as are required
+    /// bundles, which are always installed.
+    public func chooseBundles(adding: [String], removing: [String]) throws(PatchSyncError) -> (chosen: [String], unknown: [String]) {
+        var config = try config()
+        let manifest = newestKnownManifest()
+        let optional = manifest.map { $0.bundles.filter { !$0.required }.map(\.name) }
+        let required = Set(manifest?.bundles.filter(\.required).map(\.name) ?? [])
+        for name in adding + removing where required.contains(name) {
+            throw PatchSyncError(.usage, "bundle \(name) is required: it is always installed",
+                                 remedy: "add or remove optional bundles only: \((optional ?? []).joined(separator: ", "))")
+        }
+        if let optional {
+            for name in adding where !optional.contains(name) {
+                throw PatchSyncError(.usage, "build \(manifest?.buildId.value ?? "?") has no optional bundle \(name)",
+                                     remedy: optional.isEmpty ? "this build has no optional bundles"
+                                         : "choose among: \(optional.joined(separator: ", ")) (`patchsync bundles` lists them)")
+            }
+        }
+        var chosen = Set(config.bundles ?? optional ?? [])
+        chosen.formUnion(adding)
+        chosen.subtract(removing)
+        config.bundles = chosen.sorted()
+        try saveConfig(config)
+        return (chosen.sorted(), chosen.filter { name in optional.map { !$0.contains(name) } ?? false }.sorted())
+    }
+}

@@ -13,8 +13,15 @@ struct Output: Sendable {
 
     /// A progress line: to stderr for people, a JSON event line on stdout with --json
     /// (the shape of manifests/events.schema.json).
+    /// Prints one line of JSON and flushes it: a launcher reading `--json` through a pipe sees each
+    /// event as it happens, not when the buffer fills or the process ends.
+    static func line(_ text: String) {
+        print(text)
+        fflush(nil)
+    }
+
     func event(_ event: ProgressEvent) {
-        if json { print(Self.encode(event)) } else { FileHandle.standardError.write(Data((event.message + "\n").utf8)) }
+        if json { Self.line(Self.encode(event)) } else { FileHandle.standardError.write(Data((event.message + "\n").utf8)) }
     }
 
     /// Prints an error as `error:`/`hint:` lines, or a JSON error object with --json.

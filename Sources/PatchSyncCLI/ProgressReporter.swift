@@ -101,7 +101,7 @@ final class ProgressReporter: Sendable {
         case .json:
             var event = ProgressEvent(event: "bundles", message: message)
             event.bundles = progress
-            print(Output.encode(event))
+            Output.line(Output.encode(event))
         case .live, .lines: phase(message, &state)
         }
     }
@@ -120,7 +120,7 @@ final class ProgressReporter: Sendable {
     private func phase(_ message: String, _ state: inout State) {
         switch mode {
         case .quiet: return
-        case .json: print(Output.encode(ProgressEvent(event: "phase", message: message)))
+        case .json: Output.line(Output.encode(ProgressEvent(event: "phase", message: message)))
         case .live:
             if state.liveLineShown { write("\n"); state.liveLineShown = false }
             write(message + "\n")
@@ -138,7 +138,7 @@ final class ProgressReporter: Sendable {
         switch mode {
         case .quiet: return
         case .json:
-            print(Output.encode(ProgressEvent(event: "transfer", message: text, bytesDone: done, bytesTotal: total,
+            Output.line(Output.encode(ProgressEvent(event: "transfer", message: text, bytesDone: done, bytesTotal: total,
                                               bytesPerSecond: Int64(rate), etaSeconds: eta,
                                               filesDone: files, filesTotal: filesTotal)))
         case .live:

@@ -18,7 +18,7 @@ func lastJSON(_ text: String) throws -> [String: Any] {
 struct CLITests {
     static let verbs: [[String]] = [
         ["keygen"], ["repo", "init"], ["repo", "refresh"], ["publish"], ["init"], ["sync"], ["apply"], ["launch"],
-        ["rollback"], ["verify"], ["status"],
+        ["rollback"], ["verify"], ["status"], ["bundles"], ["bundles", "list"], ["bundles", "add"], ["bundles", "remove"],
     ]
 
     @Test("every verb has --help with an example", arguments: verbs)

@@ -16,7 +16,8 @@ struct Diff: AsyncParsableCommand {
             origin's build among the channel's latest --delta-sources; for a build folder NEW the
             manifest (or its delta) and signed metadata a player fetches first are predicted too
             (metadataBytes) and count toward a total --budget. Written bytes are what staging writes (unchanged
-            files are hard links). --budget stops a pipeline (exit 65) when the patch is too big:
+            files are hard links). --bundle NAME (repeatable) or --required-only costs a player who
+            chose those optional bundles: per bundle, and in the total. --budget stops a pipeline (exit 65) when the patch is too big:
             a total (500M) or per bundle (base=100M); sizes in K, M, G, T (×1024).
 
             Example:
@@ -29,6 +30,9 @@ struct Diff: AsyncParsableCommand {
     @Option(help: "The trusted root.json, for origin URLs.") var root: String?
     @Option(help: "The channel, for origin URLs.") var channel: String = "live"
     @Option(help: "A bundles file, for build folders.") var bundles: String?
+    @Option(name: .customLong("bundle"), help: "Cost a player's selection: an optional bundle they install; repeat for more (default: every bundle).")
+    var selected: [String] = []
+    @Flag(help: "Cost an install of the required bundles only.") var requiredOnly = false
     @Option(help: "A download budget: SIZE for the total, or BUNDLE=SIZE; repeatable.") var budget: [String] = []
     @Option(help: "Also write a self-contained HTML report to this file.") var html: String?
     @Option(help: "As publish's: how many of the channel's latest builds get a delta pack to a build folder NEW (0: none, chunks only).")
@@ -45,8 +49,14 @@ struct Diff: AsyncParsableCommand {
         let before = try await DiffSide.load(old, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
         let after = try await DiffSide.load(new, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
         let deltas = try await DiffSide.deltaShares(from: before, to: after)
-        var report = PatchDiff(old: before.manifest, new: after.manifest, oldName: before.name, newName: after.name,
+        // A selection: what its player has and fetches (an install's own selection is already applied).
+        let chosen: [String]? = requiredOnly || !selected.isEmpty ? selected : nil
+        func pick(_ manifest: Manifest) -> Manifest {
+            chosen.map { manifest.selecting(BundleSelection(manifest, chosen: $0).wanted) } ?? manifest
+        }
+        var report = PatchDiff(old: pick(before.manifest), new: pick(after.manifest), oldName: before.name, newName: after.name,
                                deltas: deltas)
+        if let chosen { report.selection = BundleSelection(after.manifest, chosen: chosen).wanted }
         report.metadataBytes = try DiffSide.predictedMetadataBytes(from: before, to: after,
                                                                    packBytes: deltas.values.reduce(0, +))
         if let html {
@@ -111,7 +121,7 @@ struct Budget {
 /// The human table of a diff.
 enum DiffTable {
     static func render(_ r: PatchDiff) -> String {
-        var lines = ["patch \(r.old) → \(r.new)", ""]
+        var lines = ["patch \(r.old) → \(r.new)" + (r.selection.map { " for bundles " + $0.joined(separator: ", ") } ?? ""), ""]
         let header = ["bundle", "added", "removed", "changed", "by delta", "unchanged", "download", "written", "disk change"]
         var rows = r.bundles.sorted { $0.key < $1.key }.map { row($0.key, $0.value) }
         rows.append(row("total", r.total))
@@ -125,6 +135,10 @@ enum DiffTable {
         if let metadata = r.metadataBytes {
             lines += ["", "before the content: \(ByteCount.format(metadata)) of manifest and signed metadata; "
                       + "\(ByteCount.format(r.allDownloadBytes)) in all"]
+        }
+        if !r.entries.isEmpty {
+            lines += ["", "links and empty folders added or changed: " + r.entries.prefix(10).joined(separator: ", ")
+                      + (r.entries.count > 10 ? " and \(r.entries.count - 10) more" : "")]
         }
         if !r.largest.isEmpty {
             lines += ["", "largest downloads:"]

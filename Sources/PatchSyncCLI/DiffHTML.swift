@@ -22,6 +22,7 @@ enum DiffHTML {
             <p>Download <b>\(ByteCount.format(r.allDownloadBytes))</b> · written \(ByteCount.format(r.total.writtenBytes))
              · disk change \(ByteCount.format(r.total.diskDeltaBytes)) · files: \(r.total.filesAdded) added,
              \(r.total.filesRemoved) removed, \(r.total.filesChanged) changed, \(r.total.filesUnchanged) unchanged</p>
+            <p>Bundles costed: \(escape(r.selection?.joined(separator: ", ") ?? "all"))</p>
             <div class="charts">
             <div><h2>Download per bundle</h2>\(chart(Array(bundles), id: "bundles"))</div>
             <div><h2>Download per folder</h2>\(chart(Array(folders), id: "folders"))</div>

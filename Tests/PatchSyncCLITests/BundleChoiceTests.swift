@@ -95,6 +95,24 @@ struct BundleChoiceTests {
         #expect(status.stdout.contains("not in this build: languages"), "\(status.stdout)")
     }
 
+    @Test("diff costs a player's selection: per bundle and in the total, an unselected bundle costs nothing")
+    func diffSelection() throws {
+        let fixture = try Fixture()
+        let one = try fixture.sampleBuild(1, scale: 0.01), two = try fixture.sampleBuild(2, scale: 0.01)
+        let bundles = fixture.directory + "/bundles.json"
+        try SampleGame.writeBundles(to: bundles)
+        let all = try lastJSON(try CLI.run(["diff", one, two, "--bundles", bundles, "--json"]).stdout)
+        let required = try lastJSON(try CLI.run(["diff", one, two, "--bundles", bundles, "--required-only", "--json"]).stdout)
+        func written(_ report: [String: Any], _ bundle: String) -> Int? {
+            ((report["bundles"] as? [String: Any])?[bundle] as? [String: Any])?["writtenBytes"] as? Int
+        }
+        #expect(written(all, "hd-audio") ?? 0 > 0, "build 2 changes audio")
+        #expect(written(required, "hd-audio") == 0 && written(required, "base") == written(all, "base"))
+        #expect(required["selection"] as? [String] == ["base", "textures"])
+        #expect(((required["total"] as? [String: Any])?["writtenBytes"] as? Int ?? 0)
+                < ((all["total"] as? [String: Any])?["writtenBytes"] as? Int ?? 0))
+    }
+
     @Test("playable first: launch swaps in the required part while an optional bundle still downloads; the bundle goes live whole at a later launch, and the game is told which bundles are live")
     func playableFirst() throws {
         let fixture = try Fixture()

@@ -57,6 +57,8 @@ public struct PatchDiff: Codable, Sendable {
     /// Added and changed files, largest download first.
     public var files: [FileCost]
     public var removed: [String]
+    /// The bundles costed, when a selection was given (`--bundle`, `--required-only`); absent: every bundle.
+    public var selection: [String]?
     /// Symbolic links and empty folders added or changed (`path -> target`, `path/`); removed ones are in `removed`.
     public var entries: [String] = []
 

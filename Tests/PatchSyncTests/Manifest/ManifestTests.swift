@@ -113,3 +113,34 @@ struct LinkResolverTests {
         try manifest(links: [LinkEntry(path: "d", target: "e", bundle: "base")], files: ["e/f"]).validate()
     }
 }
+
+@Suite("Bundle selection and download order", .tags(.small))
+struct BundleSelectionTests {
+    static let bundles = [
+        Bundle(name: "dlc", required: false, priority: 5, paths: ["dlc/**"]),
+        Bundle(name: "fr", required: false, priority: 1, paths: ["fr/**"]),
+        Bundle(name: "de", required: false, priority: 1, paths: ["de/**"]),
+        Bundle(name: "core", required: true, priority: 9, paths: ["**"]),
+    ]
+
+    static func manifest() throws -> Manifest {
+        Manifest(formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
+                 bundles: bundles, files: [])
+    }
+
+    @Test("required bundles first whatever their priority, then optional ones by priority, ties in the bundles file's order")
+    func order() {
+        #expect(BundleSelection.downloadOrder(Self.bundles).map(\.name) == ["core", "fr", "de", "dlc"])
+        #expect(BundleSelection.ranks(Self.bundles) == ["core": 0, "fr": 1, "de": 2, "dlc": 3])
+    }
+
+    @Test("a selection stages the required part first, then one more optional bundle each; bundles already whole on disk join the first; a chosen bundle the build lacks is dropped")
+    func steps() throws {
+        let selection = BundleSelection(try Self.manifest(), chosen: ["dlc", "fr", "voices-jp"])
+        #expect(selection.wanted == ["core", "fr", "dlc"] && selection.dropped == ["voices-jp"])
+        #expect(selection.steps { _ in false } == [["core"], ["core", "fr"], ["core", "fr", "dlc"]])
+        #expect(selection.steps { $0 == "dlc" } == [["core", "dlc"], ["core", "fr", "dlc"]])
+        #expect(BundleSelection(try Self.manifest(), chosen: nil).wanted == ["core", "fr", "de", "dlc"], "no choice: every bundle")
+        #expect(BundleSelection(try Self.manifest(), chosen: []).steps { _ in false } == [["core"]])
+    }
+}

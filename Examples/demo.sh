@@ -20,12 +20,14 @@ ps_() { "$BIN/patchsync" "$@"; }
 step "Generating the sample game, builds 1 and 2 (seed 2026, about 100 MB each)"
 "$BIN/patchsync-sample" generate --build 1 --out "$WORK/build-1"
 "$BIN/patchsync-sample" generate --build 2 --out "$WORK/build-2"
+"$BIN/patchsync-sample" bundles --out "$WORK/bundles.json"
 du -sh "$WORK/build-1" "$WORK/build-2"
 
 step "Release engineer: keys, a repository, and build 1"
 run "$BIN/patchsync" keygen --out "$WORK/keys"
 run "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
-run "$BIN/patchsync" publish "$WORK/build-1" --origin "$WORK/origin" --build-id 1.0.0+1 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
+echo "bundles: base and textures required; hd-audio (audio/) and languages optional"
+run "$BIN/patchsync" publish "$WORK/build-1" --origin "$WORK/origin" --bundles "$WORK/bundles.json" --build-id 1.0.0+1 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
 
 step "Serving the origin with nginx on loopback"
 "$BIN/patchsync-sample" serve --root "$WORK/origin" --url-file "$WORK/url" &
@@ -34,33 +36,40 @@ for _ in $(seq 100); do [ -s "$WORK/url" ] && break; sleep 0.1; done
 URL=$(cat "$WORK/url")
 echo "origin: $URL"
 
-step "Player: a new install that trusts the shipped root.json"
-run "$BIN/patchsync" init --install "$WORK/game" --remote "$URL" --root "$WORK/origin/metadata/root.json"
+step "Player: a new install that trusts the shipped root.json, with the languages but without the HD audio"
+run "$BIN/patchsync" init --install "$WORK/game" --remote "$URL" --root "$WORK/origin/metadata/root.json" --bundle languages
 run "$BIN/patchsync" sync --install "$WORK/game"
 run "$BIN/patchsync" apply --install "$WORK/game"
-diff -r "$WORK/build-1" "$WORK/game/current" && echo "current/ is byte-identical to build 1"
+diff -r --exclude=audio "$WORK/build-1" "$WORK/game/current/" && echo "current/ is byte-identical to build 1 without audio/"
+
+step "Player: adding the optional HD audio (only its content is fetched; it goes live whole at the next start)"
+run "$BIN/patchsync" bundles --install "$WORK/game"
+run "$BIN/patchsync" bundles add hd-audio --install "$WORK/game"
+run "$BIN/patchsync" sync --install "$WORK/game"
+run "$BIN/patchsync" launch --install "$WORK/game" -- sh -c 'echo "the game starts with bundles: $PATCHSYNC_BUNDLES"'
+diff -r "$WORK/build-1" "$WORK/game/current/" && echo "current/ is byte-identical to build 1"
 
 step "Release engineer: what will build 2 cost players? (a 50 MiB budget stops the pipeline if exceeded)"
 run "$BIN/patchsync" diff "file://$WORK/origin#1.0.0+1" "$WORK/build-2" --root "$WORK/origin/metadata/root.json" \
-    --budget 50M --html "$WORK/patch.html"
+    --bundles "$WORK/bundles.json" --budget 50M --html "$WORK/patch.html"
 
 step "Release engineer: build 2 (about 5% changed)"
-run "$BIN/patchsync" publish "$WORK/build-2" --origin "$WORK/origin" --build-id 1.0.1+2 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
+run "$BIN/patchsync" publish "$WORK/build-2" --origin "$WORK/origin" --bundles "$WORK/bundles.json" --build-id 1.0.1+2 --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
 
 step "Player: the patch to build 2"
 printf '$ %s\n' "patchsync sync --install $WORK/game --json"
 "$BIN/patchsync" sync --install "$WORK/game" --json | tee "$WORK/sync.json" | tail -n 1
 run "$BIN/patchsync" apply --install "$WORK/game"
-diff -r "$WORK/build-2" "$WORK/game/current" && echo "current/ is byte-identical to build 2"
+diff -r "$WORK/build-2" "$WORK/game/current/" && echo "current/ is byte-identical to build 2"
 run "$BIN/patchsync" status --install "$WORK/game"
 
 step "What the patch cost"
 python3 - "$WORK" <<'PY'
-import gzip, json, sys
+import glob, gzip, json, sys
 work = sys.argv[1]
 result = json.loads(open(f"{work}/sync.json").read().strip().splitlines()[-1])
 def load(build):
-    return json.load(gzip.open(f"{work}/game/.patchsync/manifests/{build}.json.gz"))
+    return json.load(gzip.open(glob.glob(f"{work}/origin/targets/manifests/live/*.{build}.json.gz")[0]))
 old, new = load("1.0.0+1"), load("1.0.1+2")
 old_chunks = {c["sha256"] for f in old["files"] for c in f["chunks"]}
 size = sum(f["size"] for f in new["files"])

@@ -70,6 +70,15 @@ struct BundleChoiceTests {
         #expect(listing == full.filter { !($0.key.hasPrefix("text/") && $0.key != "text/en.po") }, "audio joined, whole")
         #expect(try CLI.run(["verify", "--full", "--install", root]).status == 0)
 
+        // Changing one's mind before the launcher applied: the ready deployment without audio is dropped.
+        #expect(try CLI.run(["bundles", "remove", "hd-audio", "--install", root]).status == 0)
+        #expect(try CLI.run(["sync", "--install", root]).status == 0)
+        #expect(try Install.open(at: root).status().ready != nil)
+        #expect(try CLI.run(["bundles", "add", "hd-audio", "--install", root]).status == 0)
+        let back = try CLI.run(["sync", "--install", root, "--json"])
+        #expect(try lastJSON(back.stdout)["outcome"] as? String == "upToDate")
+        #expect(try Install.open(at: root).status().ready == nil, "nothing stale is left for the launcher to apply")
+
         let withAudio = try Self.diskBytes(root + "/builds")
         #expect(try CLI.run(["bundles", "remove", "hd-audio", "--install", root]).status == 0)
         let remove = try CLI.run(["sync", "--install", root, "--json"])
@@ -93,6 +102,10 @@ struct BundleChoiceTests {
         #expect(try lastJSON(dropped.stdout)["droppedBundles"] as? [String] == ["languages"], "\(dropped.stdout.suffix(600))")
         let status = try CLI.run(["status", "--install", root])
         #expect(status.stdout.contains("not in this build: languages"), "\(status.stdout)")
+        // Rollback goes to the build before, not to a deployment of build 2 with other bundles.
+        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        #expect(try CLI.run(["rollback", "--install", root]).status == 0)
+        #expect(try Install.open(at: root).currentBuild() == "1")
     }
 
     @Test("diff costs a player's selection: per bundle and in the total, an unselected bundle costs nothing")

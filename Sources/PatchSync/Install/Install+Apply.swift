@@ -72,10 +72,9 @@ extension Install {
             s.applied(ready)
             return s
         }
-        // Another deployment of the same manifest (other bundles, or a repaired copy) is no build to roll
-        // back to: it goes at once, so removing a bundle frees its space at this apply.
-        let kept = after.history.suffix(try config().buildsKept).filter { after.deployed[$0]?.manifest != ready.manifest }
-        try retireOldBuilds(keeping: Set(kept + [ready.name]))
+        // Other deployments of the same manifest left the history (``InstallState/applied(_:)``): their
+        // folders go now, so removing a bundle frees its space at this apply.
+        try retireOldBuilds(keeping: Set(after.history.suffix(try config().buildsKept) + [ready.name]))
         recordLiveBundles()
         return ApplyReport(applied: true, current: ready.name, previous: previousDeployment(after))
     }

@@ -38,27 +38,12 @@ public struct BundleProgress: Codable, Sendable, Equatable {
 }
 
 extension Install {
-    private func bundlesPath(_ deployment: String) -> String { manifestsDirectory + "/" + deployment + ".bundles" }
-
-    /// The bundles a deployment holds (nil: all of its build's).
+    /// The bundles a deployment holds, as the install's state records it (nil: all of its build's,
+    /// for a deployment staged before bundles could be chosen, or one the state no longer names).
     func deploymentBundles(_ deployment: String) throws(PatchSyncError) -> [String]? {
-        let path = bundlesPath(deployment)
-        guard FileSystem.exists(path) else { return nil }
-        let data = try FileSystem.read(path, limit: 1 << 20)
-        do { return try JSONDecoder().decode([String].self, from: data) } catch {
-            throw PatchSyncError(.localIO, "\(path) is damaged", remedy: "run `patchsync verify --repair`", cause: error)
-        }
-    }
-
-    /// Records the bundles a deployment holds, before its first file is staged.
-    func saveDeploymentBundles(_ deployment: String, _ bundles: [String]?) throws(PatchSyncError) {
-        do {
-            if let bundles {
-                try FileSystem.writeAtomically(try JSONEncoder().encode(bundles), to: bundlesPath(deployment))
-            } else {
-                try FileSystem.remove(bundlesPath(deployment))
-            }
-        } catch { throw PatchSyncError.wrap(error).during("recording the bundles of \(deployment)") }
+        let state = try state(readOnly: true).read()
+        let identity = state.deployed[deployment] ?? [state.ready, state.staging].compactMap { $0 }.first { $0.name == deployment }
+        return identity?.bundles
     }
 
     /// The bundles of the live tree, as the game sees them (`PATCHSYNC_BUNDLES`, `live-bundles.json`).
@@ -109,7 +94,8 @@ extension Install {
                                         state: state, bytes: sizes[bundle.name] ?? 0,
                                         bytesDone: state == .pending ? staged[bundle.name] ?? 0 : nil)
         }
-        let playable = entries.allSatisfy { !$0.required || $0.state == .live || $0.state == .ready }
+        let playable = entries.contains { $0.state == .live || $0.state == .ready }
+            && entries.allSatisfy { !$0.required || $0.state == .live || $0.state == .ready }
         return BundleProgress(buildId: manifest.buildId.value, playable: playable, bundles: entries, dropped: selection.dropped)
     }
 
@@ -163,6 +149,14 @@ extension Install {
                                      remedy: optional.isEmpty ? "this build has no optional bundles"
                                          : "choose among: \(optional.joined(separator: ", ")) (`patchsync bundles` lists them)")
             }
+        }
+        if config.bundles == nil && optional == nil {
+            // Every optional bundle is chosen already; which there are is known after the first sync.
+            guard removing.isEmpty else {
+                throw PatchSyncError(.usage, "this install does not know its build's bundles yet",
+                                     remedy: "run `patchsync sync --install \(root)` first, or give the choice to `init` with --bundle")
+            }
+            return ([], [])
         }
         var chosen = Set(config.bundles ?? optional ?? [])
         chosen.formUnion(adding)

@@ -121,7 +121,6 @@ extension Syncer {
         do { try FileSystem.writeAtomically(manifestData, to: install.manifestPath(identity.name)) } catch {
             throw PatchSyncError.wrap(error)
         }
-        try install.saveDeploymentBundles(identity.name, try install.deploymentBundles(report.deployment))
         let live = LiveTree(manifest: manifest, directory: install.buildDirectory(report.deployment),
                             excluding: Set(report.damaged.map(\.path)))
         let client = try HTTPClient(settings: .init(config))

@@ -40,12 +40,12 @@ public struct BundleSelection: Sendable, Equatable {
     func steps(completeLocally local: (String) -> Bool) -> [[String]] {
         let required = wanted.filter { !optional.contains($0) }
         var current = Set(required + optional.filter(local))
-        var steps = [canonical(current)]
+        var steps = current.isEmpty ? [] : [canonical(current)]  // a build without required bundles starts with its first optional one
         for name in optional where !current.contains(name) {
             current.insert(name)
             steps.append(canonical(current))
         }
-        return steps
+        return steps.isEmpty ? [[]] : steps
     }
 
     /// A set of bundles as a deployment records it: in the download order.

@@ -37,7 +37,7 @@ extension Manifest {
             }
         }
         for folder in folders ?? [] { try checkEntry(folder.path, bundle: folder.bundle, &seen, &folded) }
-        try checkNoFileIsAFolder(seen, leaves: Set(files.map(\.path) + (links ?? []).map(\.path)))
+        try checkNoFileIsAFolder(seen, leaves: Set((files.map(\.path) + (links ?? []).map(\.path)).map { $0.lowercased() }))
         if let links, !links.isEmpty {
             let resolver = LinkResolver(links: links)
             for link in links where !resolver.staysInside(link.path) {
@@ -76,13 +76,14 @@ extension Manifest {
         guard bundles.contains(where: { $0.name == bundle }) else { throw refusal("puts \(path) in unknown bundle \(bundle)") }
     }
 
-    /// Nothing sits below a file or a link: staging never writes through a link.
+    /// Nothing sits below a file or a link, case-folded (one path on a case-insensitive disk): staging
+    /// never writes through a link, nor places a link over a folder of staged files.
     private func checkNoFileIsAFolder(_ paths: Set<String>, leaves: Set<String>) throws(PatchSyncError) {
         for path in paths {
             var prefix = Substring(path)
             while let slash = prefix.lastIndex(of: "/") {
                 prefix = prefix[..<slash]
-                if leaves.contains(String(prefix)) {
+                if leaves.contains(prefix.lowercased()) {
                     throw refusal("has \(prefix) both as a file or link and as a folder of \(path)")
                 }
             }

@@ -10,6 +10,10 @@ public struct BuildFolder: Sendable {
     public var files: [String] = []
     /// Links kept as links: path → relative target.
     public var links: [String: String] = [:]
+    /// Folders entered through a dereferenced link (device, inode): a cycle is refused, not walked forever.
+    private var entered: Set<[UInt64]> = []
+    /// Folders copied from outside the build by --dereference-external.
+    private var copied: [String] = []
     /// Folders with nothing in them.
     public var emptyFolders: [String] = []
 
@@ -52,6 +56,8 @@ public struct BuildFolder: Sendable {
             switch st.st_mode & S_IFMT {
             case S_IFDIR: try walk(rel, dereferencing: dereferencing)
             case S_IFREG: files.append(rel)
+            // Inside a folder copied from outside the build, a link means what it points to out there.
+            case S_IFLNK where dereferencing && !relative.isEmpty && isCopied(relative): try dereference(rel)
             case S_IFLNK: links[rel] = try Self.readLink(root + "/" + rel)
             default:
                 throw PatchSyncError(.usage, "\(root)/\(rel) is not a regular file, folder or symbolic link",
@@ -70,11 +76,21 @@ public struct BuildFolder: Sendable {
         }
         switch st.st_mode & S_IFMT {
         case S_IFREG: files.append(path)
-        case S_IFDIR: try walk(path, dereferencing: true)
+        case S_IFDIR:
+            guard entered.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else {
+                throw PatchSyncError(.usage, "\(root)/\(path) leads back into a folder it was copied from (a cycle of links)",
+                                     remedy: "remove the link that loops, or replace it with a copy")
+            }
+            copied.append(path)
+            try walk(path, dereferencing: true)
         default:
             throw PatchSyncError(.usage, "\(root)/\(path) points to something that is not a file or folder",
                                  remedy: "remove the link from the build")
         }
+    }
+
+    private func isCopied(_ relative: String) -> Bool {
+        copied.contains { relative == $0 || relative.hasPrefix($0 + "/") }
     }
 
     static func readLink(_ path: String) throws(PatchSyncError) -> String {

@@ -123,7 +123,10 @@ extension InstallState {
     /// `name` became current by an apply.
     mutating func applied(_ identity: DeploymentIdentity) {
         current = identity.name
-        history = Array((history.filter { $0 != identity.name } + [identity.name]).suffix(Self.historyLimit))
+        // Another deployment of the same manifest (other bundles, a repaired copy) is no build to roll back
+        // to: it leaves the history, so `previous` stays the build before, and apply retires its folder.
+        history = Array((history.filter { $0 != identity.name && deployed[$0]?.manifest != identity.manifest }
+            + [identity.name]).suffix(Self.historyLimit))
         deployed[identity.name] = identity
         deployed = deployed.filter { history.contains($0.key) }
         if ready?.name == identity.name { ready = nil }

@@ -51,14 +51,19 @@ extension Syncer {
     /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
     /// of an earlier run), through the stat cache: what staging may link or copy.
     func liveTrees(state: StateStore) throws(PatchSyncError) -> LiveTree {
+        // The ready tree's files first: an apply may move it into builds/ meanwhile (link() follows it
+        // there), and may then retire the current deployment when it holds the same build.
         var live = LiveTree()
-        if let current = install.currentDeployment(), let manifest = try? loadManifest(current) {
-            live = try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state)
+        let ready = try state.read().ready, current = install.currentDeployment()
+        if let ready, ready.name != current, let manifest = try? loadManifest(ready.name) {
+            let staged = install.stagedDirectory(ready.name)
+            let directory = FileSystem.isDirectory(staged) ? staged : install.buildDirectory(ready.name)
+            if FileSystem.isDirectory(directory) {
+                live = try LiveTree(manifest: manifest, directory: directory, build: ready.name, state: state)
+            }
         }
-        if let ready = try state.read().ready, ready.name != install.currentDeployment(),
-           FileSystem.isDirectory(install.stagedDirectory(ready.name)), let manifest = try? loadManifest(ready.name) {
-            live.merge(try LiveTree(manifest: manifest, directory: install.stagedDirectory(ready.name), build: ready.name,
-                                    state: state))
+        if let current, let manifest = try? loadManifest(current) {
+            live.merge(try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state))
         }
         return live
     }

@@ -113,7 +113,6 @@ public struct Syncer: Sendable {
                 do { try FileSystem.writeAtomically(data, to: install.manifestPath(identity.name)) } catch {
                     throw PatchSyncError.wrap(error)
                 }
-                try install.saveDeploymentBundles(identity.name, bundles == all ? nil : bundles)
                 try Housekeeping(install: install, state: state, stagingHeld: true)
                     .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
                 onEvent(.phase("comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
@@ -214,13 +213,17 @@ enum SyncStep: Sendable {
             nil
         }
         if let settled {
+            // A ready deployment of this build with another choice of bundles is not what the player wants now.
+            if case .upToDate = settled, later.isEmpty, let ready = state.ready, ready.manifest == sha, !ready.holds(sha, bundles, all: all) {
+                state.ready = nil
+            }
             // Whatever was being staged is not wanted any more, unless a later step of this build stages it.
             if !later.contains(where: { state.staging?.holds(sha, $0, all: all) == true }) { state.abandonStaging() }
             return settled
         }
         var identity = DeploymentIdentity(name: "", buildId: info.buildId, channel: info.channel, manifest: sha)
         identity.rollback = info.rollback
-        identity.bundles = bundles == all ? nil : bundles
+        identity.bundles = bundles
         if let staging = state.staging, staging.holds(sha, bundles, all: all), staging.channel == info.channel {
             identity.name = staging.name
         } else {

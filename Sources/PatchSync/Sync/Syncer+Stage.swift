@@ -64,6 +64,7 @@ extension Syncer {
         }
         if let current, let manifest = try? loadManifest(current) {
             live.merge(try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state))
+            live.manifest = manifest  // the live build: the source its delta packs come from
         }
         return live
     }

@@ -79,13 +79,13 @@ struct BundlesCommand: AsyncParsableCommand {
 
     static func change(_ options: ClientOptions, adding: [String], removing: [String]) throws(PatchSyncError) {
         let install = try Install.open(at: options.install)
-        let selection = try install.chooseBundles(adding: adding, removing: removing)
-        struct Result: Encodable { var bundles: [String]; var unknown: [String] }
-        var human = "optional bundles chosen: " + (selection.chosen.isEmpty ? "none" : selection.chosen.joined(separator: ", "))
-        if !selection.unknown.isEmpty {
-            human += "\nnot in the newest known build (kept, installed when a build has them): " + selection.unknown.joined(separator: ", ")
+        let choice = try install.chooseBundles(adding: adding, removing: removing)
+        var human = "optional bundles chosen: " + (choice.chosen.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") }
+            ?? "every one" + (choice.excluded.isEmpty ? "" : " but " + choice.excluded.joined(separator: ", ")))
+        if !choice.unknown.isEmpty {
+            human += "\nnot in the newest known build (kept, installed when a build has them): " + choice.unknown.joined(separator: ", ")
         }
         human += "\nnext: patchsync sync --install \(install.root) (the launcher applies the change at the next start)"
-        Output(json: options.json).result(Result(bundles: selection.chosen, unknown: selection.unknown), human: human)
+        Output(json: options.json).result(choice, human: human)
     }
 }

@@ -108,6 +108,25 @@ struct BundleChoiceTests {
         #expect(try Install.open(at: root).currentBuild() == "1")
     }
 
+    @Test("an install that takes every optional bundle but one it removed (even before its first sync) also takes a new optional bundle of a later build")
+    func allButExcluded() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.005), id: "1", bundles: SampleGame.bundles)
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let removed = try CLI.run(["bundles", "remove", "languages", "--install", install.root])
+        #expect(removed.status == 0 && removed.stdout.contains("every one but languages"), "\(removed.stdout) \(removed.stderr)")
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        #expect(install.liveBundles() == ["base", "textures", "hd-audio"])
+        let extras = PatchSync.Bundle(name: "extras", required: false, priority: 3, paths: ["levels/new_*"])
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.005), id: "2", bundles: [extras] + SampleGame.bundles)
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        #expect(install.liveBundles() == ["base", "textures", "hd-audio", "extras"])
+        #expect(FileManager.default.fileExists(atPath: install.root + "/current/levels/new_level_0.map"))
+        #expect(!FileManager.default.fileExists(atPath: install.root + "/current/text/fr.po"))
+    }
+
     @Test("diff costs a player's selection: per bundle and in the total, an unselected bundle costs nothing")
     func diffSelection() throws {
         let fixture = try Fixture()

@@ -112,11 +112,20 @@ extension Install {
         for (candidate, name) in candidates where sha == nil || candidate == sha {
             guard let data = try? FileSystem.read(manifestPath(name), limit: 256 << 20),
                   let manifest = try? Manifest.decode(data, what: manifestPath(name)) else { continue }
-            return try bundleProgress(state: state, selection: BundleSelection(manifest, chosen: config.bundles),
+            return try bundleProgress(state: state, selection: config.selection(of: manifest),
                                       sha: candidate, manifest: manifest)
         }
         return nil
     }
+}
+
+/// An install's choice of optional bundles after `bundles add`/`remove`.
+public struct BundleChoice: Codable, Sendable {
+    /// The optional bundles chosen, or nil: every optional bundle of each build but `excluded`.
+    public var chosen: [String]?
+    public var excluded: [String]
+    /// Chosen bundles the newest known build does not have (installed when a build has them).
+    public var unknown: [String]
 }
 
 extension Install {
@@ -134,7 +143,7 @@ extension Install {
     /// Changes the optional bundles this install holds (kept in its configuration; the next sync
     /// stages the change). Names the newest known build lacks are refused when added, as are required
     /// bundles, which are always installed.
-    public func chooseBundles(adding: [String], removing: [String]) throws(PatchSyncError) -> (chosen: [String], unknown: [String]) {
+    public func chooseBundles(adding: [String], removing: [String]) throws(PatchSyncError) -> BundleChoice {
         var config = try config()
         let manifest = newestKnownManifest()
         let optional = manifest.map { $0.bundles.filter { !$0.required }.map(\.name) }
@@ -150,19 +159,21 @@ extension Install {
                                          : "choose among: \(optional.joined(separator: ", ")) (`patchsync bundles` lists them)")
             }
         }
-        if config.bundles == nil && optional == nil {
-            // Every optional bundle is chosen already; which there are is known after the first sync.
-            guard removing.isEmpty else {
-                throw PatchSyncError(.usage, "this install does not know its build's bundles yet",
-                                     remedy: "run `patchsync sync --install \(root)` first, or give the choice to `init` with --bundle")
-            }
-            return ([], [])
+        if config.bundles == nil {
+            // Every optional bundle but those left out: one a later build adds is installed too.
+            var excluded = Set(config.excludedBundles ?? [])
+            excluded.formUnion(removing)
+            excluded.subtract(adding)
+            config.excludedBundles = excluded.isEmpty ? nil : excluded.sorted()
+            try saveConfig(config)
+            return BundleChoice(chosen: nil, excluded: excluded.sorted(), unknown: [])
         }
-        var chosen = Set(config.bundles ?? optional ?? [])
+        var chosen = Set(config.bundles ?? [])
         chosen.formUnion(adding)
         chosen.subtract(removing)
         config.bundles = chosen.sorted()
         try saveConfig(config)
-        return (chosen.sorted(), chosen.filter { name in optional.map { !$0.contains(name) } ?? false }.sorted())
+        return BundleChoice(chosen: chosen.sorted(), excluded: [],
+                            unknown: chosen.filter { name in optional.map { !$0.contains(name) } ?? false }.sorted())
     }
 }

@@ -8,6 +8,9 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// The optional bundles the player chose (`bundles add`/`remove`, `init --bundle`); nil installs every
     /// optional bundle. Required bundles are always installed.
     public var bundles: [String]?
+    /// With `bundles` nil: optional bundles left out (`bundles remove`); every other optional bundle is
+    /// installed, including ones a later build adds.
+    public var excludedBundles: [String]?
     /// Connections in total; transfers run at most this many requests at once.
     public var maxConnections: Int?
     /// The largest byte range asked in one request.
@@ -56,6 +59,11 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     public init(remotes: [String], channel: String) {
         self.remotes = remotes
         self.channel = channel
+    }
+
+    /// The bundles of `manifest` this install holds.
+    func selection(of manifest: Manifest) -> BundleSelection {
+        BundleSelection(manifest, chosen: bundles, excluded: excludedBundles ?? [])
     }
 
     var connections: Int { max(1, min(maxConnections ?? 6, 64)) }

@@ -11,10 +11,10 @@ public struct BundleSelection: Sendable, Equatable {
     /// The optional bundles wanted, in download order.
     public var optional: [String]
 
-    /// The selection `chosen` (nil: every optional bundle) makes of `manifest`.
-    public init(_ manifest: Manifest, chosen: [String]?) {
+    /// The selection `chosen` (nil: every optional bundle but `excluded`) makes of `manifest`.
+    public init(_ manifest: Manifest, chosen: [String]?, excluded: [String] = []) {
         let names = Set(manifest.bundles.map(\.name))
-        let picked = Set(chosen ?? manifest.bundles.map(\.name))
+        let picked = Set(chosen ?? manifest.bundles.map(\.name)).subtracting(chosen == nil ? excluded : [])
         let ordered = Self.downloadOrder(manifest.bundles)
         wanted = ordered.filter { $0.required || picked.contains($0.name) }.map(\.name)
         optional = ordered.filter { !$0.required && picked.contains($0.name) }.map(\.name)

@@ -87,7 +87,7 @@ public struct Syncer: Sendable {
         }
         let manifest: Manifest, data: Data
         if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
-        let selection = BundleSelection(manifest, chosen: config.bundles)
+        let selection = config.selection(of: manifest)
         let all = BundleSelection(manifest, chosen: nil).wanted
         report.bundles = selection.wanted
         report.droppedBundles = selection.dropped

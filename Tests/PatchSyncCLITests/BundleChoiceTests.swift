@@ -145,6 +145,8 @@ struct BundleChoiceTests {
                 < ((all["total"] as? [String: Any])?["writtenBytes"] as? Int ?? 0))
     }
 
+    func install(_ root: String) throws -> Install { try Install.open(at: root) }
+
     @Test("playable first: launch swaps in the required part while an optional bundle still downloads; the bundle goes live whole at a later launch, and the game is told which bundles are live")
     func playableFirst() throws {
         let fixture = try Fixture()
@@ -167,6 +169,13 @@ struct BundleChoiceTests {
         let event = try #require(seen.split(separator: "\n").first { $0.contains("\"event\":\"bundles\"") })
         #expect(event.contains("\"playable\":true") && event.contains("\"name\":\"hd-audio\"") && event.contains("\"state\":\"pending\""),
                 "the required part is ready first: \(event)")
+        let progress = try #require(try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any])["bundles"] as? [String: Any]
+        let entries = try #require(progress?["bundles"] as? [[String: Any]])
+        let pending = try #require(entries.first { $0["name"] as? String == "hd-audio" })
+        #expect(pending["state"] as? String == "pending"
+                && pending["bytes"] as? Int == Int(manifest.files.filter { $0.bundle == "hd-audio" }.reduce(0) { $0 + $1.size }),
+                "a launcher learns the pending bundle's size: \(pending)")
+        #expect(try install(root).status().bundles?.names(.pending) == ["hd-audio"], "Install.status() says the same")
 
         let game = #"printf 'bundles=%s audio=%s\n' "$PATCHSYNC_BUNDLES" "$(test -e "$PATCHSYNC_CONTENT_ROOT/audio" && echo yes || echo no)""#
         let first = try CLI.run(["launch", "--install", root, "--", "/bin/sh", "-c", game])
@@ -178,7 +187,7 @@ struct BundleChoiceTests {
 
         let nginx = try NginxOrigin(root: fixture.origin)
         defer { nginx.stop() }
-        let install = try Install.open(at: root)
+        let install = try self.install(root)
         var config = try install.config()
         config.remotes = [nginx.url]
         try JSONEncoder().encode(config).write(to: URL(fileURLWithPath: install.configPath))

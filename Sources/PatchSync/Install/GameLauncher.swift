@@ -37,8 +37,7 @@ public struct GameLauncher: Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["PATCHSYNC_CONTENT_ROOT"] = install.currentLink
         // Which bundles are live: the game may offer what they hold (a language, a DLC) and nothing else.
-        environment["PATCHSYNC_BUNDLES"] = install.liveBundles().joined(separator: ",")
-        install.recordLiveBundles()
+        environment["PATCHSYNC_BUNDLES"] = install.recordLiveBundles().joined(separator: ",")
         let pid = try Self.spawn(executable, arguments, environment: environment)
         cleanUp()
         return try Self.wait(for: pid, executable)

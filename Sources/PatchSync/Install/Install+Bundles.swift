@@ -58,16 +58,18 @@ extension Install {
     /// `live-bundles.json` in the install: the live build and its bundles, for the game to read at run time.
     public var liveBundlesPath: String { root + "/live-bundles.json" }
 
-    /// Writes `live-bundles.json` when it does not already say what is live.
-    func recordLiveBundles() {
+    /// Writes `live-bundles.json` when it does not already say what is live; returns the live bundles.
+    @discardableResult
+    func recordLiveBundles() -> [String] {
         struct Live: Codable, Equatable { var build: String; var bundles: [String] }
-        guard let current = currentDeployment() else { return }
+        guard let current = currentDeployment() else { return [] }
         let live = Live(build: Deployment.buildID(of: current), bundles: liveBundles())
         if let data = try? FileSystem.read(liveBundlesPath, limit: 1 << 20),
-           (try? JSONDecoder().decode(Live.self, from: data)) == live { return }
+           (try? JSONDecoder().decode(Live.self, from: data)) == live { return live.bundles }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         _ = try? FileSystem.writeAtomically(try encoder.encode(live), to: liveBundlesPath)
+        return live.bundles
     }
 
     /// Where the bundles of the build `sha` (whose manifest is `manifest`) stand, for a player who chose `selection`.
@@ -102,20 +104,9 @@ extension Install {
     /// The bundles of the newest build this install knows (the one its last sync set out to install,
     /// else the live one), for `status` and `bundles`.
     public func bundleProgress() throws(PatchSyncError) -> BundleProgress? {
-        let config = try config()
-        let state = try state(readOnly: true).read()
-        var candidates: [(String, String)] = []  // (manifest sha, deployment holding it)
-        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) {
-            candidates.append((identity.manifest, identity.name))
-        }
-        let sha = state.bundlePlan?.manifest ?? state.currentIdentity?.manifest
-        for (candidate, name) in candidates where sha == nil || candidate == sha {
-            guard let data = try? FileSystem.read(manifestPath(name), limit: 256 << 20),
-                  let manifest = try? Manifest.decode(data, what: manifestPath(name)) else { continue }
-            return try bundleProgress(state: state, selection: config.selection(of: manifest),
-                                      sha: candidate, manifest: manifest)
-        }
-        return nil
+        guard let (sha, manifest) = newestKnownManifest() else { return nil }
+        return try bundleProgress(state: try state(readOnly: true).read(), selection: try config().selection(of: manifest),
+                                  sha: sha, manifest: manifest)
     }
 }
 
@@ -129,13 +120,14 @@ public struct BundleChoice: Codable, Sendable {
 }
 
 extension Install {
-    /// The manifest of the newest build this install knows: the one its last sync set out to install, else the live one.
-    func newestKnownManifest() -> Manifest? {
+    /// The manifest of the newest build this install knows, with its target's SHA-256: the one its last
+    /// sync set out to install, else the live one.
+    func newestKnownManifest() -> (String, Manifest)? {
         guard let state = try? state(readOnly: true).read() else { return nil }
-        let sha = state.bundlePlan?.manifest ?? state.currentIdentity?.manifest
+        let sha = state.newestManifest ?? state.currentIdentity?.manifest
         for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
             if let data = try? FileSystem.read(manifestPath(identity.name), limit: 256 << 20),
-               let manifest = try? Manifest.decode(data, what: manifestPath(identity.name)) { return manifest }
+               let manifest = try? Manifest.decode(data, what: manifestPath(identity.name)) { return (identity.manifest, manifest) }
         }
         return nil
     }
@@ -145,7 +137,7 @@ extension Install {
     /// bundles, which are always installed.
     public func chooseBundles(adding: [String], removing: [String]) throws(PatchSyncError) -> BundleChoice {
         var config = try config()
-        let manifest = newestKnownManifest()
+        let manifest = newestKnownManifest()?.1
         let optional = manifest.map { $0.bundles.filter { !$0.required }.map(\.name) }
         let required = Set(manifest?.bundles.filter(\.required).map(\.name) ?? [])
         for name in adding + removing where required.contains(name) {

@@ -63,10 +63,8 @@ extension Install {
         }
         if !refreshed.isEmpty { try state.saveStatCache(build: deployment, refreshed) }
         if let manifest = try? Syncer(install: self).loadManifest(deployment) {
-            let entries = TreeEntries.check(manifest, in: directory)
             report.entriesChecked = (manifest.links?.count ?? 0) + (manifest.folders?.count ?? 0)
-            report.damaged += entries.map { VerifyReport.Damage(path: $0.path, problem: $0.problem, expected: $0.expected,
-                                                                actual: $0.actual) }
+            report.damaged += TreeEntries.check(manifest, in: directory)
         }
         return report
     }

@@ -30,22 +30,25 @@ enum TreeEntries {
         return placed
     }
 
-    /// How the live tree's folders and links differ from `manifest`'s: path → (problem, expected, found).
-    static func check(_ manifest: Manifest, in directory: String) -> [(path: String, problem: VerifyReport.Problem,
-                                                                        expected: String, actual: String?)] {
-        var found: [(String, VerifyReport.Problem, String, String?)] = []
+    /// How the live tree's folders and links differ from `manifest`'s.
+    static func check(_ manifest: Manifest, in directory: String) -> [VerifyReport.Damage] {
+        var found: [VerifyReport.Damage] = []
         for folder in manifest.folders ?? [] {
             let st = try? FileSystem.status(directory + "/" + folder.path)
-            if st.map({ ($0.st_mode & S_IFMT) != S_IFDIR }) ?? true { found.append((folder.path, .missing, "a folder", nil)) }
+            if st.map({ ($0.st_mode & S_IFMT) != S_IFDIR }) ?? true {
+                found.append(VerifyReport.Damage(path: folder.path, problem: .missing, expected: "a folder", actual: nil))
+            }
         }
         for link in manifest.links ?? [] {
             let full = directory + "/" + link.path
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFLNK else {
-                found.append((link.path, .missing, "a link to \(link.target)", nil))
+                found.append(VerifyReport.Damage(path: link.path, problem: .missing, expected: "a link to \(link.target)", actual: nil))
                 continue
             }
             let target = (try? BuildFolder.readLink(full)) ?? ""
-            if target != link.target { found.append((link.path, .wrongLink, link.target, target)) }
+            if target != link.target {
+                found.append(VerifyReport.Damage(path: link.path, problem: .wrongLink, expected: link.target, actual: target))
+            }
         }
         return found
     }

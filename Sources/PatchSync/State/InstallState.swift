@@ -23,16 +23,6 @@ public struct DeploymentIdentity: Codable, Sendable, Hashable {
     }
 }
 
-/// What the install's newest sync set out to install: the build, the bundles wanted of it, and the
-/// ones the player chose that it does not have.
-public struct BundlePlan: Codable, Sendable, Equatable {
-    public var buildId: String
-    /// SHA-256 of the build's manifest target.
-    public var manifest: String
-    public var wanted: [String]
-    public var dropped: [String]
-}
-
 /// The install's state as one value: what is live, kept, staged and ready, what the channel has
 /// shown, and the background agent's bookkeeping. It is read and written as a whole, in one
 /// SQLite transaction (``StateStore/update(_:_:)``), and changes only through the transitions below,
@@ -61,8 +51,8 @@ public struct InstallState: Codable, Sendable, Equatable {
     public var routes: InstallStatus.Routes?
     /// A sync running now, with its progress.
     public var running: RunningSync?
-    /// What the newest sync set out to install (for `status` and `bundles`).
-    public var bundlePlan: BundlePlan?
+    /// SHA-256 of the manifest target the newest sync set out to install (`status` and `bundles` show its bundles).
+    public var newestManifest: String?
     /// Deployment names handed out so far with a suffix: the next one is `@<n+1>`.
     public var suffixesUsed = 1
 

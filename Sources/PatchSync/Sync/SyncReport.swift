@@ -42,20 +42,20 @@ public struct SyncReport: Codable, Sendable {
     /// Deployments staged by this run: the required part first, then one more optional bundle each.
     public var deploymentsStaged = 0
 
-    /// Adds the work of one more staged deployment of the same build (`step`, which started from this report).
-    mutating func add(_ step: SyncReport, first: Bool) {
-        let base = first ? SyncReport(outcome: outcome, buildId: buildId, sequence: sequence) : self
+    /// Adds the work of one more staged deployment of the same build: the files it assembled and the
+    /// transfers it made; its size and links are the newest step's (each holds the steps before it).
+    mutating func add(_ step: SyncReport) {
         buildBytes = step.buildBytes
-        filesAssembled = base.filesAssembled + step.filesAssembled
+        filesAssembled += step.filesAssembled
         filesLinked = step.filesLinked + step.filesAssembled - filesAssembled
-        chunksCopiedLocally = base.chunksCopiedLocally + step.chunksCopiedLocally
-        chunksFetched = base.chunksFetched + step.chunksFetched
-        filesPatched = base.filesPatched + step.filesPatched
-        deltaFallbacks = base.deltaFallbacks + step.deltaFallbacks
-        deltaBytes = base.deltaBytes + step.deltaBytes
-        bytesPlanned = base.bytesPlanned + step.bytesPlanned
-        requests = base.requests + step.requests
-        deploymentsStaged = base.deploymentsStaged + 1
+        chunksCopiedLocally += step.chunksCopiedLocally
+        chunksFetched += step.chunksFetched
+        filesPatched += step.filesPatched
+        deltaFallbacks += step.deltaFallbacks
+        deltaBytes += step.deltaBytes
+        bytesPlanned += step.bytesPlanned
+        requests += step.requests
+        deploymentsStaged += 1
     }
 }
 

@@ -91,8 +91,7 @@ public struct Syncer: Sendable {
         let all = BundleSelection(manifest, chosen: nil).wanted
         report.bundles = selection.wanted
         report.droppedBundles = selection.dropped
-        try state.update { $0.bundlePlan = BundlePlan(buildId: manifest.buildId.value, manifest: sha, wanted: selection.wanted,
-                                                       dropped: selection.dropped) }
+        try state.update { $0.newestManifest = sha }
         var live = try liveTrees(state: state)
         let steps = selection.steps { bundle in
             live.holdsWhole(manifest.selecting([bundle]).files)
@@ -117,9 +116,9 @@ public struct Syncer: Sendable {
                     .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
                 onEvent(.phase("comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
                 let deployment = StagedBuild(identity, in: install, state: state)
-                var stepReport = report
+                var stepReport = SyncReport(outcome: .ready, buildId: report.buildId, sequence: report.sequence)
                 try await stage(manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport)
-                report.add(stepReport, first: !staged)
+                report.add(stepReport)
                 staged = true
                 report.outcome = .ready
                 live = try liveTrees(state: state)

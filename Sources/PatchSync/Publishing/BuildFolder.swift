@@ -20,7 +20,7 @@ public struct BuildFolder: Sendable {
     /// Walks `root`; `dereferenceExternal` copies what escaping links point to instead of refusing them.
     public static func scan(_ root: String, dereferenceExternal: Bool = false) throws(PatchSyncError) -> BuildFolder {
         var folder = BuildFolder(root: root)
-        try folder.walk("", dereferencing: dereferenceExternal)
+        try folder.walk("")
         // Whether a link escapes depends on the other links (a chain can climb out): check them all,
         // replace the escaping ones, and check again until none escapes.
         while true {
@@ -43,7 +43,7 @@ public struct BuildFolder: Sendable {
         return folder
     }
 
-    private mutating func walk(_ relative: String, dereferencing: Bool) throws(PatchSyncError) {
+    private mutating func walk(_ relative: String) throws(PatchSyncError) {
         let full = relative.isEmpty ? root : root + "/" + relative
         let names: [String]
         do { names = try FileSystem.list(full) } catch { throw PatchSyncError.wrap(error).during("reading the build folder") }
@@ -54,10 +54,10 @@ public struct BuildFolder: Sendable {
             do { st = try FileSystem.status(root + "/" + rel) } catch { throw PatchSyncError.wrap(error) }
             guard let st else { continue }
             switch st.st_mode & S_IFMT {
-            case S_IFDIR: try walk(rel, dereferencing: dereferencing)
+            case S_IFDIR: try walk(rel)
             case S_IFREG: files.append(rel)
             // Inside a folder copied from outside the build, a link means what it points to out there.
-            case S_IFLNK where dereferencing && !relative.isEmpty && isCopied(relative): try dereference(rel)
+            case S_IFLNK where isCopied(relative): try dereference(rel)
             case S_IFLNK: links[rel] = try Self.readLink(root + "/" + rel)
             default:
                 throw PatchSyncError(.usage, "\(root)/\(rel) is not a regular file, folder or symbolic link",
@@ -82,7 +82,7 @@ public struct BuildFolder: Sendable {
                                      remedy: "remove the link that loops, or replace it with a copy")
             }
             copied.append(path)
-            try walk(path, dereferencing: true)
+            try walk(path)
         default:
             throw PatchSyncError(.usage, "\(root)/\(path) points to something that is not a file or folder",
                                  remedy: "remove the link from the build")

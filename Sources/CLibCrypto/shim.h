@@ -4,3 +4,4 @@
 #include <openssl/pem.h>
 #include <openssl/bio.h>
 #include <openssl/rsa.h>
+#include <openssl/rand.h>

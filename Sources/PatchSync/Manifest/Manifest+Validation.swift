@@ -44,6 +44,14 @@ extension Manifest {
                 throw refusal("has link \(link.path) -> \(link.target), which resolves outside the build")
             }
         }
+        var sealedObjects = Set<SHA256Digest>()
+        for object in sealed ?? [] {
+            let layout = SealedLayout(units: object.units)
+            guard sealedObjects.insert(object.object).inserted, !object.units.isEmpty, object.units.allSatisfy({ $0 >= 0 }),
+                  layout.sealedLength == object.length else {
+                throw refusal("lists sealed object \(object.sealed) twice or with units that do not add up")
+            }
+        }
         for pack in deltas ?? [] {
             guard pack.from != buildId, pack.length > 0, pack.files > 0, pack.files <= files.count else {
                 throw refusal("lists a delta pack from \(pack.from) that does not add up")

@@ -8,8 +8,10 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// 2: a file's object may be a pack holding many files' chunks (1: always the file's own object).
     /// 3: the build also has symbolic links or empty folders (`links`, `folders`), which a client of
     /// version 2 would silently leave out.
+    /// 4: some objects are sealed (a preload build's new content, `sealed`), which a client of version 3
+    /// would fetch by a name the origin does not have.
     /// A client reads every version up to its own and refuses a newer one, naming both.
-    public static let formatVersion = 3
+    public static let formatVersion = 4
 
     public var formatVersion: Int
     public var buildId: BuildID
@@ -25,10 +27,13 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// Folders of the build with nothing in them (format 3; absent when there are none). Folders that
     /// hold a file or a link are implied by their paths.
     public var folders: [FolderEntry]?
+    /// The objects (and delta packs) of a preload build stored sealed, by plain object (format 4).
+    public var sealed: [SealedObject]?
 
     /// The oldest format that holds this build, so that older clients still read what they can
     /// install whole: 3 with links or empty folders, 2 when a file names a pack, else 1.
     var lowestFormat: Int {
+        if !(sealed ?? []).isEmpty { return 4 }
         if !(links ?? []).isEmpty || !(folders ?? []).isEmpty { return 3 }
         return files.contains { !$0.chunks.isEmpty && $0.object != $0.sha256 } ? 2 : 1
     }

@@ -8,6 +8,13 @@ enum BuildContents {
         guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256") }
         var paths: Set<String> = ["targets/" + TargetNaming.consistentPath(path, sha256: hash)]
         for delta in file.custom?.manifestDeltas ?? [] { paths.insert("objects/\(delta.object.prefix(2))/\(delta.object)") }
+        if file.custom?.preload != nil {  // its plan names every object it needs, sealed or shared
+            let plan = try Repository.plan(in: origin, path, file)
+            paths.insert(ObjectID.path(plan.manifest.sealed))
+            for object in plan.objects { paths.insert(ObjectID.path(object.sealed)) }
+            for object in plan.sharedObjects { paths.insert(ObjectID.path(object)) }
+            return paths
+        }
         let manifest = try Repository.manifest(in: origin, path, file)
         for entry in manifest.files where !entry.chunks.isEmpty { paths.insert(ObjectID.path(entry.object)) }
         for delta in manifest.deltas ?? [] { paths.insert(ObjectID.path(delta.object)) }

@@ -39,7 +39,7 @@ extension Publisher {
                                    excluding buildId: String? = nil, count: Int) -> [(path: String, sha256: String)] {
         var sources: [(sequence: Int, path: String, sha256: String)] = []
         for (path, target) in targets {
-            guard let info = target.custom, info.channel == channel, info.sequence < sequence,
+            guard let info = target.custom, info.channel == channel, info.sequence < sequence, info.preload == nil,
                   info.buildId != buildId, let hash = target.hashes["sha256"] else { continue }
             sources.append((sequence: info.sequence, path: path, sha256: hash))
         }
@@ -48,10 +48,13 @@ extension Publisher {
 
     /// One delta pack per base, each holding a delta for every file that changed at the same path and
     /// whose delta costs less than its new chunks.
-    func deltaPacks(for files: [FileEntry], from bases: [DeltaBase]) throws(PatchSyncError) -> [DeltaSource] {
-        var packs: [DeltaSource] = []
+    /// Each pack is written into `root`'s objects (the origin's, or a preload's folder to seal from),
+    /// with the indices of the files it rebuilds.
+    func deltaPacks(for files: [FileEntry], from bases: [DeltaBase],
+                    into root: String) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
+        var packs: [(source: DeltaSource, files: [Int])] = []
         for base in bases {
-            if let pack = try deltaPack(from: base.manifest, to: files) { packs.append(pack) }
+            if let pack = try deltaPack(from: base.manifest, to: files, into: root) { packs.append(pack) }
         }
         return packs
     }
@@ -82,25 +85,27 @@ extension Publisher {
     }
 
     /// The pack from `source` to `files`, written into the origin; nil when no file gains from a delta.
-    private func deltaPack(from source: Manifest, to files: [FileEntry]) throws(PatchSyncError) -> DeltaSource? {
+    private func deltaPack(from source: Manifest, to files: [FileEntry],
+                           into root: String) throws(PatchSyncError) -> (source: DeltaSource, files: [Int])? {
         let encoder = DeltaPackEncoder(source: source, sourceFiles: ObjectReader(origin: options.origin),
                                        buildDirectory: options.buildDirectory)
         let candidates = encoder.candidates(for: files)
         guard !candidates.isEmpty else { return nil }
-        let temp = options.origin + "/objects/.incoming/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).pack"
+        let temp = root + "/objects/.incoming/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).pack"
         do {
-            try FileSystem.makeDirectory(options.origin + "/objects/.incoming")
+            try FileSystem.makeDirectory(root + "/objects/.incoming")
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var writer = try DeltaPack.Writer(writingTo: output)
-            _ = try encoder.append(candidates, of: files, to: &writer)
+            let appended = try encoder.append(candidates, of: files, to: &writer)
             let sha = try writer.finish()
             guard writer.files > 0 else {
                 try FileSystem.remove(temp)
                 return nil
             }
             try output.sync()
-            try ObjectWriter.place(temp, as: options.origin + "/" + ObjectID.path(sha))
-            return DeltaSource(from: source.buildId, object: sha, length: writer.length, files: writer.files)
+            try ObjectWriter.place(temp, as: root + "/" + ObjectID.path(sha))
+            return (DeltaSource(from: source.buildId, object: sha, length: writer.length, files: writer.files),
+                    appended.map(\.index))
         } catch {
             try? FileSystem.remove(temp)
             throw PatchSyncError.wrap(error).during("writing the delta pack from build \(source.buildId)")

@@ -25,12 +25,24 @@ public struct Publisher: Sendable {
         /// client's cap on unpinned metadata (5 MB), and many months of releases.
         public static let defaultKeepBuilds = 64
         public var now = Date()
+        /// Set for a preload build: new content is sealed until the release (``Preload``).
+        public var preload: Preload?
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
             self.buildDirectory = buildDirectory
             self.origin = origin
             self.buildId = buildId
             self.bundles = bundles
+        }
+    }
+
+    /// A preload build: when it is released, and the folder its content key goes to (`<folder>/<channel>/<build>.key`).
+    public struct Preload: Sendable {
+        public var releaseAt: Date
+        public var contentKeys: String
+        public init(releaseAt: Date, contentKeys: String) {
+            self.releaseAt = releaseAt
+            self.contentKeys = contentKeys
         }
     }
 
@@ -50,6 +62,8 @@ public struct Publisher: Sendable {
         public var deltas: [DeltaReport] = []
         /// Roles of the repository that expire soon, with the command that renews each.
         public var warnings: [String] = []
+        /// For a preload build: when it is released, where its content key is, and what a preload costs.
+        public var preload: PreloadReport?
     }
 
     public let options: Options
@@ -65,6 +79,9 @@ public struct Publisher: Sendable {
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
+        let sealing = try options.preload.map { preload throws(PatchSyncError) in try prepareSealing(preload, repo: repo) }
+        // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
+        let root = sealing?.scratch ?? options.origin
         let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
         let paths = folder.files
         let (links, folders) = try folder.entries(bundles: options.bundles)
@@ -72,18 +89,18 @@ public struct Publisher: Sendable {
         let sequence = nextSequence(repo)
         // Read once, for the delta packs and the manifest deltas, and as known layouts (a republish needs none).
         let bases = repo.targetFiles[target] == nil ? try deltaBases(repo, sequence: sequence) : []
-        let known = try knownObjects(repo, loaded: bases, republishing: target)
-        let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: options.origin)
+        let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing)
+        let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: root)
         for path in paths { try Manifest.checkPath(path) }
-        do { try ObjectWriter.prepare(origin: options.origin) } catch {
-            throw PatchSyncError.wrap(error).during("preparing \(options.origin)/objects")
+        do { try ObjectWriter.prepare(origin: root) } catch {
+            throw PatchSyncError.wrap(error).during("preparing \(root)/objects")
         }
-        let placer = ObjectPlacer(origin: options.origin)
-        let packer = PackWriter(origin: options.origin, placer: placer, targetSize: options.packSize)
+        let placer = ObjectPlacer(origin: root)
+        let packer = PackWriter(origin: root, placer: placer, targetSize: options.packSize)
         let entries: [(FileEntry, Int64, ObjectWriter.Pending?)]
         do {
-            entries = try self.entries(for: paths, writer: writer, known: known, placer: placer, packer: packer,
-                                       progress: progress)
+            entries = try self.entries(for: paths, writer: writer, known: known, sealing: sealing, placer: placer,
+                                       packer: packer, progress: progress)
         } catch {
             _ = try? placer.finish()  // what was written is complete: in place, it is reused or replaced next time
             throw error
@@ -110,10 +127,18 @@ public struct Publisher: Sendable {
             report.warnings = repo.expiryWarnings(now: options.now)
             return report
         }
-        manifest.deltas = try deltaPacks(for: files, from: bases)
+        let packs = try deltaPacks(for: files, from: bases, into: root)
+        manifest.deltas = packs.map(\.source)
         report.deltas = (manifest.deltas ?? []).map { DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length) }
         if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
-        try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
+        if let sealing {
+            report.preload = try publishSealed(&manifest, sealing: sealing, bases: bases, packs: packs, target: target,
+                                               repo: &repo)
+            report.objectsWritten = sealing.written
+            report.objectBytesWritten = sealing.bytesWritten
+        } else {
+            try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
+        }
         report.warnings = repo.expiryWarnings(now: options.now)
         return report
     }
@@ -147,8 +172,8 @@ public struct Publisher: Sendable {
     /// other cores waiting, and none waits for this thread's packing; workers stay within ``window``
     /// files and ``windowBytes`` of small files' stored bytes ahead of it, so memory stays bounded
     /// whatever the build. `progress` runs on the calling thread.
-    private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts, placer: ObjectPlacer,
-                         packer: PackWriter,
+    private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts, sealing: Sealing?,
+                         placer: ObjectPlacer, packer: PackWriter,
                          progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
         typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
         var out = [Entry?](repeating: nil, count: paths.count)
@@ -158,7 +183,7 @@ public struct Publisher: Sendable {
             let thread = Thread {
                 while let i = queue.claim() {
                     let result = Result { () throws(PatchSyncError) -> Prepared in
-                        try self.entry(for: paths[i], writer: writer, known: known)
+                        try self.entry(for: paths[i], writer: writer, known: known, sealing: sealing)
                     }
                     if case .success(.entry(_, _, let pending?)) = result { placer.add(pending) }
                     queue.deliver(i, result)
@@ -275,7 +300,8 @@ public struct Publisher: Sendable {
     /// as it is, never recompressed: an object path names one set of bytes. An object that no manifest
     /// describes was left by a publish that stopped before its manifest; it is written again and
     /// replaced. A new file up to ``Options/smallFileBytes`` is chunked and deflated into memory for a pack.
-    private func entry(for path: String, writer: ObjectWriter, known: KnownLayouts) throws(PatchSyncError) -> Prepared {
+    private func entry(for path: String, writer: ObjectWriter, known: KnownLayouts,
+                       sealing: Sealing?) throws(PatchSyncError) -> Prepared {
         let full = options.buildDirectory + "/" + path
         let mode: UInt32, sha: SHA256Digest?, size: Int64
         do {
@@ -289,7 +315,7 @@ public struct Publisher: Sendable {
         } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
         let bundle = try options.bundles.bundle(for: path).name
         if let sha, let old = try known.layout(of: sha, readingOlder: FileSystem.exists(options.origin + "/" + ObjectID.path(sha))),
-           FileSystem.exists(options.origin + "/" + ObjectID.path(old.object)) {
+           FileSystem.exists(options.origin + "/" + ObjectID.path(old.object)) || sealing?.reuse(old.object) == true {
             let largest = old.chunks.map(\.length).max() ?? 0
             guard largest <= options.chunking.maxSize else {
                 throw PatchSyncError(.usage, "\(path) is already in the origin as object \(sha), in chunks of up to "
@@ -311,12 +337,18 @@ public struct Publisher: Sendable {
     }
 
     /// The layouts of the objects that manifests in the origin describe (``KnownLayouts``).
-    private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase],
-                              republishing target: String) throws(PatchSyncError) -> KnownLayouts {
+    /// A preload publish also reads the preloads before it, with their keys from the key folder, and
+    /// may share their sealed objects; any other publish leaves preloads out (their objects are sealed).
+    private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase], republishing target: String,
+                              sealing: Sealing?) throws(PatchSyncError) -> KnownLayouts {
         let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
-        return try KnownLayouts(targets: repo.targetFiles, first: target) { (path, target) throws(PatchSyncError) in
+        let targets = repo.targetFiles.filter { sealing != nil || $0.value.custom?.preload == nil }
+        return try KnownLayouts(targets: targets, first: target) { (path, target) throws(PatchSyncError) in
             if let manifest = loaded[path] { return manifest }
-            return try Repository.manifest(in: self.options.origin, path, target)
+            let manifest = try Repository.manifest(in: self.options.origin, path, target,
+                                                   contentKeys: self.options.preload?.contentKeys)
+            sealing?.learn(manifest)
+            return manifest
         }
     }
 
@@ -329,9 +361,10 @@ public struct Publisher: Sendable {
     /// The delta packs are left out of the comparison: they depend on the builds published since.
     private func checkSamePublish(_ target: String, _ existing: TargetFile,
                                   _ manifest: inout Manifest) throws(PatchSyncError) -> Int {
-        let published = try Repository.manifest(in: options.origin, target, existing)
+        let published = try Repository.manifest(in: options.origin, target, existing, contentKeys: options.preload?.contentKeys)
         manifest.sequence = published.sequence
         manifest.deltas = published.deltas
+        manifest.sealed = published.sealed
         manifest.formatVersion = published.formatVersion  // a build published before packs: same content, older format
         guard manifest == published else {
             throw PatchSyncError(.usage, "build \(options.buildId) is already published on \(options.channel) "

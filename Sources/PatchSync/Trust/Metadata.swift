@@ -207,6 +207,8 @@ public struct ManifestTargetInfo: Codable, Hashable, Sendable {
     public var rollback: RollbackNote?
     /// Set by `repo rollback` on the build it took off the channel: a later rollback never picks it.
     public var withdrawn: Bool?
+    /// Set on a preload build: the target is its ``PreloadPlan`` (its manifest is sealed until released).
+    public var preload: PreloadInfo?
 
     public init(channel: String, buildId: String, sequence: Int, manifestDeltas: [ManifestDelta]? = nil) {
         self.channel = channel
@@ -249,7 +251,7 @@ public struct TargetsMetadata: TUFSigned {
     public var version: Int
     public var expires: Date
     public var targets: [String: TargetFile]
-    public var delegations: Delegations?
+    public var delegations: Delegations? = nil
 
     enum CodingKeys: String, CodingKey {
         case type = "_type", specVersion = "spec_version", version, expires, targets, delegations

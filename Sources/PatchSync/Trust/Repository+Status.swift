@@ -121,7 +121,30 @@ extension Repository {
     }
 
     /// The manifest target `path` of the origin folder `origin`, checked against its signed length and hash.
-    static func manifest(in origin: String, _ path: String, _ file: TargetFile) throws(PatchSyncError) -> Manifest {
+    /// A preload build's manifest is sealed: it is opened with its content key from `contentKeys` (the
+    /// publisher's key folder) or, once released, from the origin; without either it is refused by name.
+    static func manifest(in origin: String, _ path: String, _ file: TargetFile,
+                         contentKeys: String? = nil) throws(PatchSyncError) -> Manifest {
+        let data = try targetData(in: origin, path, file)
+        guard let info = file.custom, info.preload != nil else { return try Manifest.decode(data, what: path) }
+        let plan = try PreloadPlan.decode(data, what: path)
+        let keyPath = contentKeys.map { contentKeyPath($0, channel: info.channel, build: info.buildId) }
+        let keyData: Data
+        if let keyPath, FileSystem.exists(keyPath) {
+            keyData = try FileSystem.read(keyPath, limit: Int(Releases.maxKeyBytes))
+        } else if let released = try? load(origin: origin).releasedKeys[Releases.keyTarget(channel: info.channel, build: info.buildId)] {
+            keyData = try targetData(in: origin, Releases.keyTarget(channel: info.channel, build: info.buildId), released)
+        } else {
+            throw PatchSyncError(.usage, "build \(info.buildId) of \(origin) is a preload whose manifest is sealed, and its "
+                                 + "content key is not at hand", remedy: "give the publisher's key folder (--content-keys), "
+                                     + "or wait for its release")
+        }
+        let key = try ContentKey.read(keyData, what: keyPath ?? "the released key of \(info.buildId)", build: info.buildId)
+        return try plan.openManifest(in: origin, key: key)
+    }
+
+    /// The bytes of target `path` in the origin folder, checked against its signed length and SHA-256.
+    static func targetData(in origin: String, _ path: String, _ file: TargetFile) throws(PatchSyncError) -> Data {
         guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "\(path) has no sha256") }
         let location = origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
         let data = try FileSystem.read(location, limit: Int(min(file.length, 256 << 20)) + 1)
@@ -129,6 +152,6 @@ extension Repository {
             throw PatchSyncError(.refusedData, "\(location) does not match its signed length and SHA-256",
                                  remedy: "the origin folder was changed by hand; publish the build again into a fresh origin")
         }
-        return try Manifest.decode(data, what: location)
+        return data
     }
 }

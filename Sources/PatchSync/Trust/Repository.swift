@@ -56,6 +56,8 @@ public struct Repository: Sendable {
     var targets: Signed<TargetsMetadata>
     var snapshot: Signed<SnapshotMetadata>
     var timestamp: Signed<TimestampMetadata>
+    /// The delegated `releases` role's metadata (released content keys), once a preload was published.
+    var releases: Signed<TargetsMetadata>? = nil
     /// Held from `open` until the value goes: the origin is this process's to change.
     var lock: OriginLock? = nil
 
@@ -176,7 +178,19 @@ public struct Repository: Sendable {
             guard let previous, previous.roles["targets"] != root.signed.roles["targets"] else { throw error }
             try verify(targets, role: "targets", of: previous, targetsPath)
         }
-        return Repository(origin: origin, root: root, targets: targets, snapshot: snapshot, timestamp: timestamp)
+        var repo = Repository(origin: origin, root: root, targets: targets, snapshot: snapshot, timestamp: timestamp)
+        if let pin = snapshot.signed.meta[Releases.role + ".json"] {
+            let path = dir + "/\(pin.version).\(Releases.role).json"
+            let (releases, _): (Signed<TargetsMetadata>, Data) = try readPinned(path, pin: pin)
+            guard let role = targets.signed.delegations?.roles?.first(where: { $0.name == Releases.role }) else {
+                throw tampered(path, "is listed, but targets delegates no \(Releases.role) role")
+            }
+            do { try releases.verify(role: role.role, keys: targets.signed.delegations?.keys ?? [:], name: path) } catch {
+                throw tampered(path, error.message)
+            }
+            repo.releases = releases
+        }
+        return repo
     }
 
     /// Whether targets.json still needs signing by the current root's targets keys.
@@ -201,7 +215,7 @@ public struct Repository: Sendable {
         return (signed, data)
     }
 
-    private static func tampered(_ path: String, _ what: String) -> PatchSyncError {
+    static func tampered(_ path: String, _ what: String) -> PatchSyncError {
         PatchSyncError(.refusedData, "\(path) \(what): the origin's metadata is not what patchsync signed",
                        remedy: "nothing was signed on top of it; restore the origin's metadata folder from your own copy "
                            + "(it may have been changed by hand or by someone holding the online key)")
@@ -214,11 +228,15 @@ public struct Repository: Sendable {
     /// timestamp that points at metadata not yet there. Targets is signed by `signers.targets` (at least
     /// the targets threshold of them), snapshot and timestamp by `signers.online`.
     mutating func commit(targets files: [String: TargetFile], signers: Signers,
-                         lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+                         lifetimes: Lifetimes = .init(), now: Date = Date(),
+                         delegatingReleases: Bool = false) throws(PatchSyncError) {
         try checkSigners(signers)
         guard let online = signers.online else { throw PatchSyncError(.internal, "checkSigners passed without an online key") }
+        let delegations = try releasesDelegation(online: online,
+                                                 adding: delegatingReleases || targets.signed.delegations != nil)
         let newTargets = try Signed(signing: TargetsMetadata(version: targets.signed.version + 1,
-                                                             expires: now + lifetimes.targets, targets: files),
+                                                             expires: now + lifetimes.targets, targets: files,
+                                                             delegations: delegations),
                                     with: try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin))
         try Self.write(newTargets, to: metadataDirectory + "/\(newTargets.signed.version).targets.json")
         targets = newTargets
@@ -248,14 +266,19 @@ public struct Repository: Sendable {
         try commit(targets: targets.signed.targets, signers: signers, lifetimes: lifetimes, now: now)
     }
 
-    private mutating func resign(key: SigningKey, lifetimes: Lifetimes, now: Date) throws(PatchSyncError) {
+    mutating func resign(key: SigningKey, lifetimes: Lifetimes, now: Date) throws(PatchSyncError) {
         // Pinned by length and hash as well as version: a client then reads targets.json up to its
         // signed length (not a fixed cap), and a mirror cannot swap its bytes.
         let targetsData = try targets.serialized()
+        var meta = ["targets.json": MetaFile(version: targets.signed.version, length: targetsData.count,
+                                             hashes: ["sha256": SHA256Hasher.hash(targetsData).hex])]
+        if let releases {
+            let data = try releases.serialized()
+            meta[Releases.role + ".json"] = MetaFile(version: releases.signed.version, length: data.count,
+                                                     hashes: ["sha256": SHA256Hasher.hash(data).hex])
+        }
         let snap = try Signed(signing: SnapshotMetadata(
-            version: snapshot.signed.version + 1, expires: now + lifetimes.snapshot,
-            meta: ["targets.json": MetaFile(version: targets.signed.version, length: targetsData.count,
-                                            hashes: ["sha256": SHA256Hasher.hash(targetsData).hex])]), with: [key])
+            version: snapshot.signed.version + 1, expires: now + lifetimes.snapshot, meta: meta), with: [key])
         let snapData = try snap.serialized()
         try Self.write(snapData, to: metadataDirectory + "/\(snap.signed.version).snapshot.json")
         let stamp = try Signed(signing: TimestampMetadata(
@@ -381,11 +404,11 @@ public struct Repository: Sendable {
         }
     }
 
-    private static func write<T>(_ signed: Signed<T>, to path: String) throws(PatchSyncError) {
+    static func write<T>(_ signed: Signed<T>, to path: String) throws(PatchSyncError) {
         try write(try signed.serialized(), to: path)
     }
 
-    private static func write(_ data: Data, to path: String) throws(PatchSyncError) {
+    static func write(_ data: Data, to path: String) throws(PatchSyncError) {
         do { try FileSystem.writeAtomically(data, to: path) } catch { throw PatchSyncError.wrap(error) }
     }
 

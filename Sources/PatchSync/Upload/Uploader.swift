@@ -257,7 +257,7 @@ public struct Uploader: Sendable {
         if path.hasPrefix("objects/") { return 0 }
         if path.hasPrefix("targets/") { return 1 }
         if isRootVersion(path) { return 2 }
-        if path.hasSuffix(".targets.json") { return 3 }
+        if path.hasSuffix(".targets.json") || path.hasSuffix(".\(Releases.role).json") { return 3 }
         if path.hasSuffix(".snapshot.json") { return 4 }
         if path == "metadata/timestamp.json" { return 6 }
         return 5  // root.json

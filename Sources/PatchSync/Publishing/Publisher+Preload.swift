@@ -1,0 +1,261 @@
+import Foundation
+import Synchronization
+
+extension Publisher {
+    /// What a preload publish reports: the release time, the key file, and what preloading costs a
+    /// player on each recent build.
+    public struct PreloadReport: Sendable, Codable {
+        public var releaseAt: Date
+        public var keyFile: String
+        public var sealedObjects: Int
+        public var sealedBytes: Int64
+        /// Recent build → bytes a player with it whole preloads (every bundle).
+        public var routes: [String: Int64]
+    }
+
+    /// A preload publish's sealing: the build's content key, the folder its new plain objects are
+    /// written to before they are sealed into the origin (beside the key, never in the origin), and
+    /// the sealed objects of earlier preloads it may share.
+    ///
+    /// Thread-safety: the publish's workers ask ``reuse(_:)`` while the loader adds to what is known;
+    /// a `Mutex` holds both maps.
+    final class Sealing: Sendable {
+        let key: ContentKey
+        let keyFile: String
+        let scratch: String
+        private let known = Mutex<(sealed: [SHA256Digest: SealedObject], used: [SHA256Digest: SealedObject])>(([:], [:]))
+        private let counts = Mutex<(Int, Int64)>((0, 0))
+
+        init(key: ContentKey, keyFile: String, scratch: String) {
+            self.key = key
+            self.keyFile = keyFile
+            self.scratch = scratch
+        }
+
+        /// Records the sealed objects of an earlier preload's manifest.
+        func learn(_ manifest: Manifest) {
+            known.withLock { state in for object in manifest.sealed ?? [] { state.sealed[object.object] = object } }
+        }
+
+        /// Whether plain object `object` is sealed in an earlier preload: the new build then shares it.
+        func reuse(_ object: SHA256Digest) -> Bool {
+            known.withLock { state in
+                guard let sealed = state.sealed[object] else { return false }
+                state.used[object] = sealed
+                return true
+            }
+        }
+
+        var shared: [SHA256Digest: SealedObject] { known.withLock { $0.used } }
+        var written: Int { counts.withLock { $0.0 } }
+        var bytesWritten: Int64 { counts.withLock { $0.1 } }
+        func count(_ object: SealedObject) { counts.withLock { $0.0 += 1; $0.1 += object.length } }
+    }
+
+    /// Refuses a release time that has passed, and makes (or, for a publish run again, reads) the
+    /// build's content key, written 0600 before any content is sealed with it.
+    func prepareSealing(_ preload: Preload, repo: Repository) throws(PatchSyncError) -> Sealing {
+        guard preload.releaseAt > options.now else {
+            throw PatchSyncError(.refusedData, "the release time \(Repository.day(preload.releaseAt)) has passed (it is "
+                                 + "\(Repository.day(options.now)) now): a preload must be released later",
+                                 remedy: "give a --release-at in the future, or publish without --release-at for a build "
+                                     + "that is released at once")
+        }
+        let build = options.buildId.value, channel = options.channel.name
+        let keyFile = Repository.contentKeyPath(preload.contentKeys, channel: channel, build: build)
+        let key: ContentKey
+        do {
+            try FileSystem.makeDirectory(FileSystem.parent(of: keyFile), mode: 0o700)
+            if FileSystem.exists(keyFile) {
+                key = try ContentKey.read(try FileSystem.read(keyFile, limit: Int(Releases.maxKeyBytes)), what: keyFile, build: build)
+            } else {
+                key = try ContentKey.generate()
+                try FileSystem.writeAtomically(try key.file(build: build, channel: channel, releaseAt: preload.releaseAt),
+                                               to: keyFile, mode: 0o600)
+            }
+            let scratch = keyFile + ".objects"
+            try FileSystem.removeTree(scratch)
+            try FileSystem.makeDirectory(scratch + "/objects", mode: 0o700)
+            return Sealing(key: key, keyFile: keyFile, scratch: scratch)
+        } catch { throw PatchSyncError.wrap(error).during("preparing the content key of \(build)") }
+    }
+
+    /// Seals the new objects of `manifest` (written to the sealing folder) into the origin, seals the
+    /// manifest, and publishes the build's preload plan as its target, with the releases role delegated.
+    func publishSealed(_ manifest: inout Manifest, sealing: Sealing, bases: [DeltaBase],
+                       packs: [(source: DeltaSource, files: [Int])], target: String,
+                       repo: inout Repository) throws(PatchSyncError) -> PreloadReport {
+        let build = options.buildId.value, channel = options.channel.name
+        let sealer = Sealer(key: sealing.key, build: build)
+        let deltaObjects = Set(packs.map(\.source.object))
+        var sealed: [SHA256Digest: SealedObject] = sealing.shared
+        for object in try Self.plainObjects(in: sealing.scratch) {
+            let plain = sealing.scratch + "/" + ObjectID.path(object)
+            let length: Int64
+            do { length = Int64(try FileDescriptor(path: plain, flags: O_RDONLY).status().st_size) } catch {
+                throw PatchSyncError.wrap(error)
+            }
+            let units = deltaObjects.contains(object) ? SealedLayout.fixed(length: length)
+                : Sealer.chunkUnits(of: object, entries: manifest.files, length: length) ?? SealedLayout.fixed(length: length)
+            let result = try sealer.seal(file: plain, object: object, units: units, into: options.origin)
+            sealing.count(result)
+            sealed[object] = result
+        }
+        do { try FileSystem.syncFileSystem(of: options.origin + "/objects") } catch { throw PatchSyncError.wrap(error) }
+        manifest.sealed = sealed.values.sorted { $0.object < $1.object }
+        if manifest.sealed?.isEmpty == true { manifest.sealed = nil }
+        manifest.formatVersion = manifest.lowestFormat
+        let (sealedManifest, manifestObject) = try sealer.seal(Zlib.gzip(try manifest.encoded()),
+                                                               object: PreloadPlan.manifestLabel(channel: channel, build: build))
+        do { try FileSystem.writeAtomically(sealedManifest, to: options.origin + "/" + ObjectID.path(manifestObject.sealed)) } catch {
+            throw PatchSyncError.wrap(error)
+        }
+        var keys = [build: sealing.key.commitment(build: build)]
+        for object in sealed.values where object.keyBuild != build {
+            let path = Repository.contentKeyPath(options.preload?.contentKeys ?? "", channel: channel, build: object.keyBuild)
+            keys[object.keyBuild] = try ContentKey.read(try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path,
+                                                        build: object.keyBuild).commitment(build: object.keyBuild)
+        }
+        let plan = try PreloadPlanner(manifest: manifest, sealed: sealed, origin: options.origin)
+            .plan(releaseAt: options.preload?.releaseAt ?? options.now, keys: keys, manifestObject: manifestObject,
+                  bases: bases.map(\.manifest), packs: packs)
+        let data = try plan.encoded()
+        let hash = SHA256Hasher.hash(data).hex
+        do { try FileSystem.writeAtomically(data, to: options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)) } catch {
+            throw PatchSyncError.wrap(error)
+        }
+        var info = ManifestTargetInfo(channel: channel, buildId: build, sequence: manifest.sequence)
+        info.files = manifest.files.count
+        info.size = manifest.totalSize
+        info.preload = PreloadInfo(releaseAt: options.preload?.releaseAt ?? options.now)
+        var targets = repo.targetFiles
+        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
+        for old in Self.beyondKept(targets, keep: options.keepBuilds) { targets[old] = nil }
+        try repo.commit(targets: targets, signers: signers, now: options.now, delegatingReleases: true)
+        try? FileSystem.removeTree(sealing.scratch)
+        var routes: [String: Int64] = [:]
+        for route in plan.routes {
+            routes[route.from] = Set(route.bundles.values.joined()).reduce(0) { $0 + $1.length }
+        }
+        return PreloadReport(releaseAt: info.preload!.releaseAt, keyFile: sealing.keyFile, sealedObjects: sealing.written,
+                             sealedBytes: sealing.bytesWritten, routes: routes)
+    }
+
+    /// The plain objects a publish wrote under `root`/objects (not the temporary ones).
+    static func plainObjects(in root: String) throws(PatchSyncError) -> [SHA256Digest] {
+        var found: [SHA256Digest] = []
+        do {
+            for prefix in try FileSystem.list(root + "/objects") where prefix.count == 2 {
+                for name in try FileSystem.list(root + "/objects/" + prefix) {
+                    if let sha = SHA256Digest(hex: name) { found.append(sha) }
+                }
+            }
+        } catch { throw PatchSyncError.wrap(error).during("listing the objects to seal in \(root)") }
+        return found.sorted()
+    }
+}
+
+/// Works out a preload build's plan: per recent build, what a player with it whole would fetch after
+/// the release (the delta pack, then the chunks no delta covers and no file of it holds), as ranges of
+/// the objects as stored, each with its SHA-256, so a client fetches and checks them before the release.
+struct PreloadPlanner {
+    let manifest: Manifest
+    let sealed: [SHA256Digest: SealedObject]
+    let origin: String
+
+    init(manifest: Manifest, sealed: [SHA256Digest: SealedObject], origin: String) throws(PatchSyncError) {
+        self.manifest = manifest
+        self.sealed = sealed
+        self.origin = origin
+    }
+
+    func plan(releaseAt: Date, keys: [String: String], manifestObject: SealedObject, bases: [Manifest],
+              packs: [(source: DeltaSource, files: [Int])]) throws(PatchSyncError) -> PreloadPlan {
+        var bundlesOf: [SHA256Digest: Set<String>] = [:]
+        for file in manifest.files where !file.chunks.isEmpty { bundlesOf[file.object, default: []].insert(file.bundle) }
+        for pack in packs {
+            bundlesOf[pack.source.object, default: []].formUnion(pack.files.map { manifest.files[$0].bundle })
+        }
+        let objects = sealed.values.sorted { $0.sealed < $1.sealed }.map { object in
+            PreloadPlan.PlanObject(sealed: object.sealed, length: object.length,
+                                   bundles: (bundlesOf[object.object] ?? []).sorted())
+        }
+        let shared = Set(manifest.files.filter { !$0.chunks.isEmpty && sealed[$0.object] == nil }.map(\.object)).sorted()
+        var routes: [PreloadPlan.Route] = []
+        for base in bases {
+            let pack = packs.first { $0.source.from == base.buildId }
+            routes.append(try route(from: base, pack: pack))
+        }
+        return PreloadPlan(formatVersion: PreloadPlan.formatVersion, buildId: manifest.buildId.value,
+                           channel: manifest.channel.name, releaseAt: releaseAt, keys: keys, manifest: manifestObject,
+                           bundles: manifest.bundles, objects: objects, sharedObjects: shared, routes: routes)
+    }
+
+    /// What a sync from `base` (whole) fetches, per bundle: the same ``Plan`` a client makes, less the
+    /// files the delta pack rebuilds, its requests mapped onto the stored objects.
+    private func route(from base: Manifest, pack: (source: DeltaSource, files: [Int])?) throws(PatchSyncError) -> PreloadPlan.Route {
+        var live: [Plan.Content: String] = [:], liveChunks: [SHA256Digest: Plan.LocalChunk] = [:]
+        for file in base.files {
+            live[Plan.Content(file)] = file.path
+            for chunk in file.chunks { liveChunks[chunk.sha256] = Plan.LocalChunk(path: file.path, offset: chunk.offset) }
+        }
+        let plan = Plan(manifest: manifest, live: live, liveChunks: liveChunks, done: [])
+        let covered = Set((pack?.files ?? []).map { manifest.files[$0].path })
+        let bundleOf = Dictionary(manifest.files.map { ($0.path, $0.bundle) }, uniquingKeysWith: { a, _ in a })
+        var byBundle: [String: [Plan.Need]] = [:]
+        for need in plan.fetch {
+            let open = need.destinations.filter { !covered.contains($0.path) }
+            for bundle in Set(open.compactMap { bundleOf[$0.path] }) { byBundle[bundle, default: []].append(need) }
+        }
+        var ranges: [String: [PreloadPlan.SealedRange]] = [:]
+        var hashed: [String: PreloadPlan.SealedRange] = [:]
+        for (bundle, needs) in byBundle {
+            var fetch = Plan()
+            fetch.fetch = needs
+            for request in fetch.requests(gap: 0, maxBytes: 16 << 20) {
+                let range = try self.range(of: request)
+                let key = "\(range.object.hex):\(range.offset):\(range.length)"
+                let done: PreloadPlan.SealedRange
+                if let known = hashed[key] { done = known } else { done = try hash(range) }
+                hashed[key] = done
+                ranges[bundle, default: []].append(done)
+            }
+        }
+        if let pack {
+            let object = sealed[pack.source.object]
+            let whole = PreloadPlan.SealedRange(object: object?.sealed ?? pack.source.object, offset: 0,
+                                                length: object?.length ?? pack.source.length,
+                                                sha256: object?.sealed ?? pack.source.object)
+            for bundle in Set(pack.files.map { manifest.files[$0].bundle }) { ranges[bundle, default: []].insert(whole, at: 0) }
+        }
+        return PreloadPlan.Route(from: base.buildId.value, bundles: ranges)
+    }
+
+    /// The stored range of one request: its sealed units when the object is sealed, else its plain bytes
+    /// (content the origin serves in the clear that the base lacks). The hash is filled in by ``hash(_:)``.
+    private func range(of request: [Plan.Need]) throws(PatchSyncError) -> PreloadPlan.SealedRange {
+        let first = request[0].chunk, last = request[request.count - 1].chunk
+        guard let object = sealed[request[0].object] else {
+            return PreloadPlan.SealedRange(object: request[0].object, offset: first.objectOffset,
+                                           length: last.objectOffset + Int64(last.objectLength) - first.objectOffset,
+                                           sha256: request[0].object)
+        }
+        let layout = SealedLayout(units: object.units)
+        guard let from = layout.unit(startingAt: first.objectOffset), let to = layout.unit(startingAt: last.objectOffset) else {
+            throw PatchSyncError(.internal, "a chunk of object \(object.object) does not start a sealed unit")
+        }
+        let span = layout.sealedRange(from, to)
+        return PreloadPlan.SealedRange(object: object.sealed, offset: span.offset, length: span.length, sha256: object.sealed)
+    }
+
+    private func hash(_ range: PreloadPlan.SealedRange) throws(PatchSyncError) -> PreloadPlan.SealedRange {
+        var out = range
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.length), alignment: 16)
+        defer { buffer.deallocate() }
+        do {
+            try FileDescriptor(path: origin + "/" + ObjectID.path(range.object), flags: O_RDONLY).read(into: buffer, at: range.offset)
+        } catch { throw PatchSyncError.wrap(error).during("reading a range of object \(range.object)") }
+        out.sha256 = SHA256Hasher.hash(UnsafeRawBufferPointer(buffer))
+        return out
+    }
+}

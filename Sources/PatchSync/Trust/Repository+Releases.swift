@@ -1,0 +1,96 @@
+import Foundation
+
+extension Repository {
+    /// The delegations targets carries: with the `releases` role (the online key, threshold 1, only
+    /// `releases/*/*`, terminating) when `adding` or already there, its key kept to the root's online
+    /// key. Other delegations are kept as they are.
+    func releasesDelegation(online: SigningKey, adding: Bool) throws(PatchSyncError) -> Delegations? {
+        let current = targets.signed.delegations
+        let hasRole = current?.roles?.contains { $0.name == Releases.role } ?? false
+        guard adding || hasRole else { return current }
+        let id = try online.publicKey.keyID()
+        var roles = (current?.roles ?? []).filter { $0.name != Releases.role }
+        roles.insert(DelegatedRole(name: Releases.role, keyids: [id], threshold: 1, terminating: true,
+                                   paths: ["releases/*/*"], pathHashPrefixes: nil), at: 0)
+        var keys: [String: TUFKey] = [:]
+        for role in roles { for keyid in role.keyids { keys[keyid] = current?.keys[keyid] ?? (keyid == id ? online.publicKey : nil) } }
+        return Delegations(keys: keys, roles: roles, succinctRoles: current?.succinctRoles)
+    }
+
+    /// The content keys released so far: key target path → its entry.
+    public var releasedKeys: [String: TargetFile] { releases?.signed.targets ?? [:] }
+
+    /// Whether build `build` of `channel` has its content key released.
+    public func isReleased(channel: String, build: String) -> Bool {
+        releasedKeys[Releases.keyTarget(channel: channel, build: build)] != nil
+    }
+
+    /// Publishes a preload build's content key (its key file's bytes) as a target of the `releases`
+    /// role, signed with the online key, then new snapshot and timestamp: clients unlock the build at
+    /// their next sync. The key is checked against the commitment the targets key signed first.
+    public mutating func release(keyFile data: Data, channel: String, build: String, online: SigningKey,
+                                 lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+        try checkOnline(online)
+        let target = Manifest.targetPath(channel: try Channel(channel), buildId: try BuildID(build))
+        guard let file = targetFiles[target], file.custom?.preload != nil else {
+            throw PatchSyncError(.usage, "\(origin) lists no preload build \(build) on \(channel)",
+                                 remedy: "`patchsync repo status --origin \(origin)` lists the builds; a preload is "
+                                     + "published with --release-at")
+        }
+        let plan = try Repository.plan(in: origin, target, file)
+        let key = try ContentKey.read(data, what: "the key file of \(build)", build: build)
+        guard plan.keys[build] == key.commitment(build: build) else {
+            throw PatchSyncError(.refusedData, "the key file given for \(build) is not the key it was sealed with",
+                                 remedy: "give the key file publish wrote for this build (content/\(channel)/\(build).key "
+                                     + "in the publisher's key folder); nothing was released")
+        }
+        try addRelease(data, target: Releases.keyTarget(channel: channel, build: build), online: online,
+                       lifetimes: lifetimes, now: now)
+    }
+
+    private mutating func addRelease(_ data: Data, target: String, online: SigningKey, lifetimes: Lifetimes,
+                                     now: Date) throws(PatchSyncError) {
+        let id = try online.publicKey.keyID()
+        guard let role = targets.signed.delegations?.roles?.first(where: { $0.name == Releases.role }),
+              role.keyids.contains(id) else {
+            throw PatchSyncError(.usage, "targets of \(origin) delegates no \(Releases.role) role to this online key",
+                                 remedy: "re-sign targets once with the targets key (`patchsync repo renew --origin \(origin) "
+                                     + "--targets-key … --online-key …`): it delegates the role to the current online key")
+        }
+        let hash = SHA256Hasher.hash(data).hex
+        try Self.write(data, to: origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash))
+        var files = releasedKeys
+        files[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: nil)
+        try signReleases(files, online: online, lifetimes: lifetimes, now: now)
+        try resign(key: online, lifetimes: lifetimes, now: now)
+    }
+
+    /// Writes a new version of the `releases` role's metadata with `files`, signed by the online key.
+    mutating func signReleases(_ files: [String: TargetFile], online: SigningKey, lifetimes: Lifetimes,
+                               now: Date) throws(PatchSyncError) {
+        let next = try Signed(signing: TargetsMetadata(version: (releases?.signed.version ?? 0) + 1,
+                                                       expires: now + lifetimes.targets, targets: files), with: [online])
+        try Self.write(next, to: metadataDirectory + "/\(next.signed.version).\(Releases.role).json")
+        releases = next
+    }
+
+    /// The preload builds whose release time has come (by `now`) and whose key is not released yet.
+    public func dueReleases(now: Date) -> [(channel: String, build: String, releaseAt: Date)] {
+        targetFiles.values.compactMap { file -> (String, String, Date)? in
+            guard let info = file.custom, let preload = info.preload, preload.releaseAt <= now,
+                  !isReleased(channel: info.channel, build: info.buildId) else { return nil }
+            return (info.channel, info.buildId, preload.releaseAt)
+        }.sorted { $0.2 < $1.2 }
+    }
+
+    /// The preload plan of target `path` as the origin holds it, checked against its signed length and hash.
+    static func plan(in origin: String, _ path: String, _ file: TargetFile) throws(PatchSyncError) -> PreloadPlan {
+        let data = try targetData(in: origin, path, file)
+        return try PreloadPlan.decode(data, what: path)
+    }
+
+    /// Where publish keeps a preload build's content key: `<folder>/<channel>/<build>.key`.
+    public static func contentKeyPath(_ folder: String, channel: String, build: String) -> String {
+        "\(folder)/\(channel)/\(build).key"
+    }
+}

@@ -26,6 +26,7 @@ do {
                 let pending = progress.bundles.filter { $0.state == .pending }.map(\.name)
                 print("sync: build \(progress.buildId) \(progress.playable ? "is playable" : "is not playable yet")"
                       + (pending.isEmpty ? "" : "; still coming: \(pending.joined(separator: ", "))"))
+            case .preload(let status): print("sync: \(status.summary)")
             }
         }
     }

@@ -116,6 +116,10 @@ struct Sync: AsyncParsableCommand {
         case .upToDate: return "build \(r.buildId) is installed and current; nothing to do"
         case .alreadyReady: return "build \(r.buildId) is staged and ready; run `patchsync apply`"
         case .heldBack: return "build \(r.buildId) was rolled back from; it stays out until a newer build is published"
+        case .preloaded:
+            return (r.preload?.summary ?? "build \(r.buildId) is preloaded")
+                + "\nit unlocks when the publisher releases it: a sync after that opens it (with one small request), "
+                + "and the launcher plays it at the next start; the current build stays until then"
         case .ready:
             return """
                 build \(r.buildId) is staged and ready (\(ByteCount.format(r.buildBytes))): \

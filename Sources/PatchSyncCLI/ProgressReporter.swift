@@ -40,6 +40,8 @@ struct ProgressEvent: Encodable {
     var filesTotal: Int?
     /// With event "bundles": where the build's bundles stand.
     var bundles: BundleProgress?
+    /// With event "preload": how much of a preload build is here, and when it unlocks.
+    var preload: PreloadStatus?
 }
 
 /// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
@@ -82,6 +84,15 @@ final class ProgressReporter: Sendable {
             case .phase(let message): phase(message, &state)
             case .transfer(let done, let total, let files, let filesTotal): transfer(done, total, files, filesTotal, &state)
             case .bundles(let progress): bundles(progress, &state)
+            case .preload(let status):
+                switch mode {
+                case .quiet: break
+                case .json:
+                    var event = ProgressEvent(event: "preload", message: status.summary)
+                    event.preload = status
+                    Output.line(Output.encode(event))
+                case .live, .lines: phase(status.summary, &state)
+                }
             }
         }
     }

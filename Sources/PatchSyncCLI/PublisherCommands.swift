@@ -41,7 +41,7 @@ func loadKeys(_ paths: [String]) throws(PatchSyncError) -> [SigningKey] {
 struct RepoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repo", abstract: "Create a repository, re-sign, renew or rotate its metadata, release builds, prune.",
-        subcommands: [RepoInit.self, RepoStatus.self, RepoCheck.self, RepoRefresh.self, RepoRenew.self, RepoRotateRoot.self,
+        subcommands: [RepoInit.self, RepoStatus.self, RepoCheck.self, RepoRefresh.self, RepoRelease.self, RepoRenew.self, RepoRotateRoot.self,
                       RepoPromote.self, RepoRollback.self, RepoPrune.self])
 }
 
@@ -90,20 +90,80 @@ struct RepoInit: AsyncParsableCommand {
 struct RepoRefresh: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "refresh", abstract: "Re-sign snapshot and timestamp before they expire (a cron job).",
-        discussion: "Needs only the online key.\n\nExample:\n  patchsync repo refresh --origin out/ --online-key keys/online.key")
+        discussion: """
+            Needs only the online key. It also releases each preload build whose --release-at has come,
+            from its key file in --content-keys (default: the content/ folder beside the online key). A due
+            build whose key file is not there is named, and the command exits 64 after re-signing.
+
+            Example:
+              patchsync repo refresh --origin out/ --online-key keys/online.key
+            """)
 
     @Option(help: "The origin folder.") var origin: String
     @Option(name: [.customLong("online-key"), .customLong("key")], help: "The online key file.") var key: String
+    @Option(help: "The folder of preload content keys (default: content/ beside the online key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         var repo = try Repository.open(origin: origin, for: "refreshing its metadata")
-        try repo.refresh(key: try SigningKey.load(path: key))
+        let outcome = try repo.refresh(key: try SigningKey.load(path: key),
+                                       contentKeys: contentKeys ?? defaultContentKeys(beside: key))
         let warnings = repo.expiryWarnings()
         warn(warnings)
-        struct Result: Encodable { var origin: String; var refreshed: Bool; var warnings: [String] }
-        Output(json: json).result(Result(origin: origin, refreshed: true, warnings: warnings),
-                                  human: "re-signed snapshot and timestamp of \(origin)")
+        struct Result: Encodable { var origin: String; var refreshed: Bool; var released: [String]; var missingKeys: [String]; var warnings: [String] }
+        Output(json: json).result(Result(origin: origin, refreshed: true, released: outcome.released,
+                                         missingKeys: outcome.missingKeys, warnings: warnings),
+                                  human: "re-signed snapshot and timestamp of \(origin)"
+                                      + outcome.released.map { "\nreleased \($0): players unlock it at their next sync" }.joined())
+        if !outcome.missingKeys.isEmpty {
+            throw PatchSyncError(.usage, "a preload build is due for release and its key file is not at hand: "
+                                 + outcome.missingKeys.joined(separator: ", "),
+                                 remedy: "copy the key file publish wrote into --content-keys, or run `patchsync repo release "
+                                     + "BUILD` where it is; snapshot and timestamp were re-signed")
+        }
+    }
+}
+
+/// The content-key folder publish and refresh use by default: `content/` beside the given key file.
+func defaultContentKeys(beside keyFile: String) -> String {
+    let parent = keyFile.contains("/") ? String(keyFile[..<keyFile.lastIndex(of: "/")!]) : "."
+    return parent + "/content"
+}
+
+struct RepoRelease: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "release", abstract: "Release a preload build now: publish its content key in signed metadata.",
+        discussion: """
+            Signs the key as a target of the releases role with the online key (no targets key), then
+            snapshot and timestamp. Players who preloaded the build unlock it at their next sync, with
+            one small request, and play it at the next start. The key is checked against the one the
+            build was sealed with first. `repo refresh` does the same on its own once --release-at passes.
+
+            Example:
+              patchsync repo release 1.5 --origin out/ --online-key keys/online.key
+            """)
+
+    @Argument(help: "The build id of the preload build.") var buildId: String
+    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The channel.") var channel: String = "live"
+    @Option(help: "The online key file.") var onlineKey: String
+    @Option(help: "The folder of preload content keys (default: content/ beside the online key).") var contentKeys: String?
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        let build = try BuildID(buildId), channelName = try Channel(channel)
+        var repo = try Repository.open(origin: origin, for: "releasing \(build)")
+        if repo.isReleased(channel: channelName.name, build: build.value) {
+            struct Result: Encodable { var origin: String; var buildId: String; var released: Bool; var alreadyReleased: Bool }
+            Output(json: json).result(Result(origin: origin, buildId: build.value, released: true, alreadyReleased: true),
+                                      human: "build \(build) of \(channelName) was already released; nothing changed")
+            return
+        }
+        try repo.release(build: build.value, channel: channelName.name,
+                         contentKeys: contentKeys ?? defaultContentKeys(beside: onlineKey), online: try SigningKey.load(path: onlineKey))
+        struct Result: Encodable { var origin: String; var buildId: String; var released: Bool; var alreadyReleased: Bool }
+        Output(json: json).result(Result(origin: origin, buildId: build.value, released: true, alreadyReleased: false),
+                                  human: "released build \(build) of \(channelName): players unlock it at their next sync")
     }
 }
 
@@ -221,6 +281,14 @@ struct Publish: AsyncParsableCommand {
             Example:
               patchsync publish build/ --origin out/ --build-id 1.4.2+873 \\
                 --targets-key keys/targets.key --online-key keys/online.key
+
+            With --release-at, the build is a preload: its new objects, packs, deltas and its manifest
+            are sealed (AES-256-GCM) with a fresh content key, written to --content-keys (default:
+            content/ beside the targets key), never to the origin. Players download it ahead and play
+            it once `repo release` or the `repo refresh` cron job publishes the key.
+
+              patchsync publish build/ --origin out/ --build-id 1.5 --release-at 2026-12-01T17:00:00Z \\
+                --targets-key keys/targets.key --online-key keys/online.key
             """)
 
     @Argument(help: "The build folder.") var buildDirectory: String
@@ -241,6 +309,9 @@ struct Publish: AsyncParsableCommand {
     var keepBuilds = Publisher.Options.defaultKeepBuilds
     @Flag(help: "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build.")
     var dereferenceExternal = false
+    @Option(help: ArgumentHelp("Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
+                               valueName: "time")) var releaseAt: String?
+    @Option(help: "The folder preload content keys go to (default: content/ beside the targets key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -268,6 +339,14 @@ struct Publish: AsyncParsableCommand {
             let average = chunkSize << 10
             options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)
         }
+        if let releaseAt {
+            guard let date = TUFDate.parse(releaseAt) else {
+                throw PatchSyncError(.usage, "--release-at '\(releaseAt)' is not a UTC time",
+                                     remedy: "write it as 2026-12-01T17:00:00Z")
+            }
+            options.preload = Publisher.Preload(releaseAt: date, contentKeys: contentKeys
+                                                ?? defaultContentKeys(beside: signing.targetsKey.first ?? "."))
+        }
         let output = Output(json: json)
         var last = ContinuousClock.now
         let report = try Publisher(options: options, signers: try signing.signers()).run { done, total in
@@ -282,6 +361,11 @@ struct Publish: AsyncParsableCommand {
                 + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
                 + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
                 + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
+                + (report.preload.map { preload in
+                    "\npreload: sealed until \(TUFDate.format(preload.releaseAt)); content key in \(preload.keyFile) "
+                        + "(keep it private: `repo release` or `repo refresh` publishes it at the release)"
+                        + preload.routes.sorted { $0.key < $1.key }.map { "\n  players on \($0.key) preload \(ByteCount.format($0.value))" }.joined()
+                } ?? "")
         warn(report.warnings)
         output.result(report, human: human)
     }

@@ -17,6 +17,8 @@ public struct Install: Sendable {
     var trashDirectory: String { stateDirectory + "/trash" }
     /// Delta packs being downloaded or applied; removed once the build is staged.
     var deltasDirectory: String { stateDirectory + "/deltas" }
+    /// What a preload fetched before its build's release: ranges of its objects, as stored (sealed).
+    var preloadDirectory: String { stateDirectory + "/preload" }
     var currentLink: String { root + "/current" }
 
     func buildDirectory(_ id: String) -> String { buildsDirectory + "/" + id }

@@ -193,3 +193,9 @@ enum Releases {
     /// A key file is a few hundred bytes; a client reads at most this much.
     static let maxKeyBytes: Int64 = 64 << 10
 }
+
+/// UTC times as metadata writes them ("2026-12-01T17:00:00Z"), for the command line.
+public enum TUFDate {
+    public static func parse(_ text: String) -> Date? { TUFCoding.parse(text) }
+    public static func format(_ date: Date) -> String { TUFCoding.format(date) }
+}

@@ -53,6 +53,8 @@ public struct InstallState: Codable, Sendable, Equatable {
     public var running: RunningSync?
     /// SHA-256 of the manifest target the newest sync set out to install (`status` and `bundles` show its bundles).
     public var newestManifest: String?
+    /// A preload build the channel offers and this install fetches ahead of its release.
+    public var preload: PreloadStatus?
     /// Deployment names handed out so far with a suffix: the next one is `@<n+1>`.
     public var suffixesUsed = 1
 

@@ -9,6 +9,8 @@ struct ChunkFetcher: Sendable {
     let files: StagedFiles
     let limit: Int
     let onEvent: @Sendable (SyncEvent) -> Void
+    /// An unlocked preload's objects: sealed ones are opened from what was preloaded, never fetched plain.
+    var sealed: SealedSource? = nil
 
     /// Fetches `requests` (`total` stored bytes); progress events count `before` bytes first (what
     /// this sync already fetched another way).
@@ -39,6 +41,10 @@ struct ChunkFetcher: Sendable {
     /// Progress is reported per attempt, for the chunks it made durable (a range of a pack may be
     /// many parts long while yielding).
     private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline, progress: Progress) async throws(PatchSyncError) {
+        if let sealed, let stored = try await sealed.stored(needs, origin: origin) {
+            try await write(needs, stored, pipeline: pipeline, progress: progress)
+            return
+        }
         var remaining = needs
         let path = ObjectID.path(needs[0].object)
         return try await origin.withRetries("object \(needs[0].object)") {
@@ -65,6 +71,24 @@ struct ChunkFetcher: Sendable {
                                progressed: progressed)
             }
         }
+    }
+
+    /// Hands chunks opened (or read) from a preload to the pipeline, which checks each against its
+    /// plaintext SHA-256 before it is written.
+    private func write(_ needs: [Plan.Need], _ stored: [[UInt8]], pipeline: ChunkPipeline,
+                       progress: Progress) async throws(PatchSyncError) {
+        for (need, bytes) in zip(needs, stored) {
+            let sink = ChunkSink(needs: [need], pipeline: pipeline, url: "preloaded object \(need.object)")
+            if let failure = bytes.withUnsafeBytes({ sink.receive($0) }) { throw failure }
+            await sink.drained()
+            if let refused = sink.outcome.failure { throw refused }
+            guard sink.outcome.remaining.isEmpty else {
+                throw PatchSyncError(.refusedData, "a preloaded chunk of object \(need.object) does not match its SHA-256",
+                                     remedy: "nothing was installed and the live build is untouched; report it to the publisher")
+            }
+        }
+        try await files.durable()
+        progress.add(needs, emit: onEvent)
     }
 
     /// The leading needs of a range whose bytes fit `budget` (at least one); all without a budget.

@@ -11,6 +11,9 @@ public struct SyncReport: Codable, Sendable {
         case alreadyReady
         /// The newest build is the one rolled back from: it is not installed again.
         case heldBack
+        /// The newest build is a preload: its sealed content is here, and it unlocks when signed metadata
+        /// releases it (``SyncReport/preload``).
+        case preloaded
     }
 
     public var outcome: Outcome
@@ -41,6 +44,8 @@ public struct SyncReport: Codable, Sendable {
     public var droppedBundles: [String] = []
     /// Deployments staged by this run: the required part first, then one more optional bundle each.
     public var deploymentsStaged = 0
+    /// Set when the newest build is a preload: how much of it is here, and when it unlocks.
+    public var preload: PreloadStatus?
 
     /// Adds the work of one more staged deployment of the same build: the files it assembled and the
     /// transfers it made; its size and links are the newest step's (each holds the steps before it).
@@ -67,4 +72,6 @@ public enum SyncEvent: Sendable {
     /// Where the build's bundles stand: sent when the sync has planned them and each time a step of
     /// them becomes ready (the required part first: then the build is playable).
     case bundles(BundleProgress)
+    /// Where a preload build stands: bytes here of those to preload, its release time, released or not.
+    case preload(PreloadStatus)
 }

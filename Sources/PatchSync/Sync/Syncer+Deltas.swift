@@ -54,9 +54,14 @@ extension Syncer {
             .reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
-            result.packBytes = try await origin.download(ObjectID.path(pack.object), to: path, length: pack.length,
-                                                         sha256: pack.object) { have in
-                if let event = progress.set(have) { onEvent(event) }
+            if let sealed = context.sealed?.sealed[pack.object], let source = context.sealed {
+                if !FileSystem.exists(path) { try await source.openWhole(sealed, to: path, origin: origin) }
+                _ = progress.set(pack.length)
+            } else {
+                result.packBytes = try await origin.download(ObjectID.path(pack.object), to: path, length: pack.length,
+                                                             sha256: pack.object) { have in
+                    if let event = progress.set(have) { onEvent(event) }
+                }
             }
             result.progressBytes = progress.bytesDone
         } catch where error.code == .refusedData || error.code == .originUnavailable {
@@ -136,11 +141,11 @@ extension Syncer {
 extension Origin {
     /// Downloads `path` into the file at `local`, resuming from what an earlier run left there, and
     /// checks the whole file against `length` and `sha256`; a file that fails is deleted. Returns the
-    /// bytes fetched by this call.
+    /// bytes fetched by this call. With `offset`, the file is the `length` bytes of `path` from there.
     /// `progress` is called with the bytes of the file so far (resumed ones included), on the
     /// transfer thread, as they arrive. Retried as ``withRetries(_:absence:deadline:preferring:onGiveUp:_:)``
     /// decides; the bytes of a response cut short are kept, and the next attempt asks for the rest.
-    func download(_ path: String, to local: String, length: Int64, sha256: SHA256Digest,
+    func download(_ path: String, to local: String, length: Int64, sha256: SHA256Digest, offset: Int64 = 0,
                   progress: @escaping @Sendable (Int64) -> Void = { _ in }) async throws(PatchSyncError) -> Int64 {
         let output = try Self.openForResume(local, length: length)
         let start = (try? output.status().st_size).map(Int64.init) ?? 0
@@ -150,7 +155,8 @@ extension Origin {
                 // While yielding to other traffic, in parts of the request budget (as chunk ranges go).
                 let end = client.requestBudget.map { min(length, have + Int64($0)) } ?? length
                 let sink = FileSink(output) { [have] written in progress(have + written) }
-                let request = TransferRequest(url: url(path, mirror: mirror), range: have...(end - 1), maxBytes: length)
+                let request = TransferRequest(url: url(path, mirror: mirror), range: (offset + have)...(offset + end - 1),
+                                              maxBytes: length)
                 let outcome = await client.fetch(request, into: sink)
                 have += sink.written
                 if let error = sink.error { throw error }

@@ -42,7 +42,8 @@ extension Syncer {
         let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
         report.requests = requests.count
         context.onEvent(.phase("fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
-        try await ChunkFetcher(origin: context.origin, files: files, limit: context.config.connections, onEvent: context.onEvent)
+        try await ChunkFetcher(origin: context.origin, files: files, limit: context.config.connections, onEvent: context.onEvent,
+                               sealed: context.sealed)
             .run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
         try files.flush()
         try finish(manifest, staged: staged, plan: plan)

@@ -70,23 +70,37 @@ public struct Syncer: Sendable {
                              onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
         let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
-        let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
+        var context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
                                   onEvent: onEvent)
-        let target = try await check(context)
+        let (target, trusted) = try await check(context)
         var report = SyncReport(outcome: .upToDate, buildId: target.info.buildId, sequence: target.info.sequence)
         report.rollback = target.info.rollback
         guard let sha = target.file.hashes["sha256"] else {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
         let recorded = try state.read()
-        let local = localManifest(sha, recorded)
+        let local = target.info.preload == nil ? localManifest(sha, recorded) : nil
         if local == nil, target.info.buildId == recorded.heldBack, recorded.currentIdentity?.manifest != sha {
             try state.update { $0.abandonStaging() }
             report.outcome = .heldBack
             return report
         }
         let manifest: Manifest, data: Data
-        if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
+        if target.info.preload != nil {
+            // A preload: fetched ahead, sealed; staged like any build once signed metadata releases it.
+            guard let unlocked = try await preload(target, trusted: trusted, context: context, report: &report) else {
+                report.bytesReceived = client.bytesReceived
+                return report
+            }
+            (manifest, data) = (unlocked.manifest, unlocked.data)
+            context.sealed = unlocked.source
+        } else {
+            if recorded.preload != nil || FileSystem.exists(install.preloadDirectory) {  // a preload no longer offered
+                try state.update { $0.preload = nil }
+                try? FileSystem.removeTree(install.preloadDirectory)
+            }
+            if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
+        }
         let selection = config.selection(of: manifest)
         let all = BundleSelection(manifest, chosen: nil).wanted
         report.bundles = selection.wanted
@@ -125,8 +139,11 @@ public struct Syncer: Sendable {
             }
             onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, manifest: manifest)))
         }
-        // Once staged, the delta packs it used go too.
+        // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
         try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
+        if let source = context.sealed {  // the sealed manifest stays: later syncs open it again
+            source.store.prune(keeping: [source.manifestFile])
+        }
         report.bytesReceived = client.bytesReceived
         return report
     }
@@ -145,7 +162,7 @@ public struct Syncer: Sendable {
 
     /// The TUF workflow, then the channel's newest manifest target; refuses a build older than one
     /// already seen on the channel (rollback).
-    private func check(_ context: SyncContext) async throws(PatchSyncError) -> ManifestTarget {
+    private func check(_ context: SyncContext) async throws(PatchSyncError) -> (ManifestTarget, TrustedMetadata) {
         let config = context.config
         context.onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
         let trusted = try await context.origin.refreshTrust(directory: install.metadataDirectory, now: now,
@@ -157,7 +174,7 @@ public struct Syncer: Sendable {
                                  + "\(target.info.sequence), lower than \(seen) already seen (rollback)",
                                  remedy: "the origin serves an old build; nothing was changed")
         }
-        return target
+        return (target, trusted)
     }
 
     /// Downloads (or rebuilds by delta) the manifest of `target`.
@@ -175,6 +192,8 @@ struct SyncContext: Sendable {
     let state: StateStore
     let origin: Origin
     let onEvent: @Sendable (SyncEvent) -> Void
+    /// Set when staging an unlocked preload build: where its sealed objects come from.
+    var sealed: SealedSource? = nil
 }
 
 /// What a sync does about the channel's newest build, decided on the install state in one transaction.

@@ -25,11 +25,24 @@ extension Repository {
         releasedKeys[Releases.keyTarget(channel: channel, build: build)] != nil
     }
 
+    /// Releases build `build` with its key file from the publisher's key folder `contentKeys`.
+    public mutating func release(build: String, channel: String, contentKeys: String, online: SigningKey,
+                                 now: Date = Date()) throws(PatchSyncError) {
+        let path = Self.contentKeyPath(contentKeys, channel: channel, build: build)
+        guard FileSystem.exists(path) else {
+            throw PatchSyncError(.usage, "no content key for \(build) at \(path)",
+                                 remedy: "give --content-keys: the folder publish --release-at wrote the key to")
+        }
+        try release(keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: channel, build: build,
+                    online: online, now: now)
+    }
+
     /// Publishes a preload build's content key (its key file's bytes) as a target of the `releases`
     /// role, signed with the online key, then new snapshot and timestamp: clients unlock the build at
     /// their next sync. The key is checked against the commitment the targets key signed first.
     public mutating func release(keyFile data: Data, channel: String, build: String, online: SigningKey,
-                                 lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+                                 lifetimes: Lifetimes = .init(), now: Date = Date(),
+                                 resigning: Bool = true) throws(PatchSyncError) {
         try checkOnline(online)
         let target = Manifest.targetPath(channel: try Channel(channel), buildId: try BuildID(build))
         guard let file = targetFiles[target], file.custom?.preload != nil else {
@@ -44,8 +57,13 @@ extension Repository {
                                  remedy: "give the key file publish wrote for this build (content/\(channel)/\(build).key "
                                      + "in the publisher's key folder); nothing was released")
         }
+        for other in plan.keys.keys.sorted() where other != build && !isReleased(channel: channel, build: other) {
+            throw PatchSyncError(.usage, "build \(build) shares sealed content with preload \(other), whose key is not released",
+                                 remedy: "release \(other) first (`patchsync repo release \(other)`), or together")
+        }
         try addRelease(data, target: Releases.keyTarget(channel: channel, build: build), online: online,
                        lifetimes: lifetimes, now: now)
+        if resigning { try resign(key: online, lifetimes: lifetimes, now: now) }
     }
 
     private mutating func addRelease(_ data: Data, target: String, online: SigningKey, lifetimes: Lifetimes,
@@ -62,7 +80,6 @@ extension Repository {
         var files = releasedKeys
         files[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: nil)
         try signReleases(files, online: online, lifetimes: lifetimes, now: now)
-        try resign(key: online, lifetimes: lifetimes, now: now)
     }
 
     /// Writes a new version of the `releases` role's metadata with `files`, signed by the online key.

@@ -239,7 +239,13 @@ public struct Repository: Sendable {
                                                              delegations: delegations),
                                     with: try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin))
         try Self.write(newTargets, to: metadataDirectory + "/\(newTargets.signed.version).targets.json")
+        let releasesKeys = delegations?.roles?.first { $0.name == Releases.role }?.keyids
+        let resignReleases = releasesKeys != nil && (releases == nil
+            || releasesKeys != targets.signed.delegations?.roles?.first { $0.name == Releases.role }?.keyids)
         targets = newTargets
+        // The releases role's metadata exists from its delegation on (empty until a release), signed by
+        // the key the delegation names now, so a client's search of it always finds it in snapshot.
+        if resignReleases { try signReleases(releasedKeys, online: online, lifetimes: lifetimes, now: now) }
         try resign(key: online, lifetimes: lifetimes, now: now)
     }
 
@@ -255,9 +261,34 @@ public struct Repository: Sendable {
 
     /// Re-signs snapshot and timestamp with new versions and expiry: the publisher's cron job, which
     /// holds only the online key.
-    public mutating func refresh(key: SigningKey, lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+    /// With `contentKeys` (the publisher's key folder), it also releases each preload build whose release
+    /// time has come, from its key file there: the cron job unlocks builds on time without the targets key.
+    /// A due build whose key file is not there is reported (``RefreshOutcome/missingKeys``); snapshot and
+    /// timestamp are re-signed all the same, so clients never see metadata expire over it.
+    @discardableResult
+    public mutating func refresh(key: SigningKey, lifetimes: Lifetimes = .init(), now: Date = Date(),
+                                 contentKeys: String? = nil) throws(PatchSyncError) -> RefreshOutcome {
         try checkOnline(key)
+        var outcome = RefreshOutcome()
+        for due in dueReleases(now: now) {
+            guard let contentKeys else { outcome.missingKeys.append("\(due.channel)/\(due.build)"); continue }
+            let path = Self.contentKeyPath(contentKeys, channel: due.channel, build: due.build)
+            guard FileSystem.exists(path) else { outcome.missingKeys.append(path); continue }
+            try release(keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: due.channel,
+                        build: due.build, online: key, lifetimes: lifetimes, now: now, resigning: false)
+            outcome.released.append("\(due.channel)/\(due.build)")
+        }
+        if let releases, releases.signed.expires.timeIntervalSince(now) < lifetimes.targets / 2 {
+            try signReleases(releases.signed.targets, online: key, lifetimes: lifetimes, now: now)
+        }
         try resign(key: key, lifetimes: lifetimes, now: now)
+        return outcome
+    }
+
+    /// What a refresh released, and the due builds whose key it could not find.
+    public struct RefreshOutcome: Sendable, Codable {
+        public var released: [String] = []
+        public var missingKeys: [String] = []
     }
 
     /// Signs the same targets again as a new version with a fresh expiry (the targets keys' yearly

@@ -1,0 +1,366 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// A preload build on an install: what it is, how much of it is here, and whether it is released.
+public struct PreloadStatus: Codable, Sendable, Equatable {
+    public var buildId: String
+    public var channel: String
+    /// When the publisher plans to release it. It unlocks when signed metadata releases its key, not by
+    /// this machine's clock.
+    public var releaseAt: Date
+    /// Bytes to preload for the install's bundles, and those here.
+    public var bytes: Int64
+    public var bytesDone: Int64
+    /// True once signed metadata released the build's content key.
+    public var released: Bool
+
+    /// "preloaded 1.6 GiB of 1.6 GiB, unlocks 2026-12-01 17:00 UTC".
+    public var summary: String {
+        let what = "preloaded \(Self.format(bytesDone)) of \(Self.format(bytes)) of build \(buildId)"
+        return released ? what + ", released" : what + ", unlocks \(Repository.day(releaseAt))"
+    }
+
+    static func format(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes), unit = 0
+        while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}
+
+/// The ranges a preload fetched, one file each in `.patchsync/preload/`: `<object>.<offset>.<length>`,
+/// present only once its SHA-256 (signed in the plan) was checked; `*.part` while it downloads.
+///
+/// Thread-safety: the index of present ranges is in a `Mutex`; the requests of one sync add to it.
+final class PreloadStore: Sendable {
+    let directory: String
+    private let index: Mutex<[SHA256Digest: [(offset: Int64, length: Int64)]]>
+
+    init(directory: String) {
+        self.directory = directory
+        var index: [SHA256Digest: [(offset: Int64, length: Int64)]] = [:]
+        for name in (try? FileSystem.list(directory)) ?? [] {
+            let parts = name.split(separator: ".")
+            guard parts.count == 3, let object = SHA256Digest(hex: String(parts[0])), let offset = Int64(parts[1]),
+                  let length = Int64(parts[2]) else { continue }
+            index[object, default: []].append((offset, length))
+        }
+        self.index = Mutex(index)
+    }
+
+    func path(_ range: PreloadPlan.SealedRange) -> String {
+        directory + "/\(range.object.hex).\(range.offset).\(range.length)"
+    }
+
+    func has(_ range: PreloadPlan.SealedRange) -> Bool {
+        index.withLock { $0[range.object]?.contains { $0.offset == range.offset && $0.length == range.length } ?? false }
+    }
+
+    /// Fetches `range` (resuming a part left by an earlier run) and checks it; returns the bytes fetched.
+    @discardableResult
+    func fetch(_ range: PreloadPlan.SealedRange, origin: Origin,
+               progress: @escaping @Sendable (Int64) -> Void = { _ in }) async throws(PatchSyncError) -> Int64 {
+        if has(range) { return 0 }
+        let final = path(range)
+        let fetched = try await origin.download(ObjectID.path(range.object), to: final + ".part", length: range.length,
+                                                sha256: range.sha256, offset: range.offset, progress: progress)
+        do {
+            try FileSystem.rename(final + ".part", final)
+            try FileSystem.syncDirectory(directory)
+        } catch { throw PatchSyncError.wrap(error).during("keeping a preloaded range") }
+        index.withLock { $0[range.object, default: []].append((range.offset, range.length)) }
+        return fetched
+    }
+
+    /// The bytes `offset..<offset+length` of `object` as stored, from a range here that holds them; nil
+    /// when none does.
+    func read(object: SHA256Digest, offset: Int64, length: Int64) throws(PatchSyncError) -> [UInt8]? {
+        guard let held = index.withLock({ $0[object]?.first { $0.offset <= offset && offset + length <= $0.offset + $0.length } })
+        else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        let file = directory + "/\(object.hex).\(held.offset).\(held.length)"
+        let failure: Errno? = bytes.withUnsafeMutableBytes { raw in
+            do throws(Errno) { try FileDescriptor(path: file, flags: O_RDONLY).read(into: raw, at: offset - held.offset) } catch { return error }
+            return nil
+        }
+        if let failure { throw PatchSyncError.wrap(failure).during("reading preloaded data") }
+        return bytes
+    }
+
+    /// Forgets (and deletes) the ranges of `object` that hold `offset`: they failed authentication.
+    func drop(object: SHA256Digest, offset: Int64) {
+        index.withLock { index in
+            for held in index[object] ?? [] where held.offset <= offset && offset < held.offset + held.length {
+                try? FileSystem.remove(directory + "/\(object.hex).\(held.offset).\(held.length)")
+            }
+            index[object]?.removeAll { $0.offset <= offset && offset < $0.offset + $0.length }
+        }
+    }
+
+    /// Deletes every file here but the ranges in `keep` (an older preload's, or a build's once staged).
+    func prune(keeping keep: Set<String>) {
+        for name in (try? FileSystem.list(directory)) ?? [] where !keep.contains(name) {
+            try? FileSystem.remove(directory + "/" + name)
+        }
+        index.withLock { index in
+            for (object, ranges) in index {
+                index[object] = ranges.filter { keep.contains("\(object.hex).\($0.offset).\($0.length)") }
+            }
+        }
+    }
+}
+
+/// Where an unlocked preload build's objects come from: its sealed objects opened with the released
+/// keys, from the preload store (or fetched into it whole when a range is missing), and the plain
+/// ranges the preload fetched. Every chunk still goes through the pipeline's plaintext hash check.
+struct SealedSource: Sendable {
+    let store: PreloadStore
+    let keys: [String: ContentKey]
+    /// The build's sealed objects, by plain object.
+    let sealed: [SHA256Digest: SealedObject]
+    /// The store's file of the sealed manifest, kept once the build is staged.
+    let manifestFile: String
+
+    func isSealed(_ object: SHA256Digest) -> Bool { sealed[object] != nil }
+
+    /// The stored bytes of each need (chunks of one object), as the plain object holds them: opened
+    /// from sealed units, or read from preloaded plain ranges; nil when they are plain and not all here
+    /// (fetched from the origin as usual).
+    func stored(_ needs: [Plan.Need], origin: Origin) async throws(PatchSyncError) -> [[UInt8]]? {
+        let object = needs[0].object
+        guard let sealedObject = sealed[object] else {
+            var out: [[UInt8]] = []
+            for need in needs {
+                guard let bytes = try store.read(object: object, offset: need.chunk.objectOffset,
+                                                 length: Int64(need.chunk.objectLength)) else { return nil }
+                out.append(bytes)
+            }
+            return out
+        }
+        let layout = SealedLayout(units: sealedObject.units)
+        var out: [[UInt8]] = []
+        for need in needs {
+            guard let unit = layout.unit(startingAt: need.chunk.objectOffset), sealedObject.units[unit] == need.chunk.objectLength else {
+                throw PatchSyncError(.refusedData, "a chunk of sealed object \(sealedObject.sealed) does not start one of its units")
+            }
+            out.append(try await open(sealedObject, unit: unit, layout: layout, origin: origin))
+        }
+        return out
+    }
+
+    /// Unit `unit` of a sealed object, opened: from a preloaded range that holds it, else from the whole
+    /// sealed object, fetched into the store first.
+    private func open(_ object: SealedObject, unit: Int, layout: SealedLayout,
+                      origin: Origin) async throws(PatchSyncError) -> [UInt8] {
+        let span = layout.sealedRange(unit, unit)
+        var sealedBytes = try store.read(object: object.sealed, offset: span.offset, length: span.length)
+        if sealedBytes == nil {
+            try await store.fetch(PreloadPlan.SealedRange(object: object.sealed, offset: 0, length: object.length,
+                                                          sha256: object.sealed), origin: origin)
+            sealedBytes = try store.read(object: object.sealed, offset: span.offset, length: span.length)
+        }
+        guard let sealedBytes, let key = keys[object.keyBuild] else {
+            throw PatchSyncError(.internal, "sealed object \(object.sealed) is neither preloaded nor fetched, or has no key")
+        }
+        var plain = [UInt8](repeating: 0, count: object.units[unit])
+        let ok = sealedBytes.withUnsafeBytes { sealedRaw in
+            plain.withUnsafeMutableBytes { Sealer(key: key, build: object.keyBuild).open(sealedRaw, object: object, index: unit, into: $0) }
+        }
+        guard ok else {
+            store.drop(object: object.sealed, offset: span.offset)
+            throw PatchSyncError(.refusedData, "preloaded data of build \(object.keyBuild) (object \(object.sealed), unit \(unit)) "
+                                 + "fails authentication: it was tampered with or damaged",
+                                 remedy: "nothing was installed and the live build is untouched; the damaged part was "
+                                     + "deleted and is fetched again at the next sync")
+        }
+        return plain
+    }
+
+    /// Opens a whole sealed object (a delta pack) into the plain file `local`, checked against its plain SHA-256.
+    func openWhole(_ object: SealedObject, to local: String, origin: Origin) async throws(PatchSyncError) {
+        let layout = SealedLayout(units: object.units)
+        do {
+            try FileSystem.makeDirectory(FileSystem.parent(of: local))
+            let output = try FileDescriptor(path: local + ".open", flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            let hasher = SHA256Hasher()
+            for unit in object.units.indices {
+                let plain = try await open(object, unit: unit, layout: layout, origin: origin)
+                let failure: Errno? = plain.withUnsafeBytes { raw in
+                    hasher.update(raw)
+                    do throws(Errno) { try output.write(raw, at: layout.starts[unit]) } catch { return error }
+                    return nil
+                }
+                if let failure { throw failure }
+            }
+            guard hasher.finish() == object.object else {
+                throw PatchSyncError(.refusedData, "sealed object \(object.sealed) opens to other bytes than its plain SHA-256")
+            }
+            try output.sync()
+            try FileSystem.rename(local + ".open", local)
+        } catch { throw PatchSyncError.wrap(error) }
+    }
+}
+
+extension Syncer {
+    private static let preloadLogger = Logger(label: "patchsync.preload")
+
+    /// A preload build's manifest once unlocked, its bytes, and where its sealed objects come from.
+    struct Unlocked {
+        var manifest: Manifest
+        var data: Data
+        var source: SealedSource
+    }
+
+    /// Preloads `target` (a preload build): fetches its plan, then the ranges this install needs (its
+    /// bundles, from its current build) into `.patchsync/preload/`, each checked against the signed
+    /// hash of its stored bytes. When signed metadata has released the build's key(s), opens the
+    /// manifest and returns it to stage; nil while it is locked (``PreloadStatus`` in the state).
+    func preload(_ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
+                 report: inout SyncReport) async throws(PatchSyncError) -> Unlocked? {
+        guard let sha = target.file.hashes["sha256"], let info = target.info.preload else {
+            throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
+        }
+        let origin = context.origin
+        let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
+        let plan = try PreloadPlan.decode(try await origin.signed(consistent, length: target.file.length, sha256: sha),
+                                          what: consistent)
+        guard plan.buildId == target.info.buildId, plan.channel == target.info.channel, plan.keys[plan.buildId] != nil else {
+            throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
+        }
+        let store = PreloadStore(directory: install.preloadDirectory)
+        do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
+        let outline = Manifest(formatVersion: Manifest.formatVersion, buildId: try BuildID(plan.buildId),
+                               channel: try Channel(plan.channel), sequence: target.info.sequence, chunking: .standard,
+                               bundles: plan.bundles, files: [])
+        let wanted = Set(context.config.selection(of: outline).wanted)
+        let recorded = try context.state.read()
+        let manifestRange = PreloadPlan.SealedRange(object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
+                                                    sha256: plan.manifest.sealed)
+        // Once the build is staged or live, only its manifest is needed (a bundle added later is fetched whole).
+        let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.manifest == sha }
+        let ranges = [manifestRange] + (staged ? [] : plan.ranges(for: wanted, from: recorded.currentIdentity?.buildId))
+        let manifestFile = String(store.path(manifestRange).dropFirst(store.directory.count + 1))
+        store.prune(keeping: Set(ranges.map { String(store.path($0).dropFirst(store.directory.count + 1)) }))
+        // Released when signed metadata lists every key the build needs (the releases role, online key).
+        let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
+        var keyTargets: [String: TargetFile] = [:]
+        for build in plan.keys.keys.sorted() {
+            if let file = try await client.findTarget(Releases.keyTarget(channel: plan.channel, build: build), in: trusted) {
+                keyTargets[build] = file
+            }
+        }
+        let released = keyTargets.count == plan.keys.count
+        var status = PreloadStatus(buildId: plan.buildId, channel: plan.channel, releaseAt: info.releaseAt,
+                                   bytes: ranges.reduce(0) { $0 + $1.length },
+                                   bytesDone: ranges.filter(store.has).reduce(0) { $0 + $1.length }, released: released)
+        try context.state.update { $0.preload = staged ? nil : status }
+        let missing = ranges.filter { !store.has($0) }
+        if !missing.isEmpty {
+            context.onEvent(.phase("preloading build \(plan.buildId): \(missing.count) ranges, "
+                                   + "\(PreloadStatus.format(missing.reduce(0) { $0 + $1.length })) (sealed until its release)"))
+            try await fetch(missing, store: store, status: status, context: context)
+            status.bytesDone = status.bytes
+            try context.state.update { $0.preload = staged ? nil : status }
+        }
+        if !staged {
+            report.preload = status
+            context.onEvent(.preload(status))
+        }
+        guard released else {
+            report.outcome = .preloaded
+            return nil
+        }
+        context.onEvent(.phase("build \(plan.buildId) is released: unlocking it"))
+        var keys: [String: ContentKey] = [:]
+        for (build, file) in keyTargets {
+            keys[build] = try await releasedKey(build, file, plan: plan, origin: origin)
+        }
+        guard let key = keys[plan.buildId], let sealedManifest = try store.read(object: manifestRange.object, offset: 0,
+                                                                                 length: manifestRange.length) else {
+            throw PatchSyncError(.internal, "the preloaded manifest of \(plan.buildId) is missing")
+        }
+        let manifest: Manifest
+        do { manifest = try plan.openManifest(Data(sealedManifest), key: key) } catch {
+            store.drop(object: manifestRange.object, offset: 0)
+            throw error
+        }
+        guard manifest.sequence == target.info.sequence else {
+            throw PatchSyncError(.refusedData, "the sealed manifest of \(plan.buildId) has another sequence than its signed target")
+        }
+        let sealed = Dictionary((manifest.sealed ?? []).map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a })
+        let listed = Set(plan.objects.map(\.sealed))
+        for object in sealed.values where !listed.contains(object.sealed) || keys[object.keyBuild] == nil {
+            throw PatchSyncError(.refusedData, "the manifest of \(plan.buildId) names sealed object \(object.sealed), which its "
+                                 + "signed plan does not list or no released key opens")
+        }
+        return Unlocked(manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
+                        source: SealedSource(store: store, keys: keys, sealed: sealed, manifestFile: manifestFile))
+    }
+
+    /// A released content key: fetched within ``Releases/maxKeyBytes`` and checked against its signed
+    /// hash, then against the commitment the targets key signed for `build`.
+    private func releasedKey(_ build: String, _ file: TargetFile, plan: PreloadPlan,
+                             origin: Origin) async throws(PatchSyncError) -> ContentKey {
+        guard let hash = file.hashes["sha256"], file.length <= Releases.maxKeyBytes else {
+            throw PatchSyncError(.refusedData, "the released key of \(build) is over \(Releases.maxKeyBytes) bytes or has no sha256")
+        }
+        let path = "targets/" + TargetNaming.consistentPath(Releases.keyTarget(channel: plan.channel, build: build), sha256: hash)
+        let key = try ContentKey.read(try await origin.signed(path, length: file.length, sha256: hash),
+                                      what: "the released key of \(build)", build: build)
+        guard plan.keys[build] == key.commitment(build: build) else {
+            throw PatchSyncError(.refusedData, "the key released for build \(build) is not the key its content was sealed with",
+                                 remedy: "nothing was decrypted and the live build is untouched; the publisher must release "
+                                     + "the build's own key (`patchsync repo release \(build)`)")
+        }
+        return key
+    }
+
+    /// Fetches `ranges` into the store, ``InstallConfig/connections`` at once, with progress events and
+    /// the state's preload status kept current (a preload stopped part way resumes where it was).
+    private func fetch(_ ranges: [PreloadPlan.SealedRange], store: PreloadStore, status: PreloadStatus,
+                       context: SyncContext) async throws(PatchSyncError) {
+        let total = ranges.reduce(0) { $0 + $1.length }
+        let progress = TransferProgress(done: status.bytesDone, total: status.bytesDone + total, filesTotal: 0)
+        let done = Tally(status.bytesDone)
+        let limit = context.config.connections
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                var running = 0
+                for range in ranges {
+                    if running >= limit {
+                        _ = try await group.next()
+                        running -= 1
+                    }
+                    group.addTask {
+                        let counted = Tally(0)  // of this range, so far
+                        try await store.fetch(range, origin: context.origin) { have in
+                            if let event = progress.add(counted.raise(to: have)) { context.onEvent(event) }
+                        }
+                        let now = done.add(range.length)
+                        var updated = status
+                        updated.bytesDone = now
+                        try context.state.update { $0.preload = updated }
+                    }
+                    running += 1
+                }
+                for try await _ in group {}
+            }
+        } catch { throw PatchSyncError.wrap(error) }
+    }
+}
+
+/// A byte count that concurrent requests add to. Thread-safety: a `Mutex`.
+private final class Tally: Sendable {
+    private let value: Mutex<Int64>
+    init(_ start: Int64) { value = Mutex(start) }
+    /// Adds `bytes`; returns the new total.
+    func add(_ bytes: Int64) -> Int64 { value.withLock { $0 += bytes; return $0 } }
+    /// Raises the count to `total` when higher; returns by how much.
+    func raise(to total: Int64) -> Int64 {
+        value.withLock { current in
+            defer { current = max(current, total) }
+            return max(0, total - current)
+        }
+    }
+}

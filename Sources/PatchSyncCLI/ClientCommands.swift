@@ -186,6 +186,7 @@ struct Status: AsyncParsableCommand {
         if let links = status.liveLinks, let folders = status.liveEmptyFolders, links + folders > 0 {
             lines.append("live:     \(links) symbolic links, \(folders) empty folders besides the files")
         }
+        if let preload = status.preload { lines.append("preload:  " + preload.summary) }
         if let b = status.bundles {
             lines.append("bundles:  " + ProgressReporter.describe(b))
             for entry in b.bundles { lines.append("          " + BundlesCommand.describe(entry)) }

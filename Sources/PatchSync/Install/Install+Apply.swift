@@ -23,11 +23,30 @@ extension Install {
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
         let report = try swap(state)
+        if !report.applied, let preload = try state.read().preload, !preload.released {
+            throw Self.locked(preload, now: Date())
+        }
         // The swap is done and recorded: a clean-up that fails says so, and the next run does it.
         do throws(PatchSyncError) { try Housekeeping(install: self, state: state).run() } catch {
             Self.logger.warning("clean-up after the apply failed (the next sync or apply does it): \(error)")
         }
         return report
+    }
+
+    /// Why an apply has nothing to swap in while a preload build is here but locked: its release time is
+    /// to come (75: try later), or this clock is past it while signed metadata has not released it (65:
+    /// the unlock follows the publisher's signed metadata, never this machine's clock).
+    static func locked(_ preload: PreloadStatus, now: Date) -> PatchSyncError {
+        if now >= preload.releaseAt {
+            return PatchSyncError(.refusedData, "build \(preload.buildId) is preloaded, and signed metadata has not released it: "
+                                  + "this machine's clock reads \(Repository.day(now)), past its release time "
+                                  + "\(Repository.day(preload.releaseAt)), but the unlock follows the publisher's signed "
+                                  + "metadata, not this clock", remedy: "the current build stays; if this clock is ahead, correct "
+                                      + "it; once the publisher releases the build, `patchsync sync` unlocks it")
+        }
+        return PatchSyncError(.deferred, "build \(preload.buildId) is preloaded (\(preload.summary)); nothing is ready to apply "
+                              + "before its release", remedy: "the current build stays; after the release, `patchsync sync` "
+                                  + "unlocks it and the launcher applies it at the next start")
     }
 
     /// Applies under the live tree's lock, without the clean-up (the launcher does it while the game runs).
@@ -70,6 +89,7 @@ extension Install {
         CrashPoint.applyFlipped.reached()
         let after = try state.update(.applyRecorded) { (s) -> InstallState in
             s.applied(ready)
+            if s.preload?.buildId == ready.buildId { s.preload = nil }  // unlocked and live now
             return s
         }
         // Other deployments of the same manifest left the history (``InstallState/applied(_:)``): their

@@ -55,6 +55,8 @@ public struct InstallStatus: Codable, Sendable {
     /// What the live tree holds besides its files.
     public var liveLinks: Int?
     public var liveEmptyFolders: Int?
+    /// A preload build fetched ahead of its release: how much is here, and when it unlocks.
+    public var preload: PreloadStatus?
 }
 
 extension Install {
@@ -93,6 +95,7 @@ extension Install {
             status.staging = progress
         }
         status.bundles = try? bundleProgress()
+        status.preload = state.preload
         if let current = status.current, let manifest = try? Syncer(install: self).loadManifest(current) {
             (status.liveLinks, status.liveEmptyFolders) = (manifest.links?.count ?? 0, manifest.folders?.count ?? 0)
         }

@@ -119,8 +119,9 @@ struct SealedSource: Sendable {
     let keys: [String: ContentKey]
     /// The build's sealed objects, by plain object.
     let sealed: [SHA256Digest: SealedObject]
-    /// The store's file of the sealed manifest, kept once the build is staged.
-    let manifestFile: String
+    /// The store's files kept once the build is staged: the plan and the sealed manifest, which later
+    /// syncs open again.
+    let keep: Set<String>
 
     func isSealed(_ object: SHA256Digest) -> Bool { sealed[object] != nil }
 
@@ -223,8 +224,19 @@ extension Syncer {
         }
         let origin = context.origin
         let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
-        let plan = try PreloadPlan.decode(try await origin.signed(consistent, length: target.file.length, sha256: sha),
-                                          what: consistent)
+        // Kept beside the ranges: a sync after the release fetches only metadata and the key.
+        let planFile = install.preloadDirectory + "/plan." + sha
+        let planData: Data
+        if let kept = try? FileSystem.read(planFile, limit: Int(target.file.length)), SHA256Hasher.hash(kept).hex == sha {
+            planData = kept
+        } else {
+            planData = try await origin.signed(consistent, length: target.file.length, sha256: sha)
+            do {
+                try FileSystem.makeDirectory(install.preloadDirectory, mode: 0o700)
+                try FileSystem.writeAtomically(planData, to: planFile)
+            } catch { throw PatchSyncError.wrap(error) }
+        }
+        let plan = try PreloadPlan.decode(planData, what: consistent)
         guard plan.buildId == target.info.buildId, plan.channel == target.info.channel, plan.keys[plan.buildId] != nil else {
             throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
         }
@@ -241,7 +253,7 @@ extension Syncer {
         let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.manifest == sha }
         let ranges = [manifestRange] + (staged ? [] : plan.ranges(for: wanted, from: recorded.currentIdentity?.buildId))
         let manifestFile = String(store.path(manifestRange).dropFirst(store.directory.count + 1))
-        store.prune(keeping: Set(ranges.map { String(store.path($0).dropFirst(store.directory.count + 1)) }))
+        store.prune(keeping: Set(ranges.map { String(store.path($0).dropFirst(store.directory.count + 1)) } + ["plan." + sha]))
         // Released when signed metadata lists every key the build needs (the releases role, online key).
         let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
         var keyTargets: [String: TargetFile] = [:]
@@ -295,7 +307,7 @@ extension Syncer {
                                  + "signed plan does not list or no released key opens")
         }
         return Unlocked(manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
-                        source: SealedSource(store: store, keys: keys, sealed: sealed, manifestFile: manifestFile))
+                        source: SealedSource(store: store, keys: keys, sealed: sealed, keep: [manifestFile, "plan." + sha]))
     }
 
     /// A released content key: fetched within ``Releases/maxKeyBytes`` and checked against its signed

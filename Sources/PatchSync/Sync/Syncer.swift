@@ -141,9 +141,7 @@ public struct Syncer: Sendable {
         }
         // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
         try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
-        if let source = context.sealed {  // the sealed manifest stays: later syncs open it again
-            source.store.prune(keeping: [source.manifestFile])
-        }
+        if let source = context.sealed { source.store.prune(keeping: source.keep) }
         report.bytesReceived = client.bytesReceived
         return report
     }

@@ -66,7 +66,7 @@ extension Repository {
         if resigning { try resign(key: online, lifetimes: lifetimes, now: now) }
     }
 
-    private mutating func addRelease(_ data: Data, target: String, online: SigningKey, lifetimes: Lifetimes,
+    mutating func addRelease(_ data: Data, target: String, online: SigningKey, lifetimes: Lifetimes,
                                      now: Date) throws(PatchSyncError) {
         let id = try online.publicKey.keyID()
         guard let role = targets.signed.delegations?.roles?.first(where: { $0.name == Releases.role }),

@@ -73,6 +73,46 @@ struct InteropTests {
         #expect(status == 0 && output.hasPrefix("ok ") && output.contains(" 3"), "\(output)")
     }
 
+    @Test("python-tuf reads a repository with a preload: the plan as the build's target before the release, and the released content key through the delegated releases role (signed by the online key) after it")
+    func pythonTUFReadsPreloadAndRelease() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
+        var options = Publisher.Options(buildDirectory: try fixture.sampleBuild(2, scale: 0.003), origin: fixture.origin,
+                                        buildId: try BuildID("2"), bundles: try BundleRules(bundles: [.base]))
+        options.preload = Publisher.Preload(releaseAt: Date(timeIntervalSinceNow: 3600), contentKeys: fixture.keyDirectory + "/content")
+        _ = try Publisher(options: options, signers: fixture.signers).run()
+        let nginx = try NginxOrigin(root: fixture.origin)
+        func read(_ target: String) throws -> (Int32, String) {
+            let venv = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent().path + "/.venv-tuf/bin/python"
+            let meta = fixture.directory + "/tuf-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: meta + "/dl", withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: fixture.rootMetadata, toPath: meta + "/root.json")
+            let result = try CLI.runProgram(venv, ["-c", """
+                import sys
+                from tuf.ngclient import Updater
+                origin, meta, target = sys.argv[1:4]
+                u = Updater(bootstrap=open(meta + "/root.json", "rb").read(), metadata_dir=meta,
+                            metadata_base_url=origin + "/metadata/", target_base_url=origin + "/targets/", target_dir=meta + "/dl")
+                u.refresh()
+                info = u.get_targetinfo(target)
+                print("ok", info.length) if info is not None and u.download_target(info) else print("missing")
+                """, nginx.url, meta, target])
+            return (result.status, result.stdout + result.stderr)
+        }
+        var (status, output) = try read("manifests/live/2.json.gz")
+        #expect(status == 0 && output.hasPrefix("ok "), "\(output)")
+        (status, output) = try read("releases/live/2.key")
+        #expect(status == 0 && output.hasPrefix("missing"), "not released yet: \(output)")
+        var repo = try Repository.load(origin: fixture.origin)
+        try repo.release(build: "2", channel: "live", contentKeys: fixture.keyDirectory + "/content", online: fixture.onlineKey)
+        (status, output) = try read("releases/live/2.key")
+        #expect(status == 0 && output.hasPrefix("ok "), "\(output)")
+        try repo.refresh(key: fixture.onlineKey)
+        (status, output) = try read("manifests/live/2.json.gz")
+        #expect(status == 0 && output.hasPrefix("ok "), "after a refresh: \(output)")
+    }
+
     @Test("python-tuf refuses our repository when a signature is broken (the check is real on both sides)")
     func pythonTUFRefusesTampering() throws {
         let fixture = try Fixture()

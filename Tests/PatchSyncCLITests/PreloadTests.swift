@@ -16,7 +16,7 @@ struct ReleaseDay {
 
     /// Publishes build 1 (the sample's bundles) and installs it from nginx; writes build 2 with a
     /// spoiler folder: a text file (stored deflated) and random bytes (stored raw). `rate` slows nginx.
-    init(scale: Double = 0.02, rate: String? = nil) throws {
+    init(scale: Double = 0.02, rate: String? = nil, secretBytes: Int = 300_000) throws {
         fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: scale), id: "1", bundles: SampleGame.bundles)
         build2 = try fixture.sampleBuild(2, scale: scale)
@@ -24,7 +24,7 @@ struct ReleaseDay {
         let text = (0..<400).map { "line \($0): \(Self.spoilerText) wins the war\n" }.joined()
         try Data(text.utf8).write(to: URL(fileURLWithPath: build2 + "/spoilers/" + Self.spoilerName))
         var random = SystemRandomNumberGenerator()
-        try Data((0..<300_000).map { _ in UInt8.random(in: 0...255, using: &random) })
+        try Data((0..<secretBytes).map { _ in UInt8.random(in: 0...255, using: &random) })
             .write(to: URL(fileURLWithPath: build2 + "/spoilers/secret-map.bin"))
         try SampleGame.writeBundles(to: fixture.directory + "/bundles.json")
         nginx = try NginxOrigin(root: fixture.origin, rateLimit: rate)
@@ -170,25 +170,32 @@ struct PreloadTests {
 
     @Test("a discretionary preload stopped by SIGTERM resumes at the next run without fetching again what it kept")
     func discretionaryAcrossRestarts() throws {
-        let day = try ReleaseDay(scale: 0.06, rate: "300k")
+        let day = try ReleaseDay(scale: 0.02, rate: "1m", secretBytes: 5_000_000)
         defer { day.nginx.stop() }
         #expect(try day.publish2(["--release-at", Self.releaseAt(86400)]).status == 0)
         let before = day.nginx.bytesServed(under: "/objects/")
         let sync = try CLI.start(["sync", "--install", day.root, "--discretionary", "--quiet"])
-        for _ in 0..<1500 where sync.process.isRunning {
-            if (try Install.open(at: day.root).status().preload?.bytesDone ?? 0) > 0 { break }
-            usleep(20_000)
+        /// Bytes in the preload folder: complete ranges and parts.
+        func held() -> Int64 {
+            let folder = day.root + "/.patchsync/preload"
+            return ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { !$0.hasPrefix("plan.") }
+                .reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: folder + "/" + $1)[.size] as? Int64) ?? 0) }
         }
-        let partial = try #require(try Install.open(at: day.root).status().preload)
-        #expect(partial.bytesDone > 0 && partial.bytesDone < partial.bytes, "\(partial)")
+        for _ in 0..<1500 where sync.process.isRunning && held() < 1_000_000 { usleep(20_000) }
         kill(sync.process.processIdentifier, SIGTERM)
         sync.process.waitUntilExit()
         #expect(sync.process.terminationStatus == 75)
+        let partial = try #require(try Install.open(at: day.root).status().preload)
+        let kept = held()
+        #expect(kept >= 1_000_000 && kept < partial.bytes, "stopped part way: \(kept) of \(partial.bytes)")
         let resumed = try CLI.run(["sync", "--install", day.root, "--discretionary", "--json"])
         #expect(resumed.status == 0 && resumed.stdout.contains("\"outcome\":\"preloaded\""), "\(resumed.stdout) \(resumed.stderr)")
         let total = try #require(try Install.open(at: day.root).status().preload)
         #expect(total.bytesDone == total.bytes)
-        let served = day.nginx.bytesServed(under: "/objects/") - before
-        #expect(served <= total.bytes + (256 << 10), "served \(served) for \(total.bytes) preloaded: nothing fetched twice")
+        let received = try #require(try lastJSON(resumed.stdout)["bytesReceived"] as? Int)
+        #expect(Int64(received) <= total.bytes - kept + (64 << 10),
+                "the resumed run received \(received) bytes; \(kept) of \(total.bytes) were kept from the first")
+        #expect(day.nginx.bytesServed(under: "/objects/") - before >= total.bytes)
+        #expect(total.bytes > 4_000_000)
     }
 }

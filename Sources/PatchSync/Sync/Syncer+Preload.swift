@@ -98,9 +98,11 @@ final class PreloadStore: Sendable {
         }
     }
 
-    /// Deletes every file here but the ranges in `keep` (an older preload's, or a build's once staged).
+    /// Deletes every file here but the ranges in `keep` and their parts (an older preload's, or a
+    /// build's once staged).
     func prune(keeping keep: Set<String>) {
-        for name in (try? FileSystem.list(directory)) ?? [] where !keep.contains(name) {
+        for name in (try? FileSystem.list(directory)) ?? [] where !keep.contains(name)
+            && !(name.hasSuffix(".part") && keep.contains(String(name.dropLast(5)))) {
             try? FileSystem.remove(directory + "/" + name)
         }
         index.withLock { index in

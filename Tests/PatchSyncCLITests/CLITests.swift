@@ -17,7 +17,7 @@ func lastJSON(_ text: String) throws -> [String: Any] {
 @Suite("The command line", .tags(.cli))
 struct CLITests {
     static let verbs: [[String]] = [
-        ["keygen"], ["repo", "init"], ["repo", "refresh"], ["publish"], ["init"], ["sync"], ["apply"], ["launch"],
+        ["keygen"], ["repo", "init"], ["repo", "refresh"], ["repo", "release"], ["publish"], ["init"], ["sync"], ["apply"], ["launch"],
         ["rollback"], ["verify"], ["status"], ["bundles"], ["bundles", "list"], ["bundles", "add"], ["bundles", "remove"],
     ]
 

@@ -103,6 +103,19 @@ struct PreloadTests {
         #expect(try lastJSON(sync.stdout)["outcome"] as? String == "preloaded", "\(sync.stdout)")
         #expect(sync.stdout.contains("\"event\":\"preload\"") && sync.stdout.contains("unlocks"), "\(sync.stdout)")
         let preloaded = day.nginx.bytesServed() - before
+        let events = day.fixture.directory + "/preload-events.jsonl"
+        try sync.stdout.split(separator: "\n").dropLast().joined(separator: "\n").write(toFile: events, atomically: true, encoding: .utf8)
+        let planTarget = try #require(try Repository.load(origin: day.fixture.origin).targetFiles["manifests/live/2.json.gz"])
+        let planFile = day.fixture.origin + "/targets/manifests/live/\(planTarget.hashes["sha256"] ?? "").2.json.gz"
+        let (valid, output) = try python("""
+            import gzip, json, sys, jsonschema
+            events = [json.loads(l) for l in open(sys.argv[2])]
+            for e in events: jsonschema.validate(e, json.load(open(sys.argv[1] + "/events.schema.json")))
+            assert [e for e in events if e["event"] == "preload"][-1]["preload"]["bytesDone"] > 0
+            jsonschema.validate(json.loads(gzip.open(sys.argv[3]).read()), json.load(open(sys.argv[1] + "/preload-plan.schema.json")))
+            print("valid")
+            """, [DiffCLITests.repoRoot + "/manifests", events, planFile])
+        #expect(valid == 0 && output.contains("valid"), "the events and the plan follow their schemas: \(output)")
         let status = try CLI.run(["status", "--install", day.root])
         #expect(status.stdout.contains("preload:  preloaded") && status.stdout.contains("of build 2, unlocks"), "\(status.stdout)")
         let api = try #require(try Install.open(at: day.root).status().preload)

@@ -21,6 +21,14 @@ enum BuildContents {
         return paths
     }
 
+    /// The released content keys (targets of the releases role), relative to the origin: every player
+    /// unlocking a preload build later reads them.
+    static func releasedKeys(of repo: Repository) -> Set<String> {
+        Set(repo.releasedKeys.compactMap { path, file in
+            file.hashes["sha256"].map { "targets/" + TargetNaming.consistentPath(path, sha256: $0) }
+        })
+    }
+
     /// ``paths(in:target:_:)`` remembered by manifest, for a caller that asks about the same builds twice.
     struct Memo {
         private var known: [String: Set<String>] = [:]

@@ -96,9 +96,7 @@ public struct Pruner: Sendable {
             }
         }
         for version in live { needed.insert("metadata/\(version).targets.json") }
-        for (path, file) in repo.releasedKeys {  // released content keys: every client unlocking later reads them
-            if let hash = file.hashes["sha256"] { needed.insert("targets/" + TargetNaming.consistentPath(path, sha256: hash)) }
-        }
+        needed.formUnion(BuildContents.releasedKeys(of: repo))
         for version in try liveVersions("snapshot", current: repo.snapshotVersion, servedFrom: options.served?.snapshot) { needed.insert("metadata/\(version).snapshot.json") }
         let listed = repo.targetFiles.values.compactMap(\.custom).map { "\($0.channel)/\($0.buildId)" }.sorted()
         var report = Report(origin: origin, dryRun: options.dryRun, listed: listed,

@@ -179,7 +179,7 @@ public struct Uploader: Sendable {
     /// a copy that stopped half way): the bucket would list a build players cannot install.
     private func neededFiles(_ repo: Repository, files: Set<String>,
                              contents: inout BuildContents.Memo) throws(PatchSyncError) -> Set<String> {
-        var needed = Set<String>()
+        var needed = BuildContents.releasedKeys(of: repo)
         for (path, file) in repo.targetFiles.sorted(by: { $0.key < $1.key }) {
             let paths = try contents.paths(in: origin, target: path, file)
             let missing = paths.subtracting(files)

@@ -4,7 +4,7 @@ import Foundation
 /// result is checked against the target manifest's signed SHA-256 before it is written, so a wrong
 /// or hostile delta can cost a fetch, never a wrong byte.
 ///
-/// Memory: one chunk of output and one piece of source at a time.
+/// Memory: one chunk of output; the source is mapped.
 struct DeltaApplier {
     /// What rebuilding one file gave.
     struct Outcome: Equatable {
@@ -15,8 +15,6 @@ struct DeltaApplier {
         /// Why the delta was refused, if it was.
         var problem: String?
     }
-
-    static let sourcePiece = 1 << 20
 
     let file: FileEntry
     let files: StagedFiles
@@ -41,23 +39,19 @@ struct DeltaApplier {
                      into cutter: inout Cutter) throws -> String? {
         guard var reader = Delta.Reader(instructions) else { return "its header is malformed" }
         guard reader.targetSize == file.size else { return "it builds \(reader.targetSize) bytes, not \(file.size)" }
-        let source = try FileDescriptor(path: sourcePath, flags: O_RDONLY)
-        guard Int64(try source.status().st_size) == reader.sourceSize else { return "its source has another size" }
-        let piece = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.sourcePiece, alignment: 16)
-        defer { piece.deallocate() }
+        // Mapped: a delta of a large file is thousands of small copies, each a slice of the mapping
+        // rather than a read system call.
+        let source = try MappedFile(path: sourcePath)
+        guard Int64(source.bytes.count) == reader.sourceSize else { return "its source has another size" }
         do {
             while let instruction = try reader.next() {
                 switch instruction {
                 case .add(let literal): try cutter.take(literal)
-                case .copy(var offset, var count):
-                    while count > 0 {
-                        let n = Int(min(count, Int64(Self.sourcePiece)))
-                        let part = UnsafeMutableRawBufferPointer(rebasing: piece[..<n])
-                        try source.read(into: part, at: offset)
-                        try cutter.take(UnsafeRawBufferPointer(part))
-                        offset += Int64(n)
-                        count -= Int64(n)
+                case .copy(let offset, let count):
+                    guard offset >= 0, count >= 0, offset + count <= Int64(source.bytes.count) else {
+                        return "it copies from beyond its source"
                     }
+                    try cutter.take(UnsafeRawBufferPointer(rebasing: source.bytes[Int(offset)..<Int(offset + count)]))
                 }
             }
         } catch let error as DeltaError { return error.description }

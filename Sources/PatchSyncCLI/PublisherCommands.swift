@@ -110,11 +110,20 @@ struct RepoRefresh: AsyncParsableCommand {
                                        contentKeys: contentKeys ?? defaultContentKeys(beside: key))
         let warnings = repo.expiryWarnings()
         warn(warnings)
-        struct Result: Encodable { var origin: String; var refreshed: Bool; var released: [String]; var missingKeys: [String]; var warnings: [String] }
+        struct Result: Encodable {
+            var origin: String; var refreshed: Bool; var released: [String]; var missingKeys: [String]; var failed: [String]
+            var warnings: [String]
+        }
         Output(json: json).result(Result(origin: origin, refreshed: true, released: outcome.released,
-                                         missingKeys: outcome.missingKeys, warnings: warnings),
+                                         missingKeys: outcome.missingKeys, failed: outcome.failed, warnings: warnings),
                                   human: "re-signed snapshot and timestamp of \(origin)"
                                       + outcome.released.map { "\nreleased \($0): players unlock it at their next sync" }.joined())
+        if !outcome.failed.isEmpty {
+            throw PatchSyncError(.refusedData, "a preload build due for release could not be released: "
+                                 + outcome.failed.joined(separator: "; "),
+                                 remedy: "fix what it names, then run `patchsync repo release BUILD`; snapshot and timestamp "
+                                     + "were re-signed")
+        }
         if !outcome.missingKeys.isEmpty {
             throw PatchSyncError(.usage, "a preload build is due for release and its key file is not at hand: "
                                  + outcome.missingKeys.joined(separator: ", "),

@@ -26,8 +26,11 @@ struct RepoStatus: AsyncParsableCommand {
         for channel in status.channels {
             lines.append("channel \(channel.channel): \(channel.builds.count) build(s)")
             for build in channel.builds {
-                var line = "  \(build.current ? "*" : " ") \(build.buildId)  sequence \(build.sequence), \(build.files) files, "
-                    + ByteCount.format(build.size)
+                var line = "  \(build.current ? "*" : " ") \(build.buildId)  sequence \(build.sequence), "
+                    + (build.releaseAt == nil ? "\(build.files) files, " : "") + ByteCount.format(build.size)
+                if let at = build.releaseAt {
+                    line += build.released == true ? ", preload, released" : ", preload, sealed until \(TUFDate.format(at))"
+                }
                 if let from = build.promotedFrom { line += ", promoted from \(from)" }
                 if let note = build.rollback { line += ", rolled back from \(note.from)" + (note.reason.map { ": \($0)" } ?? "") }
                 lines.append(line)

@@ -32,8 +32,10 @@ extension Publisher {
             self.scratch = scratch
         }
 
-        /// Records the sealed objects of an earlier preload's manifest.
-        func learn(_ manifest: Manifest) {
+        /// Records the sealed objects of an earlier preload's manifest of the same channel (a key is
+        /// named by build within its channel).
+        func learn(_ manifest: Manifest, channel: Channel) {
+            guard manifest.channel == channel else { return }
             known.withLock { state in for object in manifest.sealed ?? [] { state.sealed[object.object] = object } }
         }
 
@@ -62,11 +64,18 @@ extension Publisher {
                                      + "that is released at once")
         }
         let build = options.buildId.value, channel = options.channel.name
+        guard !repo.isReleased(channel: channel, build: build) else {
+            throw PatchSyncError(.usage, "build \(build) of \(channel) was released before: its content key is public",
+                                 remedy: "give the preload a new --build-id")
+        }
         let keyFile = Repository.contentKeyPath(preload.contentKeys, channel: channel, build: build)
+        let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
         let key: ContentKey
         do {
             try FileSystem.makeDirectory(FileSystem.parent(of: keyFile), mode: 0o700)
-            if FileSystem.exists(keyFile) {
+            // The key of a build already listed (a publish run again) opens what is there; any other run
+            // gets a fresh key, so nothing sealed by a run that stopped shares a key and nonce with this one.
+            if FileSystem.exists(keyFile), repo.targetFiles[target]?.custom?.preload != nil {
                 key = try ContentKey.read(try FileSystem.read(keyFile, limit: Int(Releases.maxKeyBytes)), what: keyFile, build: build)
             } else {
                 key = try ContentKey.generate()
@@ -125,8 +134,7 @@ extension Publisher {
             throw PatchSyncError.wrap(error)
         }
         var info = ManifestTargetInfo(channel: channel, buildId: build, sequence: manifest.sequence)
-        info.files = manifest.files.count
-        info.size = manifest.totalSize
+        info.size = manifest.totalSize  // the bytes players need room for; not the file count
         info.preload = PreloadInfo(releaseAt: options.preload?.releaseAt ?? options.now)
         var targets = repo.targetFiles
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
@@ -186,9 +194,11 @@ struct PreloadPlanner {
             let pack = packs.first { $0.source.from == base.buildId }
             routes.append(try route(from: base, pack: pack))
         }
+        // Bundles by name, required and priority only: their paths may name what is new.
+        let bundles = manifest.bundles.map { Bundle(name: $0.name, required: $0.required, priority: $0.priority, paths: []) }
         return PreloadPlan(formatVersion: PreloadPlan.formatVersion, buildId: manifest.buildId.value,
                            channel: manifest.channel.name, releaseAt: releaseAt, keys: keys, manifest: manifestObject,
-                           bundles: manifest.bundles, objects: objects, sharedObjects: shared, routes: routes)
+                           bundles: bundles, objects: objects, sharedObjects: shared, routes: routes)
     }
 
     /// What a sync from `base` (whole) fetches, per bundle: the same ``Plan`` a client makes, less the
@@ -257,5 +267,22 @@ struct PreloadPlanner {
         } catch { throw PatchSyncError.wrap(error).during("reading a range of object \(range.object)") }
         out.sha256 = SHA256Hasher.hash(UnsafeRawBufferPointer(buffer))
         return out
+    }
+}
+
+extension Publisher {
+    /// Refuses a build published at once on a channel whose newest build is a preload not yet released:
+    /// it would come after the preload, so players would never move on to the preload when it unlocks.
+    func checkNoPendingPreload(_ repo: Repository) throws(PatchSyncError) {
+        let channel = options.channel.name
+        guard let pending = repo.targetFiles.values.compactMap(\.custom)
+            .filter({ $0.channel == channel && $0.buildId != options.buildId.value })
+            .max(by: { $0.sequence < $1.sequence }),
+              let preload = pending.preload, pending.withdrawn != true,
+              !repo.isReleased(channel: channel, build: pending.buildId) else { return }
+        throw PatchSyncError(.usage, "build \(pending.buildId) is preloading on \(channel) until \(Repository.day(preload.releaseAt)); "
+                             + "a build published now would come after it, and players would never move on to it",
+                             remedy: "release it first (`patchsync repo release \(pending.buildId)`), publish this build "
+                                 + "on another channel, or as a preload too (--release-at)")
     }
 }

@@ -80,6 +80,8 @@ public struct Publisher: Sendable {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
         let sealing = try options.preload.map { preload throws(PatchSyncError) in try prepareSealing(preload, repo: repo) }
+        defer { if let sealing { try? FileSystem.removeTree(sealing.scratch) } }  // plain new content, beside the key
+        if sealing == nil { try checkNoPendingPreload(repo) }
         // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
         let root = sealing?.scratch ?? options.origin
         let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
@@ -342,12 +344,15 @@ public struct Publisher: Sendable {
     private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase], republishing target: String,
                               sealing: Sealing?) throws(PatchSyncError) -> KnownLayouts {
         let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
-        let targets = repo.targetFiles.filter { sealing != nil || $0.value.custom?.preload == nil }
+        let targets = repo.targetFiles.filter { entry in
+            guard let info = entry.value.custom, info.preload != nil else { return true }
+            return sealing != nil && info.channel == options.channel.name  // its key is this channel's
+        }
         return try KnownLayouts(targets: targets, first: target) { (path, target) throws(PatchSyncError) in
             if let manifest = loaded[path] { return manifest }
             let manifest = try Repository.manifest(in: self.options.origin, path, target,
                                                    contentKeys: self.options.preload?.contentKeys)
-            sealing?.learn(manifest)
+            sealing?.learn(manifest, channel: self.options.channel)
             return manifest
         }
     }

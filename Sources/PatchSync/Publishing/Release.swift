@@ -42,6 +42,10 @@ public struct Release: Sendable {
             throw PatchSyncError(.usage, "channel \(from) of \(origin) lists no build \(build)",
                                  remedy: "see `patchsync repo status --origin \(origin)` for the builds each channel lists")
         }
+        guard file.custom?.preload == nil else {
+            throw PatchSyncError(.usage, "build \(build) of \(from) is a preload: its content is sealed with a key of \(from)",
+                                 remedy: "publish the build folder on \(to) (with --release-at for a preload there)")
+        }
         var manifest = try repo.manifest(source, file)
         let target = Manifest.targetPath(channel: to, buildId: build)
         let newest = Self.builds(repo, on: to).first
@@ -89,6 +93,11 @@ public struct Release: Sendable {
         guard let chosen else {
             throw PatchSyncError(.usage, "channel \(channel) lists no earlier build to go back to",
                                  remedy: "publish a fixed build instead, or name one with --to")
+        }
+        guard chosen.info.preload == nil else {
+            throw PatchSyncError(.usage, "build \(chosen.info.buildId) of \(channel) was published as a preload: its content is "
+                                 + "sealed, and a rollback would list it as a plain build", remedy: "name another build with --to, "
+                                     + "or publish the build folder again under a new --build-id")
         }
         var manifest = try repo.manifest(chosen.path, chosen.file)
         manifest.sequence = current.info.sequence + 1

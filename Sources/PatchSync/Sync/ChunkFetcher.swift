@@ -83,8 +83,12 @@ struct ChunkFetcher: Sendable {
             await sink.drained()
             if let refused = sink.outcome.failure { throw refused }
             guard sink.outcome.remaining.isEmpty else {
+                if let sealed, !sealed.isSealed(need.object) {  // a preloaded plain range: the origin's copy next time
+                    sealed.store.drop(object: need.object, offset: need.chunk.objectOffset)
+                }
                 throw PatchSyncError(.refusedData, "a preloaded chunk of object \(need.object) does not match its SHA-256",
-                                     remedy: "nothing was installed and the live build is untouched; report it to the publisher")
+                                     remedy: "nothing was installed and the live build is untouched; a damaged preloaded "
+                                         + "range is fetched again at the next sync, else report it to the publisher")
             }
         }
         try await files.durable()

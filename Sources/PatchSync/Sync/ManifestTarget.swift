@@ -22,6 +22,15 @@ struct ManifestTarget: Sendable {
         self = newest
     }
 
+    /// Every build target of `channel`, newest (highest sequence) first.
+    static func all(in targets: TargetsMetadata, channel: Channel) -> [ManifestTarget] {
+        targets.targets.compactMap { entry -> ManifestTarget? in
+            guard let info = entry.value.custom, info.channel == channel.name, let id = try? BuildID(info.buildId),
+                  entry.key == Manifest.targetPath(channel: channel, buildId: id) else { return nil }
+            return ManifestTarget(path: entry.key, file: entry.value, info: info)
+        }.sorted { $0.info.sequence > $1.info.sequence }
+    }
+
     private init(path: String, file: TargetFile, info: ManifestTargetInfo) {
         self.path = path
         self.file = file
@@ -35,6 +44,10 @@ extension Origin {
     func manifest(_ target: ManifestTarget) async throws(PatchSyncError) -> (Manifest, Data) {
         guard let sha = target.file.hashes["sha256"] else {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
+        }
+        if let preload = target.info.preload {
+            throw PatchSyncError(.usage, "build \(target.info.buildId) is a preload: its manifest is sealed until its release "
+                                 + "(\(Repository.day(preload.releaseAt)))", remedy: "compare with an earlier build, or after the release")
         }
         let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
         let data = try await signed(consistent, length: target.file.length, sha256: sha)

@@ -36,6 +36,8 @@ public struct PreloadStatus: Codable, Sendable, Equatable {
 final class PreloadStore: Sendable {
     let directory: String
     private let index: Mutex<[SHA256Digest: [(offset: Int64, length: Int64)]]>
+    /// Fetches under way, by file name: concurrent requests for one object share one download.
+    private let inFlight = Mutex<[String: Task<Int64, any Error>]>([:])
 
     init(directory: String) {
         self.directory = directory
@@ -71,6 +73,19 @@ final class PreloadStore: Sendable {
         } catch { throw PatchSyncError.wrap(error).during("keeping a preloaded range") }
         index.withLock { $0[range.object, default: []].append((range.offset, range.length)) }
         return fetched
+    }
+
+    /// ``fetch(_:origin:progress:)`` shared by concurrent callers: one download per range at a time.
+    func fetchShared(_ range: PreloadPlan.SealedRange, origin: Origin) async throws(PatchSyncError) {
+        let name = path(range)
+        let task = inFlight.withLock { tasks in
+            if let running = tasks[name] { return running }
+            let task = Task<Int64, any Error> { try await self.fetch(range, origin: origin) }
+            tasks[name] = task
+            return task
+        }
+        defer { _ = inFlight.withLock { $0.removeValue(forKey: name) } }
+        do { _ = try await task.value } catch { throw PatchSyncError.wrap(error) }
     }
 
     /// The bytes `offset..<offset+length` of `object` as stored, from a range here that holds them; nil
@@ -159,8 +174,8 @@ struct SealedSource: Sendable {
         let span = layout.sealedRange(unit, unit)
         var sealedBytes = try store.read(object: object.sealed, offset: span.offset, length: span.length)
         if sealedBytes == nil {
-            try await store.fetch(PreloadPlan.SealedRange(object: object.sealed, offset: 0, length: object.length,
-                                                          sha256: object.sealed), origin: origin)
+            try await store.fetchShared(PreloadPlan.SealedRange(object: object.sealed, offset: 0, length: object.length,
+                                                                sha256: object.sealed), origin: origin)
             sealedBytes = try store.read(object: object.sealed, offset: span.offset, length: span.length)
         }
         guard let sealedBytes, let key = keys[object.keyBuild] else {
@@ -247,12 +262,13 @@ extension Syncer {
         let outline = Manifest(formatVersion: Manifest.formatVersion, buildId: try BuildID(plan.buildId),
                                channel: try Channel(plan.channel), sequence: target.info.sequence, chunking: .standard,
                                bundles: plan.bundles, files: [])
-        let wanted = Set(context.config.selection(of: outline).wanted)
+        let selection = context.config.selection(of: outline)
+        let wanted = Set(selection.wanted), all = BundleSelection(outline, chosen: nil).wanted
         let recorded = try context.state.read()
         let manifestRange = PreloadPlan.SealedRange(object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
                                                     sha256: plan.manifest.sealed)
         // Once the build is staged or live, only its manifest is needed (a bundle added later is fetched whole).
-        let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.manifest == sha }
+        let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.holds(sha, selection.wanted, all: all) == true }
         let ranges = [manifestRange] + (staged ? [] : plan.ranges(for: wanted, from: recorded.currentIdentity?.buildId))
         let manifestFile = String(store.path(manifestRange).dropFirst(store.directory.count + 1))
         store.prune(keeping: Set(ranges.map { String(store.path($0).dropFirst(store.directory.count + 1)) } + ["plan." + sha]))

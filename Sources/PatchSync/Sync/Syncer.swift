@@ -70,9 +70,51 @@ public struct Syncer: Sendable {
                              onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
         let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
-        var context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
+        let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
                                   onEvent: onEvent)
-        let (target, trusted) = try await check(context)
+        let (newest, trusted) = try await check(context)
+        // A preload not released yet never hides the build that is live now: that one is staged (a fresh
+        // install, a player behind), and the preload is fetched beside it.
+        let (chosen, pending) = try await choose(newest, trusted: trusted, origin: context.origin)
+        var report: SyncReport
+        if let chosen {
+            report = try await stage(chosen, trusted: trusted, context: context, keepPreload: pending != nil)
+        } else {
+            report = SyncReport(outcome: .upToDate, buildId: newest.info.buildId, sequence: newest.info.sequence)
+        }
+        if let pending {
+            let outcome = report.outcome
+            _ = try await preload(pending, trusted: trusted, context: context, report: &report)
+            if chosen != nil && outcome != .upToDate { report.outcome = outcome }
+        }
+        report.bytesReceived = context.origin.client.bytesReceived
+        return report
+    }
+
+    /// The build to stage and the preload to fetch beside it: the newest build, unless it is a preload
+    /// whose key signed metadata has not released; then the newest build before it that is not such a
+    /// preload (nil when there is none) and that preload.
+    private func choose(_ newest: ManifestTarget, trusted: TrustedMetadata,
+                        origin: Origin) async throws(PatchSyncError) -> (ManifestTarget?, ManifestTarget?) {
+        let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
+        func locked(_ target: ManifestTarget) async throws(PatchSyncError) -> Bool {
+            guard target.info.preload != nil else { return false }
+            return try await client.findTarget(Releases.keyTarget(channel: target.info.channel, build: target.info.buildId),
+                                               in: trusted) == nil
+        }
+        guard try await locked(newest) else { return (newest, nil) }
+        for target in ManifestTarget.all(in: trusted.targets.signed, channel: try Channel(newest.info.channel))
+        where target.info.sequence < newest.info.sequence {
+            if try await !locked(target) { return (target, newest) }
+        }
+        return (nil, newest)
+    }
+
+    /// Stages `target` (the channel's build to install): its manifest, then one deployment per step.
+    private func stage(_ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
+                       keepPreload: Bool) async throws(PatchSyncError) -> SyncReport {
+        var context = context
+        let (state, config, client, onEvent) = (context.state, context.config, context.origin.client, context.onEvent)
         var report = SyncReport(outcome: .upToDate, buildId: target.info.buildId, sequence: target.info.sequence)
         report.rollback = target.info.rollback
         guard let sha = target.file.hashes["sha256"] else {
@@ -95,7 +137,7 @@ public struct Syncer: Sendable {
             (manifest, data) = (unlocked.manifest, unlocked.data)
             context.sealed = unlocked.source
         } else {
-            if recorded.preload != nil || FileSystem.exists(install.preloadDirectory) {  // a preload no longer offered
+            if !keepPreload, recorded.preload != nil || FileSystem.exists(install.preloadDirectory) {  // a preload no longer offered
                 try state.update { $0.preload = nil }
                 try? FileSystem.removeTree(install.preloadDirectory)
             }

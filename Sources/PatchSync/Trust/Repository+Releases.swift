@@ -85,7 +85,12 @@ extension Repository {
     /// Writes a new version of the `releases` role's metadata with `files`, signed by the online key.
     mutating func signReleases(_ files: [String: TargetFile], online: SigningKey, lifetimes: Lifetimes,
                                now: Date) throws(PatchSyncError) {
-        let next = try Signed(signing: TargetsMetadata(version: (releases?.signed.version ?? 0) + 1,
+        // Past any version on disk too: one written by a run that stopped before its snapshot may have
+        // been uploaded already, and a versioned file never gets other bytes.
+        let onDisk = ((try? FileSystem.list(metadataDirectory)) ?? []).compactMap { name -> Int? in
+            name.hasSuffix(".\(Releases.role).json") ? Int(name.dropLast(Releases.role.count + 6)) : nil
+        }.max() ?? 0
+        let next = try Signed(signing: TargetsMetadata(version: max(releases?.signed.version ?? 0, onDisk) + 1,
                                                        expires: now + lifetimes.targets, targets: files), with: [online])
         try Self.write(next, to: metadataDirectory + "/\(next.signed.version).\(Releases.role).json")
         releases = next
@@ -94,7 +99,7 @@ extension Repository {
     /// The preload builds whose release time has come (by `now`) and whose key is not released yet.
     public func dueReleases(now: Date) -> [(channel: String, build: String, releaseAt: Date)] {
         targetFiles.values.compactMap { file -> (String, String, Date)? in
-            guard let info = file.custom, let preload = info.preload, preload.releaseAt <= now,
+            guard let info = file.custom, let preload = info.preload, preload.releaseAt <= now, info.withdrawn != true,
                   !isReleased(channel: info.channel, build: info.buildId) else { return nil }
             return (info.channel, info.buildId, preload.releaseAt)
         }.sorted { $0.2 < $1.2 }

@@ -23,6 +23,9 @@ public struct RepositoryStatus: Codable, Sendable {
         public var current: Bool
         public var promotedFrom: String?
         public var rollback: RollbackNote?
+        /// A preload build: when it is to be released, and whether its key is released.
+        public var releaseAt: Date?
+        public var released: Bool?
     }
 
     public struct Channel: Codable, Sendable {
@@ -50,13 +53,15 @@ extension Repository {
         for (path, file) in targetFiles {
             guard let info = file.custom else { continue }
             var files = info.files, size = info.size
-            if files == nil || size == nil {
+            if (files == nil || size == nil) && info.preload == nil {  // a preload's manifest is sealed
                 let manifest = try manifest(path, file)
                 (files, size) = (manifest.files.count, manifest.totalSize)
             }
             channels[info.channel, default: []].append(RepositoryStatus.Build(
                 buildId: info.buildId, sequence: info.sequence, files: files ?? 0, size: size ?? 0,
-                manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom, rollback: info.rollback))
+                manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom, rollback: info.rollback,
+                releaseAt: info.preload?.releaseAt,
+                released: info.preload.map { _ in isReleased(channel: info.channel, build: info.buildId) }))
         }
         let listed = channels.keys.sorted().map { name in
             var builds = (channels[name] ?? []).sorted { $0.sequence > $1.sequence }

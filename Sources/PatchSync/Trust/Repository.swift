@@ -270,25 +270,41 @@ public struct Repository: Sendable {
                                  contentKeys: String? = nil) throws(PatchSyncError) -> RefreshOutcome {
         try checkOnline(key)
         var outcome = RefreshOutcome()
+        // Each due build on its own: one that cannot be released (its key missing or wrong, an earlier
+        // preload it shares content with not released) is reported, and the others and the re-signing
+        // go on, so a refresh never stops keeping the repository's metadata fresh.
         for due in dueReleases(now: now) {
             guard let contentKeys else { outcome.missingKeys.append("\(due.channel)/\(due.build)"); continue }
             let path = Self.contentKeyPath(contentKeys, channel: due.channel, build: due.build)
             guard FileSystem.exists(path) else { outcome.missingKeys.append(path); continue }
-            try release(keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: due.channel,
-                        build: due.build, online: key, lifetimes: lifetimes, now: now, resigning: false)
-            outcome.released.append("\(due.channel)/\(due.build)")
+            do throws(PatchSyncError) {
+                try release(keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: due.channel,
+                            build: due.build, online: key, lifetimes: lifetimes, now: now, resigning: false)
+                outcome.released.append("\(due.channel)/\(due.build)")
+            } catch {
+                outcome.failed.append("\(due.channel)/\(due.build): \(error.message)")
+            }
         }
-        if let releases, releases.signed.expires.timeIntervalSince(now) < lifetimes.targets / 2 {
+        // Only while the delegation names this key: otherwise clients would refuse what it signs.
+        if let releases, releases.signed.expires.timeIntervalSince(now) < lifetimes.targets / 2, delegatesReleases(to: key) {
             try signReleases(releases.signed.targets, online: key, lifetimes: lifetimes, now: now)
         }
         try resign(key: key, lifetimes: lifetimes, now: now)
         return outcome
     }
 
+    /// Whether targets delegates the releases role to `key`.
+    func delegatesReleases(to key: SigningKey) -> Bool {
+        guard let id = try? key.publicKey.keyID() else { return false }
+        return targets.signed.delegations?.roles?.first { $0.name == Releases.role }?.keyids.contains(id) ?? false
+    }
+
     /// What a refresh released, and the due builds whose key it could not find.
     public struct RefreshOutcome: Sendable, Codable {
         public var released: [String] = []
         public var missingKeys: [String] = []
+        /// Due builds that could not be released, with why.
+        public var failed: [String] = []
     }
 
     /// Signs the same targets again as a new version with a fresh expiry (the targets keys' yearly
@@ -364,7 +380,11 @@ public struct Repository: Sendable {
         var all = oldSigners, ids = Set<String>()
         for key in oldSigners { ids.insert(try key.publicKey.keyID()) }
         for key in newSigners where ids.insert(try key.publicKey.keyID()).inserted { all.append(key) }
+        let onlineRotated = next.roles["timestamp"] != current.roles["timestamp"]
+        let releasesDelegated = targets.signed.delegations?.roles?.contains { $0.name == Releases.role } ?? false
+        // The releases role names the online key: a new one is delegated to by a targets signature.
         let targetsChanged = next.roles["targets"] != current.roles["targets"] || !targetsSignedByCurrentKeys
+            || (onlineRotated && releasesDelegated)
         if change.online != nil, change.targets == nil, let oldOnline = current.roles["timestamp"]?.keyids,
            next.roles["targets"]?.keyids.contains(where: oldOnline.contains) == true {
             throw PatchSyncError(.usage, "the online key being replaced also signs targets in \(origin): whoever holds it "

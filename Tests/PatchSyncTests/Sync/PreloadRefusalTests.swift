@@ -174,6 +174,35 @@ struct PreloadRefusalTests {
                 == (try treeFacts(rc2)).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) })
     }
 
+    @Test("a preload never hides the live build: a fresh install gets build 1 and the preload beside it; a build published at once while it is pending is refused; a refresh whose due release fails still re-signs; a preload is neither promoted nor rolled back to")
+    func liveBesidePreload() async throws {
+        let world = try await PreloadWorld()
+        try world.publishPreload(world.build2, id: "2", releaseAt: Date(timeIntervalSinceNow: 3600))
+        let fresh = try world.fixture.makeInstall("fresh", remotes: [world.fixture.fileRemote])
+        let first = try await Syncer(install: fresh).run()
+        #expect(first.outcome == .ready && first.buildId == "1" && first.preload?.buildId == "2", "\(first)")
+        #expect(try fresh.applyPendingUpdate().applied && fresh.currentDeployment()?.hasPrefix("1") == true)
+        #expect(try await Syncer(install: fresh).run().outcome == .preloaded)
+
+        #expect(throws: PatchSyncError.self, "a build published at once would come after the preload") {
+            try world.fixture.publish(world.fixture.directory + "/build-1", id: "1.1", bundles: SampleGame.bundles)
+        }
+        #expect(throws: PatchSyncError.self) {
+            try Release(origin: world.fixture.origin, signers: world.fixture.signers)
+                .promote(try BuildID("2"), from: .live, to: try Channel("beta"))
+        }
+
+        // Due, with a key file that is not the build's: reported, and snapshot and timestamp re-signed all the same.
+        try ContentKey.generate().file(build: "2", channel: "live", releaseAt: nil)
+            .write(to: URL(fileURLWithPath: world.contentKeys + "/live/2.key"))
+        var repo = try Repository.load(origin: world.fixture.origin)
+        let before = repo.snapshotVersion
+        let outcome = try repo.refresh(key: world.fixture.onlineKey, now: Date(timeIntervalSinceNow: 7200),
+                                       contentKeys: world.contentKeys)
+        #expect(outcome.released.isEmpty && outcome.failed.count == 1, "\(outcome)")
+        #expect(try Repository.load(origin: world.fixture.origin).snapshotVersion == before + 1)
+    }
+
     @Test("a unit opens only with its key, in its place, of its object and build (AES-256-GCM associated data)")
     func sealedUnits() throws {
         let key = try ContentKey.generate()

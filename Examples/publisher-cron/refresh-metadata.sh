@@ -8,7 +8,8 @@
 #   UPLOAD='patchsync upload "$ORIGIN" s3://game-cdn/forest' ./refresh-metadata.sh
 #
 # (an S3-compatible bucket, with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials; for a
-# plain web server: UPLOAD='rsync -a --delay-updates "$ORIGIN/metadata/" cdn:/var/www/game/metadata/')
+# plain web server, the released keys first: UPLOAD='rsync -a "$ORIGIN/targets/releases" cdn:/var/www/game/targets/ &&
+# rsync -a --delay-updates "$ORIGIN/metadata/" cdn:/var/www/game/metadata/')
 #
 # Exit status: 0 re-signed (and uploaded); non-zero otherwise, with patchsync's message on stderr, so
 # cron mails it. A failed run changes nothing the CDN serves.
@@ -18,8 +19,14 @@ set -euo pipefail
 : "${ONLINE_KEY:?set ONLINE_KEY to the online key file (mode 0600)}"
 PATCHSYNC="${PATCHSYNC:-patchsync}"
 
-"$PATCHSYNC" repo refresh --origin "$ORIGIN" --online-key "$ONLINE_KEY" --json
+# It also releases each preload build whose --release-at has come, with its key file from
+# CONTENT_KEYS (default: content/ beside the online key; copy keys/content/<channel>/<build>.key there
+# before the release). A due build it cannot release makes it exit non-zero after re-signing.
+status=0
+"$PATCHSYNC" repo refresh --origin "$ORIGIN" --online-key "$ONLINE_KEY"   --content-keys "${CONTENT_KEYS:-$(dirname "$ONLINE_KEY")/content}" --json || status=$?
 if [ -n "${UPLOAD:-}" ]; then
+  # Uploaded whatever the refresh said: what it re-signed must reach the CDN before the old expires.
   # Versioned files first is what --delay-updates gives rsync; timestamp.json is replaced last.
   eval "$UPLOAD"
 fi
+exit "$status"

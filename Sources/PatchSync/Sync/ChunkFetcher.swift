@@ -18,15 +18,21 @@ struct ChunkFetcher: Sendable {
         let progress = Progress(total: total, before: before, requests: requests)
         let pipeline = ChunkPipeline(files: files)
         defer { pipeline.stop() }
+        try await Self.each(requests, atOnce: limit) { request in try await fetch(request, pipeline: pipeline, progress: progress) }
+    }
+
+    /// Runs `body` on each of `items`, at most `limit` at once; the first failure ends the others.
+    static func each<Item: Sendable>(_ items: [Item], atOnce limit: Int,
+                                     _ body: @escaping @Sendable (Item) async throws -> Void) async throws(PatchSyncError) {
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var running = 0
-                for request in requests {
+                for item in items {
                     if running >= limit {
                         _ = try await group.next()
                         running -= 1
                     }
-                    group.addTask { try await fetch(request, pipeline: pipeline, progress: progress) }
+                    group.addTask { try await body(item) }
                     running += 1
                 }
                 for try await _ in group {}

@@ -353,30 +353,15 @@ extension Syncer {
         let total = ranges.reduce(0) { $0 + $1.length }
         let progress = TransferProgress(done: status.bytesDone, total: status.bytesDone + total, filesTotal: 0)
         let done = Tally(status.bytesDone)
-        let limit = context.config.connections
-        do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                var running = 0
-                for range in ranges {
-                    if running >= limit {
-                        _ = try await group.next()
-                        running -= 1
-                    }
-                    group.addTask {
-                        let counted = Tally(0)  // of this range, so far
-                        try await store.fetch(range, origin: context.origin) { have in
-                            if let event = progress.add(counted.raise(to: have)) { context.onEvent(event) }
-                        }
-                        let now = done.add(range.length)
-                        var updated = status
-                        updated.bytesDone = now
-                        try context.state.update { $0.preload = updated }
-                    }
-                    running += 1
-                }
-                for try await _ in group {}
+        try await ChunkFetcher.each(ranges, atOnce: context.config.connections) { range in
+            let counted = Tally(0)  // of this range, so far
+            try await store.fetch(range, origin: context.origin) { have in
+                if let event = progress.add(counted.raise(to: have)) { context.onEvent(event) }
             }
-        } catch { throw PatchSyncError.wrap(error) }
+            var updated = status
+            updated.bytesDone = done.add(range.length)
+            try context.state.update { $0.preload = updated }
+        }
     }
 }
 

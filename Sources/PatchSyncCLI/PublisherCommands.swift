@@ -250,6 +250,8 @@ struct RepoRotateRoot: AsyncParsableCommand {
     @Option(help: "How many targets keys must sign from now on.") var targetsThreshold: Int?
     @Option(help: "The new online key file (signs snapshot and timestamp from now on).") var newOnlineKey: String?
     @Option(help: "The current online key file, when targets keys change and the online key does not.") var onlineKey: String?
+    @Option(help: "A current targets key file (repeat up to the threshold), when the online key changes on a repository with preloads.")
+    var targetsKey: [String] = []
     @Option(help: "How long the new root stays valid (730d, 12h, …).") var expires: String = "730d"
     @Flag(help: "Print the result as JSON.") var json = false
 
@@ -263,7 +265,7 @@ struct RepoRotateRoot: AsyncParsableCommand {
         let change = Repository.RootChange(root: newRoots.isEmpty ? nil : newRoots.map(\.publicKey), rootThreshold: rootThreshold,
                                            targets: newTargets.isEmpty ? nil : newTargets.map(\.publicKey),
                                            targetsThreshold: targetsThreshold, online: newOnline?.publicKey)
-        try repo.rotateRoot(change, signers: Repository.Signers(root: try loadKeys(rootKey) + newRoots, targets: newTargets,
+        try repo.rotateRoot(change, signers: Repository.Signers(root: try loadKeys(rootKey) + newRoots, targets: newTargets.isEmpty ? try loadKeys(targetsKey) : newTargets,
                                                                 online: newOnline ?? online),
                             lifetimes: lifetimes)
         struct Result: Encodable { var origin: String; var rootVersion: Int; var root: String }

@@ -122,11 +122,13 @@ extension Syncer {
         let live = LiveTree(manifest: manifest, directory: install.buildDirectory(report.deployment),
                             excluding: Set(report.damaged.map(\.path)))
         let client = try HTTPClient(settings: .init(config))
-        let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
+        var context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
                                   onEvent: onEvent)
+        context.sealed = try await sealedSource(for: manifest, context: context)  // a build that was a preload
         var sync = SyncReport(outcome: .ready, buildId: report.buildId, sequence: manifest.sequence)
         try await stage(manifest, into: StagedBuild(identity, in: install, state: state), live: live, context: context,
                         report: &sync)
+        if let source = context.sealed { source.store.prune(keeping: source.keep) }
         return identity.name
     }
 }

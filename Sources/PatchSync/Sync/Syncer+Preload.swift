@@ -240,23 +240,7 @@ extension Syncer {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
         let origin = context.origin
-        let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
-        // Kept beside the ranges: a sync after the release fetches only metadata and the key.
-        let planFile = install.preloadDirectory + "/plan." + sha
-        let planData: Data
-        if let kept = try? FileSystem.read(planFile, limit: Int(target.file.length)), SHA256Hasher.hash(kept).hex == sha {
-            planData = kept
-        } else {
-            planData = try await origin.signed(consistent, length: target.file.length, sha256: sha)
-            do {
-                try FileSystem.makeDirectory(install.preloadDirectory, mode: 0o700)
-                try FileSystem.writeAtomically(planData, to: planFile)
-            } catch { throw PatchSyncError.wrap(error) }
-        }
-        let plan = try PreloadPlan.decode(planData, what: consistent)
-        guard plan.buildId == target.info.buildId, plan.channel == target.info.channel, plan.keys[plan.buildId] != nil else {
-            throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
-        }
+        let plan = try await loadPlan(target, sha: sha, origin: origin)
         let store = PreloadStore(directory: install.preloadDirectory)
         do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
         let outline = Manifest(formatVersion: Manifest.formatVersion, buildId: try BuildID(plan.buildId),
@@ -326,6 +310,54 @@ extension Syncer {
         }
         return Unlocked(manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
                         source: SealedSource(store: store, keys: keys, sealed: sealed, keep: [manifestFile, "plan." + sha]))
+    }
+
+    /// The plan of preload target `target`, kept beside the ranges (a sync after the release then fetches
+    /// only metadata and the key), checked against its signed hash and entry.
+    private func loadPlan(_ target: ManifestTarget, sha: String, origin: Origin) async throws(PatchSyncError) -> PreloadPlan {
+        let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
+        let planFile = install.preloadDirectory + "/plan." + sha
+        let planData: Data
+        if let kept = try? FileSystem.read(planFile, limit: Int(target.file.length)), SHA256Hasher.hash(kept).hex == sha {
+            planData = kept
+        } else {
+            planData = try await origin.signed(consistent, length: target.file.length, sha256: sha)
+            do {
+                try FileSystem.makeDirectory(install.preloadDirectory, mode: 0o700)
+                try FileSystem.writeAtomically(planData, to: planFile)
+            } catch { throw PatchSyncError.wrap(error) }
+        }
+        let plan = try PreloadPlan.decode(planData, what: consistent)
+        guard plan.buildId == target.info.buildId, plan.channel == target.info.channel, plan.keys[plan.buildId] != nil else {
+            throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
+        }
+        return plan
+    }
+
+    /// Where the sealed objects of an installed build that was a preload come from (a repair fetches
+    /// some of them again): its released keys, through signed metadata; nil for a build with none.
+    func sealedSource(for manifest: Manifest, context: SyncContext) async throws(PatchSyncError) -> SealedSource? {
+        guard let objects = manifest.sealed, !objects.isEmpty else { return nil }
+        let origin = context.origin
+        let trusted = try await origin.refreshTrust(directory: install.metadataDirectory, now: now,
+                                                    deadline: Date() + context.config.refreshDeadline)
+        let target = try ManifestTarget(in: trusted.targets.signed, channel: manifest.channel, build: manifest.buildId.value)
+        guard let sha = target.file.hashes["sha256"], target.info.preload != nil else {
+            throw PatchSyncError(.refusedData, "build \(manifest.buildId) has sealed objects, and its target is no preload plan")
+        }
+        let plan = try await loadPlan(target, sha: sha, origin: origin)
+        let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
+        var keys: [String: ContentKey] = [:]
+        for build in plan.keys.keys.sorted() {
+            guard let file = try await client.findTarget(Releases.keyTarget(channel: plan.channel, build: build), in: trusted) else {
+                throw PatchSyncError(.refusedData, "signed metadata no longer lists the released key of \(build)")
+            }
+            keys[build] = try await releasedKey(build, file, plan: plan, origin: origin)
+        }
+        let store = PreloadStore(directory: install.preloadDirectory)
+        do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
+        return SealedSource(store: store, keys: keys, sealed: Dictionary(objects.map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a }),
+                            keep: ["plan." + sha])
     }
 
     /// A released content key: fetched within ``Releases/maxKeyBytes`` and checked against its signed

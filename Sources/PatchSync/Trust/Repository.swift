@@ -391,6 +391,10 @@ public struct Repository: Sendable {
                                  + "could still ship builds", remedy: "give --new-targets-key as well (`patchsync keygen "
                                  + "--out NEW --role targets`)")
         }
+        if onlineRotated, releasesDelegated, signers.targets.isEmpty {
+            throw PatchSyncError(.usage, "\(origin) has preloads, whose releases role is delegated to the online key: a new "
+                                 + "online key needs a targets signature to take it over", remedy: "give --targets-key as well")
+        }
         let onlineChanged = next.roles["timestamp"] != current.roles["timestamp"]
         // Every key the re-signing needs is checked before anything is written.
         let after = Repository(origin: origin, root: try Signed(signing: next, with: all), targets: targets,

@@ -101,6 +101,17 @@ struct PreloadRefusalTests {
         #expect(try await world.sync().outcome == .ready)
         #expect(try world.install.applyPendingUpdate().applied)
         #expect(try treeFacts(world.install.root + "/current").count == (try treeFacts(world.build2)).count)
+
+        // Years later, a file of the build damaged by hand: repair fetches its sealed object again and opens
+        // it with the released key.
+        let old = try treeFacts(world.fixture.directory + "/build-1"), new = try treeFacts(world.build2)
+        let changed = try #require(new.keys.sorted().first { old[$0]?.sha256 != new[$0]?.sha256 })
+        try FileManager.default.removeItem(atPath: world.install.root + "/current/" + changed)
+        let report = try world.install.verify(full: false)
+        #expect(report.damaged.map(\.path) == [changed])
+        _ = try await Syncer(install: world.install).repair(report)
+        #expect(try world.install.applyPendingUpdate().applied)
+        try EndToEndTests.expectInstalled(world.install, matches: world.build2)
     }
 
     @Test("tampered ciphertext or tag: in the origin, the preload refuses the range (its signed hash); in the preload, unlocking refuses the unit (GCM), drops it and the next sync fetches it again; the live tree is untouched throughout")
@@ -201,6 +212,25 @@ struct PreloadRefusalTests {
                                        contentKeys: world.contentKeys)
         #expect(outcome.released.isEmpty && outcome.failed.count == 1, "\(outcome)")
         #expect(try Repository.load(origin: world.fixture.origin).snapshotVersion == before + 1)
+    }
+
+    @Test("a new online key takes over the releases role with a targets signature (refused without one, nothing written); it then releases, and players unlock")
+    func onlineKeyRotation() async throws {
+        let world = try await PreloadWorld()
+        try world.publishPreload(world.build2, id: "2")
+        #expect(try await world.sync().outcome == .preloaded)
+        let newOnline = SigningKey(try Ed25519.generate())
+        var repo = try Repository.load(origin: world.fixture.origin)
+        let rootVersion = repo.rootVersion
+        #expect(throws: PatchSyncError.self) {
+            try repo.rotateRoot(.init(online: newOnline.publicKey), signers: .init(root: [world.fixture.rootKey], online: newOnline))
+        }
+        #expect(try Repository.load(origin: world.fixture.origin).rootVersion == rootVersion)
+        try repo.rotateRoot(.init(online: newOnline.publicKey),
+                            signers: .init(root: [world.fixture.rootKey], targets: [world.fixture.targetsKey], online: newOnline))
+        var rotated = try Repository.load(origin: world.fixture.origin)
+        try rotated.release(build: "2", channel: "live", contentKeys: world.contentKeys, online: newOnline)
+        #expect(try await world.sync().outcome == .ready)
     }
 
     @Test("a unit opens only with its key, in its place, of its object and build (AES-256-GCM associated data)")

@@ -34,10 +34,11 @@ extension Install {
     }
 
     /// Why an apply has nothing to swap in while a preload build is here but locked: its release time is
-    /// to come (75: try later), or this clock is past it while signed metadata has not released it (65:
-    /// the unlock follows the publisher's signed metadata, never this machine's clock).
+    /// to come or just past (75: try later), or this clock is a day or more past it while signed metadata
+    /// has not released it (65: the unlock follows the publisher's signed metadata, never this machine's
+    /// clock).
     static func locked(_ preload: PreloadStatus, now: Date) -> PatchSyncError {
-        if now >= preload.releaseAt {
+        if now >= preload.releaseAt + clockSlack {
             return PatchSyncError(.refusedData, "build \(preload.buildId) is preloaded, and signed metadata has not released it: "
                                   + "this machine's clock reads \(Repository.day(now)), past its release time "
                                   + "\(Repository.day(preload.releaseAt)), but the unlock follows the publisher's signed "
@@ -48,6 +49,10 @@ extension Install {
                               + "before its release", remedy: "the current build stays; after the release, `patchsync sync` "
                                   + "unlocks it and the launcher applies it at the next start")
     }
+
+    /// How long after the release time a locked preload is still the publisher's release running late
+    /// (75) rather than this clock running ahead (65).
+    static let clockSlack: TimeInterval = 86400
 
     /// Applies under the live tree's lock, without the clean-up (the launcher does it while the game runs).
     func applyForLaunch() throws(PatchSyncError) -> ApplyReport {

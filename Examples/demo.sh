@@ -91,3 +91,23 @@ print(f"downloaded for the patch:             {mib(got)} "
       f"({got / size:.1%} of the build, {got / compressed:.1%} of its compressed size, "
       f"{got / changed:.2f}x the changed chunks)")
 PY
+
+step "Release day: build 3 published ahead, sealed until tomorrow; players preload it"
+cp -a "$WORK/build-2" "$WORK/build-3"
+echo "the final boss is the lighthouse keeper" > "$WORK/build-3/spoiler-ending.txt"
+RELEASE_AT=$(date -u -d tomorrow +%Y-%m-%dT%H:%M:%SZ)
+run "$BIN/patchsync" publish "$WORK/build-3" --origin "$WORK/origin" --bundles "$WORK/bundles.json" --build-id 1.1.0+3 --release-at "$RELEASE_AT" --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key"
+if grep -rqa "spoiler-ending" "$WORK/origin" \
+   || find "$WORK/origin/targets" -name '*.gz' -exec zgrep -q "spoiler-ending" {} \; -print | grep -q .; then
+  echo "the origin names a spoiler" >&2; exit 1
+fi
+echo "the origin names no new file: the manifest and the new content are sealed; the key is in keys/content/"
+run "$BIN/patchsync" sync --install "$WORK/game"
+if "$BIN/patchsync" apply --install "$WORK/game"; then echo "a locked preload was applied" >&2; exit 1; fi
+echo "(apply refuses until the release: exit 75; the game still runs build 2)"
+
+step "Release: the key goes out in signed metadata (online key only); the unlock fetches it and nothing else"
+run "$BIN/patchsync" repo release 1.1.0+3 --origin "$WORK/origin" --online-key "$WORK/keys/online.key"
+run "$BIN/patchsync" sync --install "$WORK/game"
+run "$BIN/patchsync" apply --install "$WORK/game"
+diff -r "$WORK/build-3" "$WORK/game/current/" && echo "current/ is byte-identical to build 3"

@@ -145,7 +145,7 @@ final class ProgressReporter: Sendable {
         state.estimator.add(seconds: seconds, done: done)
         let eta = state.estimator.eta(remaining: total - done)
         let rate = state.estimator.bytesPerSecond
-        let text = Self.describe(done: done, total: total, rate: rate, eta: eta, verb: verb) + ", \(files)/\(filesTotal) files"
+        let text = Self.describe(done: done, total: total, rate: rate, eta: eta, verb: verb) + (filesTotal > 0 ? ", \(files)/\(filesTotal) files" : "")
         switch mode {
         case .quiet: return
         case .json:

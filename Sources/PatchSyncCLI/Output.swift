@@ -48,15 +48,8 @@ struct Output: Sendable {
     }
 }
 
-/// Human-readable byte counts.
-enum ByteCount {
-    static func format(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes), unit = 0
-        while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-    }
-
+/// Rates for --max-rate, beside the library's byte counts.
+extension ByteCount {
     /// Parses a rate such as 500K, 2M or 1.5G (binary multiples) or plain bytes per second.
     static func parseRate(_ text: String) throws -> Int {
         let trimmed = text.trimmingCharacters(in: .whitespaces).uppercased()

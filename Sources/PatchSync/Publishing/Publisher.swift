@@ -124,7 +124,7 @@ public struct Publisher: Sendable {
                             objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
                             manifestTarget: target)
         if let existing = repo.targetFiles[target] {
-            report.sequence = try checkSamePublish(target, existing, &manifest)
+            report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
             report.warnings = repo.expiryWarnings(now: options.now)
             return report
@@ -344,6 +344,7 @@ public struct Publisher: Sendable {
     private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase], republishing target: String,
                               sealing: Sealing?) throws(PatchSyncError) -> KnownLayouts {
         let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
+        let released = repo.releasedKeys
         let targets = repo.targetFiles.filter { entry in
             guard let info = entry.value.custom, info.preload != nil else { return true }
             return sealing != nil && info.channel == options.channel.name  // its key is this channel's
@@ -351,7 +352,7 @@ public struct Publisher: Sendable {
         return try KnownLayouts(targets: targets, first: target) { (path, target) throws(PatchSyncError) in
             if let manifest = loaded[path] { return manifest }
             let manifest = try Repository.manifest(in: self.options.origin, path, target,
-                                                   contentKeys: self.options.preload?.contentKeys)
+                                                   contentKeys: self.options.preload?.contentKeys, released: released)
             sealing?.learn(manifest, channel: self.options.channel)
             return manifest
         }
@@ -364,9 +365,10 @@ public struct Publisher: Sendable {
 
     /// A build id published before must have the same content: re-running publish is a no-op.
     /// The delta packs are left out of the comparison: they depend on the builds published since.
-    private func checkSamePublish(_ target: String, _ existing: TargetFile,
+    private func checkSamePublish(_ target: String, _ existing: TargetFile, released: [String: TargetFile],
                                   _ manifest: inout Manifest) throws(PatchSyncError) -> Int {
-        let published = try Repository.manifest(in: options.origin, target, existing, contentKeys: options.preload?.contentKeys)
+        let published = try Repository.manifest(in: options.origin, target, existing, contentKeys: options.preload?.contentKeys,
+                                                released: released)
         manifest.sequence = published.sequence
         manifest.deltas = published.deltas
         manifest.sealed = published.sealed

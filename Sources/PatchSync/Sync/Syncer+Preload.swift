@@ -17,11 +17,15 @@ public struct PreloadStatus: Codable, Sendable, Equatable {
 
     /// "preloaded 1.6 GiB of 1.6 GiB, unlocks 2026-12-01 17:00 UTC".
     public var summary: String {
-        let what = "preloaded \(Self.format(bytesDone)) of \(Self.format(bytes)) of build \(buildId)"
+        let what = "preloaded \(ByteCount.format(bytesDone)) of \(ByteCount.format(bytes)) of build \(buildId)"
         return released ? what + ", released" : what + ", unlocks \(Repository.day(releaseAt))"
     }
 
-    static func format(_ bytes: Int64) -> String {
+}
+
+/// Human-readable byte counts (binary multiples), for messages of the library and the command line.
+public enum ByteCount {
+    public static func format(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes), unit = 0
         while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
@@ -257,13 +261,7 @@ extension Syncer {
         let manifestFile = String(store.path(manifestRange).dropFirst(store.directory.count + 1))
         store.prune(keeping: Set(ranges.map { String(store.path($0).dropFirst(store.directory.count + 1)) } + ["plan." + sha]))
         // Released when signed metadata lists every key the build needs (the releases role, online key).
-        let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
-        var keyTargets: [String: TargetFile] = [:]
-        for build in plan.keys.keys.sorted() {
-            if let file = try await client.findTarget(Releases.keyTarget(channel: plan.channel, build: build), in: trusted) {
-                keyTargets[build] = file
-            }
-        }
+        let keyTargets = try await self.keyTargets(plan, trusted: trusted, origin: origin)
         let released = keyTargets.count == plan.keys.count
         var status = PreloadStatus(buildId: plan.buildId, channel: plan.channel, releaseAt: info.releaseAt,
                                    bytes: ranges.reduce(0) { $0 + $1.length },
@@ -272,7 +270,7 @@ extension Syncer {
         let missing = ranges.filter { !store.has($0) }
         if !missing.isEmpty {
             context.onEvent(.phase("preloading build \(plan.buildId): \(missing.count) ranges, "
-                                   + "\(PreloadStatus.format(missing.reduce(0) { $0 + $1.length })) (sealed until its release)"))
+                                   + "\(ByteCount.format(missing.reduce(0) { $0 + $1.length })) (sealed until its release)"))
             try await fetch(missing, store: store, status: status, context: context)
             status.bytesDone = status.bytes
             try context.state.update { $0.preload = staged ? nil : status }
@@ -346,10 +344,10 @@ extension Syncer {
             throw PatchSyncError(.refusedData, "build \(manifest.buildId) has sealed objects, and its target is no preload plan")
         }
         let plan = try await loadPlan(target, sha: sha, origin: origin)
-        let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
+        let keyTargets = try await self.keyTargets(plan, trusted: trusted, origin: origin)
         var keys: [String: ContentKey] = [:]
         for build in plan.keys.keys.sorted() {
-            guard let file = try await client.findTarget(Releases.keyTarget(channel: plan.channel, build: build), in: trusted) else {
+            guard let file = keyTargets[build] else {
                 throw PatchSyncError(.refusedData, "signed metadata no longer lists the released key of \(build)")
             }
             keys[build] = try await releasedKey(build, file, plan: plan, origin: origin)
@@ -358,6 +356,18 @@ extension Syncer {
         do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
         return SealedSource(store: store, keys: keys, sealed: Dictionary(objects.map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a }),
                             keep: ["plan." + sha])
+    }
+
+    /// The signed targets of the released keys of `plan`'s builds that the releases role lists (those
+    /// not released yet are absent).
+    private func keyTargets(_ plan: PreloadPlan, trusted: TrustedMetadata,
+                            origin: Origin) async throws(PatchSyncError) -> [String: TargetFile] {
+        let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
+        var found: [String: TargetFile] = [:]
+        for build in plan.keys.keys.sorted() {
+            found[build] = try await client.findTarget(Releases.keyTarget(channel: plan.channel, build: build), in: trusted)
+        }
+        return found
     }
 
     /// A released content key: fetched within ``Releases/maxKeyBytes`` and checked against its signed

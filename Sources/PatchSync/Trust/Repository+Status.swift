@@ -127,9 +127,10 @@ extension Repository {
 
     /// The manifest target `path` of the origin folder `origin`, checked against its signed length and hash.
     /// A preload build's manifest is sealed: it is opened with its content key from `contentKeys` (the
-    /// publisher's key folder) or, once released, from the origin; without either it is refused by name.
-    static func manifest(in origin: String, _ path: String, _ file: TargetFile,
-                         contentKeys: String? = nil) throws(PatchSyncError) -> Manifest {
+    /// publisher's key folder) or, once released, from the origin (`released`: the releases role's
+    /// targets); without either it is refused by name.
+    static func manifest(in origin: String, _ path: String, _ file: TargetFile, contentKeys: String? = nil,
+                         released: [String: TargetFile] = [:]) throws(PatchSyncError) -> Manifest {
         let data = try targetData(in: origin, path, file)
         guard let info = file.custom, info.preload != nil else { return try Manifest.decode(data, what: path) }
         let plan = try PreloadPlan.decode(data, what: path)
@@ -137,8 +138,8 @@ extension Repository {
         let keyData: Data
         if let keyPath, FileSystem.exists(keyPath) {
             keyData = try FileSystem.read(keyPath, limit: Int(Releases.maxKeyBytes))
-        } else if let released = try? load(origin: origin).releasedKeys[Releases.keyTarget(channel: info.channel, build: info.buildId)] {
-            keyData = try targetData(in: origin, Releases.keyTarget(channel: info.channel, build: info.buildId), released)
+        } else if let key = released[Releases.keyTarget(channel: info.channel, build: info.buildId)] {
+            keyData = try targetData(in: origin, Releases.keyTarget(channel: info.channel, build: info.buildId), key)
         } else {
             throw PatchSyncError(.usage, "build \(info.buildId) of \(origin) is a preload whose manifest is sealed, and its "
                                  + "content key is not at hand", remedy: "give the publisher's key folder (--content-keys), "

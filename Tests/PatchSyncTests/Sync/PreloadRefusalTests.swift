@@ -214,7 +214,7 @@ struct PreloadRefusalTests {
         #expect(try Repository.load(origin: world.fixture.origin).snapshotVersion == before + 1)
     }
 
-    @Test("a new online key takes over the releases role with a targets signature (refused without one, nothing written); it then releases, and players unlock")
+    @Test("a new online key takes over the releases role with a targets signature (refused without one, nothing written); it then releases, and players unlock; 460 days on, the refresh job has kept the releases role valid")
     func onlineKeyRotation() async throws {
         let world = try await PreloadWorld()
         try world.publishPreload(world.build2, id: "2")
@@ -231,6 +231,18 @@ struct PreloadRefusalTests {
         var rotated = try Repository.load(origin: world.fixture.origin)
         try rotated.release(build: "2", channel: "live", contentKeys: world.contentKeys, online: newOnline)
         #expect(try await world.sync().outcome == .ready)
+        #expect(try world.install.applyPendingUpdate().applied)
+
+        // A year and more on: the yearly renewal of targets and the refresh job keep the releases role
+        // valid too (it expires with targets' lifetime, 455 days), so players still find the key it lists.
+        let later = Date(timeIntervalSinceNow: 400 * 86400), after = Date(timeIntervalSinceNow: 460 * 86400)
+        var year = try Repository.load(origin: world.fixture.origin)
+        let releasesVersion = try #require(year.releases?.signed.version)
+        try year.renewTargets(signers: .init(targets: [world.fixture.targetsKey], online: newOnline), now: later)
+        try year.refresh(key: newOnline, now: later)
+        #expect(year.releases?.signed.version == releasesVersion + 1)
+        try year.refresh(key: newOnline, now: Date(timeIntervalSinceNow: 458 * 86400))  // the daily job, later on
+        #expect(try await Syncer(install: world.install, now: after).run().outcome == .upToDate)
     }
 
     @Test("a unit opens only with its key, in its place, of its object and build (AES-256-GCM associated data)")

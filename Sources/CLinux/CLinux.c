@@ -2,6 +2,7 @@
 #include "CLinux.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,4 +32,13 @@ int clinux_ofd_locked(int fd) {
     lock.l_whence = SEEK_SET;
     if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return -1;
     return lock.l_type == F_UNLCK ? 0 : 1;
+}
+
+int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (unsigned long long)flags;
+    how.mode = (flags & O_CREAT) ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 }

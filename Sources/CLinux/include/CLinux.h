@@ -1,6 +1,6 @@
 // CLinux: Linux system calls that glibc does not wrap, as typed C functions.
 //
-// Why it exists: ioprio_set(2) has no glibc wrapper, and syscall(2) and fcntl(2) are variadic,
+// Why it exists: ioprio_set(2) and openat2(2) have no glibc wrapper, and syscall(2) and fcntl(2) are variadic,
 // which Swift cannot call (open file description locks need fcntl with a struct flock). One
 // function per call, and nothing else.
 #ifndef CLINUX_H
@@ -21,5 +21,10 @@ int clinux_ofd_lock(int fd, int exclusive, int wait);
 /// fcntl(F_OFD_GETLK) over the whole file: 1 when another open file description holds a lock that
 /// conflicts with a write lock, 0 when none does, -1 with errno set. Takes no lock itself.
 int clinux_ofd_locked(int fd);
+
+/// openat2(2) of `path` below the directory `dirfd` with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+/// RESOLVE_NO_MAGICLINKS: no component may be a symbolic link or climb out. Returns the descriptor,
+/// or -1 with errno set (ELOOP or EXDEV for a link or an escape; ENOSYS where the kernel lacks it).
+int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode);
 
 #endif

@@ -18,7 +18,7 @@ extension Manifest {
         for file in files {
             try Manifest.checkPath(file.path)
             guard seen.insert(file.path).inserted else { throw refusal("lists \(file.path) twice") }
-            guard folded.insert(file.path.lowercased()).inserted else {  // one file on case-insensitive disks
+            guard folded.insert(PathRule.folded(file.path)).inserted else {  // one file on case-insensitive disks
                 throw refusal("lists \(file.path) and another path that differs only in case")
             }
             guard bundleNames.contains(file.bundle) else {
@@ -37,7 +37,7 @@ extension Manifest {
             }
         }
         for folder in folders ?? [] { try checkEntry(folder.path, bundle: folder.bundle, &seen, &folded) }
-        try checkNoFileIsAFolder(seen, leaves: Set((files.map(\.path) + (links ?? []).map(\.path)).map { $0.lowercased() }))
+        try checkNoFileIsAFolder(seen, leaves: Set((files.map(\.path) + (links ?? []).map(\.path)).map(PathRule.folded)))
         if let links, !links.isEmpty {
             let resolver = LinkResolver(links: links)
             for link in links where !resolver.staysInside(link.path) {
@@ -78,7 +78,7 @@ extension Manifest {
     private func checkEntry(_ path: String, bundle: String, _ seen: inout Set<String>,
                             _ folded: inout Set<String>) throws(PatchSyncError) {
         try Manifest.checkPath(path)
-        guard seen.insert(path).inserted, folded.insert(path.lowercased()).inserted else {
+        guard seen.insert(path).inserted, folded.insert(PathRule.folded(path)).inserted else {
             throw refusal("lists \(path) twice, or with another path that differs only in case")
         }
         guard bundles.contains(where: { $0.name == bundle }) else { throw refusal("puts \(path) in unknown bundle \(bundle)") }
@@ -88,36 +88,17 @@ extension Manifest {
     /// never writes through a link, nor places a link over a folder of staged files.
     private func checkNoFileIsAFolder(_ paths: Set<String>, leaves: Set<String>) throws(PatchSyncError) {
         for path in paths {
-            var prefix = Substring(path)
-            while let slash = prefix.lastIndex(of: "/") {
-                prefix = prefix[..<slash]
-                if leaves.contains(prefix.lowercased()) {
-                    throw refusal("has \(prefix) both as a file or link and as a folder of \(path)")
-                }
+            for prefix in PathRule.ancestors(path) where leaves.contains(PathRule.folded(prefix)) {
+                throw refusal("has \(prefix) both as a file or link and as a folder of \(path) (or a path "
+                              + "that differs from it only in case)")
             }
         }
     }
 
-    /// A relative path of plain components: no `..`, `.`, empty parts, absolute roots or NUL.
+    /// A path that keeps ``PathRule``: relative, plain components, NFC, no leading combining mark.
     static func checkPath(_ path: String) throws(PatchSyncError) {
-        // One pass over the bytes (a manifest has tens of thousands of paths): a component is
-        // bad when empty, "." or "..", or longer than 255 bytes.
-        var ok = !path.isEmpty && path.utf8.count <= 4096
-        var length = 0, dots = 0
-        for byte in path.utf8 {
-            switch byte {
-            case 0, UInt8(ascii: "\\"): ok = false
-            case UInt8(ascii: "/"):
-                if length == 0 || (length == dots && dots <= 2) { ok = false }
-                length = 0; dots = 0
-            case UInt8(ascii: "."): length += 1; dots += 1
-            default: length += 1
-            }
-            if length > 255 { ok = false }
-        }
-        if length == 0 || (length == dots && dots <= 2) { ok = false }
-        if !ok {
-            throw PatchSyncError(.refusedData, "manifest path '\(path)' would escape or break the install",
+        if let problem = PathRule.problem(path) {
+            throw PatchSyncError(.refusedData, "manifest path '\(path)' would escape or break the install: it \(problem)",
                                  remedy: "the build is malformed or tampered with; report it to the publisher")
         }
     }

@@ -119,6 +119,7 @@ public struct Publisher: Sendable {
                                 channel: options.channel, sequence: sequence, chunking: options.chunking,
                                 bundles: options.bundles.bundles, files: files, links: links, folders: folders)
         manifest.formatVersion = manifest.lowestFormat
+        try Self.checkPublishable(manifest, folder: options.buildDirectory)
         var report = Report(buildId: options.buildId.value, channel: options.channel.name,
                             sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
                             objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
@@ -164,8 +165,22 @@ public struct Publisher: Sendable {
                                    bundle: try bundles.bundle(for: path).name, chunks: result.chunks))
         }
         guard let id = try? BuildID("local") else { throw PatchSyncError(.internal, "'local' is a valid build id") }
-        return Manifest(formatVersion: Manifest.formatVersion, buildId: id, channel: .live, sequence: 0,
-                        chunking: chunking, bundles: bundles.bundles, files: files, links: links, folders: folders)
+        let manifest = Manifest(formatVersion: Manifest.formatVersion, buildId: id, channel: .live, sequence: 0,
+                                chunking: chunking, bundles: bundles.bundles, files: files, links: links, folders: folders)
+        try checkPublishable(manifest, folder: buildDirectory)
+        return manifest
+    }
+
+    /// Runs the clients' own manifest validation before anything is signed: a build folder that
+    /// players would refuse (two names differing only in case, a link clashing with a folder, a link
+    /// that resolves outside) is refused here, with what to rename, and never reaches the origin.
+    static func checkPublishable(_ manifest: Manifest, folder: String) throws(PatchSyncError) {
+        do { try manifest.validate() } catch {
+            var refusal = error
+            refusal.message = "\(folder) cannot be published: players would refuse its \(error.message)"
+            refusal.remedy = "rename or remove that path in the build folder, then publish again"
+            throw refusal
+        }
     }
 
     /// The manifest entries of `paths`, in order, computed on every core while this thread takes them

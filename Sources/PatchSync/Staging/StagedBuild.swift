@@ -22,11 +22,13 @@ struct StagedBuild: Sendable {
         self.state = state
     }
 
-    /// Creates the folder (and staging/ itself, which a user may have deleted).
-    func makeFolder(in install: Install) throws(PatchSyncError) {
+    /// Creates the folder (and staging/ itself, which a user may have deleted) and opens it as the
+    /// tree every staging step works beneath: a link planted in place of `staging/` or of the
+    /// deployment's folder is removed and a real folder made, never followed.
+    @discardableResult
+    func makeFolder(in install: Install) throws(PatchSyncError) -> TreeRoot {
         do {
-            try FileSystem.makeDirectory(install.stagingDirectory)
-            try FileSystem.makeDirectory(directory, within: install.stagingDirectory)
+            return try TreeRoot(install.stateDirectory).subtree(String(directory.dropFirst(install.stateDirectory.count + 1)))
         } catch { throw PatchSyncError.wrap(error).during("staging \(identity.name)") }
     }
 
@@ -34,14 +36,14 @@ struct StagedBuild: Sendable {
     /// live tree) and returns the chunks already written and still verified; every other record of
     /// those files is dropped. A file that does not exist yet is left for its first write to create
     /// (``Prepared/toCreate``), on the workers, while the transfer runs; its folder is made here.
-    func prepare(_ files: [FileEntry]) throws(PatchSyncError) -> Prepared {
+    func prepare(_ files: [FileEntry], in tree: TreeRoot) throws(PatchSyncError) -> Prepared {
         let records = Dictionary(grouping: try state.chunkRecords(identity.name), by: \.ref.path)
         let stamps = try state.fileStamps(identity.name)
         var prepared = Prepared()
         var dropped: [StateStore.ChunkRef] = []
         for file in files {
             let recorded = records[file.path] ?? []
-            let kept = try prepare(file, recorded, stamp: stamps[file.path], into: &prepared)
+            let kept = try prepare(file, recorded, stamp: stamps[file.path], in: tree, into: &prepared)
             prepared.done.formUnion(kept)
             dropped += recorded.map(\.ref).filter { !kept.contains($0) }
         }
@@ -66,10 +68,11 @@ struct StagedBuild: Sendable {
 
     /// Prepares one file; returns the recorded chunks that still vouch for its bytes.
     private func prepare(_ file: FileEntry, _ recorded: [StateStore.ChunkRecord], stamp: StateStore.FileStamp?,
-                         into prepared: inout Prepared) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
-        let full = directory + "/" + file.path
+                         in tree: TreeRoot, into prepared: inout Prepared) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
         do {
-            let st = try FileSystem.status(full)
+            // Beneath the tree's descriptor: a folder swapped for a link hides what is behind it
+            // (nothing found, nothing removed there), and the link is replaced by a real folder below.
+            let st = try tree.status(file.path)
             if let st, st.st_nlink == 1, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == file.size {
                 let records = recorded.filter { $0.inode == Int64(st.st_ino) && Self.wants(file, $0) }
                 guard !records.isEmpty else { return [] }
@@ -79,18 +82,18 @@ struct StagedBuild: Sendable {
                 }
                 prepared.filesReread += 1
                 prepared.bytesReread += records.reduce(0) { $0 + Int64(file.chunks[$1.ref.index].length) }
-                return try stillVerified(file, records)
+                return try stillVerified(file, records, in: tree)
             }
-            if st != nil { try FileSystem.remove(full) }  // never write into a file shared with the live tree
-            let folder = FileSystem.parent(of: full)
+            if st != nil { try tree.removeTree(file.path) }  // never write into a file shared with the live tree
+            let folder = PathRule.split(file.path).folder
             if !prepared.folders.contains(folder) {
-                try FileSystem.makeDirectory(folder, within: directory)
+                try tree.makeFolder(folder)
                 prepared.folders.insert(folder)
             }
             if file.size > 0 {
                 prepared.toCreate[file.path] = file.size
             } else {
-                _ = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+                _ = try tree.open(file.path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
             }
             return []
         } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
@@ -102,8 +105,9 @@ struct StagedBuild: Sendable {
     }
 
     /// The records (of the manifest's chunks) whose bytes in the file still hash to their chunk.
-    private func stillVerified(_ file: FileEntry, _ wanted: [StateStore.ChunkRecord]) throws(Errno) -> Set<StateStore.ChunkRef> {
-        let fd = try FileDescriptor(path: directory + "/" + file.path, flags: O_RDONLY | O_NOFOLLOW)
+    private func stillVerified(_ file: FileEntry, _ wanted: [StateStore.ChunkRecord],
+                               in tree: TreeRoot) throws(Errno) -> Set<StateStore.ChunkRef> {
+        let fd = try tree.open(file.path, flags: O_RDONLY)
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
         defer { buffer.deallocate() }
         var kept = Set<StateStore.ChunkRef>()

@@ -42,6 +42,8 @@ final class StagedFiles: Sendable {
     }
 
     let directory: String
+    /// The staged folder's descriptor: every file is opened and created beneath it.
+    let tree: TreeRoot
     let build: String
     private let state: StateStore
     private let lock = ConditionLock(Shared())
@@ -61,8 +63,9 @@ final class StagedFiles: Sendable {
     /// Files that their first write creates, at their final size (``StagedBuild/Prepared/toCreate``).
     private let toCreate: [String: Int64]
 
-    init(_ staged: StagedBuild, creating toCreate: [String: Int64] = [:]) {
+    init(_ staged: StagedBuild, tree: TreeRoot, creating toCreate: [String: Int64] = [:]) {
         directory = staged.directory
+        self.tree = tree
         build = staged.identity.name
         self.toCreate = toCreate
         let state = staged.state
@@ -171,9 +174,9 @@ final class StagedFiles: Sendable {
 
     private func record(_ refs: [StateStore.ChunkRecord], syncing paths: Set<String>) throws(PatchSyncError) {
         guard !refs.isEmpty else { return }
-        if paths.count > Self.filesPerSync, let any = paths.first {
+        if paths.count > Self.filesPerSync {
             // Many small files: one syncfs(2) of the file system beats an fsync per file.
-            do { try FileSystem.syncFileSystem(of: directory + "/" + any) } catch {
+            do { try FileSystem.syncFileSystem(of: directory) } catch {
                 throw PatchSyncError.wrap(error).during("staging")
             }
         } else {
@@ -206,7 +209,7 @@ final class StagedFiles: Sendable {
         var fd: FileDescriptor?
         if mayCreate, let size = toCreate[path] {
             do throws(Errno) {
-                let created = try FileDescriptor(path: full, flags: O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+                let created = try tree.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
                 try created.truncate(to: size)
                 fd = created
             } catch {
@@ -214,7 +217,7 @@ final class StagedFiles: Sendable {
             }
         }
         let file: FileDescriptor
-        if let fd { file = fd } else { file = try FileDescriptor(path: full, flags: O_RDWR | O_NOFOLLOW) }
+        if let fd { file = fd } else { file = try tree.open(path, flags: O_RDWR) }
         let st = try file.status()
         let inode = Int64(st.st_ino)
         guard (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1, expected == nil || expected == inode,

@@ -6,24 +6,23 @@ import Foundation
 enum TreeEntries {
     /// Places `manifest`'s folders and links under `directory`; returns their paths (whose parent
     /// folders the caller syncs).
-    static func place(_ manifest: Manifest, in directory: String) throws(PatchSyncError) -> [String] {
+    static func place(_ manifest: Manifest, in tree: TreeRoot) throws(PatchSyncError) -> [String] {
         var placed: [String] = []
         do {
             for folder in manifest.folders ?? [] {
-                try FileSystem.makeDirectory(directory + "/" + folder.path, within: directory)
+                try tree.makeFolder(folder.path)
                 placed.append(folder.path)
             }
             for link in manifest.links ?? [] {
-                let full = directory + "/" + link.path
-                try FileSystem.makeDirectory(FileSystem.parent(of: full), within: directory)
-                if let st = try FileSystem.status(full) {
-                    if (st.st_mode & S_IFMT) == S_IFLNK, (try? BuildFolder.readLink(full)) == link.target {
+                try tree.makeFolder(PathRule.split(link.path).folder)
+                if let st = try tree.status(link.path) {
+                    if (st.st_mode & S_IFMT) == S_IFLNK, (try? tree.readLink(link.path)) == link.target {
                         placed.append(link.path)
                         continue
                     }
-                    try FileSystem.removeTree(full)
+                    try tree.removeTree(link.path)
                 }
-                if symlink(link.target, full) != 0 { throw Errno(errno, "creating the symbolic link", full) }
+                try tree.makeLink(link.path, to: link.target)
                 placed.append(link.path)
             }
         } catch { throw PatchSyncError.wrap(error).during("placing the folders and links of \(manifest.buildId)") }

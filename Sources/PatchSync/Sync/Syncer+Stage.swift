@@ -9,18 +9,18 @@ extension Syncer {
     func stage(_ manifest: Manifest, into staged: StagedBuild, live: LiveTree, context: SyncContext,
                report: inout SyncReport) async throws(PatchSyncError) {
         let id = staged.identity.name
-        try staged.makeFolder(in: install)
+        let tree = try staged.makeFolder(in: install)
         let routesOnly = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [])
-        let resumed = try staged.prepare(routesOnly.assembled)
+        let resumed = try staged.prepare(routesOnly.assembled, in: tree)
         if resumed.filesVouched + resumed.filesReread > 0 {
             Self.logger.info("resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)")
         }
         var plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: resumed.done)
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
             try checkFreeSpace(for: plan, in: staged.directory)
-            try link(plan.links, into: staged.directory)
+            try link(plan.links, into: tree)
         }
-        let files = StagedFiles(staged, creating: resumed.toCreate)
+        let files = StagedFiles(staged, tree: tree, creating: resumed.toCreate)
         defer { files.closeAll() }
         let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
         (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
@@ -46,7 +46,7 @@ extension Syncer {
                                sealed: context.sealed)
             .run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
         try files.flush()
-        try finish(manifest, staged: staged, plan: plan)
+        try finish(manifest, staged: staged, tree: tree, plan: plan)
     }
 
     /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
@@ -93,18 +93,18 @@ extension Syncer {
         return manifest.selecting(bundles)
     }
 
-    /// Hard-links unchanged files from the live tree (they are read-only there).
-    private func link(_ links: [Plan.Link], into directory: String) throws(PatchSyncError) {
+    /// Hard-links unchanged files from the live tree (they are read-only there), beneath the staged
+    /// tree's descriptor: whatever stands at a path (a file, a folder, a planted link) is removed first.
+    private func link(_ links: [Plan.Link], into tree: TreeRoot) throws(PatchSyncError) {
         do {
             for link in links {
-                let target = directory + "/" + link.path
-                if let st = try FileSystem.status(target), let src = try FileSystem.status(link.source),
-                   st.st_ino == src.st_ino { continue }
-                try FileSystem.remove(target)
-                try FileSystem.makeDirectory(FileSystem.parent(of: target), within: directory)
-                do { try FileSystem.link(link.source, target) } catch where link.source.hasPrefix(install.stagingDirectory + "/") {
+                if let st = try tree.status(link.path) {
+                    if let src = try FileSystem.status(link.source), st.st_ino == src.st_ino { continue }
+                    try tree.removeTree(link.path)
+                }
+                do { try tree.linkFile(at: link.source, to: link.path) } catch where link.source.hasPrefix(install.stagingDirectory + "/") {
                     // The ready tree it came from was applied meanwhile: it is in builds/ now.
-                    try FileSystem.link(install.buildsDirectory + link.source.dropFirst(install.stagingDirectory.count), target)
+                    try tree.linkFile(at: install.buildsDirectory + link.source.dropFirst(install.stagingDirectory.count), to: link.path)
                 }
             }
         } catch { throw PatchSyncError.wrap(error) }
@@ -136,40 +136,39 @@ extension Syncer {
 
     /// Makes the staged tree final (modes, fsync, stat cache) and marks the build ready, in one
     /// transaction; the ready build it replaces is left for housekeeping.
-    private func finish(_ manifest: Manifest, staged: StagedBuild, plan: Plan) throws(PatchSyncError) {
+    private func finish(_ manifest: Manifest, staged: StagedBuild, tree: TreeRoot, plan: Plan) throws(PatchSyncError) {
         let id = staged.identity.name, directory = staged.directory
         let done = try staged.recorded(manifest)
         var stats: [String: StateStore.FileStat] = [:]
-        var folders = Set([directory])
+        var folders: Set<String> = [""]
         try PatchSyncError.step("finishing \(id)") { () throws(PatchSyncError) in
             for file in plan.assembled {
                 for index in file.chunks.indices where !done.contains(.init(path: file.path, index: index)) {
                     throw PatchSyncError(.internal, "\(file.path) chunk \(index) was never written")
                 }
-                let full = directory + "/" + file.path
                 // Its bytes were synced before its chunks were recorded done; only the mode is left.
-                do { try FileSystem.setMode(full, mode_t(Install.installedMode(file.mode))) } catch {
+                do { try tree.setMode(file.path, mode_t(Install.installedMode(file.mode))) } catch {
                     throw PatchSyncError.wrap(error)
                 }
             }
-            let entries = try TreeEntries.place(manifest, in: directory)
+            let entries = try TreeEntries.place(manifest, in: tree)
             for path in manifest.files.map(\.path) + entries {
-                let full = directory + "/" + path
-                var folder = FileSystem.parent(of: full)
-                while folder.count > directory.count && folders.insert(folder).inserted {
-                    folder = FileSystem.parent(of: folder)
-                }
+                for folder in PathRule.ancestors(path) { folders.insert(folder) }
             }
             for file in manifest.files {
-                let full = directory + "/" + file.path
                 do {
-                    guard let st = try FileSystem.status(full) else { throw Errno(ENOENT, "finding", full) }
+                    guard let st = try tree.status(file.path), (st.st_mode & S_IFMT) == S_IFREG else {
+                        throw Errno(ENOENT, "finding the staged file", tree.full(file.path))
+                    }
                     stats[file.path] = StateStore.FileStat(st)
                 } catch { throw PatchSyncError.wrap(error) }
             }
             do {
                 try FileSystem.syncFileSystem(of: directory)  // the modes set above
-                for folder in folders { try FileSystem.syncDirectory(folder) }
+                for folder in folders {
+                    guard let fd = try tree.folder(folder) else { throw Errno(ENOENT, "finding the staged folder", tree.full(folder)) }
+                    try fd.sync()
+                }
             } catch { throw PatchSyncError.wrap(error) }
         }
         try staged.state.saveStatCache(build: id, stats)

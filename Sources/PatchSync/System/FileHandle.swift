@@ -16,6 +16,12 @@ final class FileDescriptor: @unchecked Sendable {
         self.path = path
     }
 
+    /// Owns `fd`, a descriptor opened elsewhere (an *at call).
+    init(owning fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
     deinit { close(fd) }
 
     /// read(2) into `buffer`; returns the count, 0 at end of file.

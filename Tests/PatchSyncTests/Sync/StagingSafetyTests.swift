@@ -13,9 +13,9 @@ struct StagingSafetyTests {
         let identity = DeploymentIdentity(name: "t", buildId: "t", channel: "live", manifest: String(repeating: "a", count: 64))
         try state.update { $0.beginStaging(identity, sequence: 1) }
         let staged = StagedBuild(identity, in: install, state: state)
-        try staged.makeFolder(in: install)
+
         // More files than the descriptor cache holds, each created by its first write.
-        let files = StagedFiles(staged, creating: Dictionary(uniqueKeysWithValues: (0..<300).map { ("f\($0)", Int64(4)) }))
+        let files = StagedFiles(staged, tree: try staged.makeFolder(in: install), creating: Dictionary(uniqueKeysWithValues: (0..<300).map { ("f\($0)", Int64(4)) }))
         defer { files.closeAll() }
         let chunk: [UInt8] = [1, 2, 3, 4]
         func write(_ path: String) -> PatchSyncError? {
@@ -65,6 +65,40 @@ struct StagingSafetyTests {
         let attributes = try FileManager.default.attributesOfItem(atPath: install.stagedDirectory("2") + "/" + folder)
         #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
         #expect(try treeFacts(install.stagedDirectory("2")).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
+    }
+
+    @Test("a staged folder swapped for a link to the player's own files whose names match the build's: nothing there is deleted or written, and the staging is rebuilt")
+    func swappedFolderWithMatchingNames() async throws {
+        let (fixture, install) = try await TrustTests.installedWithUpdate()
+        let build = try fixture.sampleBuild(2, scale: 0.01)
+        let files = try treeFacts(build).keys.sorted()
+        let folder = try #require(files.first { $0.contains("/") }.map { ($0 as NSString).deletingLastPathComponent })
+        // The player's own folder holds files named as the build's files in `folder`, of their sizes too.
+        let outside = fixture.directory + "/player-files"
+        var planted = 0
+        for path in files where path.hasPrefix(folder + "/") {
+            let rest = String(path.dropFirst(folder.count + 1))
+            let size = try FileManager.default.attributesOfItem(atPath: build + "/" + path)[.size] as? Int ?? 0
+            try FileManager.default.createDirectory(atPath: outside + "/" + (rest as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            try Data(repeating: 0x5a, count: size).write(to: URL(fileURLWithPath: outside + "/" + rest))
+            planted += 1
+        }
+        #expect(planted > 0)
+        let before = try treeFacts(outside)
+        let staged = install.stagedDirectory("2")
+        try FileManager.default.createDirectory(atPath: staged + "/" + (folder as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: staged + "/" + folder, withDestinationPath: outside)
+        let identity = try stagingIdentity(fixture, build: "2")
+        try install.state().update { $0.staging = identity }
+
+        let report = try await Syncer(install: install).run()
+        #expect(report.outcome == .ready)
+        #expect(try treeFacts(outside) == before, "files outside the install were deleted or written through a planted link")
+        let attributes = try FileManager.default.attributesOfItem(atPath: staged + "/" + folder)
+        #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
+        #expect(try treeFacts(staged).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
     }
 }
 

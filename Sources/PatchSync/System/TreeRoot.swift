@@ -1,0 +1,226 @@
+internal import CLinux
+import Foundation
+
+/// A folder that file operations stay beneath: every path is resolved relative to a descriptor of
+/// the folder (opened `O_DIRECTORY | O_NOFOLLOW`), and no component of it is ever followed through
+/// a symbolic link, so a link planted anywhere below (by a user, a tool or another program) cannot
+/// make a write, a link or a deletion land outside.
+///
+/// Lookups use openat2(2) with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it, and
+/// otherwise walk the path one `openat(…, O_NOFOLLOW)` at a time. A lookup that meets a link finds
+/// nothing there; ``makeFolder(_:)`` removes a link or file that stands where a folder belongs.
+///
+/// Thread-safety: immutable after init; the descriptor is only read (the *at calls are thread-safe).
+final class TreeRoot: Sendable {
+    /// The folder's path, for messages and for callers that still need an absolute path.
+    let path: String
+    private let root: FileDescriptor
+
+    /// Opens `path` itself, refusing a symbolic link there.
+    init(_ path: String) throws(Errno) {
+        root = try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        self.path = path
+    }
+
+    private init(adopting descriptor: FileDescriptor, path: String) {
+        root = descriptor
+        self.path = path
+    }
+
+    /// The tree below `relative` (created as ``makeFolder(_:)`` does).
+    func subtree(_ relative: String) throws(Errno) -> TreeRoot {
+        TreeRoot(adopting: try makeFolder(relative), path: full(relative))
+    }
+
+    /// `path/relative`, for messages.
+    func full(_ relative: String) -> String { relative.isEmpty ? path : path + "/" + relative }
+
+    /// The folder at `relative` (the root for ""), or nil when a component is missing, a link or not
+    /// a folder.
+    func folder(_ relative: String) throws(Errno) -> FileDescriptor? {
+        if relative.isEmpty { return root }
+        let fd = clinux_openat2_beneath(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
+        if fd >= 0 { return FileDescriptor(adopting: fd, path: full(relative)) }
+        switch errno {
+        case ENOENT, ENOTDIR, ELOOP, EXDEV: return nil
+        case ENOSYS, EPERM: return try walk(relative, creating: false)  // no openat2 here
+        default: throw Errno(errno, "opening folder", full(relative))
+        }
+    }
+
+    /// The folder at `relative`, made with its parents where missing; a link or a file in the way
+    /// is removed (never followed) and a folder made in its place.
+    @discardableResult
+    func makeFolder(_ relative: String, mode: mode_t = 0o755) throws(Errno) -> FileDescriptor {
+        if let existing = try folder(relative) { return existing }
+        guard let made = try walk(relative, creating: true, mode: mode) else {
+            throw Errno(ENOTDIR, "creating folder", full(relative))
+        }
+        return made
+    }
+
+    /// Opens each component of `relative` in turn with `O_NOFOLLOW`; with `creating`, makes what is
+    /// missing and replaces what is not a folder.
+    private func walk(_ relative: String, creating: Bool, mode: mode_t = 0o755) throws(Errno) -> FileDescriptor? {
+        var current = root
+        var walked = ""
+        for component in PathRule.components(relative) {
+            guard PathRule.isPlainComponent(component) else { throw Errno(EINVAL, "resolving", full(relative)) }
+            walked += walked.isEmpty ? component : "/" + component
+            var fd = openat(current.fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if fd < 0 {
+                let err = errno
+                guard creating, err == ENOENT || err == ENOTDIR || err == ELOOP else {
+                    if err == ENOENT || err == ENOTDIR || err == ELOOP { return nil }
+                    throw Errno(err, "opening folder", full(walked))
+                }
+                if err != ENOENT, unlinkat(current.fd, component, 0) != 0, errno != ENOENT {
+                    throw Errno(errno, "removing what stands where a folder belongs", full(walked))
+                }
+                if mkdirat(current.fd, component, mode) != 0, errno != EEXIST {
+                    throw Errno(errno, "creating folder", full(walked))
+                }
+                fd = openat(current.fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if fd < 0 { throw Errno(errno, "opening folder", full(walked)) }
+            }
+            current = FileDescriptor(adopting: fd, path: full(walked))
+        }
+        return current
+    }
+
+    /// The folder holding `relative` and the last component's name; nil when that folder cannot be
+    /// reached without following a link.
+    private func parent(_ relative: String) throws(Errno) -> (FileDescriptor, String)? {
+        let (folderPath, name) = PathRule.split(relative)
+        guard PathRule.isPlainComponent(name) else { throw Errno(EINVAL, "resolving", full(relative)) }
+        guard let folder = try folder(folderPath) else { return nil }
+        return (folder, name)
+    }
+
+    /// The parent folder of `relative`, made as ``makeFolder(_:)`` does, and the last component.
+    private func makeParent(_ relative: String) throws(Errno) -> (FileDescriptor, String) {
+        let (folderPath, name) = PathRule.split(relative)
+        guard PathRule.isPlainComponent(name) else { throw Errno(EINVAL, "resolving", full(relative)) }
+        return (try makeFolder(folderPath), name)
+    }
+
+    /// fstatat(2) without following a link; nil when nothing is there (or a link hides the parent).
+    func status(_ relative: String) throws(Errno) -> stat? {
+        var st = stat()
+        if relative.isEmpty { return try root.status() }
+        guard let (folder, name) = try parent(relative) else { return nil }
+        if fstatat(folder.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 { return st }
+        if errno == ENOENT || errno == ENOTDIR { return nil }
+        throw Errno(errno, "reading status of", full(relative))
+    }
+
+    /// unlinkat(2) of a file or link; nothing there is not an error, and a path whose parent is
+    /// reached only through a link has nothing of this tree to remove.
+    func remove(_ relative: String) throws(Errno) {
+        guard let (folder, name) = try parent(relative) else { return }
+        if unlinkat(folder.fd, name, 0) != 0 && errno != ENOENT { throw Errno(errno, "removing", full(relative)) }
+    }
+
+    /// Removes whatever is at `relative`: a file, a link (not what it points to) or a whole folder.
+    func removeTree(_ relative: String) throws(Errno) {
+        guard let (folder, name) = try parent(relative) else { return }
+        try Self.removeEntry(name, in: folder)
+    }
+
+    private static func removeEntry(_ name: String, in folder: FileDescriptor) throws(Errno) {
+        var st = stat()
+        guard fstatat(folder.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
+            if errno == ENOENT { return }
+            throw Errno(errno, "reading status of", folder.path + "/" + name)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            if unlinkat(folder.fd, name, 0) != 0 && errno != ENOENT { throw Errno(errno, "removing", folder.path + "/" + name) }
+            return
+        }
+        _ = fchmodat(folder.fd, name, 0o755, 0)
+        let fd = openat(folder.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw Errno(errno, "opening folder", folder.path + "/" + name) }
+        let child = FileDescriptor(adopting: fd, path: folder.path + "/" + name)
+        for entry in try child.names() { try removeEntry(entry, in: child) }
+        if unlinkat(folder.fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT {
+            throw Errno(errno, "removing folder", child.path)
+        }
+    }
+
+    /// openat(2) of `relative` with `O_NOFOLLOW`; with `O_CREAT`, its folder is made first.
+    func open(_ relative: String, flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
+        let (folder, name): (FileDescriptor, String)
+        if flags & O_CREAT != 0 {
+            (folder, name) = try makeParent(relative)
+        } else {
+            guard let found = try parent(relative) else { throw Errno(ENOENT, "opening", full(relative)) }
+            (folder, name) = found
+        }
+        let fd = openat(folder.fd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw Errno(errno, "opening", full(relative)) }
+        return FileDescriptor(adopting: fd, path: full(relative))
+    }
+
+    /// linkat(2): a hard link at `relative` to the file `source` of `tree` (not following a link
+    /// there either); the folder is made first.
+    func link(_ source: String, of tree: TreeRoot, to relative: String) throws(Errno) {
+        guard let (from, fromName) = try tree.parent(source) else { throw Errno(ENOENT, "linking", tree.full(source)) }
+        let (folder, name) = try makeParent(relative)
+        if linkat(from.fd, fromName, folder.fd, name, 0) != 0 {
+            throw Errno(errno, "linking \(tree.full(source)) to", full(relative))
+        }
+    }
+
+    /// linkat(2): a hard link at `relative` to the file at the path `source` (outside this tree: the
+    /// live build's verified file); the folder is made first.
+    func linkFile(at source: String, to relative: String) throws(Errno) {
+        let (folder, name) = try makeParent(relative)
+        if linkat(AT_FDCWD, source, folder.fd, name, 0) != 0 { throw Errno(errno, "linking \(source) to", full(relative)) }
+    }
+
+    /// Sets the permission bits of the regular file at `relative` (through a descriptor, so a link
+    /// there is never followed).
+    func setMode(_ relative: String, _ mode: mode_t) throws(Errno) {
+        let file = try open(relative, flags: O_RDONLY | O_NONBLOCK)
+        guard (try file.status().st_mode & S_IFMT) == S_IFREG else { throw Errno(EINVAL, "changing mode of", full(relative)) }
+        if fchmod(file.fd, mode) != 0 { throw Errno(errno, "changing mode of", full(relative)) }
+    }
+
+    /// symlinkat(2): a symbolic link at `relative` to `target`; its folder is made first.
+    func makeLink(_ relative: String, to target: String) throws(Errno) {
+        let (folder, name) = try makeParent(relative)
+        if symlinkat(target, folder.fd, name) != 0 { throw Errno(errno, "creating the symbolic link", full(relative)) }
+    }
+
+    /// readlinkat(2) of the link at `relative`.
+    func readLink(_ relative: String) throws(Errno) -> String {
+        guard let (folder, name) = try parent(relative) else { throw Errno(ENOENT, "reading link", full(relative)) }
+        var buffer = [UInt8](repeating: 0, count: 4097)
+        let n = readlinkat(folder.fd, name, &buffer, buffer.count)
+        guard n >= 0 else { throw Errno(errno, "reading link", full(relative)) }
+        return String(decoding: buffer[..<n], as: UTF8.self)
+    }
+}
+
+extension FileDescriptor {
+    /// Takes ownership of a descriptor an *at call returned.
+    convenience init(adopting fd: Int32, path: String) {
+        self.init(owning: fd, path: path)
+    }
+
+    /// The names in this folder, without "." and "..".
+    func names() throws(Errno) -> [String] {
+        let copy = dup(fd)
+        guard copy >= 0, let dir = fdopendir(copy) else { throw Errno(errno, "listing", path) }
+        defer { closedir(dir) }
+        rewinddir(dir)
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+}

@@ -107,6 +107,26 @@ struct ResumeIdentityTests {
         #expect(verify.status == 0 && verify.stdout.contains("all intact"), "\(verify.stdout)\(verify.stderr)")
     }
 
+    @Test("a staged file overwritten in place with its modification time put back: its change time gives it away, it is read again, and no unverified byte goes live")
+    func overwriteWithModificationTimePutBack() throws {
+        let (fixture, install, folder) = try Self.interrupted(chunks: 30)
+        defer { withExtendedLifetime(fixture) {} }
+        // A file whose first chunk is recorded done: zeros over its first bytes would go live if trusted.
+        let recorded = try #require(try stateQuery(install, "SELECT path FROM staged_chunk WHERE chunk = 0 ORDER BY path").first)
+        let path = folder + "/" + recorded
+        var before = stat()
+        try #require(lstat(path, &before) == 0)
+        let inPlace = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try inPlace.write(contentsOf: Data(repeating: 0, count: 16))  // same inode and size
+        try inPlace.close()
+        var times = [before.st_atim, before.st_mtim]
+        try #require(utimensat(AT_FDCWD, path, &times, 0) == 0)  // the modification time put back, to the nanosecond
+        var after = stat()
+        try #require(lstat(path, &after) == 0)
+        #expect(after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        try Self.expectHealedInstall(install)
+    }
+
     @Test("verify --repair --now three times with no sync between: every repair goes live intact")
     func repairLoop() throws {
         let fixture = try Fixture()

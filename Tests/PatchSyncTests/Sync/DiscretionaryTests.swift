@@ -200,6 +200,24 @@ struct DiscretionaryTests {
         #expect(parts.map(\.bodyBytes).reduce(0, +) >= pack.bytes)
     }
 
+    @Test("a running discretionary sync looks for the game on every tick (100 ms), not only on the slower checks' ticks; a plain sync never yields to it",
+          .tags(.small), arguments: Array(1...20))
+    func gameCheckedEveryTick(tick: Int) throws {
+        let fixture = try Fixture()
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let power = try PowerSupplies(in: fixture.directory)
+        let environment = SyncEnvironment.testing(clock: ManualClock(ManualClock.utc(10)), power: power, metered: false)
+        let watch = try SyncWatch(install: install, config: try install.config(), environment: environment, deadline: nil,
+                                  discretionary: true, stop: nil)
+        #expect(watch.failing(tick: tick) == nil, "nothing holds the sync back before the game starts")
+        let game = try install.holdRunningLock()
+        #expect(watch.failing(tick: tick)?.reason == .gameRunning, "tick \(tick) did not see the running game")
+        let plain = try SyncWatch(install: install, config: try install.config(), environment: environment, deadline: nil,
+                                  discretionary: false, stop: nil)
+        #expect(plain.failing(tick: tick) == nil)
+        withExtendedLifetime(game) {}
+    }
+
     /// Polls until the staging has recorded some chunks (the transfer is under way).
     static func waitForChunks(_ install: Install) async throws {
         for _ in 0..<1000 {

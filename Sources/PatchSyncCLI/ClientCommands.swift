@@ -225,6 +225,8 @@ struct Launch: AsyncParsableCommand {
         discussion: """
             The game runs with PATCHSYNC_CONTENT_ROOT set to the install's `current` folder and
             its own arguments; launch returns the game's exit status (128+N when killed by signal N).
+            Its working directory is the folder of the build it starts (builds/<build>), and a
+            relative command (./bin/game) is a file of that build, whatever folder launch runs in.
             The game always starts: when the ready build cannot be applied now (another PatchSync
             process changes the live build, another instance of the game runs, the apply fails),
             launch says why on stderr (with --json, as an "apply" event line on stdout) and runs

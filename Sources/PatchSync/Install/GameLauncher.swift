@@ -13,6 +13,12 @@ public struct LaunchApply: Codable, Sendable {
 /// game with `running.lock` held, `PATCHSYNC_CONTENT_ROOT` pointing at `current` and `PATCHSYNC_BUNDLES`
 /// naming the live bundles (comma-separated; also in `live-bundles.json` in the install).
 ///
+/// The game runs in the live build's folder, `builds/<deployment>` (never the folder the launcher was
+/// started from, which may be a build the apply just retired), and a relative command with a slash
+/// (`./bin/game`, `bin/game`) names a file of that build. The build is read with `running.lock` held,
+/// so no apply or rollback swaps it, and none retires its folder to `trash/`, until the game exits:
+/// the clean-up that runs beside the game deletes only folders that no launched game uses.
+///
 /// The game always starts: when another PatchSync process holds the live tree, another instance
 /// of the game runs, or the apply fails, the apply is skipped (``LaunchApply/skipped`` says why)
 /// and the game runs on the current build, which a failed apply never changes. A sync, plain or
@@ -28,17 +34,20 @@ public struct GameLauncher: Sendable {
     public func launch(_ executable: String, _ arguments: [String],
                        applied: (LaunchApply) -> Void = { _ in }) throws(PatchSyncError) -> Int32 {
         applied(applyIfPossible())
-        guard install.currentDeployment() != nil else {
+        // Taken before the build is read: from here until the game exits, its folder stays in builds/.
+        let lock = try install.holdRunningLock()
+        defer { withExtendedLifetime(lock) {} }
+        guard let deployment = install.currentDeployment() else {
             throw PatchSyncError(.usage, "\(install.root) has no build installed yet",
                                  remedy: "run `patchsync sync --install \(install.root)` first")
         }
-        let lock = try install.holdRunningLock()
-        defer { withExtendedLifetime(lock) {} }
+        let folder = install.buildDirectory(deployment)
         var environment = ProcessInfo.processInfo.environment
         environment["PATCHSYNC_CONTENT_ROOT"] = install.currentLink
         // Which bundles are live: the game may offer what they hold (a language, a DLC) and nothing else.
         environment["PATCHSYNC_BUNDLES"] = install.recordLiveBundles().joined(separator: ",")
-        let pid = try Self.spawn(executable, arguments, environment: environment)
+        environment["PWD"] = folder  // not the launcher's: the game runs in its build
+        let pid = try Self.spawn(executable, arguments, in: folder, environment: environment)
         cleanUp()
         return try Self.wait(for: pid, executable)
     }
@@ -65,7 +74,9 @@ public struct GameLauncher: Sendable {
     static let firstApplyWait = Duration.seconds(30)
 
     /// While the game runs: deletes the builds an apply retired, at idle priority (the game is already
-    /// spawned with the launcher's). A failure is logged; the next sync or apply tries again.
+    /// spawned with the launcher's). None is the game's: its build was read with `running.lock` held, and
+    /// builds are retired only with that lock held exclusively. A failure is logged; the next sync or
+    /// apply tries again.
     private func cleanUp() {
         _ = Priority.lowerForBackground()
         do throws(PatchSyncError) {
@@ -75,20 +86,49 @@ public struct GameLauncher: Sendable {
         }
     }
 
-    /// posix_spawnp of the game, searching PATH for a bare command name as a shell would.
-    private static func spawn(_ executable: String, _ arguments: [String],
+    /// posix_spawnp of the game with `folder` (its build) as working directory; a bare command name is
+    /// searched in PATH as a shell would.
+    private static func spawn(_ executable: String, _ arguments: [String], in folder: String,
                               environment: [String: String]) throws(PatchSyncError) -> pid_t {
+        let path = Self.path(of: executable, in: folder)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        guard posix_spawn_file_actions_init(&actions) == 0 else { throw cannotStart(path, in: folder, ENOMEM) }
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        var status = ENOSYS
+        if let addChdir = Self.addChdir { status = addChdir(&actions, folder) }
         var pid: pid_t = 0
-        let status = posix_spawnp(&pid, executable, nil, nil, argv, envp)
-        guard status == 0 else {
-            throw PatchSyncError(.usage, "cannot start the game \(executable): \(String(cString: strerror(status)))",
-                                 remedy: "check the command's path and that it is executable")
-        }
+        if status == 0 { status = posix_spawnp(&pid, path, &actions, nil, argv, envp) }
+        guard status == 0 else { throw cannotStart(path, in: folder, status) }
         return pid
     }
+
+    /// Where the game's command is: a relative path with a slash (`./bin/game`, `bin/game`) is a file of
+    /// the build in `folder`, wherever the launcher was started; an absolute path or a bare name is as given.
+    static func path(of executable: String, in folder: String) -> String {
+        guard executable.contains("/"), !executable.hasPrefix("/") else { return executable }
+        return folder + "/" + (executable.hasPrefix("./") ? String(executable.dropFirst(2)) : executable)
+    }
+
+    /// Why the game did not start: the command, the build folder and the error posix_spawnp reported.
+    private static func cannotStart(_ path: String, in folder: String, _ code: Int32) -> PatchSyncError {
+        PatchSyncError(.usage, "cannot start the game \(path) in \(folder): \(String(cString: strerror(code)))",
+                       remedy: "check the command's path (a relative one is inside the build) and that it is executable")
+    }
+
+    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?,
+                                                 UnsafePointer<CChar>?) -> Int32
+
+    /// glibc's posix_spawn_file_actions_addchdir_np (2.29): the child changes folder before it execs, so the
+    /// launcher's own working directory (shared by its threads) never changes. Swift's Glibc module hides it
+    /// behind _GNU_SOURCE; looked up once.
+    private static let addChdir: AddChdir? = {
+        let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addchdir_np")
+        guard let symbol else { return nil }
+        return unsafeBitCast(symbol, to: AddChdir.self)
+    }()
 
     /// waitpid(2) until the game ends; its exit status, or 128+N when signal N ended it.
     private static func wait(for pid: pid_t, _ executable: String) throws(PatchSyncError) -> Int32 {

@@ -6,6 +6,11 @@ import Foundation
 /// staging and ready deployments, `*.tmp-*` leftovers of a crash are removed, delta packs that the
 /// staged build does not use are dropped, and the stat cache forgets deployments no longer kept.
 ///
+/// Emptying `trash/` never pulls a build from under a game: a build goes there only when an apply retires
+/// it with `running.lock` held exclusively, and a launched game holds that lock shared, in the build
+/// folder it was started in, until it exits (``GameLauncher``), so no game launched through PatchSync runs
+/// from a folder in `trash/`.
+///
 /// It needs the live tree's lock (it must not race an apply that moves a staged folder); a sync
 /// runs it when that lock is free and skips it otherwise (the next run does it), apply and launch
 /// run it after the swap. What a sync works on (staging folders, manifests, delta packs, the stat

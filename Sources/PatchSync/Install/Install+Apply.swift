@@ -160,7 +160,7 @@ extension Install {
     }
 
     /// Moves builds beyond the kept ones out of builds/ with one rename each (cheap at launch);
-    /// housekeeping deletes them.
+    /// housekeeping deletes them. The caller holds `running.lock` exclusively: no game runs in any of them.
     private func retireOldBuilds(keeping keep: Set<String>) throws(PatchSyncError) {
         do {
             let old = try FileSystem.list(buildsDirectory).filter { !keep.contains($0) }

@@ -35,9 +35,10 @@ struct ReleaseDay {
         #expect(try CLI.run(["apply", "--install", root]).status == 0)
     }
 
-    /// `patchsync publish` of build 2 into `origin` (the fixture's by default), with `extra` arguments.
-    func publish2(_ extra: [String], origin: String? = nil, id: String = "2") throws -> CLI.Result {
-        try CLI.run(["publish", build2, "--origin", origin ?? fixture.origin, "--build-id", id, "--bundles",
+    /// `patchsync publish` of build 2 (or the folder `build`) into `origin` (the fixture's by default),
+    /// with `extra` arguments.
+    func publish2(_ extra: [String], origin: String? = nil, id: String = "2", build: String? = nil) throws -> CLI.Result {
+        try CLI.run(["publish", build ?? build2, "--origin", origin ?? fixture.origin, "--build-id", id, "--bundles",
                      fixture.directory + "/bundles.json", "--targets-key", keys + "/targets.key",
                      "--online-key", keys + "/online.key"] + extra)
     }
@@ -179,6 +180,47 @@ struct PreloadTests {
         #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")))
+    }
+
+    @Test("releasing the older of two preloads keeps the newer one's ranges: the sync that stages the older deletes none of them and fetches none again")
+    func olderReleasedKeepsNewer() throws {
+        let day = try ReleaseDay(scale: 0.005)
+        defer { day.nginx.stop() }
+        #expect(try day.publish2(["--release-at", Self.releaseAt(86400)]).status == 0)
+        let build3 = try day.fixture.sampleBuild(3, scale: 0.005)
+        #expect(try day.publish2(["--release-at", Self.releaseAt(2 * 86400)], id: "3", build: build3).status == 0)
+        let first = try CLI.run(["sync", "--install", day.root, "--json"])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try lastJSON(first.stdout)["outcome"] as? String == "preloaded", "\(first.stdout)")
+        let newer = try #require(try Install.open(at: day.root).status().preload)
+        #expect(newer.buildId == "3" && newer.bytesDone == newer.bytes && newer.bytes > 0)
+        let held = try Self.preloadFiles(day.root)
+
+        let release = try CLI.run(["repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"])
+        #expect(release.status == 0, "\(release.stderr)")
+        let second = try CLI.run(["sync", "--install", day.root, "--json"])
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try lastJSON(second.stdout)["outcome"] as? String == "ready", "build 2 is staged: \(second.stdout)")
+        let now = try Self.preloadFiles(day.root)
+        let lost = held.filter { now[$0.key] != $0.value }.keys.sorted()
+        #expect(lost.isEmpty, "build 3's files were deleted (and fetched again): \(lost)")
+        let still = try #require(try Install.open(at: day.root).status().preload)
+        #expect(still.buildId == "3" && still.bytesDone == still.bytes && !still.released)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+        #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2")
+    }
+
+    /// The files of an install's preload store, each with its inode and modification time: one deleted
+    /// and fetched again differs.
+    static func preloadFiles(_ root: String) throws -> [String: String] {
+        let folder = root + "/.patchsync/preload"
+        var files: [String: String] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+            var st = stat()
+            guard stat(folder + "/" + name, &st) == 0 else { continue }
+            files[name] = "\(st.st_ino) \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+        }
+        return files
     }
 
     @Test("a discretionary preload stopped by SIGTERM resumes at the next run without fetching again what it kept")

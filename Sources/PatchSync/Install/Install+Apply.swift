@@ -22,10 +22,8 @@ extension Install {
         let lock = try lock(.live, for: "apply")
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
-        let report = try swap(state)
-        if !report.applied, let preload = try state.read().preload, !preload.released {
-            throw Self.locked(preload, now: Date())
-        }
+        let (report, waiting) = try swap(state)
+        if let waiting { throw waiting }
         // The swap is done and recorded: a clean-up that fails says so, and the next run does it.
         do throws(PatchSyncError) { try Housekeeping(install: self, state: state).run() } catch {
             Self.logger.warning("clean-up after the apply failed (the next sync or apply does it): \(error)")
@@ -33,59 +31,41 @@ extension Install {
         return report
     }
 
-    /// Why an apply has nothing to swap in while a preload build is here but locked: its release time is
-    /// to come or just past (75: try later), or this clock is a day or more past it while signed metadata
-    /// has not released it (65: the unlock follows the publisher's signed metadata, never this machine's
-    /// clock).
-    static func locked(_ preload: PreloadStatus, now: Date) -> PatchSyncError {
-        if now >= preload.releaseAt + clockSlack {
-            return PatchSyncError(.refusedData, "build \(preload.buildId) is preloaded, and signed metadata has not released it: "
-                                  + "this machine's clock reads \(Repository.day(now)), past its release time "
-                                  + "\(Repository.day(preload.releaseAt)), but the unlock follows the publisher's signed "
-                                  + "metadata, not this clock", remedy: "the current build stays; if this clock is ahead, correct "
-                                      + "it; once the publisher releases the build, `patchsync sync` unlocks it")
-        }
-        return PatchSyncError(.deferred, "build \(preload.buildId) is preloaded (\(preload.summary)); nothing is ready to apply "
-                              + "before its release", remedy: "the current build stays; after the release, `patchsync sync` "
-                                  + "unlocks it and the launcher applies it at the next start")
-    }
-
-    /// How long after the release time a locked preload is still the publisher's release running late
-    /// (75) rather than this clock running ahead (65).
-    static let clockSlack: TimeInterval = 86400
-
-    /// Applies under the live tree's lock, without the clean-up (the launcher does it while the game runs).
+    /// Applies under the live tree's lock, without the clean-up (the launcher does it while the game runs);
+    /// a locked preload is no error here: the launcher starts the current build.
     func applyForLaunch() throws(PatchSyncError) -> ApplyReport {
         let lock = try lock(.live, for: "apply")
         defer { withExtendedLifetime(lock) {} }
-        return try swap(try state())
+        return try swap(try state()).report
     }
 
-    /// The swap itself, timed, for a caller holding the live tree's lock; the records are brought in
-    /// line with the link and the ready tree's seal is checked first.
-    private func swap(_ state: StateStore) throws(PatchSyncError) -> ApplyReport {
+    /// Gathers the decision's inputs (the records brought in line with the link, the ready tree's seal,
+    /// `running.lock` taken exclusively when something is to be swapped in: held across the swap, so a
+    /// game cannot start between the check and the flip), then does what ``LiveDecision/apply`` says,
+    /// timed. Returns why nothing was swapped in when the player waits for a locked preload.
+    private func swap(_ state: StateStore) throws(PatchSyncError) -> (report: ApplyReport, waiting: PatchSyncError?) {
         try reconcile(state)
-        if let ready = try state.read().ready { try checkSeal(ready, state: state) }
-        let start = ContinuousClock.now
-        var report = try apply(state)
-        if report.applied {
+        let recorded = try state.read()
+        let intact = recorded.ready.map(readyTreeIsIntact) ?? true
+        let running = recorded.ready != nil && intact ? try RunningLock.exclusive(path: runningLockPath) : nil
+        defer { withExtendedLifetime(running) {} }
+        switch LiveDecision.apply(recorded, readyIntact: intact, gameRunning: running == nil, now: Date()) {
+        case .nothing(let waiting):
+            return (ApplyReport(applied: false, current: currentDeployment(), previous: previousDeployment(recorded)), waiting)
+        case .refuse(let error, let dropReady):
+            if dropReady, let ready = recorded.ready { try state.update { $0.dropReady(ready) } }
+            throw error.during(dropReady ? "applying (in \(stagingDirectory))" : "applying")
+        case .swap(let ready):
+            let start = ContinuousClock.now
+            var report = try apply(ready, state: state)
             let elapsed = ContinuousClock.now - start
             report.milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            return (report, nil)
         }
-        return report
     }
 
-    private func apply(_ state: StateStore) throws(PatchSyncError) -> ApplyReport {
-        let recorded = try state.read()
-        guard let ready = recorded.ready else {
-            return ApplyReport(applied: false, current: currentDeployment(), previous: previousDeployment(recorded))
-        }
-        // Held exclusively across the swap: a game cannot start between this check and the flip.
-        guard let running = try RunningLock.exclusive(path: runningLockPath) else {
-            throw PatchSyncError(.deferred, "the game is running; build \(ready.name) stays ready",
-                                 remedy: "apply when the game has exited (the launcher does it at the next start)")
-        }
-        defer { withExtendedLifetime(running) {} }
+    /// Moves `ready` into builds/, flips `current` to it and records it; retires the builds no longer kept.
+    private func apply(_ ready: DeploymentIdentity, state: StateStore) throws(PatchSyncError) -> ApplyReport {
         try PatchSyncError.step("applying \(ready.name)") { () throws(PatchSyncError) in
             try moveIntoBuilds(ready, state: state)
             CrashPoint.applyMoved.reached()
@@ -94,7 +74,6 @@ extension Install {
         CrashPoint.applyFlipped.reached()
         let after = try state.update(.applyRecorded) { (s) -> InstallState in
             s.applied(ready)
-            if s.preload?.buildId == ready.buildId { s.preload = nil }  // unlocked and live now
             return s
         }
         // Other deployments of the same manifest left the history (``InstallState/applied(_:)``): their
@@ -104,16 +83,19 @@ extension Install {
         return ApplyReport(applied: true, current: ready.name, previous: previousDeployment(after))
     }
 
-    /// Refuses a ready tree that is not the tree that was verified (its folders' seal, or no seal
-    /// at all): it is dropped from ready, so the next sync stages it anew.
-    private func checkSeal(_ ready: DeploymentIdentity, state: StateStore) throws(PatchSyncError) {
+    /// Whether the ready tree is still the tree that was verified: its folders' seal matches (or an apply
+    /// moved it into builds/ before a crash).
+    func readyTreeIsIntact(_ ready: DeploymentIdentity) -> Bool {
         let staged = stagedDirectory(ready.name)
-        if !FileSystem.exists(staged) && FileSystem.isDirectory(buildDirectory(ready.name)) { return }  // moved before a crash
-        guard FileSystem.exists(staged), let seal = ready.seal, seal == TreeSeal.of(staged) else {
-            try state.update { if $0.ready == ready { $0.ready = nil } }
-            throw PatchSyncError(.localIO, "the staged tree of \(ready.name) in \(stagingDirectory) was changed or removed "
-                                 + "after it was verified; it is not applied", remedy: "run `patchsync sync` again to stage it anew")
-        }
+        if !FileSystem.exists(staged) && FileSystem.isDirectory(buildDirectory(ready.name)) { return true }  // moved before a crash
+        return FileSystem.exists(staged) && ready.seal != nil && ready.seal == TreeSeal.of(staged)
+    }
+
+    /// Drops the ready record when its tree was changed or removed by hand since it was verified, so that
+    /// no record names content that is not there and a sync stages it anew.
+    func dropTamperedReady(_ state: StateStore) throws(PatchSyncError) {
+        guard let ready = try state.read().ready, !readyTreeIsIntact(ready) else { return }
+        try state.update { $0.dropReady(ready) }
     }
 
     /// Moves the ready tree (its seal checked) from staging/ into builds/.
@@ -137,6 +119,7 @@ extension Install {
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
         try reconcile(state)
+        try dropTamperedReady(state)
         let recorded = try state.read()
         guard let current = currentDeployment() else {
             throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")

@@ -42,6 +42,7 @@ extension Install {
         let lock = try lock(.live, for: "verify")
         defer { withExtendedLifetime(lock) {} }
         let state = try state()
+        try dropTamperedReady(state)  // no record names a ready tree that was removed or changed by hand
         var files = try state.buildFiles(build: deployment)
         if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs
             let cache = try state.statCache(build: deployment)

@@ -30,33 +30,33 @@ public struct DeploymentIdentity: Codable, Sendable, Hashable {
 public struct InstallState: Codable, Sendable, Equatable {
     /// The format of this value in state.db; a newer one is refused with a clear message.
     public static let formatVersion = 1
-    public var version = InstallState.formatVersion
+    public private(set) var version = InstallState.formatVersion
     /// The deployment `current` points at, as recorded (the symlink wins after a crash: ``reconcile(link:)``).
-    public var current: String?
+    public private(set) var current: String?
     /// Deployments applied, oldest first (at most ``historyLimit``).
-    public var history: [String] = []
+    public private(set) var history: [String] = []
     /// What the deployments of `history` hold.
-    public var deployed: [String: DeploymentIdentity] = [:]
+    public private(set) var deployed: [String: DeploymentIdentity] = [:]
     /// The deployment being assembled in staging/.
-    public var staging: DeploymentIdentity?
+    public private(set) var staging: DeploymentIdentity?
     /// A complete, verified deployment in staging/ waiting for apply.
-    public var ready: DeploymentIdentity?
+    public private(set) var ready: DeploymentIdentity?
     /// A build rolled back from: sync does not stage it again until a newer one is published.
-    public var heldBack: String?
+    public private(set) var heldBack: String?
     /// The highest sequence seen per channel (rollback protection).
-    public var seenSequence: [String: Int] = [:]
+    public private(set) var seenSequence: [String: Int] = [:]
     /// The last discretionary run was deferred: why, and when the next may try.
-    public var deferral: Deferral?
+    public private(set) var deferral: Deferral?
     /// How the files of the staged or ready build come.
-    public var routes: InstallStatus.Routes?
+    public private(set) var routes: InstallStatus.Routes?
     /// A sync running now, with its progress.
-    public var running: RunningSync?
+    public private(set) var running: RunningSync?
     /// SHA-256 of the manifest target the newest sync set out to install (`status` and `bundles` show its bundles).
-    public var newestManifest: String?
+    public private(set) var newestManifest: String?
     /// A preload build the channel offers and this install fetches ahead of its release.
-    public var preload: PreloadStatus?
+    public private(set) var preload: PreloadStatus?
     /// Deployment names handed out so far with a suffix: the next one is `@<n+1>`.
-    public var suffixesUsed = 1
+    public private(set) var suffixesUsed = 1
 
     static let historyLimit = 16
 
@@ -123,7 +123,29 @@ extension InstallState {
         deployed = deployed.filter { history.contains($0.key) }
         if ready?.name == identity.name { ready = nil }
         if routes?.buildId == identity.name { routes = nil }
+        if preload?.buildId == identity.buildId { preload = nil }  // unlocked and live now
     }
+
+    /// The ready record goes (its tree was changed by hand, or another choice of bundles is wanted now),
+    /// unless another deployment became ready meanwhile.
+    mutating func dropReady(_ identity: DeploymentIdentity) {
+        if ready == identity { ready = nil }
+    }
+
+    /// How the files of the build being staged come.
+    mutating func recordRoutes(_ routes: InstallStatus.Routes) { self.routes = routes }
+
+    /// The manifest target the newest sync set out to install.
+    mutating func recordNewest(_ manifest: String) { newestManifest = manifest }
+
+    /// A preload's progress, or nil when no preload is offered (or it went live).
+    mutating func recordPreload(_ preload: PreloadStatus?) { self.preload = preload }
+
+    /// A sync running now, with its progress (nil once it ends).
+    mutating func recordRunning(_ running: RunningSync?) { self.running = running }
+
+    /// Why the last discretionary run was deferred and when the next may try (nil: not deferred).
+    mutating func recordDeferral(_ deferral: Deferral?) { self.deferral = deferral }
 
     /// One step back: the previous deployment is current again, and the build rolled back from is
     /// held back (a ready copy of it is dropped).

@@ -65,10 +65,10 @@ public struct RunningSync: Codable, Sendable, Equatable {
         }
 
         /// Removes the record (progress is best effort: a failure to write it never fails the sync).
-        func end() { try? state.update { $0.running = nil } }
+        func end() { try? state.update { $0.recordRunning(nil) } }
 
         private func write(_ record: RunningSync) {
-            try? state.update { $0.running = record }
+            try? state.update { $0.recordRunning(record) }
         }
     }
 }

@@ -141,7 +141,7 @@ struct SyncWatch: Sendable {
     }
 
     static func record(_ deferral: Deferral?, in state: StateStore) throws(PatchSyncError) {
-        try state.update { $0.deferral = deferral }
+        try state.update { $0.recordDeferral(deferral) }
     }
 
     static func format(_ date: Date, _ zone: TimeZone) -> String {

@@ -56,8 +56,16 @@ final class PreloadStore: Sendable {
     }
 
     func path(_ range: PreloadPlan.SealedRange) -> String {
-        directory + "/\(range.object.hex).\(range.offset).\(range.length)"
+        directory + "/" + Self.name(range)
     }
+
+    /// The name of the file that holds `range` here.
+    static func name(_ range: PreloadPlan.SealedRange) -> String {
+        "\(range.object.hex).\(range.offset).\(range.length)"
+    }
+
+    /// The name of the file that keeps the plan whose gzip'd JSON has the SHA-256 `sha`.
+    static func planName(_ sha: String) -> String { "plan." + sha }
 
     func has(_ range: PreloadPlan.SealedRange) -> Bool {
         index.withLock { $0[range.object]?.contains { $0.offset == range.offset && $0.length == range.length } ?? false }
@@ -234,46 +242,84 @@ extension Syncer {
         var source: SealedSource
     }
 
-    /// Preloads `target` (a preload build): fetches its plan, then the ranges this install needs (its
-    /// bundles, from its current build) into `.patchsync/preload/`, each checked against the signed
-    /// hash of its stored bytes. When signed metadata has released the build's key(s), opens the
-    /// manifest and returns it to stage; nil while it is locked (``PreloadStatus`` in the state).
-    func preload(_ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
-                 report: inout SyncReport) async throws(PatchSyncError) -> Unlocked? {
-        guard let sha = target.file.hashes["sha256"], let info = target.info.preload else {
+    /// What a preload build needs in the store: its plan, its sealed manifest and, until the build is
+    /// staged or live with this install's bundles, the ranges of those bundles from the current build.
+    struct PreloadNeeds {
+        var plan: PreloadPlan
+        /// The SHA-256 of the plan's gzip'd JSON (its signed target).
+        var sha: String
+        /// The sealed manifest: the first of ``ranges``.
+        var manifest: PreloadPlan.SealedRange
+        var ranges: [PreloadPlan.SealedRange]
+        /// Whether the build is staged or live: only its manifest is needed then (a bundle added later
+        /// is fetched whole).
+        var staged: Bool
+
+        /// The names of the store's files they are, the plan's included.
+        var files: Set<String> { Set(ranges.map(PreloadStore.name)).union([PreloadStore.planName(sha)]) }
+    }
+
+    /// What preload `target` needs in the store, from its plan (kept in the store, else fetched) and the
+    /// install's state.
+    private func needs(_ target: ManifestTarget, context: SyncContext) async throws(PatchSyncError) -> PreloadNeeds {
+        guard let sha = target.file.hashes["sha256"] else {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
-        let origin = context.origin
-        let plan = try await loadPlan(target, sha: sha, origin: origin)
-        let store = PreloadStore(directory: install.preloadDirectory)
-        do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
+        let plan = try await loadPlan(target, sha: sha, origin: context.origin)
         let outline = Manifest(formatVersion: Manifest.formatVersion, buildId: try BuildID(plan.buildId),
                                channel: try Channel(plan.channel), sequence: target.info.sequence, chunking: .standard,
                                bundles: plan.bundles, files: [])
         let selection = context.config.selection(of: outline)
-        let wanted = Set(selection.wanted), all = BundleSelection(outline, chosen: nil).wanted
+        let all = BundleSelection(outline, chosen: nil).wanted
         let recorded = try context.state.read()
-        let manifestRange = PreloadPlan.SealedRange(object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
-                                                    sha256: plan.manifest.sealed)
-        // Once the build is staged or live, only its manifest is needed (a bundle added later is fetched whole).
+        let manifest = PreloadPlan.SealedRange(object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
+                                               sha256: plan.manifest.sealed)
         let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.holds(sha, selection.wanted, all: all) == true }
-        let ranges = [manifestRange] + (staged ? [] : plan.ranges(for: wanted, from: recorded.currentIdentity?.buildId))
-        let manifestFile = String(store.path(manifestRange).dropFirst(store.directory.count + 1))
-        store.prune(keeping: Set(ranges.map { String(store.path($0).dropFirst(store.directory.count + 1)) } + ["plan." + sha]))
+        let ranges = [manifest] + (staged ? [] : plan.ranges(for: Set(selection.wanted), from: recorded.currentIdentity?.buildId))
+        return PreloadNeeds(plan: plan, sha: sha, manifest: manifest, ranges: ranges, staged: staged)
+    }
+
+    /// The store's files that preload `target` needs, for the prunes of another build's steps to keep
+    /// (``SyncContext/preloadKeep``). When its plan cannot be read now, every file the store holds:
+    /// nothing is deleted, and the preload's own step reports why.
+    func preloadFiles(of target: ManifestTarget, context: SyncContext) async -> Set<String> {
+        do { return try await needs(target, context: context).files } catch {
+            Self.preloadLogger.notice("keeping every preloaded file: the plan of \(target.info.buildId) cannot be read: \(error)")
+            return Set((try? FileSystem.list(install.preloadDirectory)) ?? [])
+        }
+    }
+
+    /// Preloads `target` (a preload build): fetches its plan, then the ranges this install needs (its
+    /// bundles, from its current build) into `.patchsync/preload/`, each checked against the signed
+    /// hash of its stored bytes. When signed metadata has released the build's key(s), opens the
+    /// manifest and returns it to stage; nil while it is locked (``PreloadStatus`` in the state).
+    /// The store keeps what this preload needs and ``SyncContext/preloadKeep``; the rest goes (an older
+    /// preload's ranges, a staged build's).
+    func preload(_ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
+                 report: inout SyncReport) async throws(PatchSyncError) -> Unlocked? {
+        guard let info = target.info.preload else {
+            throw PatchSyncError(.refusedData, "target \(target.path) is no preload plan")
+        }
+        let origin = context.origin
+        let needs = try await self.needs(target, context: context)
+        let (plan, sha, manifestRange, ranges, staged) = (needs.plan, needs.sha, needs.manifest, needs.ranges, needs.staged)
+        let store = PreloadStore(directory: install.preloadDirectory)
+        do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
+        store.prune(keeping: needs.files.union(context.preloadKeep))
         // Released when signed metadata lists every key the build needs (the releases role, online key).
         let keyTargets = try await self.keyTargets(plan, trusted: trusted, origin: origin)
         let released = keyTargets.count == plan.keys.count
         var status = PreloadStatus(buildId: plan.buildId, channel: plan.channel, releaseAt: info.releaseAt,
                                    bytes: ranges.reduce(0) { $0 + $1.length },
                                    bytesDone: ranges.filter(store.has).reduce(0) { $0 + $1.length }, released: released)
-        try context.state.update { $0.preload = staged ? nil : status }
+        try context.state.update { $0.recordPreload(staged ? nil : status) }
         let missing = ranges.filter { !store.has($0) }
         if !missing.isEmpty {
             context.onEvent(.phase("preloading build \(plan.buildId): \(missing.count) ranges, "
                                    + "\(ByteCount.format(missing.reduce(0) { $0 + $1.length })) (sealed until its release)"))
             try await fetch(missing, store: store, status: status, context: context)
             status.bytesDone = status.bytes
-            try context.state.update { $0.preload = staged ? nil : status }
+            try context.state.update { $0.recordPreload(staged ? nil : status) }
         }
         if !staged {
             report.preload = status
@@ -306,15 +352,16 @@ extension Syncer {
             throw PatchSyncError(.refusedData, "the manifest of \(plan.buildId) names sealed object \(object.sealed), which its "
                                  + "signed plan does not list or no released key opens")
         }
+        let keep = Set([PreloadStore.name(manifestRange), PreloadStore.planName(sha)]).union(context.preloadKeep)
         return Unlocked(manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
-                        source: SealedSource(store: store, keys: keys, sealed: sealed, keep: [manifestFile, "plan." + sha]))
+                        source: SealedSource(store: store, keys: keys, sealed: sealed, keep: keep))
     }
 
     /// The plan of preload target `target`, kept beside the ranges (a sync after the release then fetches
     /// only metadata and the key), checked against its signed hash and entry.
     private func loadPlan(_ target: ManifestTarget, sha: String, origin: Origin) async throws(PatchSyncError) -> PreloadPlan {
         let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
-        let planFile = install.preloadDirectory + "/plan." + sha
+        let planFile = install.preloadDirectory + "/" + PreloadStore.planName(sha)
         let planData: Data
         if let kept = try? FileSystem.read(planFile, limit: Int(target.file.length)), SHA256Hasher.hash(kept).hex == sha {
             planData = kept
@@ -333,7 +380,8 @@ extension Syncer {
     }
 
     /// Where the sealed objects of an installed build that was a preload come from (a repair fetches
-    /// some of them again): its released keys, through signed metadata; nil for a build with none.
+    /// some of them again): its released keys, through signed metadata; nil for a build with none. What
+    /// the preload the install records as pending needs is kept when the repair prunes the store.
     func sealedSource(for manifest: Manifest, context: SyncContext) async throws(PatchSyncError) -> SealedSource? {
         guard let objects = manifest.sealed, !objects.isEmpty else { return nil }
         let origin = context.origin
@@ -352,10 +400,23 @@ extension Syncer {
             }
             keys[build] = try await releasedKey(build, file, plan: plan, origin: origin)
         }
+        var keep: Set<String> = [PreloadStore.planName(sha)]
+        if let pending = try pendingPreload(trusted: trusted, state: context.state, besides: manifest.buildId.value) {
+            keep.formUnion(await preloadFiles(of: pending, context: context))
+        }
         let store = PreloadStore(directory: install.preloadDirectory)
         do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
         return SealedSource(store: store, keys: keys, sealed: Dictionary(objects.map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a }),
-                            keep: ["plan." + sha])
+                            keep: keep)
+    }
+
+    /// The target of the preload that `state` records (fetched ahead of its release, not staged), when it
+    /// is not `build` and signed metadata still lists it.
+    private func pendingPreload(trusted: TrustedMetadata, state: StateStore,
+                                besides build: String) throws(PatchSyncError) -> ManifestTarget? {
+        guard let status = try state.read().preload, status.buildId != build else { return nil }
+        return ManifestTarget.all(in: trusted.targets.signed, channel: try Channel(status.channel))
+            .first { $0.info.buildId == status.buildId && $0.info.preload != nil }
     }
 
     /// The signed targets of the released keys of `plan`'s builds that the releases role lists (those
@@ -402,7 +463,7 @@ extension Syncer {
             }
             var updated = status
             updated.bytesDone = done.add(range.length)
-            try context.state.update { $0.preload = updated }
+            try context.state.update { $0.recordPreload(updated) }
         }
     }
 }

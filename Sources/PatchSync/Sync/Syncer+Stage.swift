@@ -26,7 +26,7 @@ extension Syncer {
         (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
         let routes = InstallStatus.Routes(buildId: id, linked: plan.links.count, delta: deltas.files,
                                           chunks: plan.assembled.count - deltas.files)
-        try context.state.update { $0.routes = routes }
+        try context.state.update { $0.recordRoutes(routes) }
         if deltas.chunks > 0 {  // what is left after the deltas: chunks only
             try files.flush()
             plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: try staged.recorded(manifest))

@@ -69,20 +69,29 @@ public struct Syncer: Sendable {
     private func runAdmitted(config: InstallConfig, state: StateStore,
                              onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
+        try install.dropTamperedReady(state)
         let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
-        let context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
+        var context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
                                   onEvent: onEvent)
         let (newest, trusted) = try await check(context)
         // A preload not released yet never hides the build that is live now: that one is staged (a fresh
         // install, a player behind), and the preload is fetched beside it.
-        let (chosen, pending) = try await choose(newest, trusted: trusted, origin: context.origin)
+        let channel = try await channelBuilds(trusted, channel: config.channel, origin: context.origin)
+        let decided = try LiveDecision.choose(channel.map(\.build), state: try state.read())
+        let target = { (build: ChannelBuild?) in channel.first { $0.build == build }?.target }
+        let (chosen, pending) = (target(decided.stage), target(decided.preload))
+        // When the build staged is a preload too (the older one, released), the preload store serves two
+        // builds: the prunes of each one's steps keep what the other needs.
+        let twoPreloads = chosen?.info.preload != nil && pending != nil
         var report: SyncReport
         if let chosen {
+            if twoPreloads, let pending { context.preloadKeep = await preloadFiles(of: pending, context: context) }
             report = try await stage(chosen, trusted: trusted, context: context, keepPreload: pending != nil)
         } else {
             report = SyncReport(outcome: .upToDate, buildId: newest.info.buildId, sequence: newest.info.sequence)
         }
         if let pending {
+            if twoPreloads, let chosen { context.preloadKeep = await preloadFiles(of: chosen, context: context) }
             let outcome = report.outcome
             _ = try await preload(pending, trusted: trusted, context: context, report: &report)
             if chosen != nil && outcome != .upToDate { report.outcome = outcome }
@@ -91,23 +100,18 @@ public struct Syncer: Sendable {
         return report
     }
 
-    /// The build to stage and the preload to fetch beside it: the newest build, unless it is a preload
-    /// whose key signed metadata has not released; then the newest build before it that is not such a
-    /// preload (nil when there is none) and that preload.
-    private func choose(_ newest: ManifestTarget, trusted: TrustedMetadata,
-                        origin: Origin) async throws(PatchSyncError) -> (ManifestTarget?, ManifestTarget?) {
+    /// The channel's builds as the decision reads them, each preload with whether signed metadata has
+    /// released its key, and the targets they come from.
+    private func channelBuilds(_ trusted: TrustedMetadata, channel: String, origin: Origin) async throws(PatchSyncError)
+        -> [(build: ChannelBuild, target: ManifestTarget)] {
         let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
-        func locked(_ target: ManifestTarget) async throws(PatchSyncError) -> Bool {
-            guard target.info.preload != nil else { return false }
-            return try await client.findTarget(Releases.keyTarget(channel: target.info.channel, build: target.info.buildId),
-                                               in: trusted) == nil
+        var builds: [(ChannelBuild, ManifestTarget)] = []
+        for target in ManifestTarget.all(in: trusted.targets.signed, channel: try Channel(channel)) {
+            let released = target.info.preload == nil ? false : try await client.findTarget(
+                Releases.keyTarget(channel: target.info.channel, build: target.info.buildId), in: trusted) != nil
+            builds.append((try ChannelBuild(target, released: released), target))
         }
-        guard try await locked(newest) else { return (newest, nil) }
-        for target in ManifestTarget.all(in: trusted.targets.signed, channel: try Channel(newest.info.channel))
-        where target.info.sequence < newest.info.sequence {
-            if try await !locked(target) { return (target, newest) }
-        }
-        return (nil, newest)
+        return builds
     }
 
     /// Stages `target` (the channel's build to install): its manifest, then one deployment per step.
@@ -121,8 +125,9 @@ public struct Syncer: Sendable {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
         let recorded = try state.read()
+        let build = try ChannelBuild(target, released: target.info.preload != nil)
         let local = target.info.preload == nil ? localManifest(sha, recorded) : nil
-        if local == nil, target.info.buildId == recorded.heldBack, recorded.currentIdentity?.manifest != sha {
+        if local == nil, LiveDecision.isHeldBack(build, state: recorded) {
             try state.update { $0.abandonStaging() }
             report.outcome = .heldBack
             return report
@@ -138,7 +143,7 @@ public struct Syncer: Sendable {
             context.sealed = unlocked.source
         } else {
             if !keepPreload, recorded.preload != nil || FileSystem.exists(install.preloadDirectory) {  // a preload no longer offered
-                try state.update { $0.preload = nil }
+                try state.update { $0.recordPreload(nil) }
                 try? FileSystem.removeTree(install.preloadDirectory)
             }
             if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
@@ -147,7 +152,7 @@ public struct Syncer: Sendable {
         let all = BundleSelection(manifest, chosen: nil).wanted
         report.bundles = selection.wanted
         report.droppedBundles = selection.dropped
-        try state.update { $0.newestManifest = sha }
+        try state.update { $0.recordNewest(sha) }
         var live = try liveTrees(state: state)
         let steps = selection.steps { bundle in
             live.holdsWhole(manifest.selecting([bundle]).files)
@@ -155,8 +160,8 @@ public struct Syncer: Sendable {
         var staged = false
         for (index, bundles) in steps.enumerated() {
             let step = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> SyncStep in
-                try SyncStep.decide(&s, target: target, bundles: bundles, all: all, later: Array(steps[(index + 1)...]),
-                                    inUse: install.deploymentFolderExists)
+                LiveDecision.step(&s, build: build, bundles: bundles, all: all, later: Array(steps[(index + 1)...]),
+                                  inUse: install.deploymentFolderExists)
             }
             switch step {
             case .heldBack:
@@ -200,21 +205,14 @@ public struct Syncer: Sendable {
         return nil
     }
 
-    /// The TUF workflow, then the channel's newest manifest target; refuses a build older than one
-    /// already seen on the channel (rollback).
+    /// The TUF workflow, then the channel's newest manifest target (``LiveDecision/choose(_:state:)``
+    /// refuses one older than a build the channel already showed).
     private func check(_ context: SyncContext) async throws(PatchSyncError) -> (ManifestTarget, TrustedMetadata) {
         let config = context.config
         context.onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
         let trusted = try await context.origin.refreshTrust(directory: install.metadataDirectory, now: now,
                                                             deadline: Date() + config.refreshDeadline)
-        let target = try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel))
-        let seen = try context.state.read().seenSequence[target.info.channel] ?? 0
-        guard target.info.sequence >= seen else {
-            throw PatchSyncError(.refusedData, "channel \(target.info.channel) offers build \(target.info.buildId) with sequence "
-                                 + "\(target.info.sequence), lower than \(seen) already seen (rollback)",
-                                 remedy: "the origin serves an old build; nothing was changed")
-        }
-        return (target, trusted)
+        return (try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel)), trusted)
     }
 
     /// Downloads (or rebuilds by delta) the manifest of `target`.
@@ -234,6 +232,10 @@ struct SyncContext: Sendable {
     let onEvent: @Sendable (SyncEvent) -> Void
     /// Set when staging an unlocked preload build: where its sealed objects come from.
     var sealed: SealedSource? = nil
+    /// Files of the preload store that another preload of this sync needs (the newer one, pending, while
+    /// the older one is released and staged; then the older one's plan and manifest): every prune of the
+    /// store keeps them.
+    var preloadKeep: Set<String> = []
 }
 
 /// What a sync does about the channel's newest build, decided on the install state in one transaction.
@@ -248,46 +250,5 @@ enum SyncStep: Sendable {
         case .heldBack: return .heldBack
         case .stage: return .ready
         }
-    }
-
-    /// Up to date when the current deployment holds the target's manifest with `bundles`; already ready
-    /// when the ready one does; held back when it is the build rolled back from. Otherwise staging resumes
-    /// the recorded deployment when it holds the same manifest and bundles, or begins a new one under a
-    /// new name. Staging of another step (`later`) of the same build is kept for when its turn comes.
-    static func decide(_ state: inout InstallState, target: ManifestTarget, bundles: [String], all: [String],
-                       later: [[String]], inUse: (String) -> Bool) throws(PatchSyncError) -> SyncStep {
-        guard let sha = target.file.hashes["sha256"] else {
-            throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
-        }
-        let info = target.info
-        let settled: SyncStep? = if let current = state.current, state.currentIdentity?.holds(sha, bundles, all: all)
-            ?? (bundles == all && Deployment.buildID(of: current) == info.buildId) {
-            .upToDate
-        } else if state.ready?.holds(sha, bundles, all: all) == true {
-            .alreadyReady
-        } else if info.buildId == state.heldBack && state.currentIdentity?.manifest != sha {
-            .heldBack
-        } else {
-            nil
-        }
-        if let settled {
-            // A ready deployment of this build with another choice of bundles is not what the player wants now.
-            if case .upToDate = settled, later.isEmpty, let ready = state.ready, ready.manifest == sha, !ready.holds(sha, bundles, all: all) {
-                state.ready = nil
-            }
-            // Whatever was being staged is not wanted any more, unless a later step of this build stages it.
-            if !later.contains(where: { state.staging?.holds(sha, $0, all: all) == true }) { state.abandonStaging() }
-            return settled
-        }
-        var identity = DeploymentIdentity(name: "", buildId: info.buildId, channel: info.channel, manifest: sha)
-        identity.rollback = info.rollback
-        identity.bundles = bundles
-        if let staging = state.staging, staging.holds(sha, bundles, all: all), staging.channel == info.channel {
-            identity.name = staging.name
-        } else {
-            identity.name = state.newDeploymentName(for: info.buildId, inUse: inUse)
-        }
-        state.beginStaging(identity, sequence: info.sequence)
-        return .stage(identity)
     }
 }

@@ -56,7 +56,7 @@ struct StagingSafetyTests {
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + folder, withDestinationPath: outside)
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + file, withDestinationPath: victim)
         let identity = try stagingIdentity(fixture, build: "2")
-        try install.state().update { $0.staging = identity }
+        try install.state().update { $0.beginStaging(identity, sequence: 0) }
 
         let report = try await Syncer(install: install).run()
         #expect(report.outcome == .ready)
@@ -91,7 +91,7 @@ struct StagingSafetyTests {
                                                 withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + folder, withDestinationPath: outside)
         let identity = try stagingIdentity(fixture, build: "2")
-        try install.state().update { $0.staging = identity }
+        try install.state().update { $0.beginStaging(identity, sequence: 0) }
 
         let report = try await Syncer(install: install).run()
         #expect(report.outcome == .ready)

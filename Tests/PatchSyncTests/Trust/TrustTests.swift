@@ -131,7 +131,7 @@ struct TrustTests {
         let synced = try await Syncer(install: install).run()
         #expect(synced.buildId == "2")
         try FileManager.default.removeItem(atPath: install.stagedDirectory("2"))
-        try install.state().update { $0.ready = nil }
+        try install.state().update { if let ready = $0.ready { $0.dropReady(ready) } }
         try old.write(to: URL(fileURLWithPath: path))
         try await Self.expectRefused(install, mentioning: "rollback")
     }

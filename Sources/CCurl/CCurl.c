@@ -25,6 +25,7 @@ static struct {
     void (*easy_reset)(CURL *);
     struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
     void (*slist_free_all)(struct curl_slist *);
+    curl_version_info_data *(*version_info)(CURLversion);
 } curl;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -62,6 +63,7 @@ static void load(void) {
     BIND(easy_reset, "curl_easy_reset")
     BIND(slist_append, "curl_slist_append")
     BIND(slist_free_all, "curl_slist_free_all")
+    BIND(version_info, "curl_version_info")
     if (curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(load_error, sizeof load_error, "curl_global_init failed");
     }
@@ -81,6 +83,15 @@ CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
 }
 CURLcode ccurl_easy_setopt_string(CURL *handle, CURLoption option, const char *value) {
     return curl.easy_setopt(handle, option, value);
+}
+CURLcode ccurl_easy_set_protocols(CURL *handle, int redirects, const char *names, long bitmask) {
+    CURLcode code = curl.easy_setopt(handle, redirects ? CURLOPT_REDIR_PROTOCOLS_STR : CURLOPT_PROTOCOLS_STR, names);
+    if (code != CURLE_UNKNOWN_OPTION) return code;
+    // libcurl before 7.85.0: the bitmask options, deprecated since, are the ones it has.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return curl.easy_setopt(handle, redirects ? CURLOPT_REDIR_PROTOCOLS : CURLOPT_PROTOCOLS, bitmask);
+#pragma GCC diagnostic pop
 }
 CURLcode ccurl_easy_setopt_pointer(CURL *handle, CURLoption option, void *value) {
     return curl.easy_setopt(handle, option, value);
@@ -126,3 +137,6 @@ CURLcode ccurl_easy_perform(CURL *handle) { return curl.easy_perform(handle); }
 struct curl_slist *ccurl_slist_append(struct curl_slist *list, const char *value) { return curl.slist_append(list, value); }
 void ccurl_slist_free_all(struct curl_slist *list) { curl.slist_free_all(list); }
 void ccurl_easy_reset(CURL *handle) { curl.easy_reset(handle); }
+const curl_version_info_data *ccurl_version_info(void) {
+    return curl.version_info ? curl.version_info(CURLVERSION_NOW) : NULL;
+}

@@ -39,6 +39,22 @@ struct MirrorRetryTests {
                 "404 cools the mirror down for later requests: \(asked) of \(objectRequests) asked it")
     }
 
+    @Test("a preload range that the first mirror serves damaged is that mirror's failure: the second mirror serves it and the preload completes (it failed every sync with 65)")
+    func damagedRangeFailsOver() throws {
+        let day = try ReleaseDay(scale: 0.005)
+        defer { day.nginx.stop() }
+        #expect(try day.publish2(["--release-at", PreloadTests.releaseAt(86400)]).status == 0)
+        let damaged = try FaultOrigin(root: day.fixture.origin, fault: .flipped)
+        let install = try Install.open(at: day.root)
+        try TransferFaultTests.setRemotes(install, [damaged.url, day.nginx.url])
+        let result = try CLI.run(["sync", "--install", day.root, "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try lastJSON(result.stdout)["outcome"] as? String == "preloaded", "\(result.stdout)")
+        let preload = try #require(try install.status().preload)
+        #expect(preload.bytes > 0 && preload.bytesDone == preload.bytes)
+        #expect(damaged.objectRequests(status: 206) > 0, "the first mirror was asked, and served damaged ranges")
+    }
+
     @Test("when every mirror fails, exit 69 names each mirror and its last error")
     func allMirrorsFail() throws {
         let fixture = try Fixture.published(packs: false)

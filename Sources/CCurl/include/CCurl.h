@@ -26,6 +26,11 @@ int ccurl_load(char *error, size_t error_size);
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value);
 /// curl_easy_setopt with a string argument (libcurl copies it).
 CURLcode ccurl_easy_setopt_string(CURL *handle, CURLoption option, const char *value);
+/// Restricts the protocols a transfer (`redirects` 0) or its redirects (`redirects` 1) may use:
+/// CURLOPT_PROTOCOLS_STR / CURLOPT_REDIR_PROTOCOLS_STR with `names` ("http,https"), or on a libcurl
+/// older than 7.85.0, which does not know those, the older CURLOPT_PROTOCOLS / CURLOPT_REDIR_PROTOCOLS
+/// with the same protocols as the CURLPROTO_* `bitmask`. Returns what the option that took effect returned.
+CURLcode ccurl_easy_set_protocols(CURL *handle, int redirects, const char *names, long bitmask);
 /// curl_easy_setopt with a pointer argument (WRITEDATA, HEADERDATA, PRIVATE).
 CURLcode ccurl_easy_setopt_pointer(CURL *handle, CURLoption option, void *value);
 /// curl_easy_setopt with a data callback (WRITEFUNCTION, HEADERFUNCTION).
@@ -45,6 +50,10 @@ CURLcode ccurl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
 /// curl_easy_getinfo for a curl_off_t result (the *_TIME_T timings, in microseconds).
 CURLcode ccurl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 
+/// curl_version_info(CURLVERSION_NOW): the loaded libcurl's own version (`version_num`, 0x074b00 for
+/// 7.75.0, and the text `version`), which may be older than this header's: read those two fields only.
+/// NULL before ccurl_load() bound it.
+const curl_version_info_data *ccurl_version_info(void);
 /// curl_easy_init.
 CURL *ccurl_easy_init(void);
 /// curl_easy_pause (CURLPAUSE_CONT resumes a transfer whose write callback paused it).

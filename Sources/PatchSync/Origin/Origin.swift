@@ -130,8 +130,8 @@ final class Origin: MetadataSource, Sendable {
 
     /// Signed content fetched whole (a manifest, a manifest delta): each mirror's answer is checked
     /// against the signed length and SHA-256 inside the attempt, so a mirror that serves a stale or
-    /// damaged copy is passed over for the next, as one that fails is. Refused bytes from every
-    /// mirror end in 65, other failures in 69.
+    /// damaged copy is passed over for the next (``TransferFailure/damaged(_:)``), as one that fails
+    /// is. Refused bytes from every mirror end in 65, other failures in 69.
     func signed(_ path: String, length: Int64, sha256: String) async throws(PatchSyncError) -> Data {
         try await withRetries(path, absence: .unexpected) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Data> in
             let url = self.url(path, mirror: mirror)
@@ -139,8 +139,8 @@ final class Origin: MetadataSource, Sendable {
             case .success(let data) where data.count == length && SHA256Hasher.hash(data).hex == sha256:
                 return .done(data)
             case .success:
-                return .failed(.refused(PatchSyncError(.refusedData, "\(url) does not match the length and SHA-256 that "
-                                                       + "targets metadata signs")), progressed: false)
+                return .failed(.damaged("\(url) does not match the length and SHA-256 that targets metadata signs"),
+                               progressed: false)
             case .failure(let failure): return .failed(failure, progressed: false)
             }
         }
@@ -170,7 +170,7 @@ final class Origin: MetadataSource, Sendable {
         let list = failures.map { "\($0.0): \($0.1)" }.joined(separator: "; ")
         let refused = failures.contains {
             switch $0.1 {
-            case .refused, .tooLarge, .wrongRange: return true
+            case .refused, .damaged, .tooLarge, .wrongRange: return true
             default: return false
             }
         }

@@ -7,12 +7,17 @@ import Foundation
 ///
 /// The budget follows progress: a request is not given up for how often it alone failed. It ends when
 /// the sync's failures in a row with no progress between them reach the group's limit, when every
-/// mirror answered that it lacks the file (a non-retryable answer), or when the next attempt would
-/// start after the deadline. A retryable failure is retried at once on another mirror that is not
-/// cooling down, else after exponential backoff with full jitter on the first mirror in the group's
-/// order; a Retry-After from that mirror is honoured, up to ``maxRetryAfter``. The backoff grows with
-/// the request's failures in a row or the sync's streak, whichever is longer, so when every request in
-/// flight fails at once (a network outage) the last failures of the streak come seconds later, not at once.
+/// mirror answered that it lacks the file (a non-retryable answer) or served a damaged copy of it, or
+/// when the next attempt would start after the deadline. A retryable failure is retried at once on
+/// another mirror that is not cooling down, else after exponential backoff with full jitter on the first
+/// mirror in the group's order; a Retry-After from that mirror is honoured, up to ``maxRetryAfter``.
+/// The backoff grows with the request's failures in a row or the sync's streak, whichever is longer, so
+/// when every request in flight fails at once (a network outage) the last failures of the streak come
+/// seconds later, not at once.
+///
+/// A whole file that fails its hash (``TransferFailure/damaged(_:)``) is that mirror's failure, and the
+/// request does not ask that mirror for it again: a file is checked only once complete, so the parts it
+/// came in counted as progress, and asking the same mirror again could fetch it again and again.
 struct RetryPolicy: Sendable {
     /// What a mirror's non-retryable answer (404, 410, another 4xx) means for the request.
     enum Absence: Sendable {
@@ -51,6 +56,8 @@ struct RetryPolicy: Sendable {
     private var asked: Set<Int> = []
     /// Mirrors that answered non-retryably: not asked again.
     private var answered: Set<Int> = []
+    /// Mirrors that served a damaged copy of the whole file: not asked for it again.
+    private var damaged: Set<Int> = []
 
     init(absence: Absence = .unexpected, deadline: ContinuousClock.Instant? = nil, preferring preferred: Int? = nil) {
         self.absence = absence
@@ -81,6 +88,7 @@ struct RetryPolicy: Sendable {
         if progressed { self.progressed(&group) }
         record(failure, on: mirror)
         failuresInARow += 1
+        if case .damaged = failure { damaged.insert(mirror) }
         if failure.isRetryable {
             group.failed(mirror: mirror, now: now, countsInStreak: !progressed, with: failure)
         } else {
@@ -92,7 +100,8 @@ struct RetryPolicy: Sendable {
             }
         }
         guard !group.isExhausted else { return giveUp(group) }
-        let candidates = group.order(now: now, preferring: preferred).filter { !answered.contains($0) }
+        let candidates = group.order(now: now, preferring: preferred)
+            .filter { !answered.contains($0) && !damaged.contains($0) }
         guard let choice = candidates.first else { return giveUp(group) }
         if absence == .possible, !answered.isEmpty, candidates.allSatisfy({ writtenOff($0, group: group, now: now) }) {
             return .giveUp
@@ -149,12 +158,12 @@ struct RetryPolicy: Sendable {
 
 extension TransferFailure {
     /// Whether asking again may help: network failures, 5xx, 429 and 408, a wrong range or body,
-    /// bytes that failed verification. "Not found", other 4xx and a certificate that does not verify
-    /// are the mirror's answer; a local
+    /// bytes that failed verification (a damaged whole file on another mirror). "Not found", other 4xx
+    /// and a certificate that does not verify are the mirror's answer; a local
     /// failure (the sink could not write) is not the mirror's doing.
     var isRetryable: Bool {
         switch self {
-        case .network, .wrongRange, .tooLarge: return true
+        case .network, .wrongRange, .tooLarge, .damaged: return true
         case .httpStatus(let code, _): return code >= 500 || code == 429 || code == 408
         case .refused(let error): return error.code == .refusedData
         case .notFound, .cancelled, .untrusted: return false

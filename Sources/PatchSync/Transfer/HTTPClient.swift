@@ -99,15 +99,24 @@ private final class TransferLoop: @unchecked Sendable {
                                  remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
         }
         guard let multi = ccurl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
+        let options = [
+            (CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections),
+            (CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost),
+            // Keep every idle connection for reuse (the default cache shrinks with the handles in use).
+            (CURLMOPT_MAXCONNECTS, settings.maxConnections),
+        ]
+        for (option, value) in options {
+            let code = ccurl_multi_setopt_long(multi, option, value)
+            guard code == CURLM_OK else {
+                ccurl_multi_cleanup(multi)
+                throw PatchSyncError(.internal, "libcurl refused curl_multi_setopt option \(option.rawValue) (CURLMcode \(code.rawValue))")
+            }
+        }
         self.multi = multi
         self.settings = settings
         limiter = settings.maxBytesPerSecond.map {
             RateLimiter(bytesPerSecond: $0, yielding: settings.yieldToOtherTraffic)
         }
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections)
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost)
-        // Keep every idle connection for reuse (the default cache shrinks with the handles in use).
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxConnections)
     }
 
     deinit { ccurl_multi_cleanup(multi) }
@@ -169,7 +178,8 @@ private final class TransferLoop: @unchecked Sendable {
         }
     }
 
-    /// Creates and adds the easy handle of `box`; false when it could not start (already completed).
+    /// Creates and adds the easy handle of `box`; false when it could not start (already completed):
+    /// cancelled, or an option libcurl refused (``CurlOptions``), before anything was sent.
     private func start(_ box: TransferBox) -> Bool {
         if box.cancel.isSet {
             box.complete(.failure(.cancelled))
@@ -179,50 +189,56 @@ private final class TransferLoop: @unchecked Sendable {
             box.complete(.failure(.network("curl_easy_init failed")))
             return false
         }
-        configure(easy, for: box)
-        ccurl_multi_add_handle(multi, easy)
-        return true
-    }
-
-    private func configure(_ easy: UnsafeMutableRawPointer, for box: TransferBox) {
-        let opaque = Unmanaged.passRetained(box).toOpaque()  // released in finish(_:)
+        do throws(CurlOptionError) { try configure(easy, for: box) } catch {
+            ccurl_easy_cleanup(easy)
+            box.complete(.failure(.refused(error.libraryError().during("requesting \(box.request.url)"))))
+            return false
+        }
+        _ = Unmanaged.passRetained(box)  // the handle's reference (CURLOPT_PRIVATE), released in finish(_:)
         box.currentEasy = easy
         // The cap is for the network: libcurl cannot pause a file:// transfer ("Write callback asked for
         // PAUSE when not supported" failed the sync), and a local file costs no bandwidth.
         box.limiter = box.request.url.lowercased().hasPrefix("file:") ? nil : limiter
-        ccurl_easy_setopt_string(easy, CURLOPT_URL, box.request.url)
-        ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, opaque)
-        ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, box.errorBuffer)
-        ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, opaque)
-        ccurl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback)
-        ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, opaque)
-        ccurl_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, opaque)
-        ccurl_easy_setopt_xferinfo(easy, CURLOPT_XFERINFOFUNCTION, transferProgressCallback)
-        ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
-        ccurl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
+        ccurl_multi_add_handle(multi, easy)
+        return true
+    }
+
+    private func configure(_ easy: UnsafeMutableRawPointer, for box: TransferBox) throws(CurlOptionError) {
+        let options = CurlOptions(easy: easy)
+        let opaque = Unmanaged.passUnretained(box).toOpaque()  // retained by start(_:) once every option is set
+        try options.set(CURLOPT_URL, box.request.url)
+        try options.set(CURLOPT_PRIVATE, pointer: opaque)
+        try options.set(CURLOPT_ERRORBUFFER, pointer: box.errorBuffer)
+        try options.set(CURLOPT_WRITEDATA, pointer: opaque)
+        try options.set(CURLOPT_WRITEFUNCTION, callback: transferWriteCallback)
+        try options.set(CURLOPT_HEADERDATA, pointer: opaque)
+        try options.set(CURLOPT_XFERINFODATA, pointer: opaque)
+        try options.set(CURLOPT_XFERINFOFUNCTION, progress: transferProgressCallback)
+        try options.set(CURLOPT_NOPROGRESS, 0)
+        try options.set(CURLOPT_HEADERFUNCTION, callback: transferHeaderCallback)
         if let range = box.request.range {
-            ccurl_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound)")
+            try options.set(CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound)")
         }
-        ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
+        try options.allow([.http, .https, .file])
         // Redirects stay on http(s), and a request that started on https never continues over plain http.
         let https = box.request.url.lowercased().hasPrefix("https://")
-        ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https")
-        ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-        ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
-        ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
-        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
-        if let ca = settings.caFile { ccurl_easy_setopt_string(easy, CURLOPT_CAINFO, ca) }
-        ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT, settings.connectTimeoutSeconds)
-        ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
-        ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
+        try options.allow(https ? [.https] : [.http, .https], redirects: true)
+        try options.set(CURLOPT_FOLLOWLOCATION, 1)
+        try options.set(CURLOPT_MAXREDIRS, 5)
+        try options.set(CURLOPT_NOSIGNAL, 1)
+        try options.set(CURLOPT_SSL_VERIFYPEER, 1)
+        try options.set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let ca = settings.caFile { try options.set(CURLOPT_CAINFO, ca) }
+        try options.set(CURLOPT_CONNECTTIMEOUT, settings.connectTimeoutSeconds)
+        try options.set(CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
+        try options.set(CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
         // The caller's deadline (what is left of a metadata refresh), within the request's own.
         let timeout = min(box.request.timeout ?? .infinity, settings.deadline(forBytes: box.request.maxBytes))
-        ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
-        ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, settings.bufferSize)
-        ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
-        ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
-        ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, "PatchSync/0.1")
+        try options.set(CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
+        try options.set(CURLOPT_BUFFERSIZE, settings.bufferSize)
+        try options.set(CURLOPT_TCP_KEEPALIVE, 1)
+        try options.set(CURLOPT_PIPEWAIT, 1)
+        try options.set(CURLOPT_USERAGENT, "PatchSync/0.1")
     }
 
     /// Completes every finished transfer; returns how many there were.

@@ -41,6 +41,9 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
     case wrongRange(String)
     /// The sink refused the bytes (a hash mismatch, a local write error).
     case refused(PatchSyncError)
+    /// A whole file arrived and does not match its signed length or SHA-256 (as the text says): this
+    /// mirror's copy is damaged or stale. Its parts cannot be told apart, so none of them counts as kept.
+    case damaged(String)
     /// The caller's task was cancelled.
     case cancelled
 
@@ -48,7 +51,7 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
         switch self {
         case .notFound: return "not found"
         case .httpStatus(let code, _): return "HTTP status \(code)"
-        case .network(let text), .untrusted(let text): return text
+        case .network(let text), .untrusted(let text), .damaged(let text): return text
         case .tooLarge(let limit): return "response exceeds the \(limit) bytes allowed"
         case .wrongRange(let text): return "wrong range: \(text)"
         case .refused(let error): return error.description

@@ -4,6 +4,8 @@ import Foundation
 /// One connection to a bucket: a libcurl easy handle that signs each request with AWS SigV4
 /// (`CURLOPT_AWS_SIGV4`) and keeps its connection alive between requests.
 ///
+/// Each request runs under ``RetryPolicy``, the policy the downloads use (``withRetries(_:attempts:clock:_:)``).
+///
 /// Thread-safety: none; an uploader's worker owns one and uses it from its own thread only. Requests
 /// are blocking (`curl_easy_perform`): the upload's parallelism is its workers'.
 final class S3Connection {
@@ -15,16 +17,38 @@ final class S3Connection {
 
     private let bucket: S3Bucket
     private let easy: UnsafeMutableRawPointer
-    /// Attempts of one request before it fails (network errors, 5xx, 429), with backoff between them.
+    /// What the retries read the time and jitter from, and wait on.
+    private let clock: RetryClock
+    /// Failures in a row of one request (a failure to connect, a timeout, 5xx, 429, 408) after which it
+    /// fails: the failure streak of its ``RetryPolicy``, which waits its backoff between them.
     static let attempts = 5
 
-    init(_ bucket: S3Bucket) throws(PatchSyncError) {
+    /// Refuses, before any request, a libcurl that cannot sign with SigV4 (``requireSigV4(libcurl:version:)``).
+    /// `clock`: the time, jitter and wait of the retries (a test's, so that nothing sleeps).
+    init(_ bucket: S3Bucket, clock: RetryClock = .system) throws(PatchSyncError) {
         var error = [CChar](repeating: 0, count: 256)
-        guard ccurl_load(&error, error.count) == 0, let easy = ccurl_easy_init() else {
+        guard ccurl_load(&error, error.count) == 0 else {
             throw PatchSyncError(.internal, "libcurl could not be loaded", remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
         }
+        let loaded = LoadedCurl.release
+        try Self.requireSigV4(libcurl: loaded.number, version: loaded.text)
+        guard let easy = ccurl_easy_init() else { throw PatchSyncError(.internal, "curl_easy_init failed") }
         self.bucket = bucket
         self.easy = easy
+        self.clock = clock
+    }
+
+    /// The first libcurl release with CURLOPT_AWS_SIGV4, as libcurl numbers releases (7.75.0).
+    static let sigV4Release: UInt32 = 0x07_4B_00
+
+    /// Refuses a libcurl older than 7.75.0 (its number `number`, its text `version`) with 69: it does not
+    /// know CURLOPT_AWS_SIGV4, and would send every request unsigned, with the access key and secret as
+    /// HTTP Basic authorization.
+    static func requireSigV4(libcurl number: UInt32, version: String) throws(PatchSyncError) {
+        guard number >= sigV4Release else {
+            throw CurlOptionError(option: CURLOPT_AWS_SIGV4.rawValue, code: CURLE_UNKNOWN_OPTION.rawValue)
+                .libraryError(libcurl: version).during("signing S3 requests with AWS SigV4")
+        }
     }
 
     deinit { ccurl_easy_cleanup(easy) }
@@ -58,38 +82,30 @@ final class S3Connection {
         guard (200..<300).contains(response.status) || response.status == 404 else { throw refusal("deleting", path, response) }
     }
 
-    /// One request, retried after network errors, 5xx and 429 with exponential backoff and full jitter.
+    /// One request, retried as ``withRetries(_:attempts:clock:_:)`` decides: after a failure to connect
+    /// or a timeout, 5xx, 429 and 408. Anything thrown (an option libcurl refused, a local error) ends it
+    /// at once. Returns the last answer whatever its status: the caller refuses what it cannot use.
     private func send(_ method: String, _ path: String, headers: [String] = [], upload: String? = nil,
                       limit: Int = 64 << 10) throws(PatchSyncError) -> Response {
-        var last: PatchSyncError?
-        for attempt in 1...Self.attempts {
-            if attempt > 1 {
-                Thread.sleep(forTimeInterval: Double.random(in: 0...min(RetryPolicy.cap, RetryPolicy.base * pow(2, Double(attempt - 1)))))
-            }
-            do {
-                let response = try perform(method, path, headers: headers, upload: upload, limit: limit)
-                if response.status >= 500 || response.status == 429 {
-                    last = refusal(method == "PUT" ? "uploading" : "asking for", path, response)
-                    continue
-                }
-                return response
-            } catch where error.code == .originUnavailable {
-                last = error
-            }
+        try Self.withRetries("\(method) \(bucket.url(path))", clock: clock) { () throws(PatchSyncError) -> Attempt in
+            try perform(method, path, headers: headers, upload: upload, limit: limit)
         }
-        throw last ?? PatchSyncError(.internal, "no attempt was made for \(path)")
     }
 
+    /// One attempt: the store's answer, or the failure before one (for the policy to judge); throws
+    /// what retrying cannot help.
     private func perform(_ method: String, _ path: String, headers: [String], upload: String?,
-                         limit: Int) throws(PatchSyncError) -> Response {
+                         limit: Int) throws(PatchSyncError) -> Attempt {
         let exchange = S3Exchange(limit: limit)
-        var file: FileDescriptor?
+        var size: Int64?
         if let upload {
-            do { file = try FileDescriptor(path: upload, flags: O_RDONLY) } catch {
-                throw PatchSyncError.wrap(error).during("uploading \(upload)")
-            }
-            exchange.source = file
+            do {
+                let file = try FileDescriptor(path: upload, flags: O_RDONLY)
+                size = Int64(try file.status().st_size)
+                exchange.source = file
+            } catch { throw PatchSyncError.wrap(error).during("uploading \(upload)") }
         }
+        if method == "PUT" && size == nil { throw PatchSyncError(.internal, "a PUT without a file") }
         var list: UnsafeMutablePointer<curl_slist>?
         // Without it libcurl 7.88 signs an empty payload's hash, which S3 refuses; the body itself
         // is covered by TLS (and every object by its SHA-256 name).
@@ -100,44 +116,55 @@ final class S3Connection {
         let opaque = Unmanaged.passRetained(exchange).toOpaque()
         defer { Unmanaged<S3Exchange>.fromOpaque(opaque).release() }
         ccurl_easy_reset(easy)
-        ccurl_easy_setopt_string(easy, CURLOPT_URL, bucket.url(path))
-        ccurl_easy_setopt_string(easy, CURLOPT_AWS_SIGV4, "aws:amz:\(bucket.region):s3")
-        ccurl_easy_setopt_string(easy, CURLOPT_USERNAME, bucket.credentials.accessKeyId)
-        ccurl_easy_setopt_string(easy, CURLOPT_PASSWORD, bucket.credentials.secretAccessKey)
-        ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
-        ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, opaque)
-        ccurl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, s3WriteCallback)
-        ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
-        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
-        if let ca = bucket.caFile { ccurl_easy_setopt_string(easy, CURLOPT_CAINFO, ca) }
-        ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT, 30)
-        ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1024)
-        ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, 60)
-        ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, "PatchSync/0.1")
-        switch method {
-        case "PUT":
-            guard let file else { throw PatchSyncError(.internal, "a PUT without a file") }
-            let size: Int64
-            do { size = Int64(try file.status().st_size) } catch { throw PatchSyncError.wrap(error) }
-            ccurl_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
-            ccurl_easy_setopt_off_t(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(size))
-            ccurl_easy_setopt_pointer(easy, CURLOPT_READDATA, opaque)
-            ccurl_easy_setopt_callback(easy, CURLOPT_READFUNCTION, s3ReadCallback)
-        case "HEAD": ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
-        case "GET": break
-        default: ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
+        do throws(CurlOptionError) {
+            try configure(method, path, headers: list, exchange: opaque, uploading: size ?? 0)
+        } catch {
+            throw error.libraryError().during("\(method) \(bucket.url(path))")
         }
         let code = ccurl_easy_perform(easy)
         if let failure = exchange.failure { throw failure }
         guard code == CURLE_OK else {
-            throw PatchSyncError(.originUnavailable, "\(method) \(bucket.url(path)): \(String(cString: ccurl_easy_strerror(code)))",
-                                 remedy: "check --endpoint and the network; run the command again, it continues where it stopped")
+            let reason = ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"
+            let error = PatchSyncError(.originUnavailable, "\(method) \(bucket.url(path)): \(reason)",
+                                       remedy: "check --endpoint and the network; run the command again, it continues where it stopped")
+            return .failed(code == CURLE_PEER_FAILED_VERIFICATION ? .untrusted(reason) : .network(reason), error)
         }
         var status = 0
         ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-        return Response(status: status, body: exchange.body)
+        return .answered(Response(status: status, body: exchange.body))
+    }
+
+    /// Sets the request's options, SigV4 before the credentials: a libcurl that refuses one (too old for
+    /// CURLOPT_AWS_SIGV4, say) ends the request before it is sent (``CurlOptions``). A PUT sends `size` bytes.
+    private func configure(_ method: String, _ path: String, headers list: UnsafeMutablePointer<curl_slist>?,
+                           exchange opaque: UnsafeMutableRawPointer, uploading size: Int64) throws(CurlOptionError) {
+        let options = CurlOptions(easy: easy)
+        try options.set(CURLOPT_URL, bucket.url(path))
+        try options.set(CURLOPT_AWS_SIGV4, "aws:amz:\(bucket.region):s3")
+        try options.set(CURLOPT_USERNAME, bucket.credentials.accessKeyId)
+        try options.set(CURLOPT_PASSWORD, bucket.credentials.secretAccessKey)
+        try options.set(CURLOPT_HTTPHEADER, list: list)
+        try options.set(CURLOPT_WRITEDATA, pointer: opaque)
+        try options.set(CURLOPT_WRITEFUNCTION, callback: s3WriteCallback)
+        try options.allow([.http, .https])
+        try options.set(CURLOPT_NOSIGNAL, 1)
+        try options.set(CURLOPT_SSL_VERIFYPEER, 1)
+        try options.set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let ca = bucket.caFile { try options.set(CURLOPT_CAINFO, ca) }
+        try options.set(CURLOPT_CONNECTTIMEOUT, 30)
+        try options.set(CURLOPT_LOW_SPEED_LIMIT, 1024)
+        try options.set(CURLOPT_LOW_SPEED_TIME, 60)
+        try options.set(CURLOPT_USERAGENT, "PatchSync/0.1")
+        switch method {
+        case "PUT":
+            try options.set(CURLOPT_UPLOAD, 1)
+            try options.set(CURLOPT_INFILESIZE_LARGE, size: size)
+            try options.set(CURLOPT_READDATA, pointer: opaque)
+            try options.set(CURLOPT_READFUNCTION, callback: s3ReadCallback)
+        case "HEAD": try options.set(CURLOPT_NOBODY, 1)
+        case "GET": break
+        default: try options.set(CURLOPT_CUSTOMREQUEST, method)
+        }
     }
 
     /// The error for a response S3 refused, with the code and message of its XML error body.
@@ -156,7 +183,7 @@ final class S3Connection {
                                   + "~/.aws/credentials), --region, and that they may read, write and delete in s3://\(bucket.bucket) "
                                   + "(s3:GetObject, s3:PutObject, s3:DeleteObject, and s3:ListBucket, without which S3 answers "
                                   + "403 instead of 404 for a key it lacks)")
-        case 500..., 429:
+        case 500..., 429, 408:
             return PatchSyncError(.originUnavailable, detail, remedy: "the store failed; run the command again, it continues where it stopped")
         default:
             return PatchSyncError(.refusedData, detail, remedy: "check the bucket name, --endpoint and --region")

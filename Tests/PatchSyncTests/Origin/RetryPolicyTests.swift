@@ -137,6 +137,29 @@ struct RetryPolicyTests {
         #expect(request.failures.map { $0.mirror } == [0, 1, 2])
     }
 
+    @Test("a whole file that fails its hash is that mirror's failure: the next mirror is asked at once, the damaged one never again for that file, and when every mirror served it damaged the request ends in refused data (65)")
+    func damagedCopyMovesOn() {
+        var group = MirrorGroup(mirrors: 2)
+        var request = RetryPolicy()
+        var decision = request.start(group, now: t0)
+        decision = Self.fail(&request, decision, with: .damaged("does not match its signed SHA-256"), group: &group, at: t0)
+        #expect(decision == .attempt(mirror: 1, after: .zero))
+        #expect(group.streak == 1 && group.order(now: t0) == [1, 0], "it counts in the streak, and the mirror cools down")
+        decision = Self.fail(&request, decision, with: .network("reset"), group: &group, at: t0)
+        #expect(decision == .attempt(mirror: 1, after: RetryPolicy.backoff(2, random: 0.5)),
+                "the other mirror again, though both are cooling")
+        decision = Self.fail(&request, decision, with: .damaged("does not match its signed SHA-256"), group: &group, at: t0)
+        #expect(decision == .giveUp)
+        #expect(Origin.error(fetching: "objects/x", request.failures.map { ("m\($0.mirror)", $0.failure) }).code == .refusedData)
+
+        // One mirror, the file in parts (each one progress): the damaged copy is not fetched again and again.
+        var single = MirrorGroup(mirrors: 1)
+        var whole = RetryPolicy()
+        let first = whole.start(single, now: t0)
+        whole.progressed(&single)
+        #expect(Self.fail(&whole, first, with: .damaged("does not match its signed SHA-256"), group: &single, at: t0) == .giveUp)
+    }
+
     @Test("content that must exist is retried on a mirror that fails while another lacks it")
     func unexpectedAbsence() {
         var group = MirrorGroup(mirrors: 2)

@@ -155,7 +155,8 @@ public struct Pruner: Sendable {
     }
 
     /// Every file of objects/, targets/ and the snapshot and targets versions of metadata/ that is not
-    /// in `needed`, and what a killed publish left in objects/.incoming before the grace period.
+    /// in `needed`, and what a killed publish left in objects/.incoming and its subfolders before the
+    /// grace period (``staleTemporaries(in:)``).
     private func removals(keeping needed: Set<String>) throws(PatchSyncError) -> [Removal] {
         var found: [Removal] = []
         for (path, bytes) in try BuildContents.files(of: origin) where !needed.contains(path) {
@@ -167,16 +168,35 @@ public struct Pruner: Sendable {
                 found.append(Removal(path: path, kind: .metadata, bytes: bytes))
             }
         }
-        let incoming = origin + "/objects/.incoming"
+        let incoming = origin + "/" + Self.incomingFolder
         do {
-            for name in FileSystem.isDirectory(incoming) ? try FileSystem.list(incoming) : [] {
-                guard let st = try FileSystem.status(incoming + "/" + name), (st.st_mode & S_IFMT) == S_IFREG,
-                      Double(st.st_mtim.tv_sec) < options.now.timeIntervalSince1970 - options.grace else { continue }
-                found.append(Removal(path: "objects/.incoming/" + name, kind: .incoming, bytes: Int64(st.st_size)))
-            }
+            if FileSystem.isDirectory(incoming) { found += try staleTemporaries(in: Self.incomingFolder) }
         } catch { throw PatchSyncError.wrap(error).during("listing \(incoming)") }
         let order: [Removal.Kind] = [.incoming, .object, .manifest, .metadata]
         return found.sorted { (order.firstIndex(of: $0.kind) ?? 0, $0.path) < (order.firstIndex(of: $1.kind) ?? 0, $1.path) }
+    }
+
+    /// Where publishes write files before renaming them into place, relative to the origin.
+    static let incomingFolder = "objects/.incoming"
+
+    /// The temporary files a killed publish left in `folder` (relative to the origin) and its subfolders,
+    /// at any depth: ``ObjectWriter`` and ``PackWriter`` write in `objects/.incoming/0` to `15`, ``Sealer``
+    /// and delta packs in `objects/.incoming` itself. Only regular files last modified before the grace
+    /// period; links are not followed, and the folders stay. No publish writes there while prune runs:
+    /// it holds the origin's lock (``OriginLock``) from start to end, as every publish does.
+    private func staleTemporaries(in folder: String) throws(Errno) -> [Removal] {
+        let cutoff = options.now.timeIntervalSince1970 - options.grace
+        var found: [Removal] = []
+        for name in try FileSystem.list(origin + "/" + folder) {
+            let path = folder + "/" + name
+            guard let st = try FileSystem.status(origin + "/" + path) else { continue }
+            if (st.st_mode & S_IFMT) == S_IFDIR {
+                found += try staleTemporaries(in: path)
+            } else if (st.st_mode & S_IFMT) == S_IFREG, Double(st.st_mtim.tv_sec) < cutoff {
+                found.append(Removal(path: path, kind: .incoming, bytes: Int64(st.st_size)))
+            }
+        }
+        return found
     }
 
     /// Removes the folders under `path` that pruning left empty (manifests of a channel all gone).

@@ -48,7 +48,9 @@ let package = Package(
         .testTarget(name: "PatchSyncTests", dependencies: ["PatchSync", "PatchSyncTestSupport"]),
         .testTarget(
             name: "PatchSyncCLITests",
-            dependencies: ["PatchSync", "PatchSyncCLI", "PatchSyncTestSupport"]
+            dependencies: ["PatchSync", "PatchSyncCLI", "PatchSyncTestSupport",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            exclude: ["Snapshots"]
         ),
     ],
     swiftLanguageModes: [.v6]

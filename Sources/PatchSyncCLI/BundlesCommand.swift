@@ -34,49 +34,6 @@ struct BundlesCommand: AsyncParsableCommand {
             + "\(ByteCount.format(e.bytes).padding(toLength: 11, withPad: " ", startingAt: 0)) \(state)"
     }
 
-    struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "List the bundles of the newest build this install knows, with size, kind and state.",
-            discussion: "Example:\n  patchsync bundles list --install ~/Games/forest --json")
-
-        @OptionGroup var options: ClientOptions
-
-        func run() async throws {
-            let install = try Install.open(at: options.install)
-            guard let progress = try install.bundleProgress() else {
-                throw PatchSyncError(.usage, "\(install.root) knows no build yet", remedy: "run `patchsync sync --install \(install.root)` first")
-            }
-            let lines = ["build \(progress.buildId): " + ProgressReporter.describe(progress)] + progress.bundles.map(BundlesCommand.describe)
-            Output(json: options.json).result(progress, human: lines.joined(separator: "\n"))
-        }
-    }
-
-    struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Choose optional bundles to install; the next sync fetches only their content.",
-            discussion: "Example:\n  patchsync bundles add voices-fr hd-textures --install ~/Games/forest")
-
-        @Argument(help: "Optional bundle names.") var names: [String]
-        @OptionGroup var options: ClientOptions
-
-        func run() async throws {
-            try BundlesCommand.change(options, adding: names, removing: [])
-        }
-    }
-
-    struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Stop installing optional bundles; their files go at the apply after the next sync.",
-            discussion: "Example:\n  patchsync bundles remove hd-textures --install ~/Games/forest")
-
-        @Argument(help: "Optional bundle names.") var names: [String]
-        @OptionGroup var options: ClientOptions
-
-        func run() async throws {
-            try BundlesCommand.change(options, adding: [], removing: names)
-        }
-    }
-
     static func change(_ options: ClientOptions, adding: [String], removing: [String]) throws(PatchSyncError) {
         let install = try Install.open(at: options.install)
         let choice = try install.chooseBundles(adding: adding, removing: removing)

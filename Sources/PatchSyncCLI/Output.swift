@@ -48,6 +48,11 @@ struct Output: Sendable {
     }
 }
 
+/// Prints each warning as a `warning:` line on stderr (with or without --json: stdout stays the result).
+func warn(_ warnings: [String]) {
+    for line in warnings { FileHandle.standardError.write(Data("warning: \(line)\n".utf8)) }
+}
+
 /// Rates for --max-rate, beside the library's byte counts.
 extension ByteCount {
     /// Parses a rate such as 500K, 2M or 1.5G (binary multiples) or plain bytes per second.

@@ -49,6 +49,17 @@ struct DiffCLITests {
         #expect(try CLI.run(["diff", old, new, "--budget", "lots"]).status == 64)
     }
 
+    @Test("a budget beyond Int64 bytes is a usage error (64) naming it, not a crash, in total and per bundle",
+          arguments: ["1e30", "inf", "8388608T", "base=1e30"])
+    func budgetOutOfRange(spec: String) throws {
+        let fixture = try Fixture()
+        let old = try fixture.sampleBuild(1, scale: 0.002), new = try fixture.sampleBuild(2, scale: 0.002)
+        let result = try CLI.run(["diff", old, new, "--budget", spec])
+        #expect(result.status == 64, "\(spec): \(result.status) \(result.stderr)")
+        let size = spec.split(separator: "=").last.map(String.init) ?? spec
+        #expect(result.stderr.contains("'\(size)' is out of range"), "\(result.stderr)")
+    }
+
     @Test("an origin URL is verified from --root; an install is its current build; the numbers agree")
     func originAndInstall() throws {
         let fixture = try Fixture()

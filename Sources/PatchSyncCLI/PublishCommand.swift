@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+struct Publish: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Chunk, compress and publish a build folder into an origin.",
+        discussion: """
+            Writes only objects not already in the origin, then the manifest and new signed
+            metadata. Publishing the same build id with the same content again is a no-op.
+            For each of the channel's latest builds (--delta-sources, default 2) it also writes a
+            delta pack: players on those builds patch changed files from what they have, and
+            fetch chunks for the rest. New files up to --small-file KiB (default 4096) go into pack
+            objects of about --pack-size KiB (default 14336), so one request carries many files.
+            Modes, empty folders and symbolic links are published too; a link must resolve inside
+            the build (--dereference-external copies what an escaping or absolute one points to).
+
+            Example:
+              patchsync publish build/ --origin out/ --build-id 1.4.2+873 \\
+                --targets-key keys/targets.key --online-key keys/online.key
+
+            With --release-at, the build is a preload: its new objects, packs, deltas and its manifest
+            are sealed (AES-256-GCM) with a fresh content key, written to --content-keys (default:
+            content/ beside the targets key), never to the origin. Players download it ahead and play
+            it once `repo release` or the `repo refresh` cron job publishes the key.
+
+              patchsync publish build/ --origin out/ --build-id 1.5 --release-at 2026-12-01T17:00:00Z \\
+                --targets-key keys/targets.key --online-key keys/online.key
+            """)
+
+    @Argument(help: "The build folder.") var buildDirectory: String
+    @Option(help: "The origin folder (created with `repo init`).") var origin: String
+    @Option(help: "The build id, e.g. 1.4.2+873.") var buildId: String
+    @OptionGroup var signing: TargetsSigning
+    @Option(help: "The channel.") var channel: String = "live"
+    @Option(help: "A bundles file (JSON): bundle name, required, priority, path globs.") var bundles: String?
+    @Option(help: "How many of the channel's latest builds get a delta pack to this one (0: none).")
+    var deltaSources = 2
+    @Option(help: ArgumentHelp("The average chunk size in KiB, a power of two (min a quarter, max 4×).",
+                               valueName: "KiB")) var chunkSize: Int?
+    @Option(help: ArgumentHelp("New files up to this size go into pack objects (0: every file its own object).",
+                               valueName: "KiB")) var smallFile = PackWriter.defaultSmallFile >> 10
+    @Option(help: ArgumentHelp("The size at which a pack of small files is closed.", valueName: "KiB"))
+    var packSize = PackWriter.defaultTargetSize >> 10
+    @Option(help: "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed).")
+    var keepBuilds = Publisher.Options.defaultKeepBuilds
+    @Flag(help: "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build.")
+    var dereferenceExternal = false
+    @Option(help: ArgumentHelp("Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
+                               valueName: "time")) var releaseAt: String?
+    @Option(help: "The folder preload content keys go to (default: content/ beside the targets key).") var contentKeys: String?
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        guard smallFile >= 0, packSize >= 1 else {
+            throw PatchSyncError(.usage, "--small-file \(smallFile) and --pack-size \(packSize) must be 0 or more and 1 or more",
+                                 remedy: "give sizes in KiB, e.g. --small-file 128 --pack-size 4096")
+        }
+        let rules = try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
+            ?? BundleRules(bundles: [.base])
+        var options = Publisher.Options(buildDirectory: buildDirectory, origin: origin,
+                                        buildId: try BuildID(buildId), bundles: rules)
+        options.channel = try Channel(channel)
+        guard deltaSources >= 0 else {
+            throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
+        }
+        options.deltaSources = deltaSources
+        guard keepBuilds >= 1 else {
+            throw PatchSyncError(.usage, "--keep-builds \(keepBuilds) would list no build", remedy: "give 1 or more")
+        }
+        options.keepBuilds = keepBuilds
+        options.smallFileBytes = smallFile << 10
+        options.packSize = packSize << 10
+        options.dereferenceExternal = dereferenceExternal
+        if let chunkSize {
+            let average = chunkSize << 10
+            options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)
+        }
+        if let releaseAt {
+            guard let date = TUFDate.parse(releaseAt) else {
+                throw PatchSyncError(.usage, "--release-at '\(releaseAt)' is not a UTC time",
+                                     remedy: "write it as 2026-12-01T17:00:00Z")
+            }
+            options.preload = Publisher.Preload(releaseAt: date, contentKeys: contentKeys
+                                                ?? defaultContentKeys(beside: signing.targetsKey.first ?? "."))
+        }
+        let output = Output(json: json)
+        var last = ContinuousClock.now
+        let report = try Publisher(options: options, signers: try signing.signers()).run { done, total in
+            guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
+            last = ContinuousClock.now
+            output.event(ProgressEvent(event: "publish", message: "chunked and stored \(done) of \(total) files",
+                                       filesDone: done, filesTotal: total))
+        }
+        let human = report.alreadyPublished
+            ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"
+            : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
+                + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
+                + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
+                + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
+                + (report.preload.map { preload in
+                    "\npreload: sealed until \(TUFDate.format(preload.releaseAt)); content key in \(preload.keyFile) "
+                        + "(keep it private: `repo release` or `repo refresh` publishes it at the release)"
+                        + preload.routes.sorted { $0.key < $1.key }.map { "\n  players on \($0.key) preload \(ByteCount.format($0.value))" }.joined()
+                } ?? "")
+        warn(report.warnings)
+        output.result(report, human: human)
+    }
+}

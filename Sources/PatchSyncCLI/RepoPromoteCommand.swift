@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+struct RepoPromote: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "promote", abstract: "List a tested build of one channel as the newest of another (no re-chunking).",
+        discussion: """
+            Writes one manifest, the same files and objects with the new channel and sequence, and signs
+            new targets. Run again, it changes nothing.
+
+            Example:
+              patchsync repo promote 1.4.2+873 --from beta --to live --origin out/ \\
+                --targets-key keys/targets.key --online-key keys/online.key
+            """)
+
+    @Argument(help: "The build id to promote.") var buildId: String
+    @Option(help: "The channel that lists it.") var from: String
+    @Option(help: "The channel to list it on.") var to: String
+    @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var signing: TargetsSigning
+    @Option(help: "How many builds of each channel targets.json keeps listed.") var keepBuilds = Publisher.Options.defaultKeepBuilds
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        var release = Release(origin: origin, signers: try signing.signers())
+        release.keepBuilds = keepBuilds
+        let report = try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))
+        warn(report.warnings)
+        Output(json: json).result(report, human: report.alreadyCurrent
+            ? "build \(report.buildId) is already the newest on \(report.channel); nothing written"
+            : "build \(report.buildId) of \(from) is now the newest on \(report.channel) (sequence \(report.sequence)); "
+                + "players on \(report.channel) get it at their next sync")
+    }
+}

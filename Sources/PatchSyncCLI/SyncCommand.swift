@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+import PatchSync
+
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check, download and stage the newest build; never touches the live tree.",
+        discussion: """
+            Verifies the signed metadata, downloads only the chunks the install lacks,
+            verifies each, and stages a complete build that `apply` swaps in.
+            Re-running after an interruption fetches only what is not yet done.
+            SIGTERM or SIGINT stop it cleanly: the chunk writes in flight finish, progress is kept,
+            and it exits 75.
+
+            --discretionary is for schedulers (systemd timers, cron): idle CPU and I/O priority,
+            a bandwidth cap (config discretionaryMaxBytesPerSecond, default 8M) that yields to other
+            traffic, and exit 75 at once, without network traffic, while the game runs, on battery,
+            inside playHours, on a metered network or while backing off after such a deferral;
+            conditions are watched while it runs too.
+
+            Examples:
+              patchsync sync --install ~/Games/forest --json
+              patchsync sync --install ~/Games/forest --max-rate 2M
+              patchsync sync --install ~/Games/forest --discretionary --deadline 06:00
+            """)
+
+    @OptionGroup var options: ClientOptions
+    @Flag(help: "Print no progress, only the result.") var quiet = false
+    @Option(help: ArgumentHelp("One bandwidth cap for all downloads together, bytes per second (suffix K, M or G: "
+                               + "binary multiples); overrides the config's maxBytesPerSecond.", valueName: "rate"),
+            transform: ByteCount.parseRate)
+    var maxRate: Int?
+    @Flag(help: "Run as a background agent that players never notice (see above).") var discretionary = false
+    @Option(help: ArgumentHelp("Stop at this local time (the next one to come), progress kept; exit 75.",
+                               valueName: "HH:MM"))
+    var deadline: String?
+    @Option(name: .customLong("for"), help: ArgumentHelp("Stop after this long (90s, 30m, 2h), progress kept; exit 75.",
+                                                         valueName: "duration"))
+    var duration: String?
+
+    func run() async throws {
+        let output = Output(json: options.json)
+        var syncer = Syncer(install: try Install.open(at: options.install))
+        syncer.maxBytesPerSecond = maxRate
+        syncer.discretionary = discretionary
+        syncer.deadline = try stopTime(now: syncer.environment.now(), zone: syncer.environment.timeZone)
+        let stop = SyncStop()
+        syncer.stop = stop
+        let signals = SignalStop(stop)
+        defer { withExtendedLifetime(signals) {} }
+        let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
+        let report = try await syncer.run { progress.handle($0) }
+        progress.finish()
+        output.result(report, human: Self.describe(report))
+    }
+
+    /// The earlier of `--deadline` (its next occurrence) and now + `--for`.
+    func stopTime(now: Date, zone: TimeZone) throws(PatchSyncError) -> Date? {
+        var times: [Date] = []
+        if let duration { times.append(now + (try parseDuration(duration))) }
+        if let deadline {
+            guard let minutes = ClockTime.minutes(deadline) else {
+                throw PatchSyncError(.usage, "--deadline '\(deadline)' is not a local time", remedy: "write it as HH:MM, e.g. 06:00")
+            }
+            times.append(ClockTime.next(minutes: minutes, after: now, in: zone))
+        }
+        return times.min()
+    }
+
+    static func describe(_ r: SyncReport) -> String {
+        let why = r.rollback.map { "the publisher rolled the channel back from \($0.from) to \(r.buildId)"
+            + ($0.reason.map { ": \($0)" } ?? "") + "\n" } ?? ""
+        return why + describeOutcome(r)
+    }
+
+    static func describeOutcome(_ r: SyncReport) -> String {
+        switch r.outcome {
+        case .upToDate: return "build \(r.buildId) is installed and current; nothing to do"
+        case .alreadyReady: return "build \(r.buildId) is staged and ready; run `patchsync apply`"
+        case .heldBack: return "build \(r.buildId) was rolled back from; it stays out until a newer build is published"
+        case .preloaded:
+            return (r.preload?.summary ?? "build \(r.buildId) is preloaded")
+                + "\nit unlocks when the publisher releases it: a sync after that opens it (with one small request), "
+                + "and the launcher plays it at the next start; the current build stays until then"
+        case .ready:
+            return """
+                build \(r.buildId) is staged and ready (\(ByteCount.format(r.buildBytes))): \
+                \(r.filesLinked) files unchanged, \(r.filesAssembled) assembled (\(r.filesPatched) patched by deltas\
+                \(r.deltaFallbacks > 0 ? ", \(r.deltaFallbacks) refused deltas fetched as chunks" : "")) from \
+                \(r.chunksCopiedLocally) local and \(r.chunksFetched) fetched chunks; \
+                downloaded \(ByteCount.format(r.bytesReceived)) in \(r.requests) range requests
+                next: patchsync apply (or let the launcher do it at the next start)
+                """
+        }
+    }
+}

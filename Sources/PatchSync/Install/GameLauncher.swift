@@ -87,18 +87,25 @@ public struct GameLauncher: Sendable {
     }
 
     /// posix_spawnp of the game with `folder` (its build) as working directory; a bare command name is
-    /// searched in PATH as a shell would.
-    private static func spawn(_ executable: String, _ arguments: [String], in folder: String,
-                              environment: [String: String]) throws(PatchSyncError) -> pid_t {
-        let path = Self.path(of: executable, in: folder)
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    /// searched in PATH as a shell would. Where glibc lacks posix_spawn_file_actions_addchdir_np, `/bin/sh`
+    /// changes folder and execs the game.
+    static func spawn(_ executable: String, _ arguments: [String], in folder: String, environment: [String: String],
+                      throughShell: Bool = addChdir == nil) throws(PatchSyncError) -> pid_t {
+        var path = Self.path(of: executable, in: folder)
+        var argvStrings = [executable] + arguments
+        if throughShell {
+            // glibc before 2.29: a shell changes folder, then execs the game in its own place.
+            argvStrings = ["sh", "-c", "cd -- \"$1\" || exit 127; shift; exec \"$@\"", "sh", folder, path] + arguments
+            path = "/bin/sh"
+        }
+        let argv = argvStrings.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var actions = posix_spawn_file_actions_t()
         guard posix_spawn_file_actions_init(&actions) == 0 else { throw cannotStart(path, in: folder, ENOMEM) }
         defer { posix_spawn_file_actions_destroy(&actions) }
-        var status = ENOSYS
-        if let addChdir = Self.addChdir { status = addChdir(&actions, folder) }
+        var status: Int32 = 0
+        if !throughShell, let addChdir = Self.addChdir { status = addChdir(&actions, folder) }
         var pid: pid_t = 0
         if status == 0 { status = posix_spawnp(&pid, path, &actions, nil, argv, envp) }
         guard status == 0 else { throw cannotStart(path, in: folder, status) }
@@ -118,20 +125,20 @@ public struct GameLauncher: Sendable {
                        remedy: "check the command's path (a relative one is inside the build) and that it is executable")
     }
 
-    private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?,
+    typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?,
                                                  UnsafePointer<CChar>?) -> Int32
 
     /// glibc's posix_spawn_file_actions_addchdir_np (2.29): the child changes folder before it execs, so the
     /// launcher's own working directory (shared by its threads) never changes. Swift's Glibc module hides it
     /// behind _GNU_SOURCE; looked up once.
-    private static let addChdir: AddChdir? = {
+    static let addChdir: AddChdir? = {
         let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addchdir_np")
         guard let symbol else { return nil }
         return unsafeBitCast(symbol, to: AddChdir.self)
     }()
 
     /// waitpid(2) until the game ends; its exit status, or 128+N when signal N ended it.
-    private static func wait(for pid: pid_t, _ executable: String) throws(PatchSyncError) -> Int32 {
+    static func wait(for pid: pid_t, _ executable: String) throws(PatchSyncError) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 {
             guard errno == EINTR else { throw PatchSyncError.wrap(Errno(errno, "waiting for", executable)) }

@@ -22,6 +22,9 @@ extension Origin {
             have = 0
         }
         var fetched: Int64 = 0
+        // Who wrote the bytes held (-1: an earlier run). A copy that fails its hash is blamed on a mirror
+        // only when that mirror wrote all of it; a copy pieced together starts over instead, unblamed.
+        var writers: Set<Int> = have > 0 ? [-1] : []
         try await withRetries(path) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Void> in
             let url = self.url(path, mirror: mirror)
             // While yielding to other traffic, in parts of the request budget (as chunk ranges go).
@@ -31,10 +34,13 @@ extension Origin {
             let outcome = await client.fetch(request, into: sink)
             have += sink.written
             fetched += sink.written
+            if sink.written > 0 { writers.insert(mirror) }
             if let error = sink.error { throw error }
             if have == length {
                 if try Self.holds(output, sha256: sha256) { return .done(()) }
                 have = 0
+                defer { writers = [] }
+                if writers != [mirror] { return .more }  // pieced together: this mirror alone, from the start
                 let what = offset == 0 ? url : "bytes \(offset)-\(offset + length - 1) of \(url)"
                 return .failed(.damaged("\(what) does not match its signed SHA-256"), progressed: false)
             }
@@ -53,7 +59,7 @@ extension Origin {
     private static func openForResume(_ local: String, length: Int64) throws(PatchSyncError) -> FileDescriptor {
         do {
             try FileSystem.makeDirectory(FileSystem.parent(of: local))
-            let output = try FileDescriptor(path: local, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600)
+            let output = try FileDescriptor.ownFile(local, flags: O_WRONLY | O_CREAT | O_APPEND)
             if Int64(try output.status().st_size) > length { try output.truncate(to: 0) }
             return output
         } catch { throw PatchSyncError.wrap(error).during("downloading to \(local)") }

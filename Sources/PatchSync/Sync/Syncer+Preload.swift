@@ -212,7 +212,7 @@ struct SealedSource: Sendable {
         let layout = SealedLayout(units: object.units)
         do {
             try FileSystem.makeDirectory(FileSystem.parent(of: local))
-            let output = try FileDescriptor(path: local + ".open", flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            let output = try FileDescriptor.ownFile(local + ".open", flags: O_WRONLY | O_CREAT | O_TRUNC)
             let hasher = SHA256Hasher()
             for unit in object.units.indices {
                 let plain = try await open(object, unit: unit, layout: layout, origin: origin)

@@ -16,6 +16,21 @@ final class FileDescriptor: @unchecked Sendable {
         self.path = path
     }
 
+    /// Opens a file of the install's own (a download, a preload range) without following a link at its
+    /// name: a link planted there is removed, never written through, and the file is created anew. Anything
+    /// else that is not a regular file is refused.
+    static func ownFile(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
+        var file: FileDescriptor
+        do { file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW, mode: mode) } catch where error.code == ELOOP {
+            guard unlink(path) == 0 || errno == ENOENT else { throw Errno(errno, "removing the link at", path) }
+            file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_CREAT | O_EXCL, mode: mode)
+        }
+        var st = stat()
+        guard fstat(file.fd, &st) == 0 else { throw Errno(errno, "checking", path) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw Errno(EISDIR, "opening (not a regular file)", path) }
+        return file
+    }
+
     /// Owns `fd`, a descriptor opened elsewhere (an *at call).
     init(owning fd: Int32, path: String) {
         self.fd = fd

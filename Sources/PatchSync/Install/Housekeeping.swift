@@ -2,8 +2,8 @@ import Foundation
 
 /// Crash cleanup and collection as its own idempotent pass, so that nothing in an install grows
 /// without bound: builds retired to `trash/` are deleted, staging folders that are neither being
-/// staged nor ready go, `.patchsync/manifests/` keeps only the manifests of the current, previous,
-/// staging and ready deployments, `*.tmp-*` leftovers of a crash are removed, delta packs that the
+/// staged nor ready go, `.patchsync/manifests/` keeps only the manifests of the deployments
+/// ``InstallState/kept(buildsKept:)`` names, `*.tmp-*` leftovers of a crash are removed, delta packs that the
 /// staged build does not use are dropped, and the stat cache forgets deployments no longer kept.
 ///
 /// Emptying `trash/` never pulls a build from under a game: a build goes there only when an apply retires
@@ -64,8 +64,8 @@ struct Housekeeping: Sendable {
         for name in try Self.list(install.stagingDirectory) where !staged.contains(name) {
             try FileSystem.removeTree(install.stagedDirectory(name))
         }
-        let manifests = Set([s.current, s.previous, s.staging?.name, s.ready?.name].compactMap { $0 }
-            .flatMap { [$0 + ".json.gz", $0 + ".bundles"] })
+        let kept = s.kept(buildsKept: (try? install.config().buildsKept) ?? Int.max)
+        let manifests = Set(kept.flatMap { [$0 + ".json.gz", $0 + ".bundles"] })
         for name in try Self.list(install.manifestsDirectory) where !manifests.contains(name) && !Self.isTemporary(name) {
             try FileSystem.remove(install.manifestsDirectory + "/" + name)
         }

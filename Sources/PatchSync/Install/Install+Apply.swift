@@ -78,7 +78,7 @@ extension Install {
         }
         // Other deployments of the same manifest left the history (``InstallState/applied(_:)``): their
         // folders go now, so removing a bundle frees its space at this apply.
-        try retireOldBuilds(keeping: Set(after.history.suffix(try config().buildsKept) + [ready.name]))
+        try retireOldBuilds(keeping: after.kept(buildsKept: try config().buildsKept))
         recordLiveBundles()
         return ApplyReport(applied: true, current: ready.name, previous: previousDeployment(after))
     }

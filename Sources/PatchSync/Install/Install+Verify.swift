@@ -63,10 +63,10 @@ extension Install {
             }
         }
         if !refreshed.isEmpty { try state.saveStatCache(build: deployment, refreshed) }
-        if let manifest = try? Syncer(install: self).loadManifest(deployment) {
-            report.entriesChecked = (manifest.links?.count ?? 0) + (manifest.folders?.count ?? 0)
-            report.damaged += TreeEntries.check(manifest, in: directory)
-        }
+        // Links and empty folders are in the manifest only: without it they would go unchecked.
+        let manifest = try Syncer(install: self).loadManifest(deployment)
+        report.entriesChecked = (manifest.links?.count ?? 0) + (manifest.folders?.count ?? 0)
+        report.damaged += TreeEntries.check(manifest, in: directory)
         return report
     }
 

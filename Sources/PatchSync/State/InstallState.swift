@@ -177,8 +177,10 @@ extension InstallState {
     /// The identity of the current deployment, when recorded.
     var currentIdentity: DeploymentIdentity? { current.flatMap { deployed[$0] } }
 
-    /// Deployments whose folders and records must be kept.
-    var keptDeployments: Set<String> {
-        Set(history + [current, staging?.name, ready?.name].compactMap { $0 })
+    /// The one rule for what an install keeps: the last `buildsKept` deployments applied (rollback goes
+    /// back through them), the current one, and the ones being staged and ready. Their folders, manifests
+    /// and records stay; apply retires other builds and housekeeping deletes other manifests.
+    func kept(buildsKept: Int) -> Set<String> {
+        Set(history.suffix(buildsKept) + [current, staging?.name, ready?.name].compactMap { $0 })
     }
 }

@@ -42,7 +42,7 @@ struct RollbackTests {
         #expect(try install.status().heldBack == nil)
     }
 
-    @Test("with keepBuilds 3, two rollbacks in a row are possible")
+    @Test("with keepBuilds 3, two rollbacks in a row are possible, and the build rolled back to keeps its manifest: verify and repair work there")
     func keepMore() async throws {
         let fixture = try Fixture()
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote]) { $0.keepBuilds = 3 }
@@ -51,6 +51,16 @@ struct RollbackTests {
         _ = try install.rollback()
         _ = try install.rollback()
         #expect(try Self.version(install) == "build a")
+        // One keep rule: housekeeping kept build a's manifest as long as its folder (it deleted it at c's apply).
+        #expect(FileManager.default.fileExists(atPath: install.manifestPath(try #require(install.currentDeployment()))))
+        try FileManager.default.removeItem(atPath: install.root + "/current/version.txt")
+        try Data("damaged".utf8).write(to: URL(fileURLWithPath: install.root + "/current/version.txt"))
+        let report = try install.verify(full: true)
+        #expect(report.damaged.map(\.path) == ["version.txt"])
+        _ = try await Syncer(install: install).repair(report)
+        _ = try install.applyPendingUpdate()
+        #expect(try Self.version(install) == "build a")
+        #expect(try install.verify(full: true).damaged.isEmpty)
     }
 
     @Test("a crash between the flip and its record is reconciled from the symlink")

@@ -24,7 +24,7 @@ public enum CPULimit {
         }
         var loaded: [SHA256Digest: Data] = [:]
         for object in Set(list.map(\.1)) {
-            loaded[object] = try FileSystem.read(origin + "/" + ObjectID.path(object), limit: 1 << 40)
+            loaded[object] = try FileSystem.read(OriginLayout(root: origin).objectFile(object), limit: 1 << 40)
         }
         let (chunks, objects) = (list, loaded)
         let stored = chunks.reduce(Int64(0)) { $0 + Int64($1.0.objectLength) }

@@ -38,7 +38,7 @@ struct RepoInit: AsyncParsableCommand {
                                     online: online.publicKey),
             signers: Repository.Signers(root: roots, targets: targets, online: online), lifetimes: lifetimes)
         struct Result: Encodable { var origin: String; var root: String }
-        let root = repo.origin + "/metadata/root.json"
+        let root = OriginLayout(root: repo.origin).rootMetadataFile
         Output(json: json).result(Result(origin: repo.origin, root: root),
                                   human: "created a repository in \(repo.origin)\nship \(root) with the game")
     }

@@ -48,7 +48,7 @@ struct RepoRotateRoot: AsyncParsableCommand {
                                                                 online: newOnline ?? online),
                             lifetimes: lifetimes)
         struct Result: Encodable { var origin: String; var rootVersion: Int; var root: String }
-        let root = origin + "/metadata/root.json"
+        let root = OriginLayout(root: origin).rootMetadataFile
         Output(json: json).result(Result(origin: origin, rootVersion: repo.rootVersion, root: root),
                                   human: "signed root version \(repo.rootVersion) of \(origin)\n"
                                       + "clients move to it on their next sync; ship \(root) with new game builds")

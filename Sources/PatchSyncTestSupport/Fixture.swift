@@ -12,7 +12,7 @@ public final class Fixture: @unchecked Sendable {
     /// The keys a publish signs with.
     public var signers: Repository.Signers { Repository.Signers(targets: [targetsKey], online: onlineKey) }
     public var origin: String { directory + "/origin" }
-    public var rootMetadata: String { origin + "/metadata/root.json" }
+    public var rootMetadata: String { OriginLayout(root: origin).rootMetadataFile }
 
     public init(now: Date = Date()) throws {
         directory = NSTemporaryDirectory() + "patchsync-test-\(UUID().uuidString)"

@@ -56,6 +56,12 @@ enum ModelOp: CustomStringConvertible, Equatable {
     case rollback, bundlesAdd, bundlesRemove, repair
     case emptyStaging, deleteStaging, stagingFolderToLink, truncateLiveFile(pick: Int), chmodLiveFile(pick: Int)
     case deletePreviousBuild
+    /// One of the folders PatchSync rebuilds at will (staging, trash, delta packs, preload) replaced by a link to the canary.
+    case stateFolderToLink(pick: Int)
+    /// A link to the canary and a stray file planted in a staged folder.
+    case plantStray
+
+    static let stateFolders = ["staging", "trash", "deltas", "preload"]
 
     var description: String {
         switch self {
@@ -78,6 +84,8 @@ enum ModelOp: CustomStringConvertible, Equatable {
         case .truncateLiveFile(let pick): return "hand: truncate live file #\(pick)"
         case .chmodLiveFile(let pick): return "hand: chmod live file #\(pick)"
         case .deletePreviousBuild: return "hand: delete the previous build's folder"
+        case .stateFolderToLink(let pick): return "hand: replace .patchsync/\(ModelOp.stateFolders[pick % ModelOp.stateFolders.count]) by a link to the canary"
+        case .plantStray: return "hand: plant a link to the canary and a stray file in a staged folder"
         }
     }
 }
@@ -324,7 +332,7 @@ struct ModelRun {
             (2, { _ in .rollback }), (1, { _ in .bundlesAdd }), (1, { _ in .bundlesRemove }), (1, { _ in .repair }),
             (1, { _ in .emptyStaging }), (1, { _ in .deleteStaging }), (1, { _ in .stagingFolderToLink }),
             (1, { .truncateLiveFile(pick: Int($0.next() % 64)) }), (1, { .chmodLiveFile(pick: Int($0.next() % 64)) }),
-            (1, { _ in .deletePreviousBuild }),
+            (1, { _ in .deletePreviousBuild }), (1, { .stateFolderToLink(pick: Int($0.next() % 4)) }), (1, { _ in .plantStray }),
         ]
         let total = weighted.reduce(0) { $0 + $1.0 }
         var ops: [ModelOp] = [.publish]
@@ -509,6 +517,19 @@ struct ModelRun {
             }
             try FileManager.default.createSymbolicLink(atPath: folder + "/" + target, withDestinationPath: canary)
             model.stagingDamaged = true
+        case .stateFolderToLink(let pick):
+            let folder = install.root + "/.patchsync/" + ModelOp.stateFolders[pick % ModelOp.stateFolders.count]
+            if FileSystemProbe.isFolder(folder) { try FileManager.default.removeItem(atPath: folder) } else { unlink(folder) }
+            try FileManager.default.createSymbolicLink(atPath: folder, withDestinationPath: canary)
+            if folder.hasSuffix("/staging") { model.stagingDamaged = true }
+        case .plantStray:
+            guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first,
+                  FileSystemProbe.isFolder(stagingRoot + "/" + name) else { return nil }
+            let folder = stagingRoot + "/" + name
+            try? FileManager.default.removeItem(atPath: folder + "/stray-link")
+            try FileManager.default.createSymbolicLink(atPath: folder + "/stray-link", withDestinationPath: canary)
+            try Data("stray".utf8).write(to: URL(fileURLWithPath: folder + "/stray.txt"))
+            model.stagingDamaged = true
         case .truncateLiveFile(let pick), .chmodLiveFile(let pick):
             guard install.currentDeployment() != nil else { return nil }
             let files = try ModelTree.read(install.root + "/current").files.keys.filter { !$0.hasSuffix("VERSION") }.sorted()
@@ -516,11 +537,14 @@ struct ModelRun {
             let path = install.root + "/current/" + files[pick % files.count]
             if case .truncateLiveFile = op {
                 let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-                if size == 0 { try Data([1]).write(to: URL(fileURLWithPath: path)) } else { truncate(path, off_t(size / 2)) }
+                if size == 0 { try Data([1]).write(to: URL(fileURLWithPath: path)) } else if truncate(path, off_t(size / 2)) != 0 {
+                    return "the damage did not happen: truncate \(path): \(String(cString: strerror(errno)))"
+                }
             } else {
                 var st = stat()
-                lstat(path, &st)
-                chmod(path, (st.st_mode & 0o777) ^ 0o111)
+                guard lstat(path, &st) == 0, chmod(path, (st.st_mode & 0o777) ^ 0o111) == 0 else {
+                    return "the damage did not happen: chmod \(path): \(String(cString: strerror(errno)))"
+                }
             }
             model.damagedLiveFile()
         case .deletePreviousBuild:
@@ -553,6 +577,7 @@ struct ModelRun {
 
     /// The promises that hold after every step.
     private mutating func check(after op: ModelOp) throws -> String? {
+        if let broken = try checkRecords(after: op) { return broken }  // before verify, which drops a ready tree changed by hand
         let live = try liveDeployment()
         guard live == model.live else {
             return "the live tree is \(live.map(\.description) ?? "nothing"); the model has \(model.live.map(\.description) ?? "nothing")"
@@ -570,14 +595,15 @@ struct ModelRun {
                 return "verify --full exited \(verify.status) while the live tree \(differences.isEmpty ? "is intact" : "differs at \(differences.prefix(4))"): \(verify.stdout)"
             }
         }
-        return try checkRecords(after: op)
+        return nil
     }
 
     /// Disk use stays bounded and what the state records exists.
     private func checkRecords(after op: ModelOp) throws -> String? {
         let builds = (try? FileManager.default.contentsOfDirectory(atPath: install.root + "/builds")) ?? []
         if builds.count > 4 { return "builds/ holds \(builds.count) folders: \(builds.sorted())" }
-        let staged = (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? []
+        // A link planted in place of staging/ (by the last step) holds no staged folder of the install's.
+        let staged = FileSystemProbe.isFolder(stagingRoot) ? (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] : []
         if staged.count > 3 { return "staging/ holds \(staged.count) folders: \(staged.sorted())" }
         let status = try install.status()
         if status.current != install.currentDeployment() {
@@ -588,7 +614,8 @@ struct ModelRun {
         }
         // After a library command (not hand damage), a ready record names a tree that is there.
         let byHand: Bool = switch op {
-        case .publish, .emptyStaging, .deleteStaging, .stagingFolderToLink, .truncateLiveFile, .chmodLiveFile, .deletePreviousBuild: true
+        case .publish, .emptyStaging, .deleteStaging, .stagingFolderToLink, .truncateLiveFile, .chmodLiveFile, .deletePreviousBuild,
+             .stateFolderToLink, .plantStray: true
         default: false
         }
         if !byHand, let ready = status.ready, !FileSystemProbe.isFolder(stagingRoot + "/" + ready) {

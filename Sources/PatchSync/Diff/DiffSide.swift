@@ -28,7 +28,7 @@ public struct DiffSide: Sendable {
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://") {
             return try await fromOrigin(spec, root: root, channel: try Channel(channel), deltaSources: deltaSources)
         }
-        if FileSystem.exists(spec + "/.patchsync/config.json") {
+        if FileSystem.exists(InstallLayout(root: spec).configFile) {
             let install = try Install.open(at: spec)
             guard let current = install.currentDeployment() else {
                 throw PatchSyncError(.usage, "\(spec) has no build installed", remedy: "sync and apply it first")
@@ -64,15 +64,15 @@ public struct DiffSide: Sendable {
         defer { try? FileSystem.removeTree(metadata) }
         do {
             try FileSystem.writeAtomically(try FileSystem.read(root, limit: Int(TrustClient.maxRootBytes)),
-                                           to: metadata + "/root.json")
+                                           to: metadata + "/" + OriginLayout.rootName)
         } catch { throw PatchSyncError.wrap(error) }
         let origin = try Origin(mirrors: [parts[0]], client: try HTTPClient())
         let trusted = try await TrustClient(directory: metadata, source: origin, now: Date(), deadline: Date() + 120).refresh()
         let target = try ManifestTarget(in: trusted.targets.signed, channel: channel, build: parts.count > 1 ? parts[1] : nil)
         let (manifest, _) = try await origin.manifest(target)
         var side = DiffSide(manifest: manifest, name: "\(manifest.buildId) (\(parts[0]))", spec: spec)
-        let snapshotBytes = trusted.timestamp.signed.meta["snapshot.json"]?.length ?? 0
-        let targetsBytes = trusted.snapshot.signed.meta["targets.json"]?.length ?? 0
+        let snapshotBytes = trusted.timestamp.signed.meta[OriginLayout.snapshotName]?.length ?? 0
+        let targetsBytes = trusted.snapshot.signed.meta[OriginLayout.targetsName]?.length ?? 0
         side.signedMetadataBytes = Int64(try trusted.timestamp.serialized().count + snapshotBytes + targetsBytes)
         let sources = Publisher.deltaSourceTargets(trusted.targets.signed.targets, channel: channel.name, count: deltaSources)
         if let folder = localFolder(of: parts[0]), sources.contains(where: { $0.path == target.path }) {
@@ -84,7 +84,7 @@ public struct DiffSide: Sendable {
     /// The folder of a `file://` origin URL, when it holds objects.
     private static func localFolder(of url: String) -> String? {
         guard url.lowercased().hasPrefix("file://"), let path = URL(string: url)?.path,
-              FileSystem.isDirectory(path + "/objects") else { return nil }
+              FileSystem.isDirectory(OriginLayout(root: path).objectsFolder) else { return nil }
         return path
     }
 }

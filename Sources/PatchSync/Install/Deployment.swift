@@ -15,7 +15,7 @@ extension Install {
     /// The deployment `current` points at (the folder name in builds/), read from the symlink.
     public func currentDeployment() -> String? {
         guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: currentLink) else { return nil }
-        return (target as NSString).lastPathComponent
+        return InstallLayout.deployment(ofCurrentTarget: target)
     }
 
     /// The build id of the live tree.

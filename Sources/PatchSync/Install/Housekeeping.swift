@@ -16,26 +16,36 @@ import Foundation
 /// run it after the swap. What a sync works on (staging folders, manifests, delta packs, the stat
 /// cache) is touched only with the staging lock too, taken without waiting and with the state read
 /// after it; when a sync holds it, only `trash/` and dead writers' leftovers go.
+///
+/// Every deletion under `.patchsync/` is done here, each by a method named for what it deletes (the
+/// pass, ``removePreloadStore()``, ``forgetTrustedMetadata(_:in:)``); the names are ``InstallLayout``'s.
 struct Housekeeping: Sendable {
     let install: Install
     let state: StateStore
     /// The caller holds the staging lock (a sync): the pass does not take it.
     var stagingHeld = false
 
+    private var layout: InstallLayout { install.layout }
+
     /// Takes the live tree's lock without waiting and runs the pass; returns false when another
     /// process holds the lock (nothing was done).
+    /// Trash is emptied after the lock is given back: deleting a large retired build never keeps a
+    /// launcher's apply waiting (a build is in trash/ only once no game uses it, and only to be deleted).
     @discardableResult
     func runIfFree(keepPacks: Set<String>? = nil) throws(PatchSyncError) -> Bool {
-        guard let lock = try? install.lock(.live, for: "housekeeping") else { return false }
-        defer { withExtendedLifetime(lock) {} }
-        try run(keepPacks: keepPacks)
+        do {
+            guard let lock = try? install.lock(.live, for: "housekeeping") else { return false }
+            defer { withExtendedLifetime(lock) {} }
+            try run(keepPacks: keepPacks, emptyingTrash: false)
+        }
+        do { try emptyTrash() } catch { throw PatchSyncError.wrap(error).during("cleaning up \(layout.trashFolder)") }
         return true
     }
 
     /// The pass, for a caller that holds the live tree's lock. `keepPacks`: the delta packs (by
     /// object hash) the staged build uses; nil keeps them all while a build is being staged, and
     /// removes the packs' folder when none is.
-    func run(keepPacks: Set<String>? = nil) throws(PatchSyncError) {
+    func run(keepPacks: Set<String>? = nil, emptyingTrash: Bool = true) throws(PatchSyncError) {
         do {
             let staging = stagingHeld ? nil : try? install.lock(.staging, for: "housekeeping")
             if stagingHeld || staging != nil {
@@ -43,17 +53,49 @@ struct Housekeeping: Sendable {
             }
             withExtendedLifetime(staging) {}
             // Slow on a large retired build, so after the staging lock is given back.
-            for name in try Self.list(install.trashDirectory) {
-                try FileSystem.removeTree(install.trashDirectory + "/" + name)
-            }
-            for folder in [install.root, install.stateDirectory, install.metadataDirectory] {
-                for name in try Self.list(folder) where Self.isLeftover(name) {
-                    try FileSystem.removeTree(folder + "/" + name)
-                }
-            }
+            if emptyingTrash { try emptyTrash() }
+            try removeLeftovers()
         } catch let error as PatchSyncError {
             throw error
-        } catch { throw PatchSyncError.wrap(error).during("cleaning up \(install.stateDirectory)") }
+        } catch { throw PatchSyncError.wrap(error).during("cleaning up \(layout.stateFolder)") }
+    }
+
+    /// Deletes the builds that applies retired to `trash/`.
+    private func emptyTrash() throws(Errno) {
+        for name in try Self.list(layout.trashFolder) {
+            let path = layout.trashFolder + "/" + name
+            // Another process may be deleting the same folder: what is gone is no failure.
+            do { try FileSystem.removeTree(path) } catch where FileSystem.exists(path) { throw error } catch {}
+        }
+    }
+
+    /// Deletes the temporary files of writers that no longer run: in the install folder, `.patchsync/`
+    /// and the trusted metadata.
+    private func removeLeftovers() throws(Errno) {
+        for folder in [layout.root, layout.stateFolder, layout.metadataFolder] {
+            for name in try Self.list(folder) where Self.isLeftover(name) {
+                try FileSystem.removeTree(folder + "/" + name)
+            }
+        }
+    }
+
+    /// Deletes the preload store (`preload/`) whole: the preload it held is no longer offered. The caller
+    /// holds the staging lock (a sync).
+    func removePreloadStore() throws(Errno) {
+        try FileSystem.removeTree(layout.preloadFolder)
+    }
+
+    /// Deletes files `names` of the preload store at `directory` (ranges that failed authentication, or
+    /// that no preload and no staged build needs any more); one that is not there, or cannot be removed, is
+    /// left for the next pass.
+    static func removePreloadFiles(_ names: [String], in directory: String) {
+        for name in names { try? FileSystem.remove(directory + "/" + name) }
+    }
+
+    /// Deletes the trusted copies `names` from the trusted metadata folder `directory` (``TrustClient``'s
+    /// fast-forward recovery); a copy that is not there, or cannot be removed, is left.
+    static func forgetTrustedMetadata(_ names: [String], in directory: String) {
+        for name in names { try? FileSystem.remove(directory + "/" + name) }
     }
 
     /// Staging folders, manifests and delta packs no record needs, and the stat cache of builds
@@ -61,33 +103,31 @@ struct Housekeeping: Sendable {
     private func collectStaged(keepPacks: Set<String>?) throws {
         let s = try state.read()
         let staged = Set([s.staging?.name, s.ready?.name].compactMap { $0 })
-        for name in try Self.list(install.stagingDirectory) where !staged.contains(name) {
-            try FileSystem.removeTree(install.stagedDirectory(name))
+        for name in try Self.list(layout.stagingFolder) where !staged.contains(name) {
+            try FileSystem.removeTree(layout.staged(name))
         }
         let kept = s.kept(buildsKept: (try? install.config().buildsKept) ?? Int.max)
-        let manifests = Set(kept.flatMap { [$0 + ".json.gz", $0 + ".bundles"] })
-        for name in try Self.list(install.manifestsDirectory) where !manifests.contains(name) && !Self.isTemporary(name) {
-            try FileSystem.remove(install.manifestsDirectory + "/" + name)
+        let manifests = Set(kept.flatMap { InstallLayout.manifestNames(of: $0) })
+        for name in try Self.list(layout.manifestsFolder) where !manifests.contains(name) && !Self.isTemporary(name) {
+            try FileSystem.remove(layout.manifestsFolder + "/" + name)
         }
         if s.staging == nil && keepPacks == nil {
-            try FileSystem.removeTree(install.deltasDirectory)
+            try FileSystem.removeTree(layout.deltasFolder)
         } else if let keepPacks {
-            for name in try Self.list(install.deltasDirectory) where !keepPacks.contains(name) && !Self.isTemporary(name) {
-                try FileSystem.remove(install.deltasDirectory + "/" + name)
+            for name in try Self.list(layout.deltasFolder) where !keepPacks.contains(name) && !Self.isTemporary(name) {
+                try FileSystem.remove(layout.deltasFolder + "/" + name)
             }
         }
-        let present = (try? FileSystem.list(install.buildsDirectory)) ?? []
+        let present = (try? FileSystem.list(layout.buildsFolder)) ?? []
         try state.forgetBuilds(except: Set(present + [s.ready?.name].compactMap { $0 }))
     }
 
     /// A temporary file (`NAME.tmp-PID`) of any writer: removed only as a leftover (its writer dead).
-    static func isTemporary(_ name: String) -> Bool { name.range(of: ".tmp-") != nil }
+    static func isTemporary(_ name: String) -> Bool { InstallLayout.isTemporary(name) }
 
     /// A temporary file (`NAME.tmp-PID`) whose writer no longer runs.
     static func isLeftover(_ name: String) -> Bool {
-        guard let range = name.range(of: ".tmp-", options: .backwards), let pid = Int32(name[range.upperBound...]) else {
-            return false
-        }
+        guard let pid = InstallLayout.temporaryWriter(of: name) else { return false }
         return kill(pid, 0) != 0 && errno == ESRCH
     }
 

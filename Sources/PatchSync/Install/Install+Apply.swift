@@ -149,7 +149,7 @@ extension Install {
             let old = try FileSystem.list(buildsDirectory).filter { !keep.contains($0) }
             guard !old.isEmpty else { return }
             try FileSystem.makeDirectory(trashDirectory)
-            for name in old { try FileSystem.rename(buildDirectory(name), trashDirectory + "/\(name)-\(UInt32.random(in: 0...UInt32.max))") }
+            for name in old { try FileSystem.rename(buildDirectory(name), layout.trashed(name, tag: UInt32.random(in: 0...UInt32.max))) }
             try FileSystem.syncDirectory(buildsDirectory)
         } catch { throw PatchSyncError.wrap(error).during("retiring old builds") }
         CrashPoint.retired.reached()

@@ -56,7 +56,7 @@ extension Install {
     }
 
     /// `live-bundles.json` in the install: the live build and its bundles, for the game to read at run time.
-    public var liveBundlesPath: String { root + "/live-bundles.json" }
+    public var liveBundlesPath: String { layout.liveBundlesFile }
 
     /// Writes `live-bundles.json` when it does not already say what is live; returns the live bundles.
     @discardableResult

@@ -4,26 +4,33 @@ import Foundation
 /// builds in `builds/`, and the agent's state in `.patchsync/`.
 public struct Install: Sendable {
     public let root: String
+    /// Every path inside the install: the properties below are its names.
+    let layout: InstallLayout
 
-    var stateDirectory: String { root + "/.patchsync" }
-    public var configPath: String { stateDirectory + "/config.json" }
-    var metadataDirectory: String { stateDirectory + "/metadata" }
-    var manifestsDirectory: String { stateDirectory + "/manifests" }
-    var stagingDirectory: String { stateDirectory + "/staging" }
-    var databasePath: String { stateDirectory + "/state.db" }
-    var lockPath: String { stateDirectory + "/lock" }
-    var runningLockPath: String { stateDirectory + "/running.lock" }
-    var buildsDirectory: String { root + "/builds" }
-    var trashDirectory: String { stateDirectory + "/trash" }
+    init(root: String) {
+        self.root = root
+        layout = InstallLayout(root: root)
+    }
+
+    var stateDirectory: String { layout.stateFolder }
+    public var configPath: String { layout.configFile }
+    var metadataDirectory: String { layout.metadataFolder }
+    var manifestsDirectory: String { layout.manifestsFolder }
+    var stagingDirectory: String { layout.stagingFolder }
+    var databasePath: String { layout.databaseFile }
+    var lockPath: String { layout.liveLockFile }
+    var runningLockPath: String { layout.runningLockFile }
+    var buildsDirectory: String { layout.buildsFolder }
+    var trashDirectory: String { layout.trashFolder }
     /// Delta packs being downloaded or applied; removed once the build is staged.
-    var deltasDirectory: String { stateDirectory + "/deltas" }
+    var deltasDirectory: String { layout.deltasFolder }
     /// What a preload fetched before its build's release: ranges of its objects, as stored (sealed).
-    var preloadDirectory: String { stateDirectory + "/preload" }
-    var currentLink: String { root + "/current" }
+    var preloadDirectory: String { layout.preloadFolder }
+    var currentLink: String { layout.currentLink }
 
-    func buildDirectory(_ id: String) -> String { buildsDirectory + "/" + id }
-    func stagedDirectory(_ id: String) -> String { stagingDirectory + "/" + id }
-    func manifestPath(_ id: String) -> String { manifestsDirectory + "/" + id + ".json.gz" }
+    func buildDirectory(_ id: String) -> String { layout.build(id) }
+    func stagedDirectory(_ id: String) -> String { layout.staged(id) }
+    func manifestPath(_ id: String) -> String { layout.manifest(id) }
 
     /// Makes `root` an install that follows `config`, trusting the root metadata at `trustedRoot`.
     public static func create(at root: String, config: InstallConfig,
@@ -45,7 +52,7 @@ public struct Install: Sendable {
             for dir in [install.metadataDirectory, install.manifestsDirectory, install.stagingDirectory,
                         install.buildsDirectory] { try FileSystem.makeDirectory(dir) }
             install.securePrivateFolder()
-            try FileSystem.writeAtomically(rootData, to: install.metadataDirectory + "/root.json")
+            try FileSystem.writeAtomically(rootData, to: install.layout.trustedRootFile)
         } catch { throw PatchSyncError.wrap(error).during("creating install \(install.root)") }
         try install.saveConfig(config)
         _ = try StateStore(path: install.databasePath)
@@ -85,10 +92,10 @@ public struct Install: Sendable {
     /// Points `current` at `builds/<id>` in one step: a symlink under a temporary
     /// name, rename(2) over `current`, fsync of the install folder.
     func flipCurrent(to id: String) throws(PatchSyncError) {
-        let temp = root + "/.current.tmp-\(getpid())"
+        let temp = layout.currentTemporary(pid: getpid())
         do {
             try FileSystem.remove(temp)
-            if symlink("builds/" + id, temp) != 0 { throw Errno(errno, "creating symlink", temp) }
+            if symlink(InstallLayout.currentTarget(id), temp) != 0 { throw Errno(errno, "creating symlink", temp) }
             try FileSystem.rename(temp, currentLink)
             try FileSystem.syncDirectory(root)
         } catch { throw PatchSyncError.wrap(error).during("switching \(currentLink) to \(id)") }

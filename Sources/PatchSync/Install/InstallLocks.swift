@@ -14,8 +14,6 @@ import Foundation
 enum InstallLockKind: Sendable {
     case staging, live
 
-    var file: String { self == .staging ? "staging.lock" : "lock" }
-
     /// What the holder of the lock is doing, for the message of one that has to wait.
     var holder: String {
         self == .staging ? "another sync or repair is staging a build" : "another PatchSync process is changing the live build"
@@ -91,7 +89,37 @@ public final class RunningLock: Sendable {
 extension Install {
     /// Takes one of the install's exclusive locks, or fails as deferred when another process holds it.
     func lock(_ kind: InstallLockKind, for purpose: String) throws(PatchSyncError) -> InstallLock {
-        try InstallLock(path: stateDirectory + "/" + kind.file, kind: kind, purpose: purpose)
+        try refuseLinkedFolder(stateDirectory)
+        let lock = try InstallLock(path: layout.lockFile(kind), kind: kind, purpose: purpose)
+        try removePlantedLinks()
+        return lock
+    }
+
+    /// The folders PatchSync rebuilds at will (staging, trash, delta packs, preloaded ranges) are its own:
+    /// one replaced by a link (to the player's files, to another disk) is removed, never followed, and made
+    /// anew when needed, so no deletion or write there reaches outside the install. The folders it cannot
+    /// rebuild (builds, trusted metadata, the manifests of kept builds) are refused when linked. Called with
+    /// a lock held, before anything works there.
+    func removePlantedLinks() throws(PatchSyncError) {
+        for folder in [buildsDirectory, metadataDirectory, manifestsDirectory] { try refuseLinkedFolder(folder) }
+        for folder in [stagingDirectory, trashDirectory, deltasDirectory, preloadDirectory] {
+            var st = stat()
+            guard lstat(folder, &st) == 0, (st.st_mode & S_IFMT) != S_IFDIR else { continue }
+            guard unlink(folder) == 0 || errno == ENOENT else {
+                throw PatchSyncError.wrap(Errno(errno, "removing what stands in place of the folder", folder))
+            }
+        }
+    }
+
+    /// `.patchsync`, `builds/` and what cannot be fetched again hold the state and every kept build: a link
+    /// there is refused with what to do, never followed (an apply would move builds into it and
+    /// housekeeping delete there).
+    private func refuseLinkedFolder(_ folder: String) throws(PatchSyncError) {
+        var st = stat()
+        guard lstat(folder, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK else { return }
+        throw PatchSyncError(.localIO, "\(folder) is a symbolic link; PatchSync keeps its builds and state inside the install "
+                             + "and never works through a link there",
+                             remedy: "move the whole install folder instead (`patchsync` follows it), or replace the link by the folder it points to")
     }
 
     /// True while a game launched through PatchSync holds `running.lock` (or a swap is under way).

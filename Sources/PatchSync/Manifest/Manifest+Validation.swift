@@ -135,6 +135,6 @@ extension Manifest {
     var targetPath: String { Manifest.targetPath(channel: channel, buildId: buildId) }
 
     static func targetPath(channel: Channel, buildId: BuildID) -> String {
-        "manifests/\(channel)/\(buildId).json.gz"
+        OriginLayout.manifestTarget(channel: channel, buildId: buildId)
     }
 }

@@ -136,7 +136,7 @@ public struct PreloadPlan: Codable, Hashable, Sendable {
 
     /// The sealed manifest read from the origin folder and opened with `key` (publisher side).
     func openManifest(in origin: String, key: ContentKey) throws(PatchSyncError) -> Manifest {
-        let data = try FileSystem.read(origin + "/" + ObjectID.path(manifest.sealed), limit: Int(manifest.length) + 1)
+        let data = try FileSystem.read(OriginLayout(root: origin).objectFile(manifest.sealed), limit: Int(manifest.length) + 1)
         guard SHA256Hasher.hash(data) == manifest.sealed else {
             throw PatchSyncError(.refusedData, "the sealed manifest of \(buildId) in \(origin) does not match its signed hash")
         }
@@ -189,7 +189,7 @@ public struct PreloadInfo: Codable, Hashable, Sendable {
 /// without the targets key), at `releases/<channel>/<build>.key`.
 enum Releases {
     static let role = "releases"
-    static func keyTarget(channel: String, build: String) -> String { "releases/\(channel)/\(build).key" }
+    static func keyTarget(channel: String, build: String) -> String { OriginLayout.keyTarget(channel: channel, build: build) }
     /// A key file is a few hundred bytes; a client reads at most this much.
     static let maxKeyBytes: Int64 = 64 << 10
 }

@@ -37,7 +37,7 @@ final class ObjectPlacer: Sendable {
     private let batch: Int
 
     init(origin: String, batch: Int = 1024) {
-        folder = origin + "/objects"
+        folder = OriginLayout(root: origin).objectsFolder
         self.batch = max(1, batch)
         let thread = Thread { [self] in run() }
         thread.name = "patchsync-place"

@@ -35,14 +35,12 @@ struct ObjectWriter: Sendable {
     /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
     func write(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> Result {
         // Spread over 16 folders: threads creating files in one folder wait for its lock.
-        let random = UInt64.random(in: 0...UInt64.max)
-        let tempDir = origin + "/objects/.incoming/\(random % 16)"
-        let temp = tempDir + "/\(getpid())-\(random)"
+        let temp = OriginLayout(root: origin).incomingObject(UInt64.random(in: 0...UInt64.max))
         do {
             let input = try FileDescriptor(path: path, flags: O_RDONLY)
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var result = try store(input, into: output, knownHash: knownHash)
-            result.pending = Pending(temp: temp, final: origin + "/" + ObjectID.path(result.sha256))
+            result.pending = Pending(temp: temp, final: OriginLayout(root: origin).objectFile(result.sha256))
             return result
         } catch {
             try? FileSystem.remove(temp)
@@ -52,7 +50,8 @@ struct ObjectWriter: Sendable {
 
     /// Makes the folders that ``write(file:knownHash:)`` writes temporary files to; once per publish.
     static func prepare(origin: String) throws(Errno) {
-        for folder in 0..<16 { try FileSystem.makeDirectory(origin + "/objects/.incoming/\(folder)") }
+        let layout = OriginLayout(root: origin)
+        for folder in 0..<OriginLayout.incomingSpread { try FileSystem.makeDirectory(layout.incomingSubfolder(folder)) }
     }
 
     /// Whether deflating `bytes` may pay: false when fast deflate (level 1) of two samples (the start and

@@ -68,8 +68,7 @@ public final class PackWriter {
     func close() throws(PatchSyncError) {
         guard !buffer.isEmpty else { return }
         let hash = buffer.withUnsafeBytes { SHA256Hasher.hash($0) }
-        let random = UInt64.random(in: 0...UInt64.max)
-        let temp = origin + "/objects/.incoming/\(random % 16)/pack-\(getpid())-\(random)"
+        let temp = OriginLayout(root: origin).incomingPack(UInt64.random(in: 0...UInt64.max))
         do {
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             try output.write(buffer)
@@ -77,7 +76,7 @@ public final class PackWriter {
             try? FileSystem.remove(temp)
             throw PatchSyncError.wrap(error).during("writing a pack of small files")
         }
-        placer.add(ObjectWriter.Pending(temp: temp, final: origin + "/" + ObjectID.path(hash)))
+        placer.add(ObjectWriter.Pending(temp: temp, final: OriginLayout(root: origin).objectFile(hash)))
         for member in members {
             var entry = member.entry
             entry.object = hash

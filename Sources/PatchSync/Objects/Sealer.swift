@@ -12,9 +12,10 @@ struct Sealer: Sendable {
     /// the SHA-256 of the sealed bytes.
     func seal(file plain: String, object: SHA256Digest, units: [Int], into origin: String) throws(PatchSyncError) -> SealedObject {
         let layout = SealedLayout(units: units)
-        let temp = origin + "/objects/.incoming/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).sealed"
+        let folder = OriginLayout(root: origin)
+        let temp = folder.incomingSealed(UInt64.random(in: 0...UInt64.max))
         do {
-            try FileSystem.makeDirectory(origin + "/objects/.incoming")
+            try FileSystem.makeDirectory(folder.incomingFolder)
             let input = try FileDescriptor(path: plain, flags: O_RDONLY)
             guard try input.status().st_size == layout.plainLength else {
                 throw Errno(EINVAL, "sealing (its units do not cover it)", plain)
@@ -37,7 +38,7 @@ struct Sealer: Sendable {
             }
             try output.sync()
             let sha = hasher.finish()
-            try ObjectWriter.place(temp, as: origin + "/" + ObjectID.path(sha))
+            try ObjectWriter.place(temp, as: folder.objectFile(sha))
             return SealedObject(object: object, sealed: sha, length: position, keyBuild: build, units: units)
         } catch {
             try? FileSystem.remove(temp)

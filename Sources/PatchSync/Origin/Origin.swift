@@ -104,7 +104,7 @@ final class Origin: MetadataSource, Sendable {
     }()
 
     func metadata(_ name: String, maxBytes: Int64, timeout: TimeInterval?) async throws(PatchSyncError) -> Data? {
-        try await whole("metadata/" + name, maxBytes: maxBytes, timeout: timeout, escaped: true)
+        try await whole(OriginLayout.metadata(name), maxBytes: maxBytes, timeout: timeout, escaped: true)
     }
 
     /// A whole file of the origin, bounded; nil when the mirrors that answered all say it does not

@@ -6,8 +6,8 @@ import Foundation
 enum BuildContents {
     static func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<String> {
         guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256") }
-        var paths: Set<String> = ["targets/" + TargetNaming.consistentPath(path, sha256: hash)]
-        for delta in file.custom?.manifestDeltas ?? [] { paths.insert("objects/\(delta.object.prefix(2))/\(delta.object)") }
+        var paths: Set<String> = [OriginLayout.targetFile(path, sha256: hash)]
+        for delta in file.custom?.manifestDeltas ?? [] { paths.insert(OriginLayout.object(hex: delta.object)) }
         if file.custom?.preload != nil {  // its plan names every object it needs, sealed or shared
             let plan = try Repository.plan(in: origin, path, file)
             paths.insert(ObjectID.path(plan.manifest.sealed))
@@ -25,7 +25,7 @@ enum BuildContents {
     /// unlocking a preload build later reads them.
     static func releasedKeys(of repo: Repository) -> Set<String> {
         Set(repo.releasedKeys.compactMap { path, file in
-            file.hashes["sha256"].map { "targets/" + TargetNaming.consistentPath(path, sha256: $0) }
+            file.hashes["sha256"].map { OriginLayout.targetFile(path, sha256: $0) }
         })
     }
 
@@ -46,12 +46,13 @@ enum BuildContents {
     /// with their sizes; names starting with a dot (objects/.incoming) and unfinished writes (`*.tmp-PID`)
     /// are left out.
     static func files(of origin: String) throws(PatchSyncError) -> [(path: String, bytes: Int64)] {
+        let layout = OriginLayout(root: origin)
         var found: [(String, Int64)] = []
         func walk(_ folder: String) throws(Errno) {
-            guard let st = try FileSystem.status(origin + "/" + folder), (st.st_mode & S_IFMT) == S_IFDIR else { return }
-            for name in try FileSystem.list(origin + "/" + folder) where !name.hasPrefix(".") && !name.contains(".tmp-") {
+            guard let st = try FileSystem.status(layout.path(folder)), (st.st_mode & S_IFMT) == S_IFDIR else { return }
+            for name in try FileSystem.list(layout.path(folder)) where OriginLayout.isServed(name: name) {
                 let path = folder + "/" + name
-                guard let entry = try FileSystem.status(origin + "/" + path) else { continue }
+                guard let entry = try FileSystem.status(layout.path(path)) else { continue }
                 switch entry.st_mode & S_IFMT {
                 case S_IFDIR: try walk(path)
                 case S_IFREG: found.append((path, Int64(entry.st_size)))
@@ -59,7 +60,7 @@ enum BuildContents {
                 }
             }
         }
-        do { for folder in ["objects", "targets", "metadata"] { try walk(folder) } } catch {
+        do { for folder in OriginLayout.servedFolders { try walk(folder) } } catch {
             throw PatchSyncError.wrap(error).during("listing \(origin)")
         }
         return found

@@ -11,12 +11,12 @@ import Foundation
 /// one group both take it; its name starts with a dot, so `upload` never copies it.
 public final class OriginLock: Sendable {
     /// The lock file's name inside the origin folder.
-    public static let fileName = ".patchsync-origin.lock"
+    public static let fileName = OriginLayout.lockFileName
     private let file: FileDescriptor
 
     /// Takes the lock without waiting; a holder elsewhere makes it fail as deferred (exit 75).
     public init(origin: String, purpose: String) throws(PatchSyncError) {
-        let path = origin + "/" + Self.fileName
+        let path = OriginLayout(root: origin).lockFile
         do { file = try FileDescriptor(path: path, flags: O_RDONLY | O_CREAT | O_NOFOLLOW, mode: 0o664) } catch {
             throw PatchSyncError.wrap(error).during("locking \(origin) for \(purpose)")
         }

@@ -54,6 +54,8 @@ public struct Pruner: Sendable {
     /// Needed only when a channel lists more than `keep` builds: targets.json is signed again without them.
     public let signers: Repository.Signers?
 
+    private var layout: OriginLayout { OriginLayout(root: origin) }
+
     public init(origin: String, options: Options, signers: Repository.Signers? = nil) {
         self.origin = origin
         self.options = options
@@ -95,9 +97,11 @@ public struct Pruner: Sendable {
                 try need(path, file, into: &needed)
             }
         }
-        for version in live { needed.insert("metadata/\(version).targets.json") }
+        for version in live { needed.insert(OriginLayout.metadata(role: "targets", version: version)) }
         needed.formUnion(BuildContents.releasedKeys(of: repo))
-        for version in try liveVersions("snapshot", current: repo.snapshotVersion, servedFrom: options.served?.snapshot) { needed.insert("metadata/\(version).snapshot.json") }
+        for version in try liveVersions("snapshot", current: repo.snapshotVersion, servedFrom: options.served?.snapshot) {
+            needed.insert(OriginLayout.metadata(role: "snapshot", version: version))
+        }
         let listed = repo.targetFiles.values.compactMap(\.custom).map { "\($0.channel)/\($0.buildId)" }.sorted()
         var report = Report(origin: origin, dryRun: options.dryRun, listed: listed,
                             held: builds.subtracting(listed).sorted(), unlisted: unlisted,
@@ -106,11 +110,11 @@ public struct Pruner: Sendable {
         guard !options.dryRun, !report.removed.isEmpty else { return report }
         try removeRemote(repo, report.removed.filter { $0.kind != .incoming })
         for removal in report.removed {
-            do { try FileSystem.remove(origin + "/" + removal.path) } catch where error.code == ENOENT {} catch {
+            do { try FileSystem.remove(layout.path(removal.path)) } catch where error.code == ENOENT {} catch {
                 throw PatchSyncError.wrap(error).during("pruning \(origin)")
             }
         }
-        try removeEmptyFolders(origin + "/targets")
+        try removeEmptyFolders(layout.targetsFolder)
         withExtendedLifetime(repo) {}  // the origin's lock, held to the last removal
         return report
     }
@@ -132,7 +136,7 @@ public struct Pruner: Sendable {
                 live.append(version)
                 continue
             }
-            guard let next = try modified(origin + "/metadata/\(version + 1).\(role).json"), next >= since else { continue }
+            guard let next = try modified(layout.path(OriginLayout.metadata(role: role, version: version + 1))), next >= since else { continue }
             live.append(version)
         }
         return live
@@ -140,16 +144,13 @@ public struct Pruner: Sendable {
 
     /// The versions of `role` whose files the metadata folder holds.
     private func versions(_ role: String) throws(PatchSyncError) -> [Int] {
-        let suffix = "." + role + ".json"
         do {
-            return try FileSystem.list(origin + "/metadata").compactMap { name in
-                name.hasSuffix(suffix) ? Int(name.dropLast(suffix.count)) : nil
-            }
+            return try FileSystem.list(layout.metadataFolder).compactMap { OriginLayout.version(ofMetadataName: $0, role: role) }
         } catch { throw PatchSyncError.wrap(error) }
     }
 
     private static func targets(of origin: String, version: Int) throws(PatchSyncError) -> [String: TargetFile] {
-        let path = origin + "/metadata/\(version).targets.json"
+        let path = OriginLayout(root: origin).path(OriginLayout.metadata(role: "targets", version: version))
         let signed: Signed<TargetsMetadata> = try Signed(parsing: try FileSystem.read(path, limit: 64 << 20), name: path)
         return signed.signed.targets
     }
@@ -160,24 +161,21 @@ public struct Pruner: Sendable {
     private func removals(keeping needed: Set<String>) throws(PatchSyncError) -> [Removal] {
         var found: [Removal] = []
         for (path, bytes) in try BuildContents.files(of: origin) where !needed.contains(path) {
-            if path.hasPrefix("objects/") {
+            if OriginLayout.isObject(path) {
                 found.append(Removal(path: path, kind: .object, bytes: bytes))
-            } else if path.hasPrefix("targets/") {
+            } else if OriginLayout.isTarget(path) {
                 found.append(Removal(path: path, kind: .manifest, bytes: bytes))
-            } else if path.hasSuffix(".snapshot.json") || path.hasSuffix(".targets.json"), path.dropFirst(9).first?.isNumber == true {
+            } else if OriginLayout.isVersionedMetadata(path, role: "snapshot") || OriginLayout.isVersionedMetadata(path, role: "targets") {
                 found.append(Removal(path: path, kind: .metadata, bytes: bytes))
             }
         }
-        let incoming = origin + "/" + Self.incomingFolder
+        let incoming = layout.incomingFolder
         do {
-            if FileSystem.isDirectory(incoming) { found += try staleTemporaries(in: Self.incomingFolder) }
+            if FileSystem.isDirectory(incoming) { found += try staleTemporaries(in: OriginLayout.incoming) }
         } catch { throw PatchSyncError.wrap(error).during("listing \(incoming)") }
         let order: [Removal.Kind] = [.incoming, .object, .manifest, .metadata]
         return found.sorted { (order.firstIndex(of: $0.kind) ?? 0, $0.path) < (order.firstIndex(of: $1.kind) ?? 0, $1.path) }
     }
-
-    /// Where publishes write files before renaming them into place, relative to the origin.
-    static let incomingFolder = "objects/.incoming"
 
     /// The temporary files a killed publish left in `folder` (relative to the origin) and its subfolders,
     /// at any depth: ``ObjectWriter`` and ``PackWriter`` write in `objects/.incoming/0` to `15`, ``Sealer``
@@ -187,9 +185,9 @@ public struct Pruner: Sendable {
     private func staleTemporaries(in folder: String) throws(Errno) -> [Removal] {
         let cutoff = options.now.timeIntervalSince1970 - options.grace
         var found: [Removal] = []
-        for name in try FileSystem.list(origin + "/" + folder) {
+        for name in try FileSystem.list(layout.path(folder)) {
             let path = folder + "/" + name
-            guard let st = try FileSystem.status(origin + "/" + path) else { continue }
+            guard let st = try FileSystem.status(layout.path(path)) else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR {
                 found += try staleTemporaries(in: path)
             } else if (st.st_mode & S_IFMT) == S_IFREG, Double(st.st_mtim.tv_sec) < cutoff {

@@ -24,7 +24,7 @@ extension Publisher {
         var bases: [DeltaBase] = []
         for (path, hash) in Self.deltaSourceTargets(repo.targetFiles, channel: options.channel.name, before: sequence,
                                                      excluding: options.buildId.value, count: options.deltaSources) {
-            let file = options.origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
+            let file = OriginLayout(root: options.origin).path(OriginLayout.targetFile(path, sha256: hash))
             let json = try Zlib.gunzip(try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
                                        what: file)
             bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
@@ -66,7 +66,7 @@ extension Publisher {
         for base in bases {
             guard let (instructions, stored) = Self.manifestDelta(from: base.json, to: json) else { continue }
             let sha = SHA256Hasher.hash(stored)
-            do { try FileSystem.writeAtomically(stored, to: options.origin + "/" + ObjectID.path(sha)) } catch {
+            do { try FileSystem.writeAtomically(stored, to: OriginLayout(root: options.origin).objectFile(sha)) } catch {
                 throw PatchSyncError.wrap(error).during("writing the manifest delta from \(base.manifest.buildId)")
             }
             deltas.append(ManifestDelta(from: base.manifest.buildId.value, object: sha.hex, length: Int64(stored.count),
@@ -91,9 +91,10 @@ extension Publisher {
                                        buildDirectory: options.buildDirectory)
         let candidates = encoder.candidates(for: files)
         guard !candidates.isEmpty else { return nil }
-        let temp = root + "/objects/.incoming/\(getpid())-\(UInt64.random(in: 0...UInt64.max)).pack"
+        let layout = OriginLayout(root: root)
+        let temp = layout.incomingDeltaPack(UInt64.random(in: 0...UInt64.max))
         do {
-            try FileSystem.makeDirectory(root + "/objects/.incoming")
+            try FileSystem.makeDirectory(layout.incomingFolder)
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var writer = try DeltaPack.Writer(writingTo: output)
             let appended = try encoder.append(candidates, of: files, to: &writer)
@@ -103,7 +104,7 @@ extension Publisher {
                 return nil
             }
             try output.sync()
-            try ObjectWriter.place(temp, as: root + "/" + ObjectID.path(sha))
+            try ObjectWriter.place(temp, as: layout.objectFile(sha))
             return (DeltaSource(from: source.buildId, object: sha, length: writer.length, files: writer.files),
                     appended.map(\.index))
         } catch {
@@ -222,7 +223,7 @@ struct ObjectReader: FileContentSource {
 
     /// Inflates the chunks of `file`'s object into `buffer` (exactly the file's size), checking each chunk's hash.
     func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
-        let path = origin + "/" + ObjectID.path(file.object)
+        let path = OriginLayout(root: origin).objectFile(file.object)
         let inflater = Zlib.Inflater()
         let largest = file.chunks.map(\.objectLength).max() ?? 0
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)

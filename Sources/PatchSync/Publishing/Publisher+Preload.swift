@@ -84,7 +84,7 @@ extension Publisher {
             }
             let scratch = keyFile + ".objects"
             try FileSystem.removeTree(scratch)
-            try FileSystem.makeDirectory(scratch + "/objects", mode: 0o700)
+            try FileSystem.makeDirectory(OriginLayout(root: scratch).objectsFolder, mode: 0o700)
             return Sealing(key: key, keyFile: keyFile, scratch: scratch)
         } catch { throw PatchSyncError.wrap(error).during("preparing the content key of \(build)") }
     }
@@ -99,7 +99,7 @@ extension Publisher {
         let deltaObjects = Set(packs.map(\.source.object))
         var sealed: [SHA256Digest: SealedObject] = sealing.shared
         for object in try Self.plainObjects(in: sealing.scratch) {
-            let plain = sealing.scratch + "/" + ObjectID.path(object)
+            let plain = OriginLayout(root: sealing.scratch).objectFile(object)
             let length: Int64
             do { length = Int64(try FileDescriptor(path: plain, flags: O_RDONLY).status().st_size) } catch {
                 throw PatchSyncError.wrap(error)
@@ -110,13 +110,13 @@ extension Publisher {
             sealing.count(result)
             sealed[object] = result
         }
-        do { try FileSystem.syncFileSystem(of: options.origin + "/objects") } catch { throw PatchSyncError.wrap(error) }
+        do { try FileSystem.syncFileSystem(of: OriginLayout(root: options.origin).objectsFolder) } catch { throw PatchSyncError.wrap(error) }
         manifest.sealed = sealed.values.sorted { $0.object < $1.object }
         if manifest.sealed?.isEmpty == true { manifest.sealed = nil }
         manifest.formatVersion = manifest.lowestFormat
         let (sealedManifest, manifestObject) = try sealer.seal(Zlib.gzip(try manifest.encoded()),
                                                                object: PreloadPlan.manifestLabel(channel: channel, build: build))
-        do { try FileSystem.writeAtomically(sealedManifest, to: options.origin + "/" + ObjectID.path(manifestObject.sealed)) } catch {
+        do { try FileSystem.writeAtomically(sealedManifest, to: OriginLayout(root: options.origin).objectFile(manifestObject.sealed)) } catch {
             throw PatchSyncError.wrap(error)
         }
         var keys = [build: sealing.key.commitment(build: build)]
@@ -130,7 +130,7 @@ extension Publisher {
                   bases: bases.map(\.manifest), packs: packs)
         let data = try plan.encoded()
         let hash = SHA256Hasher.hash(data).hex
-        do { try FileSystem.writeAtomically(data, to: options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)) } catch {
+        do { try FileSystem.writeAtomically(data, to: OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash))) } catch {
             throw PatchSyncError.wrap(error)
         }
         var info = ManifestTargetInfo(channel: channel, buildId: build, sequence: manifest.sequence)
@@ -153,8 +153,9 @@ extension Publisher {
     static func plainObjects(in root: String) throws(PatchSyncError) -> [SHA256Digest] {
         var found: [SHA256Digest] = []
         do {
-            for prefix in try FileSystem.list(root + "/objects") where prefix.count == 2 {
-                for name in try FileSystem.list(root + "/objects/" + prefix) {
+            let objects = OriginLayout(root: root).objectsFolder
+            for prefix in try FileSystem.list(objects) where OriginLayout.isObjectFolder(prefix) {
+                for name in try FileSystem.list(objects + "/" + prefix) {
                     if let sha = SHA256Digest(hex: name) { found.append(sha) }
                 }
             }
@@ -263,7 +264,7 @@ struct PreloadPlanner {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.length), alignment: 16)
         defer { buffer.deallocate() }
         do {
-            try FileDescriptor(path: origin + "/" + ObjectID.path(range.object), flags: O_RDONLY).read(into: buffer, at: range.offset)
+            try FileDescriptor(path: OriginLayout(root: origin).objectFile(range.object), flags: O_RDONLY).read(into: buffer, at: range.offset)
         } catch { throw PatchSyncError.wrap(error).during("reading a range of object \(range.object)") }
         out.sha256 = SHA256Hasher.hash(UnsafeRawBufferPointer(buffer))
         return out

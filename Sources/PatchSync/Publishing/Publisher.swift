@@ -95,7 +95,7 @@ public struct Publisher: Sendable {
         let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: root)
         for path in paths { try Manifest.checkPath(path) }
         do { try ObjectWriter.prepare(origin: root) } catch {
-            throw PatchSyncError.wrap(error).during("preparing \(root)/objects")
+            throw PatchSyncError.wrap(error).during("preparing \(OriginLayout(root: root).objectsFolder)")
         }
         let placer = ObjectPlacer(origin: root)
         let packer = PackWriter(origin: root, placer: placer, targetSize: options.packSize)
@@ -331,8 +331,9 @@ public struct Publisher: Sendable {
             sha = known.isEmpty ? nil : try SHA256Hasher.hash(file: full)
         } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
         let bundle = try options.bundles.bundle(for: path).name
-        if let sha, let old = try known.layout(of: sha, readingOlder: FileSystem.exists(options.origin + "/" + ObjectID.path(sha))),
-           FileSystem.exists(options.origin + "/" + ObjectID.path(old.object)) || sealing?.reuse(old.object) == true {
+        let origin = OriginLayout(root: options.origin)
+        if let sha, let old = try known.layout(of: sha, readingOlder: FileSystem.exists(origin.objectFile(sha))),
+           FileSystem.exists(origin.objectFile(old.object)) || sealing?.reuse(old.object) == true {
             let largest = old.chunks.map(\.length).max() ?? 0
             guard largest <= options.chunking.maxSize else {
                 throw PatchSyncError(.usage, "\(path) is already in the origin as object \(sha), in chunks of up to "
@@ -404,7 +405,7 @@ public struct Publisher: Sendable {
         let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
         let data = Zlib.gzip(json)
         let hash = SHA256Hasher.hash(data).hex
-        let file = options.origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash)
+        let file = OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash))
         do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
         var info = ManifestTargetInfo(channel: manifest.channel.name, buildId: manifest.buildId.value,
                                       sequence: manifest.sequence,
@@ -426,14 +427,5 @@ public struct Publisher: Sendable {
         return Dictionary(grouping: builds, by: \.info.channel).values.flatMap { channel in
             channel.sorted { $0.info.sequence > $1.info.sequence }.dropFirst(max(1, keep)).map(\.path)
         }
-    }
-}
-
-/// TUF's consistent-snapshot names for target files: the hash goes before the file's base name.
-enum TargetNaming {
-    /// `manifests/live/1.0.json.gz` → `manifests/live/<sha256>.1.0.json.gz`.
-    static func consistentPath(_ target: String, sha256: String) -> String {
-        guard let slash = target.lastIndex(of: "/") else { return "\(sha256).\(target)" }
-        return "\(target[...slash])\(sha256).\(target[target.index(after: slash)...])"
     }
 }

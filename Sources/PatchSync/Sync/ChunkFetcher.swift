@@ -1,16 +1,14 @@
 import Foundation
 import Synchronization
 
-/// Runs the range requests of a plan, a bounded number at once, each retried on the
-/// mirrors as the origin's retry policy decides; a response that fails part-way leaves
-/// the chunks it delivered and verified, and the next attempt asks for the rest.
+/// Runs the range requests of a plan, a bounded number at once: each range is asked of the sources in
+/// turn (an unlocked preload's store first, the origin last), each source delivering what it holds and
+/// the next asked for the rest; every chunk is checked against its SHA-256 before it is written.
 struct ChunkFetcher: Sendable {
-    let origin: Origin
+    let sources: [any ChunkSource]
     let files: StagedFiles
     let limit: Int
     let onEvent: @Sendable (SyncEvent) -> Void
-    /// An unlocked preload's objects: sealed ones are opened from what was preloaded, never fetched plain.
-    var sealed: SealedSource? = nil
 
     /// Fetches `requests` (`total` stored bytes); progress events count `before` bytes first (what
     /// this sync already fetched another way).
@@ -40,65 +38,16 @@ struct ChunkFetcher: Sendable {
         } catch { throw PatchSyncError.wrap(error) }
     }
 
-    /// Fetches one coalesced range; returns once all its needs are written. While the client
-    /// yields to other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each
-    /// attempt asks for what is still missing: a response cut short keeps the chunks it delivered, and
-    /// counts as progress for the origin's retry policy (``Origin/withRetries(_:absence:deadline:preferring:onGiveUp:_:)``).
-    /// Progress is reported per attempt, for the chunks it made durable (a range of a pack may be
-    /// many parts long while yielding).
+    /// One coalesced range, from the sources in turn; progress is reported as each source makes chunks
+    /// durable (a range of a pack may be many parts long while yielding).
     private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline, progress: Progress) async throws(PatchSyncError) {
-        if let sealed, let stored = try await sealed.stored(needs, origin: origin) {
-            try await write(needs, stored, pipeline: pipeline, progress: progress)
-            return
-        }
         var remaining = needs
-        let path = ObjectID.path(needs[0].object)
-        return try await origin.withRetries("object \(needs[0].object)") {
-            (mirror: Int) async throws(PatchSyncError) -> Origin.Attempt<Void> in
-            let url = origin.url(path, mirror: mirror)
-            let part = Self.prefix(of: remaining, budget: origin.client.requestBudget)
-            let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
-            var result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
-                                                   into: sink)
-            await sink.drained()
-            let (left, refused) = sink.outcome
-            remaining = left + remaining.dropFirst(part.count)
-            if let refused { result = .failure(.refused(refused)) }
-            try await files.durable()
-            let missing = Set(left.map(\.chunk.sha256))
-            progress.add(part.filter { !missing.contains($0.chunk.sha256) }, emit: onEvent)
-            if remaining.isEmpty { return .done(()) }
-            let progressed = left.count < part.count
-            switch result {
-            case .failure(let failure): return .failed(failure, progressed: progressed)
-            case .success where left.isEmpty: return .more  // the next part of the range
-            case .success:
-                return .failed(.wrongRange("the response ended before \(left.count) of its \(part.count) chunks"),
-                               progressed: progressed)
-            }
+        for source in sources where !remaining.isEmpty {
+            remaining = try await source.deliver(remaining, to: pipeline, files: files) { progress.add($0, emit: onEvent) }
         }
-    }
-
-    /// Hands chunks opened (or read) from a preload to the pipeline, which checks each against its
-    /// plaintext SHA-256 before it is written.
-    private func write(_ needs: [Plan.Need], _ stored: [[UInt8]], pipeline: ChunkPipeline,
-                       progress: Progress) async throws(PatchSyncError) {
-        for (need, bytes) in zip(needs, stored) {
-            let sink = ChunkSink(needs: [need], pipeline: pipeline, url: "preloaded object \(need.object)")
-            if let failure = bytes.withUnsafeBytes({ sink.receive($0) }) { throw failure }
-            await sink.drained()
-            if let refused = sink.outcome.failure { throw refused }
-            guard sink.outcome.remaining.isEmpty else {
-                if let sealed, !sealed.isSealed(need.object) {  // a preloaded plain range: the origin's copy next time
-                    sealed.store.drop(object: need.object, offset: need.chunk.objectOffset)
-                }
-                throw PatchSyncError(.refusedData, "a preloaded chunk of object \(need.object) does not match its SHA-256",
-                                     remedy: "nothing was installed and the live build is untouched; a damaged preloaded "
-                                         + "range is fetched again at the next sync, else report it to the publisher")
-            }
+        guard remaining.isEmpty else {
+            throw PatchSyncError(.internal, "no source delivered \(remaining.count) chunks of object \(needs[0].object)")
         }
-        try await files.durable()
-        progress.add(needs, emit: onEvent)
     }
 
     /// The leading needs of a range whose bytes fit `budget` (at least one); all without a budget.

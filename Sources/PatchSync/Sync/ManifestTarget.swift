@@ -49,7 +49,7 @@ extension Origin {
             throw PatchSyncError(.usage, "build \(target.info.buildId) is a preload: its manifest is sealed until its release "
                                  + "(\(Repository.day(preload.releaseAt)))", remedy: "compare with an earlier build, or after the release")
         }
-        let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
+        let consistent = OriginLayout.targetFile(target.path, sha256: sha)
         let data = try await signed(consistent, length: target.file.length, sha256: sha)
         let manifest = try Manifest.decode(data, what: consistent)
         guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,

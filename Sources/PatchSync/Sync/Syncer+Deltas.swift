@@ -41,11 +41,11 @@ extension Syncer {
     func applyDeltas(_ manifest: Manifest, plan: Plan, live: LiveTree, files: StagedFiles,
                      context: SyncContext) async throws(PatchSyncError) -> DeltaResult {
         var result = DeltaResult()
-        let (origin, onEvent) = (context.origin, context.onEvent)
+        let onEvent = context.onEvent
         let done = plan.done
         guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: done) else { return result }
         onEvent(.phase("patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
-        let path = install.deltasDirectory + "/" + pack.object.hex
+        let path = install.layout.deltaPack(pack.object)
         // Progress counts the pack, then the chunks (ChunkFetcher goes on from the pack's bytes): until
         // the deltas are applied, the chunks still to come are those of the files no delta covers.
         let covered = Set(candidates.values.map(\.0.path))
@@ -53,14 +53,8 @@ extension Syncer {
             .reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
-            if let sealed = context.sealed?.sealed[pack.object], let source = context.sealed {
-                if !FileSystem.exists(path) { try await source.openWhole(sealed, to: path, origin: origin) }
-                _ = progress.set(pack.length)
-            } else {
-                result.packBytes = try await origin.download(ObjectID.path(pack.object), to: path, length: pack.length,
-                                                             sha256: pack.object) { have in
-                    if let event = progress.set(have) { onEvent(event) }
-                }
+            result.packBytes = try await context.sources.whole(pack.object, length: pack.length, to: path) { have in
+                if let event = progress.set(have) { onEvent(event) }
             }
             result.progressBytes = progress.bytesDone
         } catch where error.code == .refusedData || error.code == .originUnavailable {

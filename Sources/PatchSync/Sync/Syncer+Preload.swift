@@ -47,10 +47,8 @@ final class PreloadStore: Sendable {
         self.directory = directory
         var index: [SHA256Digest: [(offset: Int64, length: Int64)]] = [:]
         for name in (try? FileSystem.list(directory)) ?? [] {
-            let parts = name.split(separator: ".")
-            guard parts.count == 3, let object = SHA256Digest(hex: String(parts[0])), let offset = Int64(parts[1]),
-                  let length = Int64(parts[2]) else { continue }
-            index[object, default: []].append((offset, length))
+            guard let range = InstallLayout.preloadRange(named: name) else { continue }
+            index[range.object, default: []].append((range.offset, range.length))
         }
         self.index = Mutex(index)
     }
@@ -61,11 +59,11 @@ final class PreloadStore: Sendable {
 
     /// The name of the file that holds `range` here.
     static func name(_ range: PreloadPlan.SealedRange) -> String {
-        "\(range.object.hex).\(range.offset).\(range.length)"
+        InstallLayout.preloadRangeName(object: range.object, offset: range.offset, length: range.length)
     }
 
     /// The name of the file that keeps the plan whose gzip'd JSON has the SHA-256 `sha`.
-    static func planName(_ sha: String) -> String { "plan." + sha }
+    static func planName(_ sha: String) -> String { InstallLayout.preloadPlanName(sha) }
 
     func has(_ range: PreloadPlan.SealedRange) -> Bool {
         index.withLock { $0[range.object]?.contains { $0.offset == range.offset && $0.length == range.length } ?? false }
@@ -77,10 +75,10 @@ final class PreloadStore: Sendable {
                progress: @escaping @Sendable (Int64) -> Void = { _ in }) async throws(PatchSyncError) -> Int64 {
         if has(range) { return 0 }
         let final = path(range)
-        let fetched = try await origin.download(ObjectID.path(range.object), to: final + ".part", length: range.length,
+        let fetched = try await origin.download(ObjectID.path(range.object), to: InstallLayout.partial(final), length: range.length,
                                                 sha256: range.sha256, offset: range.offset, progress: progress)
         do {
-            try FileSystem.rename(final + ".part", final)
+            try FileSystem.rename(InstallLayout.partial(final), final)
             try FileSystem.syncDirectory(directory)
         } catch { throw PatchSyncError.wrap(error).during("keeping a preloaded range") }
         index.withLock { $0[range.object, default: []].append((range.offset, range.length)) }
@@ -106,7 +104,7 @@ final class PreloadStore: Sendable {
         guard let held = index.withLock({ $0[object]?.first { $0.offset <= offset && offset + length <= $0.offset + $0.length } })
         else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(length))
-        let file = directory + "/\(object.hex).\(held.offset).\(held.length)"
+        let file = directory + "/" + InstallLayout.preloadRangeName(object: object, offset: held.offset, length: held.length)
         let failure: Errno? = bytes.withUnsafeMutableBytes { raw in
             do throws(Errno) { try FileDescriptor(path: file, flags: O_RDONLY).read(into: raw, at: offset - held.offset) } catch { return error }
             return nil
@@ -118,9 +116,10 @@ final class PreloadStore: Sendable {
     /// Forgets (and deletes) the ranges of `object` that hold `offset`: they failed authentication.
     func drop(object: SHA256Digest, offset: Int64) {
         index.withLock { index in
-            for held in index[object] ?? [] where held.offset <= offset && offset < held.offset + held.length {
-                try? FileSystem.remove(directory + "/\(object.hex).\(held.offset).\(held.length)")
-            }
+            let damaged = (index[object] ?? []).filter { $0.offset <= offset && offset < $0.offset + $0.length }
+            Housekeeping.removePreloadFiles(damaged.map {
+                InstallLayout.preloadRangeName(object: object, offset: $0.offset, length: $0.length)
+            }, in: directory)
             index[object]?.removeAll { $0.offset <= offset && offset < $0.offset + $0.length }
         }
     }
@@ -128,13 +127,13 @@ final class PreloadStore: Sendable {
     /// Deletes every file here but the ranges in `keep` and their parts (an older preload's, or a
     /// build's once staged).
     func prune(keeping keep: Set<String>) {
-        for name in (try? FileSystem.list(directory)) ?? [] where !keep.contains(name)
-            && !(name.hasSuffix(".part") && keep.contains(String(name.dropLast(5)))) {
-            try? FileSystem.remove(directory + "/" + name)
+        let unneeded = ((try? FileSystem.list(directory)) ?? []).filter { name in
+            !keep.contains(name) && !(InstallLayout.completed(ofPartial: name).map { keep.contains($0) } ?? false)
         }
+        Housekeeping.removePreloadFiles(unneeded, in: directory)
         index.withLock { index in
             for (object, ranges) in index {
-                index[object] = ranges.filter { keep.contains("\(object.hex).\($0.offset).\($0.length)") }
+                index[object] = ranges.filter { keep.contains(InstallLayout.preloadRangeName(object: object, offset: $0.offset, length: $0.length)) }
             }
         }
     }
@@ -212,7 +211,7 @@ struct SealedSource: Sendable {
         let layout = SealedLayout(units: object.units)
         do {
             try FileSystem.makeDirectory(FileSystem.parent(of: local))
-            let output = try FileDescriptor.ownFile(local + ".open", flags: O_WRONLY | O_CREAT | O_TRUNC)
+            let output = try FileDescriptor.ownFile(InstallLayout.opening(local), flags: O_WRONLY | O_CREAT | O_TRUNC)
             let hasher = SHA256Hasher()
             for unit in object.units.indices {
                 let plain = try await open(object, unit: unit, layout: layout, origin: origin)
@@ -227,7 +226,7 @@ struct SealedSource: Sendable {
                 throw PatchSyncError(.refusedData, "sealed object \(object.sealed) opens to other bytes than its plain SHA-256")
             }
             try output.sync()
-            try FileSystem.rename(local + ".open", local)
+            try FileSystem.rename(InstallLayout.opening(local), local)
         } catch { throw PatchSyncError.wrap(error) }
     }
 }
@@ -360,8 +359,8 @@ extension Syncer {
     /// The plan of preload target `target`, kept beside the ranges (a sync after the release then fetches
     /// only metadata and the key), checked against its signed hash and entry.
     private func loadPlan(_ target: ManifestTarget, sha: String, origin: Origin) async throws(PatchSyncError) -> PreloadPlan {
-        let consistent = "targets/" + TargetNaming.consistentPath(target.path, sha256: sha)
-        let planFile = install.preloadDirectory + "/" + PreloadStore.planName(sha)
+        let consistent = OriginLayout.targetFile(target.path, sha256: sha)
+        let planFile = install.layout.preloadPlanFile(sha)
         let planData: Data
         if let kept = try? FileSystem.read(planFile, limit: Int(target.file.length)), SHA256Hasher.hash(kept).hex == sha {
             planData = kept
@@ -438,7 +437,7 @@ extension Syncer {
         guard let hash = file.hashes["sha256"], file.length <= Releases.maxKeyBytes else {
             throw PatchSyncError(.refusedData, "the released key of \(build) is over \(Releases.maxKeyBytes) bytes or has no sha256")
         }
-        let path = "targets/" + TargetNaming.consistentPath(Releases.keyTarget(channel: plan.channel, build: build), sha256: hash)
+        let path = OriginLayout.targetFile(Releases.keyTarget(channel: plan.channel, build: build), sha256: hash)
         let key = try ContentKey.read(try await origin.signed(path, length: file.length, sha256: hash),
                                       what: "the released key of \(build)", build: build)
         guard plan.keys[build] == key.commitment(build: build) else {

@@ -42,8 +42,7 @@ extension Syncer {
         let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
         report.requests = requests.count
         context.onEvent(.phase("fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
-        try await ChunkFetcher(origin: context.origin, files: files, limit: context.config.connections, onEvent: context.onEvent,
-                               sealed: context.sealed)
+        try await ChunkFetcher(sources: context.sources, files: files, limit: context.config.connections, onEvent: context.onEvent)
             .run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
         try files.flush()
         try finish(manifest, staged: staged, tree: tree, plan: plan)
@@ -102,9 +101,10 @@ extension Syncer {
                     if let src = try FileSystem.status(link.source), st.st_ino == src.st_ino { continue }
                     try tree.removeTree(link.path)
                 }
-                do { try tree.linkFile(at: link.source, to: link.path) } catch where link.source.hasPrefix(install.stagingDirectory + "/") {
+                do { try tree.linkFile(at: link.source, to: link.path) } catch {
                     // The ready tree it came from was applied meanwhile: it is in builds/ now.
-                    try tree.linkFile(at: install.buildsDirectory + link.source.dropFirst(install.stagingDirectory.count), to: link.path)
+                    guard let applied = install.layout.buildPath(ofStaged: link.source) else { throw error }
+                    try tree.linkFile(at: applied, to: link.path)
                 }
             }
         } catch { throw PatchSyncError.wrap(error) }
@@ -155,6 +155,13 @@ extension Syncer {
             for path in manifest.files.map(\.path) + entries {
                 for folder in PathRule.ancestors(path) { folders.insert(folder) }
             }
+            // Only the signed build goes live: anything else in the staged folder (left by hand, by an
+            // older staging, planted) is removed, links with it, never followed.
+            let signed = Set(manifest.files.map(\.path) + entries).union(folders)
+            do {
+                let strays = try tree.removeAll(except: signed)
+                if !strays.isEmpty { Self.logger.notice("removed \(strays.count) entries from \(directory) that the build does not have: \(strays.prefix(5))") }
+            } catch { throw PatchSyncError.wrap(error) }
             for file in manifest.files {
                 do {
                     guard let st = try tree.status(file.path), (st.st_mode & S_IFMT) == S_IFREG else {

@@ -144,7 +144,7 @@ public struct Syncer: Sendable {
         } else {
             if !keepPreload, recorded.preload != nil || FileSystem.exists(install.preloadDirectory) {  // a preload no longer offered
                 try state.update { $0.recordPreload(nil) }
-                try? FileSystem.removeTree(install.preloadDirectory)
+                try? Housekeeping(install: install, state: state, stagingHeld: true).removePreloadStore()
             }
             if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
         }

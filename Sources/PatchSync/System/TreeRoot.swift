@@ -127,6 +127,27 @@ final class TreeRoot: Sendable {
         try Self.removeEntry(name, in: folder)
     }
 
+    /// Removes every entry below the root whose relative path is not in `keep` (files, links, folders
+    /// with all they hold), descending only into kept real folders; returns the paths removed.
+    @discardableResult
+    func removeAll(except keep: Set<String>) throws(Errno) -> [String] {
+        var removed: [String] = []
+        func sweep(_ folder: FileDescriptor, _ prefix: String) throws(Errno) {
+            for name in try folder.names().sorted() {
+                let relative = prefix.isEmpty ? name : prefix + "/" + name
+                guard keep.contains(relative) else {
+                    try Self.removeEntry(name, in: folder)
+                    removed.append(relative)
+                    continue
+                }
+                let fd = openat(folder.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if fd >= 0 { try sweep(FileDescriptor(adopting: fd, path: folder.path + "/" + name), relative) }
+            }
+        }
+        try sweep(root, "")
+        return removed
+    }
+
     private static func removeEntry(_ name: String, in folder: FileDescriptor) throws(Errno) {
         var st = stat()
         guard fstatat(folder.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {

@@ -23,7 +23,7 @@ public struct ConformanceClient: Sendable {
         _ = try Signed<RootMetadata>(parsing: data, name: rootPath)
         do {
             try FileSystem.makeDirectory(metadataDirectory)
-            try FileSystem.writeAtomically(data, to: metadataDirectory + "/root.json")
+            try FileSystem.writeAtomically(data, to: metadataDirectory + "/" + OriginLayout.rootName)
         } catch { throw PatchSyncError.wrap(error) }
     }
 
@@ -55,7 +55,7 @@ public struct ConformanceClient: Sendable {
         var path = targetName
         if trusted.root.signed.consistentSnapshot,
            let hash = target.hashes["sha256"] ?? target.hashes.sorted(by: { $0.key < $1.key }).first?.value {
-            path = TargetNaming.consistentPath(targetName, sha256: hash)
+            path = OriginLayout.consistentName(targetName, sha256: hash)
         }
         let mirror = try Origin(mirrors: [targetBaseURL], client: http)
         guard let data = try await mirror.whole(path, maxBytes: target.length,

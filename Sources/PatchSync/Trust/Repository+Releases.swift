@@ -76,7 +76,7 @@ extension Repository {
                                      + "--targets-key … --online-key …`): it delegates the role to the current online key")
         }
         let hash = SHA256Hasher.hash(data).hex
-        try Self.write(data, to: origin + "/targets/" + TargetNaming.consistentPath(target, sha256: hash))
+        try Self.write(data, to: layout.path(OriginLayout.targetFile(target, sha256: hash)))
         var files = releasedKeys
         files[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: nil)
         try signReleases(files, online: online, lifetimes: lifetimes, now: now)
@@ -87,12 +87,12 @@ extension Repository {
                                now: Date) throws(PatchSyncError) {
         // Past any version on disk too: one written by a run that stopped before its snapshot may have
         // been uploaded already, and a versioned file never gets other bytes.
-        let onDisk = ((try? FileSystem.list(metadataDirectory)) ?? []).compactMap { name -> Int? in
-            name.hasSuffix(".\(Releases.role).json") ? Int(name.dropLast(Releases.role.count + 6)) : nil
+        let onDisk = ((try? FileSystem.list(layout.metadataFolder)) ?? []).compactMap { name -> Int? in
+            OriginLayout.version(ofMetadataName: name, role: Releases.role)
         }.max() ?? 0
         let next = try Signed(signing: TargetsMetadata(version: max(releases?.signed.version ?? 0, onDisk) + 1,
                                                        expires: now + lifetimes.targets, targets: files), with: [online])
-        try Self.write(next, to: metadataDirectory + "/\(next.signed.version).\(Releases.role).json")
+        try Self.write(next, to: layout.path(OriginLayout.metadata(role: Releases.role, version: next.signed.version)))
         releases = next
     }
 

@@ -152,7 +152,7 @@ extension Repository {
     /// The bytes of target `path` in the origin folder, checked against its signed length and SHA-256.
     static func targetData(in origin: String, _ path: String, _ file: TargetFile) throws(PatchSyncError) -> Data {
         guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "\(path) has no sha256") }
-        let location = origin + "/targets/" + TargetNaming.consistentPath(path, sha256: hash)
+        let location = OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash))
         let data = try FileSystem.read(location, limit: Int(min(file.length, 256 << 20)) + 1)
         guard data.count == file.length, SHA256Hasher.hash(data).hex == hash else {
             throw PatchSyncError(.refusedData, "\(location) does not match its signed length and SHA-256",

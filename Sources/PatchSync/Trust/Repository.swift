@@ -61,22 +61,23 @@ public struct Repository: Sendable {
     /// Held from `open` until the value goes: the origin is this process's to change.
     var lock: OriginLock? = nil
 
-    var metadataDirectory: String { origin + "/metadata" }
+    /// The names of the origin folder.
+    var layout: OriginLayout { OriginLayout(root: origin) }
 
     /// Creates a repository in `origin` with the roles' keys in `keys`; `signers` holds the private root
     /// keys (at least the root threshold), targets keys (at least the targets threshold) and the online key.
     public static func create(origin: String, keys: KeySet, signers: Signers,
                               lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) -> Repository {
-        let dir = origin + "/metadata"
-        guard !FileSystem.exists(dir + "/root.json") else {
+        let layout = OriginLayout(root: origin)
+        guard !FileSystem.exists(layout.rootMetadataFile) else {
             throw PatchSyncError(.usage, "\(origin) already holds a repository",
                                  remedy: "publish into it, or choose an empty folder for a new one")
         }
         let rootMeta = try Self.rootMetadata(version: 1, expires: now + lifetimes.root, keys: keys)
         let root = try Signed(signing: rootMeta, with: try Self.signing(signers.root, role: "root", of: rootMeta,
                                                                         origin: origin))
-        try write(root, to: dir + "/1.root.json")
-        try write(root, to: dir + "/root.json")
+        try write(root, to: layout.path(OriginLayout.metadata(role: "root", version: 1)))
+        try write(root, to: layout.rootMetadataFile)
         var repo = Repository(origin: origin, root: root,
                               targets: try Signed(signing: TargetsMetadata(version: 0, expires: now, targets: [:]),
                                                   with: []),
@@ -134,7 +135,7 @@ public struct Repository: Sendable {
     /// Locks the origin (``OriginLock``), then loads it as ``load(origin:)`` does: for commands that
     /// change it. The lock lasts as long as the returned value (and its copies).
     public static func open(origin: String, for purpose: String) throws(PatchSyncError) -> Repository {
-        guard FileSystem.exists(origin + "/metadata") else { return try load(origin: origin) }  // its "no repository" error
+        guard FileSystem.exists(OriginLayout(root: origin).metadataFolder) else { return try load(origin: origin) }  // its "no repository" error
         let lock = try OriginLock(origin: origin, purpose: purpose)
         var repo = try load(origin: origin)
         repo.lock = lock
@@ -148,16 +149,17 @@ public struct Repository: Sendable {
     /// targets key. Targets still signed by the previous root's targets keys (a rotation stopped before
     /// it re-signed them) load, and the next commit signs them with the current keys.
     public static func load(origin: String) throws(PatchSyncError) -> Repository {
-        let dir = origin + "/metadata"
-        guard FileSystem.exists(dir + "/timestamp.json") else {
+        let layout = OriginLayout(root: origin)
+        func versioned(_ role: String, _ version: Int) -> String { layout.path(OriginLayout.metadata(role: role, version: version)) }
+        guard FileSystem.exists(layout.timestampFile) else {
             throw PatchSyncError(.usage, "\(origin) holds no PatchSync repository",
                                  remedy: "create one with `patchsync repo init --origin \(origin) …`")
         }
-        var root: Signed<RootMetadata> = try read(dir + "/1.root.json")
-        try verify(root, role: "root", of: root.signed, dir + "/1.root.json")
+        var root: Signed<RootMetadata> = try read(versioned("root", 1))
+        try verify(root, role: "root", of: root.signed, versioned("root", 1))
         var previous: RootMetadata?
-        while FileSystem.exists(dir + "/\(root.signed.version + 1).root.json") {
-            let path = dir + "/\(root.signed.version + 1).root.json"
+        while FileSystem.exists(versioned("root", root.signed.version + 1)) {
+            let path = versioned("root", root.signed.version + 1)
             let next: Signed<RootMetadata> = try read(path)
             guard next.signed.version == root.signed.version + 1 else { throw tampered(path, "holds another version") }
             try verify(next, role: "root", of: root.signed, path)
@@ -165,22 +167,24 @@ public struct Repository: Sendable {
             previous = root.signed
             root = next
         }
-        let (timestamp, _): (Signed<TimestampMetadata>, Data) = try readPinned(dir + "/timestamp.json", pin: nil)
-        try verify(timestamp, role: "timestamp", of: root.signed, dir + "/timestamp.json")
-        guard let snapPin = timestamp.signed.meta["snapshot.json"] else { throw tampered(dir + "/timestamp.json", "names no snapshot") }
-        let snapPath = dir + "/\(snapPin.version).snapshot.json"
+        let (timestamp, _): (Signed<TimestampMetadata>, Data) = try readPinned(layout.timestampFile, pin: nil)
+        try verify(timestamp, role: "timestamp", of: root.signed, layout.timestampFile)
+        guard let snapPin = timestamp.signed.meta[OriginLayout.snapshotName] else {
+            throw tampered(layout.timestampFile, "names no snapshot")
+        }
+        let snapPath = versioned("snapshot", snapPin.version)
         let (snapshot, _): (Signed<SnapshotMetadata>, Data) = try readPinned(snapPath, pin: snapPin)
         try verify(snapshot, role: "snapshot", of: root.signed, snapPath)
-        guard let targetsPin = snapshot.signed.meta["targets.json"] else { throw tampered(snapPath, "names no targets") }
-        let targetsPath = dir + "/\(targetsPin.version).targets.json"
+        guard let targetsPin = snapshot.signed.meta[OriginLayout.targetsName] else { throw tampered(snapPath, "names no targets") }
+        let targetsPath = versioned("targets", targetsPin.version)
         let (targets, _): (Signed<TargetsMetadata>, Data) = try readPinned(targetsPath, pin: targetsPin)
         do { try verify(targets, role: "targets", of: root.signed, targetsPath) } catch {
             guard let previous, previous.roles["targets"] != root.signed.roles["targets"] else { throw error }
             try verify(targets, role: "targets", of: previous, targetsPath)
         }
         var repo = Repository(origin: origin, root: root, targets: targets, snapshot: snapshot, timestamp: timestamp)
-        if let pin = snapshot.signed.meta[Releases.role + ".json"] {
-            let path = dir + "/\(pin.version).\(Releases.role).json"
+        if let pin = snapshot.signed.meta[OriginLayout.metaKey(role: Releases.role)] {
+            let path = versioned(Releases.role, pin.version)
             let (releases, _): (Signed<TargetsMetadata>, Data) = try readPinned(path, pin: pin)
             guard let role = targets.signed.delegations?.roles?.first(where: { $0.name == Releases.role }) else {
                 throw tampered(path, "is listed, but targets delegates no \(Releases.role) role")
@@ -196,7 +200,7 @@ public struct Repository: Sendable {
     /// Whether targets.json still needs signing by the current root's targets keys.
     var targetsSignedByCurrentKeys: Bool {
         guard let role = root.signed.roles["targets"] else { return false }
-        return (try? targets.verify(role: role, keys: root.signed.keys, name: "targets.json")) != nil
+        return (try? targets.verify(role: role, keys: root.signed.keys, name: OriginLayout.targetsName)) != nil
     }
 
     private static func verify<T>(_ signed: Signed<T>, role: String, of root: RootMetadata,
@@ -238,7 +242,7 @@ public struct Repository: Sendable {
                                                              expires: now + lifetimes.targets, targets: files,
                                                              delegations: delegations),
                                     with: try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin))
-        try Self.write(newTargets, to: metadataDirectory + "/\(newTargets.signed.version).targets.json")
+        try Self.write(newTargets, to: layout.path(OriginLayout.metadata(role: "targets", version: newTargets.signed.version)))
         let releasesKeys = delegations?.roles?.first { $0.name == Releases.role }?.keyids
         let resignReleases = releasesKeys != nil && (releases == nil
             || releasesKeys != targets.signed.delegations?.roles?.first { $0.name == Releases.role }?.keyids)
@@ -317,22 +321,22 @@ public struct Repository: Sendable {
         // Pinned by length and hash as well as version: a client then reads targets.json up to its
         // signed length (not a fixed cap), and a mirror cannot swap its bytes.
         let targetsData = try targets.serialized()
-        var meta = ["targets.json": MetaFile(version: targets.signed.version, length: targetsData.count,
+        var meta = [OriginLayout.targetsName: MetaFile(version: targets.signed.version, length: targetsData.count,
                                              hashes: ["sha256": SHA256Hasher.hash(targetsData).hex])]
         if let releases {
             let data = try releases.serialized()
-            meta[Releases.role + ".json"] = MetaFile(version: releases.signed.version, length: data.count,
+            meta[OriginLayout.metaKey(role: Releases.role)] = MetaFile(version: releases.signed.version, length: data.count,
                                                      hashes: ["sha256": SHA256Hasher.hash(data).hex])
         }
         let snap = try Signed(signing: SnapshotMetadata(
             version: snapshot.signed.version + 1, expires: now + lifetimes.snapshot, meta: meta), with: [key])
         let snapData = try snap.serialized()
-        try Self.write(snapData, to: metadataDirectory + "/\(snap.signed.version).snapshot.json")
+        try Self.write(snapData, to: layout.path(OriginLayout.metadata(role: "snapshot", version: snap.signed.version)))
         let stamp = try Signed(signing: TimestampMetadata(
             version: timestamp.signed.version + 1, expires: now + lifetimes.timestamp,
-            meta: ["snapshot.json": MetaFile(version: snap.signed.version, length: snapData.count,
+            meta: [OriginLayout.snapshotName: MetaFile(version: snap.signed.version, length: snapData.count,
                                              hashes: ["sha256": SHA256Hasher.hash(snapData).hex])]), with: [key])
-        try Self.write(stamp, to: metadataDirectory + "/timestamp.json")
+        try Self.write(stamp, to: layout.timestampFile)
         snapshot = snap
         timestamp = stamp
     }
@@ -406,8 +410,8 @@ public struct Repository: Sendable {
             }
             try after.checkOnline(online)
         }
-        try Self.write(after.root, to: metadataDirectory + "/\(next.version).root.json")
-        try Self.write(after.root, to: metadataDirectory + "/root.json")
+        try Self.write(after.root, to: layout.path(OriginLayout.metadata(role: "root", version: next.version)))
+        try Self.write(after.root, to: layout.rootMetadataFile)
         root = after.root
         if targetsChanged {
             try commit(targets: targets.signed.targets, signers: signers, lifetimes: lifetimes, now: now)

@@ -57,7 +57,7 @@ struct TrustClient: Sendable {
     // MARK: root
 
     private func updateRoot() async throws(PatchSyncError) -> Signed<RootMetadata> {
-        guard let data = try? FileSystem.read(directory + "/root.json", limit: Int(Self.maxRootBytes)) else {
+        guard let data = try? FileSystem.read(directory + "/" + OriginLayout.rootName, limit: Int(Self.maxRootBytes)) else {
             throw PatchSyncError(.usage, "no trusted root in \(directory)",
                                  remedy: "run `patchsync init --root ROOT_JSON …` first")
         }
@@ -68,7 +68,7 @@ struct TrustClient: Sendable {
         let original = trusted.signed
         for _ in 0..<Self.maxRootRotations {
             let version = trusted.signed.version + 1
-            let name = "\(version).root.json"
+            let name = OriginLayout.fileName(role: "root", version: version)
             guard let next = try await fetch(name, maxBytes: Self.maxRootBytes) else { break }
             let candidate: Signed<RootMetadata> = try Signed(parsing: next, name: name)
             try candidate.verify(role: try role("root", in: trusted.signed, name), keys: trusted.signed.keys,
@@ -79,14 +79,14 @@ struct TrustClient: Sendable {
                 throw refusal("\(name) has version \(candidate.signed.version), expected \(version)")
             }
             trusted = candidate
-            try persist(next, "root.json")
+            try persist(next, OriginLayout.rootName)
         }
         try checkExpiry(trusted.signed, "root")
         // Fast-forward recovery (specification 5.3.11): when the timestamp or the snapshot keys were
         // rotated, both trusted files go, since either may pin versions that a compromised key inflated.
         if trusted.signed.version != original.version,
            ["timestamp", "snapshot"].contains(where: { trusted.signed.roles[$0] != original.roles[$0] }) {
-            for file in ["timestamp.json", "snapshot.json"] { try? FileSystem.remove(directory + "/" + file) }
+            Housekeeping.forgetTrustedMetadata([OriginLayout.timestampName, OriginLayout.snapshotName], in: directory)
         }
         return trusted
     }
@@ -94,32 +94,32 @@ struct TrustClient: Sendable {
     // MARK: timestamp, snapshot, targets
 
     private func updateTimestamp(root: RootMetadata) async throws(PatchSyncError) -> Signed<TimestampMetadata> {
-        guard let data = try await fetch("timestamp.json", maxBytes: Self.maxTimestampBytes) else {
-            throw PatchSyncError(.originUnavailable, "no mirror serves metadata/timestamp.json",
+        let name = OriginLayout.timestampName
+        guard let data = try await fetch(name, maxBytes: Self.maxTimestampBytes) else {
+            throw PatchSyncError(.originUnavailable, "no mirror serves \(OriginLayout.timestamp)",
                                  remedy: "check the remotes, or ask the publisher to run `patchsync repo refresh`")
         }
-        let new: Signed<TimestampMetadata> = try verified(data, "timestamp.json", role: try role("timestamp", in: root, "timestamp.json"),
-                                                          keys: root.keys)
-        if let old: Signed<TimestampMetadata> = trustedCopy("timestamp.json", role: root.roles["timestamp"], keys: root.keys) {
+        let new: Signed<TimestampMetadata> = try verified(data, name, role: try role("timestamp", in: root, name), keys: root.keys)
+        if let old: Signed<TimestampMetadata> = trustedCopy(name, role: root.roles["timestamp"], keys: root.keys) {
             guard new.signed.version >= old.signed.version else {
                 throw refusal("timestamp.json version \(new.signed.version) is older than trusted "
                               + "\(old.signed.version) (rollback)")
             }
-            let oldSnap = old.signed.meta["snapshot.json"]?.version ?? 0
-            guard (new.signed.meta["snapshot.json"]?.version ?? 0) >= oldSnap else {
+            let oldSnap = old.signed.meta[OriginLayout.snapshotName]?.version ?? 0
+            guard (new.signed.meta[OriginLayout.snapshotName]?.version ?? 0) >= oldSnap else {
                 throw refusal("timestamp.json names an older snapshot than the trusted one (rollback)")
             }
             if new.signed.version == old.signed.version { try checkExpiry(old.signed, "timestamp"); return old }
         }
         try checkExpiry(new.signed, "timestamp")
-        try persist(data, "timestamp.json")
+        try persist(data, name)
         return new
     }
 
     private func updateSnapshot(root: RootMetadata,
                                 timestamp: TimestampMetadata) async throws(PatchSyncError) -> Signed<SnapshotMetadata> {
-        guard let meta = timestamp.meta["snapshot.json"] else { throw refusal("timestamp.json names no snapshot") }
-        if let cached: Signed<SnapshotMetadata> = cachedCopy("snapshot.json", meta: meta, role: root.roles["snapshot"],
+        guard let meta = timestamp.meta[OriginLayout.snapshotName] else { throw refusal("timestamp.json names no snapshot") }
+        if let cached: Signed<SnapshotMetadata> = cachedCopy(OriginLayout.snapshotName, meta: meta, role: root.roles["snapshot"],
                                                              keys: root.keys) {
             try checkExpiry(cached.signed, "snapshot")
             return cached
@@ -130,7 +130,7 @@ struct TrustClient: Sendable {
         guard new.signed.version == meta.version else {
             throw refusal("\(name) has version \(new.signed.version), timestamp says \(meta.version)")
         }
-        if let old: Signed<SnapshotMetadata> = trustedCopy("snapshot.json", role: root.roles["snapshot"], keys: root.keys) {
+        if let old: Signed<SnapshotMetadata> = trustedCopy(OriginLayout.snapshotName, role: root.roles["snapshot"], keys: root.keys) {
             for (file, entry) in old.signed.meta {
                 guard let now = new.signed.meta[file], now.version >= entry.version else {
                     throw refusal("\(name) lists \(file) at an older version than trusted, or drops it (rollback)")
@@ -138,13 +138,13 @@ struct TrustClient: Sendable {
             }
         }
         try checkExpiry(new.signed, "snapshot")
-        try persist(data, "snapshot.json")
+        try persist(data, OriginLayout.snapshotName)
         return new
     }
 
     private func updateTargets(root: RootMetadata,
                                snapshot: SnapshotMetadata) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
-        try await loadTargets("targets", role: try role("targets", in: root, "targets.json"), keys: root.keys,
+        try await loadTargets("targets", role: try role("targets", in: root, OriginLayout.targetsName), keys: root.keys,
                               snapshot: snapshot, consistent: root.consistentSnapshot)
     }
 
@@ -153,7 +153,7 @@ struct TrustClient: Sendable {
     private func loadTargets(_ name: String, role: TUFRole, keys: [String: TUFKey], snapshot: SnapshotMetadata,
                              consistent: Bool) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
         let file = Self.fileName(role: name)  // the local name; snapshot lists the role by its plain name
-        guard let meta = snapshot.meta[name + ".json"] else { throw refusal("snapshot names no \(name).json") }
+        guard let meta = snapshot.meta[OriginLayout.metaKey(role: name)] else { throw refusal("snapshot names no \(name).json") }
         if let cached: Signed<TargetsMetadata> = cachedCopy(file, meta: meta, role: role, keys: keys) {
             try checkExpiry(cached.signed, name)
             return cached
@@ -214,18 +214,14 @@ struct TrustClient: Sendable {
 
     /// The name a role's metadata is fetched under: `<version>.<role>.json` with consistent snapshots.
     static func remoteName(_ role: String, version: Int, consistent: Bool) -> String {
-        consistent ? "\(version).\(fileName(role: role))" : fileName(role: role)
+        OriginLayout.remoteName(role: role, version: version, consistent: consistent)
     }
 
     /// `<role>.json` with the role name percent-encoded, so no name can leave the metadata folder.
-    static func fileName(role: String) -> String { percentEncoded(role) + ".json" }
+    static func fileName(role: String) -> String { OriginLayout.fileName(role: role) }
 
-    /// Every byte but ASCII letters, digits and `-_.~` percent-encoded (Python's `quote(name, safe="")`,
-    /// which the reference client uses): the result never contains a `/`.
-    static func percentEncoded(_ name: String) -> String {
-        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
-        return name.addingPercentEncoding(withAllowedCharacters: allowed) ?? "invalid"
-    }
+    /// Every byte but ASCII letters, digits and `-_.~` percent-encoded (``OriginLayout/percentEncoded(_:)``).
+    static func percentEncoded(_ name: String) -> String { OriginLayout.percentEncoded(name) }
 
     private func fetch(_ name: String, maxBytes: Int64) async throws(PatchSyncError) -> Data? {
         let timeout = deadline?.timeIntervalSinceNow
@@ -250,7 +246,7 @@ struct TrustClient: Sendable {
     private func pinned(_ name: String, meta: MetaFile, defaultMax: Int64) async throws(PatchSyncError) -> Data {
         let limit = meta.length.map(Int64.init) ?? defaultMax
         guard let data = try await fetch(name, maxBytes: limit) else {
-            throw PatchSyncError(.originUnavailable, "no mirror serves metadata/\(name)")
+            throw PatchSyncError(.originUnavailable, "no mirror serves \(OriginLayout.metadata(name))")
         }
         if let length = meta.length, data.count != length {
             throw refusal("\(name) is \(data.count) bytes, the signed metadata says \(length)")

@@ -54,6 +54,8 @@ public struct Uploader: Sendable {
     public let bucket: S3Bucket
     public let options: Options
 
+    private var layout: OriginLayout { OriginLayout(root: origin) }
+
     public init(origin: String, bucket: S3Bucket, options: Options = Options()) {
         self.origin = origin
         self.bucket = bucket
@@ -69,10 +71,10 @@ public struct Uploader: Sendable {
         if let repo { held = repo } else { held = try Repository.open(origin: origin, for: "uploading") }
         defer { withExtendedLifetime(held) {} }
         let connection = try S3Connection(bucket)
-        let local = try FileSystem.read(origin + "/metadata/timestamp.json", limit: 1 << 20)
+        let local = try FileSystem.read(layout.timestampFile, limit: 1 << 20)
         var report = Report(destination: bucket.publicURL, filesUploaded: 0, bytesUploaded: 0, filesSkipped: 0, requests: 1,
                             alreadyCurrent: false)
-        let remote = try connection.get("metadata/timestamp.json", limit: 1 << 20)
+        let remote = try connection.get(OriginLayout.timestamp, limit: 1 << 20)
         let journal = try Journal(origin: origin, destination: "s3://\(bucket.bucket)/\(bucket.prefix) \(bucket.endpoint ?? "")",
                                   bucketState: remote.map { SHA256Hasher.hash($0).hex } ?? "empty")
         if remote == local {
@@ -89,14 +91,14 @@ public struct Uploader: Sendable {
         // builds no longer listed (held by prune's grace, or leftovers) is not sent again.
         let needed = try neededFiles(held, files: Set(files.map(\.path)), contents: &contents)
         if remote != nil {
-            for (path, _) in files where Self.isRootVersion(path) && !present.contains(path) {
+            for (path, _) in files where OriginLayout.isRootVersion(path) && !present.contains(path) {
                 report.requests += 1
                 if try connection.exists(path) { present.insert(path) }
             }
         }
-        let mutable: Set<String> = ["metadata/root.json", "metadata/timestamp.json"]
+        let mutable: Set<String> = [OriginLayout.rootMetadata, OriginLayout.timestamp]
         let send = files.filter {
-            ($0.path.hasPrefix("metadata/") || needed.contains($0.path)) && !skipping.contains($0.path)
+            (OriginLayout.isMetadata($0.path) || needed.contains($0.path)) && !skipping.contains($0.path)
                 && (!present.contains($0.path) || mutable.contains($0.path))
         }
         if let large = send.first(where: { $0.bytes > Self.maxObjectBytes }) {
@@ -109,7 +111,7 @@ public struct Uploader: Sendable {
         let sent = Tally(total)
         for group in Dictionary(grouping: send, by: { Self.group(of: $0.path) }).sorted(by: { $0.key < $1.key }) {
             try parallel(group.value, first: connection) { (connection, file) throws(PatchSyncError) in
-                try connection.put(file.path, from: origin + "/" + file.path,
+                try connection.put(file.path, from: layout.path(file.path),
                                    cacheControl: mutable.contains(file.path) ? "public, max-age=\(options.metadataMaxAge)" : Self.immutable,
                                    contentType: Self.contentType(file.path))
                 if !mutable.contains(file.path) { try journal.record(file.path) }
@@ -135,7 +137,7 @@ public struct Uploader: Sendable {
     /// origin folder no longer holds): what `repo prune --bucket` must treat as current whatever the
     /// folder's file times say.
     public func servedVersions() throws(PatchSyncError) -> (snapshot: Int, targets: Int)? {
-        guard let remote = try S3Connection(bucket).get("metadata/timestamp.json", limit: 1 << 20),
+        guard let remote = try S3Connection(bucket).get(OriginLayout.timestamp, limit: 1 << 20),
               let served = served(remoteTimestamp: remote) else { return nil }
         return (served.snapshot, served.targets.version)
     }
@@ -143,11 +145,11 @@ public struct Uploader: Sendable {
     /// The snapshot version the bucket's timestamp.json names and the targets pin of that snapshot, when
     /// the origin folder holds that snapshot with the hash the timestamp pins; nil otherwise.
     private func served(remoteTimestamp data: Data) -> (snapshot: Int, targets: MetaFile)? {
-        guard let stamp = try? Signed<TimestampMetadata>(parsing: data, name: "timestamp.json"),
-              let snapPin = stamp.signed.meta["snapshot.json"],
-              let snapData = pinned("metadata/\(snapPin.version).snapshot.json", snapPin),
-              let snapshot = try? Signed<SnapshotMetadata>(parsing: snapData, name: "snapshot.json"),
-              let targetsPin = snapshot.signed.meta["targets.json"] else { return nil }
+        guard let stamp = try? Signed<TimestampMetadata>(parsing: data, name: OriginLayout.timestampName),
+              let snapPin = stamp.signed.meta[OriginLayout.snapshotName],
+              let snapData = pinned(OriginLayout.metadata(role: "snapshot", version: snapPin.version), snapPin),
+              let snapshot = try? Signed<SnapshotMetadata>(parsing: snapData, name: OriginLayout.snapshotName),
+              let targetsPin = snapshot.signed.meta[OriginLayout.targetsName] else { return nil }
         return (snapPin.version, targetsPin)
     }
 
@@ -156,15 +158,15 @@ public struct Uploader: Sendable {
     /// than what players see (a restored backup) or another copy of the repository uploads here. Players
     /// who saw the newer metadata would refuse the older one, and immutable files would fork.
     private func checkNotAhead(remote: Data, local: Data) throws(PatchSyncError) {
-        guard let theirs = try? Signed<TimestampMetadata>(parsing: remote, name: "timestamp.json") else {
-            throw PatchSyncError(.refusedData, "\(bucket.publicURL)/metadata/timestamp.json is not TUF timestamp metadata",
+        guard let theirs = try? Signed<TimestampMetadata>(parsing: remote, name: OriginLayout.timestampName) else {
+            throw PatchSyncError(.refusedData, "\(bucket.publicURL)/\(OriginLayout.timestamp) is not TUF timestamp metadata",
                                  remedy: "check the destination: it should be a bucket only patchsync uploads to (or give --force)")
         }
-        let ours: Signed<TimestampMetadata> = try Signed(parsing: local, name: origin + "/metadata/timestamp.json")
-        let snapPin = theirs.signed.meta["snapshot.json"]
-        let snapPath = "metadata/\(snapPin?.version ?? 0).snapshot.json"
+        let ours: Signed<TimestampMetadata> = try Signed(parsing: local, name: layout.timestampFile)
+        let snapPin = theirs.signed.meta[OriginLayout.snapshotName]
+        let snapPath = OriginLayout.metadata(role: "snapshot", version: snapPin?.version ?? 0)
         let forked = theirs.signed.version >= ours.signed.version
-            || (snapPin.map { FileSystem.exists(origin + "/" + snapPath) && pinned(snapPath, $0) == nil } ?? false)
+            || (snapPin.map { FileSystem.exists(layout.path(snapPath)) && pinned(snapPath, $0) == nil } ?? false)
         guard forked else { return }
         throw PatchSyncError(.refusedData, "\(bucket.publicURL) serves timestamp version \(theirs.signed.version) "
                              + "(snapshot \(snapPin?.version ?? 0)), and \(origin) has version \(ours.signed.version)"
@@ -205,11 +207,11 @@ public struct Uploader: Sendable {
     /// holds that metadata with the hashes the bucket's timestamp.json pins. Empty when it cannot tell.
     private func present(remoteTimestamp data: Data, contents: inout BuildContents.Memo) -> Set<String> {
         guard let served = served(remoteTimestamp: data),
-              let targetsData = pinned("metadata/\(served.targets.version).targets.json", served.targets),
-              let targets = try? Signed<TargetsMetadata>(parsing: targetsData, name: "targets.json") else { return [] }
+              let targetsData = pinned(OriginLayout.metadata(role: "targets", version: served.targets.version), served.targets),
+              let targets = try? Signed<TargetsMetadata>(parsing: targetsData, name: OriginLayout.targetsName) else { return [] }
         var present = Set<String>()
-        for version in 1...max(1, served.snapshot) { present.insert("metadata/\(version).snapshot.json") }
-        for version in 1...max(1, served.targets.version) { present.insert("metadata/\(version).targets.json") }
+        for version in 1...max(1, served.snapshot) { present.insert(OriginLayout.metadata(role: "snapshot", version: version)) }
+        for version in 1...max(1, served.targets.version) { present.insert(OriginLayout.metadata(role: "targets", version: version)) }
         for (path, file) in targets.signed.targets {
             // A build whose manifest the folder no longer has is sent again where the folder has its files.
             if let paths = try? contents.paths(in: origin, target: path, file) { present.formUnion(paths) }
@@ -219,7 +221,7 @@ public struct Uploader: Sendable {
 
     /// The bytes of the origin's `path` when they match the pin's length and SHA-256.
     private func pinned(_ path: String, _ pin: MetaFile) -> Data? {
-        guard let data = try? FileSystem.read(origin + "/" + path, limit: 64 << 20),
+        guard let data = try? FileSystem.read(layout.path(path), limit: 64 << 20),
               pin.length.map({ $0 == data.count }) ?? true,
               let hash = pin.hashes?["sha256"], hash == SHA256Hasher.hash(data).hex else { return nil }
         return data
@@ -254,17 +256,13 @@ public struct Uploader: Sendable {
 
     /// The upload order: content first, then manifests, then metadata from root versions to timestamp.json.
     static func group(of path: String) -> Int {
-        if path.hasPrefix("objects/") { return 0 }
-        if path.hasPrefix("targets/") { return 1 }
-        if isRootVersion(path) { return 2 }
-        if path.hasSuffix(".targets.json") || path.hasSuffix(".\(Releases.role).json") { return 3 }
-        if path.hasSuffix(".snapshot.json") { return 4 }
-        if path == "metadata/timestamp.json" { return 6 }
+        if OriginLayout.isObject(path) { return 0 }
+        if OriginLayout.isTarget(path) { return 1 }
+        if OriginLayout.isRootVersion(path) { return 2 }
+        if OriginLayout.isMetadata(path, role: "targets") || OriginLayout.isMetadata(path, role: Releases.role) { return 3 }
+        if OriginLayout.isMetadata(path, role: "snapshot") { return 4 }
+        if path == OriginLayout.timestamp { return 6 }
         return 5  // root.json
-    }
-
-    static func isRootVersion(_ path: String) -> Bool {
-        path.hasPrefix("metadata/") && path.hasSuffix(".root.json") && path.dropFirst(9).first?.isNumber == true
     }
 
     static func contentType(_ path: String) -> String {
@@ -313,8 +311,9 @@ private final class Journal: Sendable {
     private let file: Mutex<FileDescriptor?>
 
     init(origin: String, destination: String, bucketState: String) throws(PatchSyncError) {
-        let folder = origin + "/.patchsync-upload"
-        path = folder + "/" + SHA256Hasher.hash(Data(destination.utf8)).hex
+        let layout = OriginLayout(root: origin)
+        let folder = layout.uploadJournalFolder
+        path = layout.uploadJournal(SHA256Hasher.hash(Data(destination.utf8)).hex)
         let text = FileSystem.exists(path) ? String(decoding: try FileSystem.read(path, limit: 256 << 20), as: UTF8.self) : ""
         let lines = text.split(separator: "\n").map(String.init)
         let header = "bucket " + bucketState

@@ -1,0 +1,130 @@
+import Foundation
+
+/// A place staging gets chunk bytes from: an unlocked preload's store, the origin's ranges (and later
+/// LAN peers). Staging asks each source in turn for what is still missing; a source delivers the chunks
+/// it holds to the ``ChunkPipeline``, which checks each against its signed SHA-256 before it is written,
+/// so staging never needs to know where bytes came from. (The live tree and kept builds are read
+/// before any source is asked: ``LiveTree`` plans what they hold.)
+protocol ChunkSource: Sendable {
+    /// Delivers what this source holds of `needs` (chunks of one object, in object order) and returns
+    /// the needs it did not deliver, for the next source. `delivered` is called with each group of
+    /// needs made durable, for progress. Throws when the source delivered damaged bytes it cannot
+    /// make good (a tampered preload) or when it gave up (every mirror failed).
+    func deliver(_ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
+                 delivered: @escaping @Sendable ([Plan.Need]) -> Void) async throws(PatchSyncError) -> [Plan.Need]
+
+    /// Puts the whole object `object` (`length` stored bytes: a delta pack) at `local`, checked against
+    /// its SHA-256; returns the bytes it fetched over the network, or nil when this source does not hold
+    /// the object. `progress` is called with the bytes of the object so far.
+    func whole(_ object: SHA256Digest, length: Int64, to local: String,
+               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64?
+}
+
+extension [any ChunkSource] {
+    /// The first source's copy of a whole object (see ``ChunkSource/whole(_:length:to:progress:)``).
+    func whole(_ object: SHA256Digest, length: Int64, to local: String,
+               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64 {
+        for source in self {
+            if let fetched = try await source.whole(object, length: length, to: local, progress: progress) { return fetched }
+        }
+        throw PatchSyncError(.internal, "no source holds object \(object)")
+    }
+}
+
+/// The origin's objects, by range requests on its mirrors under the retry policy: it holds every chunk,
+/// so it is asked last.
+struct OriginChunks: ChunkSource {
+    let origin: Origin
+
+    /// Fetches one coalesced range; returns once all its needs are written. While the client yields to
+    /// other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each attempt asks for
+    /// what is still missing: a response cut short keeps the chunks it delivered, and counts as progress
+    /// for the origin's retry policy (``Origin/withRetries(_:absence:deadline:preferring:onGiveUp:_:)``).
+    func deliver(_ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
+                 delivered: @escaping @Sendable ([Plan.Need]) -> Void) async throws(PatchSyncError) -> [Plan.Need] {
+        var remaining = needs
+        let path = ObjectID.path(needs[0].object)
+        try await origin.withRetries("object \(needs[0].object)") {
+            (mirror: Int) async throws(PatchSyncError) -> Origin.Attempt<Void> in
+            let url = origin.url(path, mirror: mirror)
+            let part = ChunkFetcher.prefix(of: remaining, budget: origin.client.requestBudget)
+            let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
+            var result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
+                                                   into: sink)
+            await sink.drained()
+            let (left, refused) = sink.outcome
+            remaining = left + remaining.dropFirst(part.count)
+            if let refused { result = .failure(.refused(refused)) }
+            try await files.durable()
+            let missing = Set(left.map(\.chunk.sha256))
+            delivered(part.filter { !missing.contains($0.chunk.sha256) })
+            if remaining.isEmpty { return .done(()) }
+            let progressed = left.count < part.count
+            switch result {
+            case .failure(let failure): return .failed(failure, progressed: progressed)
+            case .success where left.isEmpty: return .more  // the next part of the range
+            case .success:
+                return .failed(.wrongRange("the response ended before \(left.count) of its \(part.count) chunks"),
+                               progressed: progressed)
+            }
+        }
+        return []
+    }
+
+    func whole(_ object: SHA256Digest, length: Int64, to local: String,
+               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64? {
+        try await origin.download(ObjectID.path(object), to: local, length: length, sha256: object, progress: progress)
+    }
+}
+
+/// An unlocked preload's objects: sealed ones opened with the released keys from what was preloaded
+/// (never fetched plain), and the plain ranges the preload fetched. A preloaded chunk that fails its
+/// hash is dropped from the store and the sync refused: fetched again at the next sync.
+struct PreloadChunks: ChunkSource {
+    let source: SealedSource
+    let origin: Origin
+
+    func deliver(_ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
+                 delivered: @escaping @Sendable ([Plan.Need]) -> Void) async throws(PatchSyncError) -> [Plan.Need] {
+        guard let stored = try await source.stored(needs, origin: origin) else { return needs }
+        for (need, bytes) in zip(needs, stored) {
+            let sink = ChunkSink(needs: [need], pipeline: pipeline, url: "preloaded object \(need.object)")
+            if let failure = bytes.withUnsafeBytes({ sink.receive($0) }) { throw failure }
+            await sink.drained()
+            if let refused = sink.outcome.failure { throw refused }
+            guard sink.outcome.remaining.isEmpty else {
+                source.dropDamaged(need)
+                throw PatchSyncError(.refusedData, "a preloaded chunk of object \(need.object) does not match its SHA-256",
+                                     remedy: "nothing was installed and the live build is untouched; a damaged preloaded "
+                                         + "range is fetched again at the next sync, else report it to the publisher")
+            }
+        }
+        try await files.durable()
+        delivered(needs)
+        return []
+    }
+
+    func whole(_ object: SHA256Digest, length: Int64, to local: String,
+               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64? {
+        guard let sealed = source.sealed[object] else { return nil }
+        if !FileSystem.exists(local) { try await source.openWhole(sealed, to: local, origin: origin) }
+        progress(length)
+        return 0
+    }
+}
+
+extension SealedSource {
+    /// Forgets a preloaded plain range whose chunk failed its hash, so the next sync fetches it from
+    /// the origin (a sealed unit that fails authentication is dropped where it is opened).
+    func dropDamaged(_ need: Plan.Need) {
+        if !isSealed(need.object) { store.drop(object: need.object, offset: need.chunk.objectOffset) }
+    }
+}
+
+extension SyncContext {
+    /// Where this sync's chunks come from, in the order they are asked: the unlocked preload's store
+    /// (when staging a build that was preloaded), then the origin.
+    var sources: [any ChunkSource] {
+        (sealed.map { [PreloadChunks(source: $0, origin: origin)] } ?? []) + [OriginChunks(origin: origin)]
+    }
+}

@@ -10,12 +10,12 @@ import Testing
 /// the folders it wrote) says after each step what must hold. A failure prints its seed and the
 /// shortest sequence found that still fails.
 ///
-/// `PATCHSYNC_MODEL_SEQUENCES` (default 96, over 4 shards) and `PATCHSYNC_MODEL_SEED` (default: a
+/// `PATCHSYNC_MODEL_SEQUENCES` (default 256, over 4 shards) and `PATCHSYNC_MODEL_SEED` (default: a
 /// fixed base, so CI is repeatable) set how much runs; run thousands locally with a random seed.
 @Suite("The install against random sequences of operations", .tags(.cli))
 struct InstallModelTests {
     static let shards = 4
-    static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEQUENCES"] ?? "") ?? 96 }
+    static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEQUENCES"] ?? "") ?? 256 }
     static var baseSeed: UInt64 { UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEED"] ?? "") ?? 20261125 }
 
     @Test("the live tree is always one signed build's chosen selection, nothing outside the install changes, verify tells the truth, disk use stays bounded, no record points at missing content",
@@ -60,6 +60,10 @@ enum ModelOp: CustomStringConvertible, Equatable {
     case stateFolderToLink(pick: Int)
     /// A link to the canary and a stray file planted in a staged folder.
     case plantStray
+    /// sync or apply killed at a named transition (PATCHSYNC_CRASH_AT).
+    case syncCrashed(point: String), applyCrashed(point: String)
+    static let syncPoints = ["stagingBegun", "batchWritten", "stagingFinished"]
+    static let applyPoints = ["applyMoved", "applyFlipped", "applyRecorded", "retired"]
 
     static let stateFolders = ["staging", "trash", "deltas", "preload"]
 
@@ -86,6 +90,8 @@ enum ModelOp: CustomStringConvertible, Equatable {
         case .deletePreviousBuild: return "hand: delete the previous build's folder"
         case .stateFolderToLink(let pick): return "hand: replace .patchsync/\(ModelOp.stateFolders[pick % ModelOp.stateFolders.count]) by a link to the canary"
         case .plantStray: return "hand: plant a link to the canary and a stray file in a staged folder"
+        case .syncCrashed(let point): return "sync, killed at \(point)"
+        case .applyCrashed(let point): return "apply, killed at \(point)"
         }
     }
 }
@@ -332,7 +338,8 @@ struct ModelRun {
             (2, { _ in .rollback }), (1, { _ in .bundlesAdd }), (1, { _ in .bundlesRemove }), (1, { _ in .repair }),
             (1, { _ in .emptyStaging }), (1, { _ in .deleteStaging }), (1, { _ in .stagingFolderToLink }),
             (1, { .truncateLiveFile(pick: Int($0.next() % 64)) }), (1, { .chmodLiveFile(pick: Int($0.next() % 64)) }),
-            (1, { _ in .deletePreviousBuild }), (1, { .stateFolderToLink(pick: Int($0.next() % 4)) }), (1, { _ in .plantStray }),
+            (1, { _ in .deletePreviousBuild }), (1, { .stateFolderToLink(pick: Int($0.next() % 4)) }), (2, { _ in .plantStray }),
+            (2, { .syncCrashed(point: ModelOp.syncPoints[Int($0.next() % 3)]) }), (1, { .applyCrashed(point: ModelOp.applyPoints[Int($0.next() % 4)]) }),
         ]
         let total = weighted.reduce(0) { $0 + $1.0 }
         var ops: [ModelOp] = [.publish]
@@ -413,6 +420,7 @@ struct ModelRun {
                                                              CLI.executable, "sync", "--install", install.root])
             if days > 300 {
                 guard result.status == 65 else { return "sync a year ahead of signed expiry exited \(result.status) (65 expected): \(result.stdout)" }
+                if model.stagingDamaged { model.ready.insert(nil) }  // the refused sync still drops a ready tree changed by hand
             } else {
                 guard result.status == 0 else { return "sync with the clock moved \(days) days exited \(result.status): \(result.stdout)" }
                 model.syncCompleted()
@@ -426,6 +434,20 @@ struct ModelRun {
                 model.syncCompleted()
             } else {
                 model.syncInterrupted()
+            }
+        case .syncCrashed(let point):
+            let result = try CLI.run(["sync", "--install", install.root, "--quiet"], environment: ["PATCHSYNC_CRASH_AT": point])
+            if result.status == 0 { model.syncCompleted() } else { model.syncInterrupted() }
+        case .applyCrashed(let point):
+            _ = try CLI.run(["apply", "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": point])
+            // Killed before the flip: the old build is live; after it: the ready one is, whatever was recorded.
+            let live = try liveDeployment()
+            if live != model.live {
+                guard let live, model.ready.contains(live) else {
+                    return "apply killed at \(point) made \(live.map(\.description) ?? "nothing") live; ready was \(model.ready)"
+                }
+                liveChanges += 1
+                model.applied(live)
             }
         case .syncDiscretionary:
             let result = try cli(["sync", "--discretionary"])
@@ -606,6 +628,7 @@ struct ModelRun {
         let staged = FileSystemProbe.isFolder(stagingRoot) ? (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] : []
         if staged.count > 3 { return "staging/ holds \(staged.count) folders: \(staged.sorted())" }
         let status = try install.status()
+        if case .applyCrashed = op { return nil }  // the records catch up with the link at the next command
         if status.current != install.currentDeployment() {
             return "the state records \(status.current ?? "nothing") as current, the link says \(install.currentDeployment() ?? "nothing")"
         }
@@ -613,13 +636,18 @@ struct ModelRun {
             return "current \(current) has no folder in builds/"
         }
         // After a library command (not hand damage), a ready record names a tree that is there.
+        // (Hand damage, and commands that leave the install's state alone: a bundle choice is config only,
+        // a repair with nothing installed runs nothing.)
         let byHand: Bool = switch op {
         case .publish, .emptyStaging, .deleteStaging, .stagingFolderToLink, .truncateLiveFile, .chmodLiveFile, .deletePreviousBuild,
-             .stateFolderToLink, .plantStray: true
+             .stateFolderToLink, .plantStray, .bundlesAdd, .bundlesRemove, .syncCrashed, .applyCrashed: true
+        case .repair: model.live == nil
         default: false
         }
-        if !byHand, let ready = status.ready, !FileSystemProbe.isFolder(stagingRoot + "/" + ready) {
-            return "the state records \(ready) ready, but staging/\(ready) is not there"
+        // (An apply killed after moving the ready tree into builds/ leaves it there, and the next apply goes on.)
+        if !byHand, let ready = status.ready, !FileSystemProbe.isFolder(stagingRoot + "/" + ready),
+           !FileSystemProbe.isFolder(install.root + "/builds/" + ready) {
+            return "the state records \(ready) ready, but neither staging/\(ready) nor builds/\(ready) is there"
         }
         return nil
     }

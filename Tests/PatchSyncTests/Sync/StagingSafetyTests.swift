@@ -67,6 +67,46 @@ struct StagingSafetyTests {
         #expect(try treeFacts(install.stagedDirectory("2")).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
     }
 
+    @Test("only the signed build goes live: a link out, a stray file and a stray folder left in a half-done staging are removed before it is ready; links in place of staging/, trash/, deltas/ and preload/ are removed, never followed")
+    func straysAndLinkedStateFolders() async throws {
+        let (fixture, install) = try await TrustTests.installedWithUpdate()
+        let outside = fixture.directory + "/player-files"
+        try FileManager.default.createDirectory(atPath: outside + "/saves", withIntermediateDirectories: true)
+        try "keep me".write(toFile: outside + "/saves/slot1", atomically: true, encoding: .utf8)
+        let before = try treeFacts(outside)
+        let build = try fixture.sampleBuild(2, scale: 0.01)
+        let staged = install.stagedDirectory("2")
+        try FileManager.default.createDirectory(atPath: staged + "/stray-folder", withIntermediateDirectories: true)
+        try "stray".write(toFile: staged + "/stray-folder/file", atomically: true, encoding: .utf8)
+        try "stray".write(toFile: staged + "/stray.txt", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: staged + "/evil", withDestinationPath: outside)
+        let identity = try stagingIdentity(fixture, build: "2")
+        try install.state().update { $0.beginStaging(identity, sequence: 0) }
+        for name in ["trash", "deltas", "preload"] {
+            try? FileManager.default.removeItem(atPath: install.root + "/.patchsync/" + name)
+            try FileManager.default.createSymbolicLink(atPath: install.root + "/.patchsync/" + name, withDestinationPath: outside)
+        }
+
+        let report = try await Syncer(install: install).run()
+        #expect(report.outcome == .ready)
+        #expect(try treeFacts(outside) == before, "files outside the install were deleted or written through a planted link")
+        let names = try FileManager.default.contentsOfDirectory(atPath: staged)
+        #expect(!names.contains("evil") && !names.contains("stray.txt") && !names.contains("stray-folder"))
+        #expect(try treeFacts(staged).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
+        for name in ["trash", "deltas", "preload"] {
+            #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: install.root + "/.patchsync/" + name)) == nil)
+        }
+        _ = try install.applyPendingUpdate()
+        #expect(try treeFacts(outside) == before)
+
+        // A link in place of staging/ itself: removed at the next sync, which stages in a folder of its own.
+        try FileManager.default.removeItem(atPath: install.stagingDirectory)
+        try FileManager.default.createSymbolicLink(atPath: install.stagingDirectory, withDestinationPath: outside)
+        _ = try await Syncer(install: install).run()
+        #expect(try treeFacts(outside) == before)
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: install.stagingDirectory)) == nil)
+    }
+
     @Test("a staged folder swapped for a link to the player's own files whose names match the build's: nothing there is deleted or written, and the staging is rebuilt")
     func swappedFolderWithMatchingNames() async throws {
         let (fixture, install) = try await TrustTests.installedWithUpdate()

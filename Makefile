@@ -5,7 +5,9 @@ SWIFT ?= swift
 APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libdeflate-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils faketime strace chromium curl python3 python3-pip python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps demo test build release clean man fuzz
+.PHONY: deps demo test build release clean man fuzz lint format
+
+FORMATTED := Sources Tests Examples Benchmarks Fuzz Package.swift
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -31,7 +33,14 @@ release: deps
 demo: release
 	bash Examples/demo.sh .build/release
 
-test: deps
+# House style is checked, not argued: swift-format with the checked-in .swift-format (fix with `make format`).
+lint:
+	$(SWIFT) format lint --strict --recursive $(FORMATTED)
+
+format:
+	$(SWIFT) format format --in-place --recursive $(FORMATTED)
+
+test: deps lint
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 

@@ -8,11 +8,11 @@ let package = Package(
     products: [
         .library(name: "PatchSync", targets: ["PatchSync"]),
         .executable(name: "patchsync", targets: ["patchsync"]),
-        .executable(name: "patchsync-tuf-client", targets: ["patchsync-tuf-client"]),
+        .executable(name: "patchsync-tuf-client", targets: ["patchsync-tuf-client"])
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2")
     ],
     targets: [
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
@@ -25,7 +25,7 @@ let package = Package(
             name: "PatchSync",
             dependencies: [
                 "CCurl", "CLinux", "CZlib", "CLibDeflate", "CLibCrypto", "CSQLite3",
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log")
             ]
         ),
         .target(
@@ -33,7 +33,7 @@ let package = Package(
             dependencies: [
                 "PatchSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log")
             ]
         ),
         .executableTarget(name: "patchsync", dependencies: ["PatchSyncCLI"]),
@@ -48,10 +48,12 @@ let package = Package(
         .testTarget(name: "PatchSyncTests", dependencies: ["PatchSync", "PatchSyncTestSupport"]),
         .testTarget(
             name: "PatchSyncCLITests",
-            dependencies: ["PatchSync", "PatchSyncCLI", "PatchSyncTestSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "PatchSync", "PatchSyncCLI", "PatchSyncTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser")
+            ],
             exclude: ["Snapshots"]
-        ),
+        )
     ],
     swiftLanguageModes: [.v6]
 )
@@ -60,8 +62,9 @@ let package = Package(
 // `make fuzz` builds them into .build-fuzz and runs each one; `make test` replays their corpus.
 if ProcessInfo.processInfo.environment["PATCHSYNC_FUZZ"] != nil {
     for name in ["Metadata", "CanonicalJson", "Manifest", "Object"] {
-        package.targets.append(.executableTarget(
-            name: "Fuzz\(name)", dependencies: ["PatchSync"], path: "Fuzz/Sources/Fuzz\(name)",
-            swiftSettings: [.unsafeFlags(["-parse-as-library"])]))
+        package.targets.append(
+            .executableTarget(
+                name: "Fuzz\(name)", dependencies: ["PatchSync"], path: "Fuzz/Sources/Fuzz\(name)",
+                swiftSettings: [.unsafeFlags(["-parse-as-library"])]))
     }
 }

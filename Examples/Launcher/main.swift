@@ -24,8 +24,9 @@ do {
                 print("sync: \(done) of \(total) bytes, \(files) of \(filesTotal) files")
             case .bundles(let progress):
                 let pending = progress.bundles.filter { $0.state == .pending }.map(\.name)
-                print("sync: build \(progress.buildId) \(progress.playable ? "is playable" : "is not playable yet")"
-                      + (pending.isEmpty ? "" : "; still coming: \(pending.joined(separator: ", "))"))
+                print(
+                    "sync: build \(progress.buildId) \(progress.playable ? "is playable" : "is not playable yet")"
+                        + (pending.isEmpty ? "" : "; still coming: \(pending.joined(separator: ", "))"))
             case .preload(let status): print("sync: \(status.summary)")
             }
         }

@@ -69,8 +69,10 @@ public enum PublishLimit {
     /// (``ObjectWriter/describe(file:)``: content-defined chunks, SHA-256 of each chunk and of the
     /// file, the level-1 samples, zlib level 6 where it pays) on `threads` threads, writing nothing.
     /// The bound that a publish with free file creation and free disk writes cannot beat.
-    public static func chunkHashDeflate(tree: String, threads: Int,
-                                        chunking: ChunkingParameters = .standard) throws -> Result {
+    public static func chunkHashDeflate(
+        tree: String, threads: Int,
+        chunking: ChunkingParameters = .standard
+    ) throws -> Result {
         let paths = try BuildFolder.scan(tree, dereferenceExternal: true).files.map { tree + "/" + $0 }
         let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
         let totals = Mutex((bytes: Int64(0), stored: Int64(0), failure: String?.none))
@@ -79,7 +81,10 @@ public enum PublishLimit {
         let next = Mutex(0)
         DispatchQueue.concurrentPerform(iterations: max(1, threads)) { _ in
             var bytes: Int64 = 0, stored: Int64 = 0
-            while case let index = next.withLock({ n in defer { n += 1 }; return n }), index < paths.count {
+            while case let index = next.withLock({ n in
+                defer { n += 1 }
+                return n
+            }), index < paths.count {
                 do {
                     let result = try writer.describe(file: paths[index])
                     bytes += result.size
@@ -88,7 +93,10 @@ public enum PublishLimit {
                     totals.withLock { $0.failure = $0.failure ?? "\(error)" }
                 }
             }
-            totals.withLock { $0.bytes += bytes; $0.stored += stored }
+            totals.withLock {
+                $0.bytes += bytes
+                $0.stored += stored
+            }
         }
         let elapsed = ContinuousClock.now - started
         let result = totals.withLock { $0 }

@@ -7,7 +7,7 @@ import Foundation
 public enum FuzzTargets {
     /// The targets by name, as the corpus folders are named.
     public static let all: [(name: String, run: @Sendable (Data) -> Void)] = [
-        ("metadata", metadata), ("canonical-json", canonicalJSON), ("manifest", manifest), ("object", object),
+        ("metadata", metadata), ("canonical-json", canonicalJSON), ("manifest", manifest), ("object", object)
     ]
 
     /// The TUF metadata parser: every role's envelope, signature checks, delegation lookups.
@@ -49,8 +49,9 @@ public enum FuzzTargets {
     /// three bytes of the input choose that length, up to 1 MiB), and the bounded gunzip.
     public static func object(_ data: Data) {
         guard data.count >= 3 else { return }
-        let length = (Int(data[data.startIndex]) << 16 | Int(data[data.startIndex + 1]) << 8
-                      | Int(data[data.startIndex + 2])) % (1 << 20 + 1)
+        let length =
+            (Int(data[data.startIndex]) << 16 | Int(data[data.startIndex + 1]) << 8
+                | Int(data[data.startIndex + 2])) % (1 << 20 + 1)
         let body = data.dropFirst(3)
         let output = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, length), alignment: 16)
         defer { output.deallocate() }

@@ -53,8 +53,9 @@ extension PatchSyncError {
     }
 
     /// A sync stopped by its caller: deferred, with progress kept.
-    static let cancelled = PatchSyncError(.deferred, "the sync was cancelled; the chunks already verified are kept",
-                                          remedy: "run sync again to continue where it stopped")
+    static let cancelled = PatchSyncError(
+        .deferred, "the sync was cancelled; the chunks already verified are kept",
+        remedy: "run sync again to continue where it stopped")
 
     /// Turns any error into a PatchSyncError: typed low-level errors keep their meaning.
     static func wrap(_ error: any Error) -> PatchSyncError {

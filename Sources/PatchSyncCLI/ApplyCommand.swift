@@ -11,7 +11,8 @@ struct Apply: AsyncParsableCommand {
 
     func run() async throws {
         let report = try Install.open(at: options.install).applyPendingUpdate()
-        let human = report.applied
+        let human =
+            report.applied
             ? "build \(report.current ?? "?") is now current (previous: \(report.previous ?? "none"))"
             : "no build is ready; current is \(report.current ?? "none")"
         Output(json: options.json).result(report, human: human)

@@ -11,8 +11,9 @@ struct BucketOptions: ParsableArguments {
     /// The bucket of `url` (s3://BUCKET/PREFIX), with credentials from the AWS environment variables or
     /// ~/.aws/credentials.
     func bucket(_ url: String) throws(PatchSyncError) -> S3Bucket {
-        var bucket = try S3Bucket(url: url, endpoint: endpoint, region: region ?? S3Bucket.Credentials.region(),
-                                  credentials: try S3Bucket.Credentials.fromEnvironment())
+        var bucket = try S3Bucket(
+            url: url, endpoint: endpoint, region: region ?? S3Bucket.Credentials.region(),
+            credentials: try S3Bucket.Credentials.fromEnvironment())
         bucket.caFile = caFile
         return bucket
     }

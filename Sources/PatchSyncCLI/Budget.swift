@@ -31,8 +31,9 @@ struct Budget {
         let bytes = number * (unit ?? 1)
         // Double(Int64.max) is 2^63, the first value that does not convert.
         guard bytes.isFinite, bytes < Double(Int64.max) else {
-            throw PatchSyncError(.usage, "the size '\(text)' is out of range: a budget is at most \(Int64.max) bytes (8 EiB)",
-                                 remedy: "write it as 500M, 2G, 100K or bytes")
+            throw PatchSyncError(
+                .usage, "the size '\(text)' is out of range: a budget is at most \(Int64.max) bytes (8 EiB)",
+                remedy: "write it as 500M, 2G, 100K or bytes")
         }
         return Int64(bytes)
     }
@@ -41,8 +42,9 @@ struct Budget {
     func overrun(_ report: PatchDiff) -> PatchSyncError? {
         var lines: [String] = []
         if let total, report.allDownloadBytes > total {
-            lines.append("the patch downloads \(ByteCount.format(report.allDownloadBytes)), over the "
-                         + "\(ByteCount.format(total)) budget by \(ByteCount.format(report.allDownloadBytes - total))")
+            lines.append(
+                "the patch downloads \(ByteCount.format(report.allDownloadBytes)), over the "
+                    + "\(ByteCount.format(total)) budget by \(ByteCount.format(report.allDownloadBytes - total))")
         }
         for (bundle, limit) in bundles.sorted(by: { $0.key < $1.key }) {
             let bytes = report.bundles[bundle]?.downloadBytes ?? 0
@@ -52,7 +54,8 @@ struct Budget {
         }
         guard !lines.isEmpty else { return nil }
         let top = report.largest.prefix(3).map { "\($0.path) (\(ByteCount.format($0.downloadBytes)))" }
-        return PatchSyncError(.refusedData, lines.joined(separator: "; "),
-                              remedy: "largest contributors: \(top.joined(separator: ", ")); check for a packaging change")
+        return PatchSyncError(
+            .refusedData, lines.joined(separator: "; "),
+            remedy: "largest contributors: \(top.joined(separator: ", ")); check for a packaging change")
     }
 }

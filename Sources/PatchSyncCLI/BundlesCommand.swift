@@ -37,8 +37,10 @@ struct BundlesCommand: AsyncParsableCommand {
     static func change(_ options: ClientOptions, adding: [String], removing: [String]) throws(PatchSyncError) {
         let install = try Install.open(at: options.install)
         let choice = try install.chooseBundles(adding: adding, removing: removing)
-        var human = "optional bundles chosen: " + (choice.chosen.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") }
-            ?? "every one" + (choice.excluded.isEmpty ? "" : " but " + choice.excluded.joined(separator: ", ")))
+        var human =
+            "optional bundles chosen: "
+            + (choice.chosen.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") }
+                ?? "every one" + (choice.excluded.isEmpty ? "" : " but " + choice.excluded.joined(separator: ", ")))
         if !choice.unknown.isEmpty {
             human += "\nnot in the newest known build (kept, installed when a build has them): " + choice.unknown.joined(separator: ", ")
         }

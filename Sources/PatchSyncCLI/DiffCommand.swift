@@ -40,7 +40,8 @@ struct Diff: AsyncParsableCommand {
     @Flag(help: "Print the report as JSON.") var json = false
 
     func run() async throws {
-        let rules = try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
+        let rules =
+            try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
             ?? BundleRules(bundles: [.base])
         let budgets = try Budget.parse(budget)
         guard deltaSources >= 0 else {
@@ -54,15 +55,18 @@ struct Diff: AsyncParsableCommand {
         func pick(_ manifest: Manifest) -> Manifest {
             chosen.map { manifest.selecting(BundleSelection(manifest, chosen: $0).wanted) } ?? manifest
         }
-        var report = PatchDiff(old: pick(before.manifest), new: pick(after.manifest), oldName: before.name, newName: after.name,
-                               deltas: deltas)
+        var report = PatchDiff(
+            old: pick(before.manifest), new: pick(after.manifest), oldName: before.name, newName: after.name,
+            deltas: deltas)
         if let chosen { report.selection = BundleSelection(after.manifest, chosen: chosen).wanted }
-        report.metadataBytes = try DiffSide.predictedMetadataBytes(from: before, to: after,
-                                                                   packBytes: deltas.values.reduce(0, +))
+        report.metadataBytes = try DiffSide.predictedMetadataBytes(
+            from: before, to: after,
+            packBytes: deltas.values.reduce(0, +))
         if let html {
             do { try Data(DiffHTML.render(report).utf8).write(to: URL(fileURLWithPath: html)) } catch {
-                throw PatchSyncError(.localIO, "writing \(html)", remedy: "check that its folder exists and is writable",
-                                     cause: error)
+                throw PatchSyncError(
+                    .localIO, "writing \(html)", remedy: "check that its folder exists and is writable",
+                    cause: error)
             }
         }
         Output(json: json).result(report, human: DiffTable.render(report))

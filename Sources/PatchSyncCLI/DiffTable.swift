@@ -10,25 +10,35 @@ enum DiffTable {
         rows.append(row("total", r.total))
         let widths = header.indices.map { i in ([header[i]] + rows.map { $0[i] }).map(\.count).max() ?? 0 }
         func line(_ cells: [String]) -> String {
-            cells.enumerated().map { i, c in i == 0 ? c.padding(toLength: widths[i], withPad: " ", startingAt: 0)
-                : String(repeating: " ", count: widths[i] - c.count) + c }.joined(separator: "  ")
+            cells.enumerated().map { i, c in
+                i == 0
+                    ? c.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[i] - c.count) + c
+            }.joined(separator: "  ")
         }
         lines.append(line(header))
         lines += rows.map(line)
         if let metadata = r.metadataBytes {
-            lines += ["", "before the content: \(ByteCount.format(metadata)) of manifest and signed metadata; "
-                      + "\(ByteCount.format(r.allDownloadBytes)) in all"]
+            lines += [
+                "",
+                "before the content: \(ByteCount.format(metadata)) of manifest and signed metadata; "
+                    + "\(ByteCount.format(r.allDownloadBytes)) in all"
+            ]
         }
         if !r.entries.isEmpty {
-            lines += ["", "links and empty folders added or changed: " + r.entries.prefix(10).joined(separator: ", ")
-                      + (r.entries.count > 10 ? " and \(r.entries.count - 10) more" : "")]
+            lines += [
+                "",
+                "links and empty folders added or changed: " + r.entries.prefix(10).joined(separator: ", ")
+                    + (r.entries.count > 10 ? " and \(r.entries.count - 10) more" : "")
+            ]
         }
         if !r.largest.isEmpty {
             lines += ["", "largest downloads:"]
             for f in r.largest {
-                lines.append("  \(ByteCount.format(f.downloadBytes).padding(toLength: 10, withPad: " ", startingAt: 0)) "
-                             + "\(f.path) (\(f.change.rawValue)\(f.route == .delta ? " by delta" : ""); reused \(ByteCount.format(f.reusedBytes)), "
-                             + "new \(ByteCount.format(f.newBytes)))")
+                lines.append(
+                    "  \(ByteCount.format(f.downloadBytes).padding(toLength: 10, withPad: " ", startingAt: 0)) "
+                        + "\(f.path) (\(f.change.rawValue)\(f.route == .delta ? " by delta" : ""); reused \(ByteCount.format(f.reusedBytes)), "
+                        + "new \(ByteCount.format(f.newBytes)))")
             }
         }
         return lines.joined(separator: "\n")
@@ -36,7 +46,9 @@ enum DiffTable {
 
     private static func row(_ name: String, _ t: PatchDiff.Totals) -> [String] {
         let delta = t.diskDeltaBytes < 0 ? "-" + ByteCount.format(-t.diskDeltaBytes) : "+" + ByteCount.format(t.diskDeltaBytes)
-        return [name, "\(t.filesAdded)", "\(t.filesRemoved)", "\(t.filesChanged)", "\(t.filesPatched)", "\(t.filesUnchanged)",
-                ByteCount.format(t.downloadBytes), ByteCount.format(t.writtenBytes), delta]
+        return [
+            name, "\(t.filesAdded)", "\(t.filesRemoved)", "\(t.filesChanged)", "\(t.filesPatched)", "\(t.filesUnchanged)",
+            ByteCount.format(t.downloadBytes), ByteCount.format(t.writtenBytes), delta
+        ]
     }
 }

@@ -27,14 +27,16 @@ struct Init: AsyncParsableCommand {
     func run() async throws {
         var config = InstallConfig(remotes: remote, channel: channel)
         guard bundles.isEmpty || !requiredOnly else {
-            throw PatchSyncError(.usage, "--bundle and --required-only contradict each other",
-                                 remedy: "give the optional bundles to install with --bundle, or --required-only for none")
+            throw PatchSyncError(
+                .usage, "--bundle and --required-only contradict each other",
+                remedy: "give the optional bundles to install with --bundle, or --required-only for none")
         }
         if requiredOnly || !bundles.isEmpty { config.bundles = Array(Set(bundles)).sorted() }
         config.caFile = caFile.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         let created = try Install.create(at: install, config: config, trustedRoot: root)
-        Output(json: json).result(try created.status(),
-                                  human: "\(created.root) follows channel \(channel) of \(remote.joined(separator: ", "))\n"
-                                      + "next: patchsync sync --install \(created.root)")
+        Output(json: json).result(
+            try created.status(),
+            human: "\(created.root) follows channel \(channel) of \(remote.joined(separator: ", "))\n"
+                + "next: patchsync sync --install \(created.root)")
     }
 }

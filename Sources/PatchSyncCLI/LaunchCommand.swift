@@ -36,9 +36,16 @@ struct Launch: AsyncParsableCommand {
         let install = try Install.open(at: folder)
         return try GameLauncher(install: install).launch(executable, Array(command.dropFirst())) { outcome in
             if json {
-                struct Event: Encodable { var event = "apply"; var applied: Bool; var current: String?; var skipped: String? }
-                let line = Output.encode(Event(applied: outcome.report?.applied ?? false, current: outcome.report?.current,
-                                               skipped: outcome.skipped))
+                struct Event: Encodable {
+                    var event = "apply"
+                    var applied: Bool
+                    var current: String?
+                    var skipped: String?
+                }
+                let line = Output.encode(
+                    Event(
+                        applied: outcome.report?.applied ?? false, current: outcome.report?.current,
+                        skipped: outcome.skipped))
                 FileHandle.standardOutput.write(Data((line + "\n").utf8))  // unbuffered: before the game's own output
             } else if let skipped = outcome.skipped {
                 FileHandle.standardError.write(Data("patchsync: starting the current build without applying: \(skipped)\n".utf8))

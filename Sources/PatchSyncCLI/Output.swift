@@ -1,6 +1,6 @@
+import ArgumentParser
 import Foundation
 import PatchSync
-import ArgumentParser
 
 /// Where a command's results go: human lines, or one JSON object (events one per line) with `--json`.
 struct Output: Sendable {
@@ -30,8 +30,11 @@ struct Output: Sendable {
             struct ErrorObject: Encodable {
                 var error: String, code: String, hint: String?, exitStatus: Int32
             }
-            print(Self.encode(ErrorObject(error: error.description, code: error.code.rawValue, hint: error.remedy,
-                                          exitStatus: exitStatus)))
+            print(
+                Self.encode(
+                    ErrorObject(
+                        error: error.description, code: error.code.rawValue, hint: error.remedy,
+                        exitStatus: exitStatus)))
         } else {
             var text = "error: \(error.description)\n"
             if let remedy = error.remedy { text += "hint: \(remedy)\n" }
@@ -61,7 +64,10 @@ extension ByteCount {
         let multipliers: [Character: Double] = ["K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024]
         var number = Substring(trimmed)
         var multiplier = 1.0
-        if let last = number.last, let m = multipliers[last] { multiplier = m; number = number.dropLast() }
+        if let last = number.last, let m = multipliers[last] {
+            multiplier = m
+            number = number.dropLast()
+        }
         guard let value = Double(number), value > 0, value * multiplier < Double(Int.max) else {
             throw ValidationError("--max-rate \(text) is not a rate: give bytes per second such as 500K, 2M or 1.5G")
         }

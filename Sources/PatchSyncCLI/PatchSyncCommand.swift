@@ -19,8 +19,10 @@ public struct PatchSyncCommand: AsyncParsableCommand {
               patchsync init --install ~/Games/forest --remote https://cdn.example.com/forest --root root.json
               patchsync sync --install ~/Games/forest && patchsync apply --install ~/Games/forest
             """,
-        subcommands: [Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
-                      Rollback.self, Verify.self, Status.self, BundlesCommand.self]
+        subcommands: [
+            Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
+            Rollback.self, Verify.self, Status.self, BundlesCommand.self
+        ]
     )
 
     public init() {}

@@ -100,7 +100,10 @@ final class ProgressReporter: Sendable {
     /// Ends a live line.
     func finish() {
         state.withLock { state in
-            if state.liveLineShown { write("\n"); state.liveLineShown = false }
+            if state.liveLineShown {
+                write("\n")
+                state.liveLineShown = false
+            }
         }
     }
 
@@ -133,7 +136,10 @@ final class ProgressReporter: Sendable {
         case .quiet: return
         case .json: Output.line(Output.encode(ProgressEvent(event: "phase", message: message)))
         case .live:
-            if state.liveLineShown { write("\n"); state.liveLineShown = false }
+            if state.liveLineShown {
+                write("\n")
+                state.liveLineShown = false
+            }
             write(message + "\n")
         case .lines: write(message + "\n")
         }
@@ -149,9 +155,12 @@ final class ProgressReporter: Sendable {
         switch mode {
         case .quiet: return
         case .json:
-            Output.line(Output.encode(ProgressEvent(event: "transfer", message: text, bytesDone: done, bytesTotal: total,
-                                              bytesPerSecond: Int64(rate), etaSeconds: eta,
-                                              filesDone: files, filesTotal: filesTotal)))
+            Output.line(
+                Output.encode(
+                    ProgressEvent(
+                        event: "transfer", message: text, bytesDone: done, bytesTotal: total,
+                        bytesPerSecond: Int64(rate), etaSeconds: eta,
+                        filesDone: files, filesTotal: filesTotal)))
         case .live:
             write("\r\u{1B}[2K" + text)
             state.liveLineShown = true

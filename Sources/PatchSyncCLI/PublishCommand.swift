@@ -36,30 +36,39 @@ struct Publish: AsyncParsableCommand {
     @Option(help: "A bundles file (JSON): bundle name, required, priority, path globs.") var bundles: String?
     @Option(help: "How many of the channel's latest builds get a delta pack to this one (0: none).")
     var deltaSources = 2
-    @Option(help: ArgumentHelp("The average chunk size in KiB, a power of two (min a quarter, max 4×).",
-                               valueName: "KiB")) var chunkSize: Int?
-    @Option(help: ArgumentHelp("New files up to this size go into pack objects (0: every file its own object).",
-                               valueName: "KiB")) var smallFile = PackWriter.defaultSmallFile >> 10
+    @Option(
+        help: ArgumentHelp(
+            "The average chunk size in KiB, a power of two (min a quarter, max 4×).",
+            valueName: "KiB")) var chunkSize: Int?
+    @Option(
+        help: ArgumentHelp(
+            "New files up to this size go into pack objects (0: every file its own object).",
+            valueName: "KiB")) var smallFile = PackWriter.defaultSmallFile >> 10
     @Option(help: ArgumentHelp("The size at which a pack of small files is closed.", valueName: "KiB"))
     var packSize = PackWriter.defaultTargetSize >> 10
     @Option(help: "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed).")
     var keepBuilds = Publisher.Options.defaultKeepBuilds
     @Flag(help: "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build.")
     var dereferenceExternal = false
-    @Option(help: ArgumentHelp("Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
-                               valueName: "time")) var releaseAt: String?
+    @Option(
+        help: ArgumentHelp(
+            "Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
+            valueName: "time")) var releaseAt: String?
     @Option(help: "The folder preload content keys go to (default: content/ beside the targets key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         guard smallFile >= 0, packSize >= 1 else {
-            throw PatchSyncError(.usage, "--small-file \(smallFile) and --pack-size \(packSize) must be 0 or more and 1 or more",
-                                 remedy: "give sizes in KiB, e.g. --small-file 128 --pack-size 4096")
+            throw PatchSyncError(
+                .usage, "--small-file \(smallFile) and --pack-size \(packSize) must be 0 or more and 1 or more",
+                remedy: "give sizes in KiB, e.g. --small-file 128 --pack-size 4096")
         }
-        let rules = try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
+        let rules =
+            try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
             ?? BundleRules(bundles: [.base])
-        var options = Publisher.Options(buildDirectory: buildDirectory, origin: origin,
-                                        buildId: try BuildID(buildId), bundles: rules)
+        var options = Publisher.Options(
+            buildDirectory: buildDirectory, origin: origin,
+            buildId: try BuildID(buildId), bundles: rules)
         options.channel = try Channel(channel)
         guard deltaSources >= 0 else {
             throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
@@ -78,21 +87,27 @@ struct Publish: AsyncParsableCommand {
         }
         if let releaseAt {
             guard let date = TUFDate.parse(releaseAt) else {
-                throw PatchSyncError(.usage, "--release-at '\(releaseAt)' is not a UTC time",
-                                     remedy: "write it as 2026-12-01T17:00:00Z")
+                throw PatchSyncError(
+                    .usage, "--release-at '\(releaseAt)' is not a UTC time",
+                    remedy: "write it as 2026-12-01T17:00:00Z")
             }
-            options.preload = Publisher.Preload(releaseAt: date, contentKeys: contentKeys
-                                                ?? defaultContentKeys(beside: signing.targetsKey.first ?? "."))
+            options.preload = Publisher.Preload(
+                releaseAt: date,
+                contentKeys: contentKeys
+                    ?? defaultContentKeys(beside: signing.targetsKey.first ?? "."))
         }
         let output = Output(json: json)
         var last = ContinuousClock.now
         let report = try Publisher(options: options, signers: try signing.signers()).run { done, total in
             guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
             last = ContinuousClock.now
-            output.event(ProgressEvent(event: "publish", message: "chunked and stored \(done) of \(total) files",
-                                       filesDone: done, filesTotal: total))
+            output.event(
+                ProgressEvent(
+                    event: "publish", message: "chunked and stored \(done) of \(total) files",
+                    filesDone: done, filesTotal: total))
         }
-        let human = report.alreadyPublished
+        let human =
+            report.alreadyPublished
             ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"
             : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
                 + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "

@@ -23,17 +23,24 @@ struct RepoCheck: AsyncParsableCommand {
     func run() async throws {
         let repo = try Repository.load(origin: origin)
         let due = repo.expiring(within: try parseDuration(within), onlineWithin: try parseDuration(onlineWithin))
-        struct Result: Encodable { var origin: String; var ok: Bool; var due: [RepositoryStatus.Role] }
+        struct Result: Encodable {
+            var origin: String
+            var ok: Bool
+            var due: [RepositoryStatus.Role]
+        }
         let output = Output(json: json)
         guard due.isEmpty else {
             if json { output.result(Result(origin: origin, ok: false, due: due), human: "") }
             let names = due.map { "\($0.role) (\($0.daysLeft <= 0 ? "expired" : "\($0.daysLeft) days left"))" }
-            throw PatchSyncError(.refusedData, "\(origin): \(names.joined(separator: ", ")) must be signed again soon, "
-                                 + "or clients will refuse every update",
-                                 remedy: due.map(\.renewal).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
-                                    .joined(separator: "; "))
+            throw PatchSyncError(
+                .refusedData,
+                "\(origin): \(names.joined(separator: ", ")) must be signed again soon, "
+                    + "or clients will refuse every update",
+                remedy: due.map(\.renewal).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+                    .joined(separator: "; "))
         }
-        output.result(Result(origin: origin, ok: true, due: []),
-                      human: "\(origin): no role expires within \(within) (snapshot and timestamp: \(onlineWithin))")
+        output.result(
+            Result(origin: origin, ok: true, due: []),
+            human: "\(origin): no role expires within \(within) (snapshot and timestamp: \(onlineWithin))")
     }
 }

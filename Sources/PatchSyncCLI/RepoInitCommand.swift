@@ -25,21 +25,27 @@ struct RepoInit: AsyncParsableCommand {
 
     func run() async throws {
         guard !rootKey.isEmpty, !targetsKey.isEmpty else {
-            throw PatchSyncError(.usage, "a repository needs a root key and a targets key",
-                                 remedy: "give --root-key and --targets-key (`patchsync keygen --out keys/` writes them)")
+            throw PatchSyncError(
+                .usage, "a repository needs a root key and a targets key",
+                remedy: "give --root-key and --targets-key (`patchsync keygen --out keys/` writes them)")
         }
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(expires)
         let roots = try loadKeys(rootKey), targets = try loadKeys(targetsKey), online = try SigningKey.load(path: onlineKey)
         let repo = try Repository.create(
             origin: origin,
-            keys: Repository.KeySet(root: roots.map(\.publicKey), rootThreshold: rootThreshold,
-                                    targets: targets.map(\.publicKey), targetsThreshold: targetsThreshold,
-                                    online: online.publicKey),
+            keys: Repository.KeySet(
+                root: roots.map(\.publicKey), rootThreshold: rootThreshold,
+                targets: targets.map(\.publicKey), targetsThreshold: targetsThreshold,
+                online: online.publicKey),
             signers: Repository.Signers(root: roots, targets: targets, online: online), lifetimes: lifetimes)
-        struct Result: Encodable { var origin: String; var root: String }
+        struct Result: Encodable {
+            var origin: String
+            var root: String
+        }
         let root = OriginLayout(root: repo.origin).rootMetadataFile
-        Output(json: json).result(Result(origin: repo.origin, root: root),
-                                  human: "created a repository in \(repo.origin)\nship \(root) with the game")
+        Output(json: json).result(
+            Result(origin: repo.origin, root: root),
+            human: "created a repository in \(repo.origin)\nship \(root) with the game")
     }
 }

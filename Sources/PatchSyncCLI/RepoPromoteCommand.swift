@@ -27,9 +27,11 @@ struct RepoPromote: AsyncParsableCommand {
         release.keepBuilds = keepBuilds
         let report = try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))
         warn(report.warnings)
-        Output(json: json).result(report, human: report.alreadyCurrent
-            ? "build \(report.buildId) is already the newest on \(report.channel); nothing written"
-            : "build \(report.buildId) of \(from) is now the newest on \(report.channel) (sequence \(report.sequence)); "
-                + "players on \(report.channel) get it at their next sync")
+        Output(json: json).result(
+            report,
+            human: report.alreadyCurrent
+                ? "build \(report.buildId) is already the newest on \(report.channel); nothing written"
+                : "build \(report.buildId) of \(from) is now the newest on \(report.channel) (sequence \(report.sequence)); "
+                    + "players on \(report.channel) get it at their next sync")
     }
 }

@@ -58,10 +58,12 @@ struct RepoPrune: AsyncParsableCommand {
         var lines = ["\(r.origin): \(r.listed.count) build(s) listed"]
         if !r.unlisted.isEmpty { lines.append("no longer listed: \(r.unlisted.joined(separator: ", "))") }
         if !r.held.isEmpty { lines.append("held for the grace period (clients may still fetch them): \(r.held.joined(separator: ", "))") }
-        let what = "\(r.count(.object)) object(s), \(r.count(.manifest)) manifest(s), \(r.count(.metadata)) metadata version(s)"
+        let what =
+            "\(r.count(.object)) object(s), \(r.count(.manifest)) manifest(s), \(r.count(.metadata)) metadata version(s)"
             + (r.count(.incoming) > 0 ? ", \(r.count(.incoming)) leftover(s) of stopped publishes" : "")
-        lines.append((r.dryRun ? "would remove " : "removed ") + what + ": " + ByteCount.format(r.bytesFreed)
-                     + (r.dryRun ? " would be freed" : " freed"))
+        lines.append(
+            (r.dryRun ? "would remove " : "removed ") + what + ": " + ByteCount.format(r.bytesFreed)
+                + (r.dryRun ? " would be freed" : " freed"))
         return lines.joined(separator: "\n")
     }
 }

@@ -21,29 +21,40 @@ struct RepoRefresh: AsyncParsableCommand {
 
     func run() async throws {
         var repo = try Repository.open(origin: origin, for: "refreshing its metadata")
-        let outcome = try repo.refresh(key: try SigningKey.load(path: key),
-                                       contentKeys: contentKeys ?? defaultContentKeys(beside: key))
+        let outcome = try repo.refresh(
+            key: try SigningKey.load(path: key),
+            contentKeys: contentKeys ?? defaultContentKeys(beside: key))
         let warnings = repo.expiryWarnings()
         warn(warnings)
         struct Result: Encodable {
-            var origin: String; var refreshed: Bool; var released: [String]; var missingKeys: [String]; var failed: [String]
+            var origin: String
+            var refreshed: Bool
+            var released: [String]
+            var missingKeys: [String]
+            var failed: [String]
             var warnings: [String]
         }
-        Output(json: json).result(Result(origin: origin, refreshed: true, released: outcome.released,
-                                         missingKeys: outcome.missingKeys, failed: outcome.failed, warnings: warnings),
-                                  human: "re-signed snapshot and timestamp of \(origin)"
-                                      + outcome.released.map { "\nreleased \($0): players unlock it at their next sync" }.joined())
+        Output(json: json).result(
+            Result(
+                origin: origin, refreshed: true, released: outcome.released,
+                missingKeys: outcome.missingKeys, failed: outcome.failed, warnings: warnings),
+            human: "re-signed snapshot and timestamp of \(origin)"
+                + outcome.released.map { "\nreleased \($0): players unlock it at their next sync" }.joined())
         if !outcome.failed.isEmpty {
-            throw PatchSyncError(.refusedData, "a preload build due for release could not be released: "
-                                 + outcome.failed.joined(separator: "; "),
-                                 remedy: "fix what it names, then run `patchsync repo release BUILD`; snapshot and timestamp "
-                                     + "were re-signed")
+            throw PatchSyncError(
+                .refusedData,
+                "a preload build due for release could not be released: "
+                    + outcome.failed.joined(separator: "; "),
+                remedy: "fix what it names, then run `patchsync repo release BUILD`; snapshot and timestamp "
+                    + "were re-signed")
         }
         if !outcome.missingKeys.isEmpty {
-            throw PatchSyncError(.usage, "a preload build is due for release and its key file is not at hand: "
-                                 + outcome.missingKeys.joined(separator: ", "),
-                                 remedy: "copy the key file publish wrote into --content-keys, or run `patchsync repo release "
-                                     + "BUILD` where it is; snapshot and timestamp were re-signed")
+            throw PatchSyncError(
+                .usage,
+                "a preload build is due for release and its key file is not at hand: "
+                    + outcome.missingKeys.joined(separator: ", "),
+                remedy: "copy the key file publish wrote into --content-keys, or run `patchsync repo release "
+                    + "BUILD` where it is; snapshot and timestamp were re-signed")
         }
     }
 }

@@ -25,16 +25,23 @@ struct RepoRelease: AsyncParsableCommand {
     func run() async throws {
         let build = try BuildID(buildId), channelName = try Channel(channel)
         var repo = try Repository.open(origin: origin, for: "releasing \(build)")
+        struct Result: Encodable {
+            var origin: String
+            var buildId: String
+            var released: Bool
+            var alreadyReleased: Bool
+        }
         if repo.isReleased(channel: channelName.name, build: build.value) {
-            struct Result: Encodable { var origin: String; var buildId: String; var released: Bool; var alreadyReleased: Bool }
-            Output(json: json).result(Result(origin: origin, buildId: build.value, released: true, alreadyReleased: true),
-                                      human: "build \(build) of \(channelName) was already released; nothing changed")
+            Output(json: json).result(
+                Result(origin: origin, buildId: build.value, released: true, alreadyReleased: true),
+                human: "build \(build) of \(channelName) was already released; nothing changed")
             return
         }
-        try repo.release(build: build.value, channel: channelName.name,
-                         contentKeys: contentKeys ?? defaultContentKeys(beside: onlineKey), online: try SigningKey.load(path: onlineKey))
-        struct Result: Encodable { var origin: String; var buildId: String; var released: Bool; var alreadyReleased: Bool }
-        Output(json: json).result(Result(origin: origin, buildId: build.value, released: true, alreadyReleased: false),
-                                  human: "released build \(build) of \(channelName): players unlock it at their next sync")
+        try repo.release(
+            build: build.value, channel: channelName.name,
+            contentKeys: contentKeys ?? defaultContentKeys(beside: onlineKey), online: try SigningKey.load(path: onlineKey))
+        Output(json: json).result(
+            Result(origin: origin, buildId: build.value, released: true, alreadyReleased: false),
+            human: "released build \(build) of \(channelName): players unlock it at their next sync")
     }
 }

@@ -33,18 +33,25 @@ struct RepoRenew: AsyncParsableCommand {
         var repo = try Repository.open(origin: origin, for: "renewing its metadata")
         var renewed: [String] = []
         if !rootKey.isEmpty {
-            try repo.rotateRoot(Repository.RootChange(), signers: Repository.Signers(root: try loadKeys(rootKey)),
-                                lifetimes: lifetimes)
+            try repo.rotateRoot(
+                Repository.RootChange(), signers: Repository.Signers(root: try loadKeys(rootKey)),
+                lifetimes: lifetimes)
             renewed.append("root (version \(repo.rootVersion))")
         }
         if !targetsKey.isEmpty {
-            try repo.renewTargets(signers: Repository.Signers(targets: try loadKeys(targetsKey),
-                                                              online: try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }),
-                                  lifetimes: lifetimes)
+            try repo.renewTargets(
+                signers: Repository.Signers(
+                    targets: try loadKeys(targetsKey),
+                    online: try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }),
+                lifetimes: lifetimes)
             renewed.append("targets")
         }
-        struct Result: Encodable { var origin: String; var renewed: [String] }
-        Output(json: json).result(Result(origin: origin, renewed: renewed),
-                                  human: "renewed \(renewed.joined(separator: " and ")) of \(origin)")
+        struct Result: Encodable {
+            var origin: String
+            var renewed: [String]
+        }
+        Output(json: json).result(
+            Result(origin: origin, renewed: renewed),
+            human: "renewed \(renewed.joined(separator: " and ")) of \(origin)")
     }
 }

@@ -24,10 +24,13 @@ struct RepoRollback: AsyncParsableCommand {
 
     func run() async throws {
         let release = Release(origin: origin, signers: try signing.signers())
-        let report = try release.rollback(channel: try Channel(channel), to: try to.map { t throws(PatchSyncError) in try BuildID(t) },
-                                          reason: reason)
+        let report = try release.rollback(
+            channel: try Channel(channel), to: try to.map { t throws(PatchSyncError) in try BuildID(t) },
+            reason: reason)
         warn(report.warnings)
-        Output(json: json).result(report, human: "channel \(report.channel) is back on build \(report.buildId) (sequence "
-                                  + "\(report.sequence)), from \(report.rollback?.from ?? "?"); players move back at their next sync")
+        Output(json: json).result(
+            report,
+            human: "channel \(report.channel) is back on build \(report.buildId) (sequence "
+                + "\(report.sequence)), from \(report.rollback?.from ?? "?"); players move back at their next sync")
     }
 }

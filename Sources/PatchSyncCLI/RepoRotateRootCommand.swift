@@ -41,16 +41,25 @@ struct RepoRotateRoot: AsyncParsableCommand {
         let newRoots = try loadKeys(newRootKey), newTargets = try loadKeys(newTargetsKey)
         let newOnline = try newOnlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }
         let online = try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }
-        let change = Repository.RootChange(root: newRoots.isEmpty ? nil : newRoots.map(\.publicKey), rootThreshold: rootThreshold,
-                                           targets: newTargets.isEmpty ? nil : newTargets.map(\.publicKey),
-                                           targetsThreshold: targetsThreshold, online: newOnline?.publicKey)
-        try repo.rotateRoot(change, signers: Repository.Signers(root: try loadKeys(rootKey) + newRoots, targets: newTargets.isEmpty ? try loadKeys(targetsKey) : newTargets,
-                                                                online: newOnline ?? online),
-                            lifetimes: lifetimes)
-        struct Result: Encodable { var origin: String; var rootVersion: Int; var root: String }
+        let change = Repository.RootChange(
+            root: newRoots.isEmpty ? nil : newRoots.map(\.publicKey), rootThreshold: rootThreshold,
+            targets: newTargets.isEmpty ? nil : newTargets.map(\.publicKey),
+            targetsThreshold: targetsThreshold, online: newOnline?.publicKey)
+        try repo.rotateRoot(
+            change,
+            signers: Repository.Signers(
+                root: try loadKeys(rootKey) + newRoots, targets: newTargets.isEmpty ? try loadKeys(targetsKey) : newTargets,
+                online: newOnline ?? online),
+            lifetimes: lifetimes)
+        struct Result: Encodable {
+            var origin: String
+            var rootVersion: Int
+            var root: String
+        }
         let root = OriginLayout(root: origin).rootMetadataFile
-        Output(json: json).result(Result(origin: origin, rootVersion: repo.rootVersion, root: root),
-                                  human: "signed root version \(repo.rootVersion) of \(origin)\n"
-                                      + "clients move to it on their next sync; ship \(root) with new game builds")
+        Output(json: json).result(
+            Result(origin: origin, rootVersion: repo.rootVersion, root: root),
+            human: "signed root version \(repo.rootVersion) of \(origin)\n"
+                + "clients move to it on their next sync; ship \(root) with new game builds")
     }
 }

@@ -15,13 +15,15 @@ struct RepoStatus: AsyncParsableCommand {
         let status = try repo.status()
         var lines = ["repository \(origin)"]
         for role in status.roles {
-            lines.append("  \(role.role.padding(toLength: 9, withPad: " ", startingAt: 0)) version \(role.version), "
-                         + "\(role.threshold) of \(role.keys) key(s), expires \(Self.day(role.expires)) (in \(role.daysLeft) days)")
+            lines.append(
+                "  \(role.role.padding(toLength: 9, withPad: " ", startingAt: 0)) version \(role.version), "
+                    + "\(role.threshold) of \(role.keys) key(s), expires \(Self.day(role.expires)) (in \(role.daysLeft) days)")
         }
         for channel in status.channels {
             lines.append("channel \(channel.channel): \(channel.builds.count) build(s)")
             for build in channel.builds {
-                var line = "  \(build.current ? "*" : " ") \(build.buildId)  sequence \(build.sequence), "
+                var line =
+                    "  \(build.current ? "*" : " ") \(build.buildId)  sequence \(build.sequence), "
                     + (build.releaseAt == nil ? "\(build.files) files, " : "") + ByteCount.format(build.size)
                 if let at = build.releaseAt {
                     line += build.released == true ? ", preload, released" : ", preload, sealed until \(TUFDate.format(at))"

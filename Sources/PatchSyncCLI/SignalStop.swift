@@ -11,17 +11,21 @@ final class SignalStop: Sendable {
     private let sources: Mutex<[any DispatchSourceSignal]>
 
     init(_ stop: SyncStop) {
-        sources = Mutex([SIGTERM, SIGINT].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                let name = number == SIGTERM ? "SIGTERM" : "SIGINT"
-                if stop.reason != nil { signal(number, SIG_DFL); raise(number) }
-                stop.stop(.signal, "stopped by \(name)")
-            }
-            source.resume()
-            return source
-        })
+        sources = Mutex(
+            [SIGTERM, SIGINT].map { number in
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler {
+                    let name = number == SIGTERM ? "SIGTERM" : "SIGINT"
+                    if stop.reason != nil {
+                        signal(number, SIG_DFL)
+                        raise(number)
+                    }
+                    stop.stop(.signal, "stopped by \(name)")
+                }
+                source.resume()
+                return source
+            })
     }
 
     deinit {

@@ -11,30 +11,36 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws {
         let status = try Install.open(at: options.install).status()
-        var lines = ["install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
-                     "current:  \(status.current ?? "none")" + Self.why(status.currentRollback),
-                     "previous: \(status.previous ?? "none")", "ready:    \(status.ready ?? "none")" + Self.why(status.readyRollback)]
+        var lines = [
+            "install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
+            "current:  \(status.current ?? "none")" + Self.why(status.currentRollback),
+            "previous: \(status.previous ?? "none")", "ready:    \(status.ready ?? "none")" + Self.why(status.readyRollback)
+        ]
         if let held = status.heldBack { lines.append("held back: \(held) (rolled back from)") }
         for build in status.builds {
             lines.append("build:    \(build.name): \(ByteCount.format(build.diskBytes)) on disk")
         }
         lines.append("staging:  \(ByteCount.format(status.stagingDiskBytes)) on disk")
         if let s = status.staging {
-            lines.append("progress: \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
-                         + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
+            lines.append(
+                "progress: \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
+                    + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
         }
         if let r = status.routes {
-            lines.append("files:    \(r.buildId): \(r.linked) unchanged (linked), \(r.delta) patched by delta, "
-                         + "\(r.chunks) from chunks")
+            lines.append(
+                "files:    \(r.buildId): \(r.linked) unchanged (linked), \(r.delta) patched by delta, "
+                    + "\(r.chunks) from chunks")
         }
         if let r = status.running {
             let eta = r.etaSeconds.map { String(format: ", ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
-            lines.append("syncing:  process \(r.pid): \(ByteCount.format(r.bytesDone)) of \(ByteCount.format(r.bytesTotal)) "
-                         + "at \(ByteCount.format(Int64(r.bytesPerSecond)))/s\(eta)")
+            lines.append(
+                "syncing:  process \(r.pid): \(ByteCount.format(r.bytesDone)) of \(ByteCount.format(r.bytesTotal)) "
+                    + "at \(ByteCount.format(Int64(r.bytesPerSecond)))/s\(eta)")
         }
         if let d = status.deferral {
-            lines.append("deferred: \(d.message) (\(d.count) in a row); next discretionary attempt after "
-                         + d.nextAttempt.formatted(.iso8601))
+            lines.append(
+                "deferred: \(d.message) (\(d.count) in a row); next discretionary attempt after "
+                    + d.nextAttempt.formatted(.iso8601))
         }
         if let links = status.liveLinks, let folders = status.liveEmptyFolders, links + folders > 0 {
             lines.append("live:     \(links) symbolic links, \(folders) empty folders besides the files")

@@ -26,16 +26,23 @@ struct Sync: AsyncParsableCommand {
 
     @OptionGroup var options: ClientOptions
     @Flag(help: "Print no progress, only the result.") var quiet = false
-    @Option(help: ArgumentHelp("One bandwidth cap for all downloads together, bytes per second (suffix K, M or G: "
-                               + "binary multiples); overrides the config's maxBytesPerSecond.", valueName: "rate"),
-            transform: ByteCount.parseRate)
+    @Option(
+        help: ArgumentHelp(
+            "One bandwidth cap for all downloads together, bytes per second (suffix K, M or G: "
+                + "binary multiples); overrides the config's maxBytesPerSecond.", valueName: "rate"),
+        transform: ByteCount.parseRate)
     var maxRate: Int?
     @Flag(help: "Run as a background agent that players never notice (see above).") var discretionary = false
-    @Option(help: ArgumentHelp("Stop at this local time (the next one to come), progress kept; exit 75.",
-                               valueName: "HH:MM"))
+    @Option(
+        help: ArgumentHelp(
+            "Stop at this local time (the next one to come), progress kept; exit 75.",
+            valueName: "HH:MM"))
     var deadline: String?
-    @Option(name: .customLong("for"), help: ArgumentHelp("Stop after this long (90s, 30m, 2h), progress kept; exit 75.",
-                                                         valueName: "duration"))
+    @Option(
+        name: .customLong("for"),
+        help: ArgumentHelp(
+            "Stop after this long (90s, 30m, 2h), progress kept; exit 75.",
+            valueName: "duration"))
     var duration: String?
 
     func run() async throws {
@@ -68,8 +75,11 @@ struct Sync: AsyncParsableCommand {
     }
 
     static func describe(_ r: SyncReport) -> String {
-        let why = r.rollback.map { "the publisher rolled the channel back from \($0.from) to \(r.buildId)"
-            + ($0.reason.map { ": \($0)" } ?? "") + "\n" } ?? ""
+        let why =
+            r.rollback.map {
+                "the publisher rolled the channel back from \($0.from) to \(r.buildId)"
+                    + ($0.reason.map { ": \($0)" } ?? "") + "\n"
+            } ?? ""
         return why + describeOutcome(r)
     }
 

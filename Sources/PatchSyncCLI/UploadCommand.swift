@@ -33,13 +33,19 @@ struct Upload: AsyncParsableCommand {
         options.force = force
         let uploader = Uploader(origin: origin, bucket: try store.bucket(destination), options: options)
         let reporter = ProgressReporter(mode: .choose(json: json, quiet: false), verb: "uploading")
-        let report = try uploader.run { reporter.handle(.transfer(done: $0.bytes, total: $0.totalBytes, filesDone: $0.files,
-                                                                   filesTotal: $0.totalFiles)) }
+        let report = try uploader.run {
+            reporter.handle(
+                .transfer(
+                    done: $0.bytes, total: $0.totalBytes, filesDone: $0.files,
+                    filesTotal: $0.totalFiles))
+        }
         reporter.finish()
-        Output(json: json).result(report, human: report.alreadyCurrent
-            ? "\(report.destination) is up to date (its timestamp.json is the origin's); nothing sent"
-            : "uploaded \(report.filesUploaded) files (\(ByteCount.format(report.bytesUploaded))) to \(report.destination) in "
-                + "\(report.requests) requests; \(report.filesSkipped) files were there already\n"
-                + "players: patchsync init --remote \(report.destination) …")
+        Output(json: json).result(
+            report,
+            human: report.alreadyCurrent
+                ? "\(report.destination) is up to date (its timestamp.json is the origin's); nothing sent"
+                : "uploaded \(report.filesUploaded) files (\(ByteCount.format(report.bytesUploaded))) to \(report.destination) in "
+                    + "\(report.requests) requests; \(report.filesSkipped) files were there already\n"
+                    + "players: patchsync init --remote \(report.destination) …")
     }
 }

@@ -36,14 +36,18 @@ struct Verify: AsyncParsableCommand {
     }
 
     static func describe(_ r: VerifyReport) -> String {
-        var lines = ["checked \(r.filesChecked) files of build \(r.deployment) (\(r.filesHashed) hashed): "
-                     + (r.damaged.isEmpty ? "all intact" : "\(r.damaged.count) damaged")]
+        var lines = [
+            "checked \(r.filesChecked) files of build \(r.deployment) (\(r.filesHashed) hashed): "
+                + (r.damaged.isEmpty ? "all intact" : "\(r.damaged.count) damaged")
+        ]
         for d in r.damaged {
             lines.append("  \(d.problem.rawValue): \(d.path) (expected \(d.expected)\(d.actual.map { ", found \($0)" } ?? ""))")
         }
         if let staged = r.repairStaged {
-            lines.append(r.applied ? "repaired build \(staged) is now current"
-                         : "repaired build \(staged) is staged; it goes live at the next apply or launch")
+            lines.append(
+                r.applied
+                    ? "repaired build \(staged) is now current"
+                    : "repaired build \(staged) is staged; it goes live at the next apply or launch")
         } else if !r.damaged.isEmpty {
             lines.append("next: patchsync verify --repair (add --now to apply at once)")
         }

@@ -57,12 +57,16 @@ public final class FaultOrigin: @unchecked Sendable {
     /// Serves `root`, answering the first `count` requests for each path under `prefix` with `fault`;
     /// with `probability`, each request under `prefix` instead, with that probability (`count` is then
     /// unused). `retryAfter`: the Retry-After header of `.unavailable` answers.
-    public init(root: String, fault: Fault, count: Int = .max, prefix: String = "/objects/",
-                probability: Double? = nil, seed: Int = 1, retryAfter: String? = nil) throws {
-        server = try PythonServer(script: Self.script, arguments: [
-            root, fault.rawValue, String(min(count, 1 << 40)), prefix, probability.map { String($0) } ?? "",
-            String(seed), retryAfter ?? "",
-        ])
+    public init(
+        root: String, fault: Fault, count: Int = .max, prefix: String = "/objects/",
+        probability: Double? = nil, seed: Int = 1, retryAfter: String? = nil
+    ) throws {
+        server = try PythonServer(
+            script: Self.script,
+            arguments: [
+                root, fault.rawValue, String(min(count, 1 << 40)), prefix, probability.map { String($0) } ?? "",
+                String(seed), retryAfter ?? ""
+            ])
     }
 
     private static let script = """

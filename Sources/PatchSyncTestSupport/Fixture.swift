@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import PatchSync
+import Synchronization
 
 /// A scratch world for one test: a temporary folder with keys, an origin
 /// repository, generated builds and installs; removed when released.
@@ -21,8 +21,9 @@ public final class Fixture: @unchecked Sendable {
         rootKey = try SigningKey.load(path: directory + "/keys/root.key")
         targetsKey = try SigningKey.load(path: directory + "/keys/targets.key")
         onlineKey = try SigningKey.load(path: directory + "/keys/online.key")
-        _ = try Repository.create(origin: directory + "/origin", rootKey: rootKey, targetsKey: targetsKey,
-                                  onlineKey: onlineKey, now: now)
+        _ = try Repository.create(
+            origin: directory + "/origin", rootKey: rootKey, targetsKey: targetsKey,
+            onlineKey: onlineKey, now: now)
     }
 
     /// A fixture whose origin already holds build "1" of the sample game at `scale`; without `packs`,
@@ -51,12 +52,15 @@ public final class Fixture: @unchecked Sendable {
 
     /// Publishes a build folder into the origin.
     @discardableResult
-    public func publish(_ build: String, id: String, channel: String = "live",
-                        chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
-                        smallFileBytes: Int = PackWriter.defaultSmallFile, keepBuilds: Int = Publisher.Options.defaultKeepBuilds,
-                        bundles: [PatchSync.Bundle] = [.base], now: Date = Date()) throws -> Publisher.Report {
-        var options = Publisher.Options(buildDirectory: build, origin: origin, buildId: try BuildID(id),
-                                        bundles: try BundleRules(bundles: bundles))
+    public func publish(
+        _ build: String, id: String, channel: String = "live",
+        chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
+        smallFileBytes: Int = PackWriter.defaultSmallFile, keepBuilds: Int = Publisher.Options.defaultKeepBuilds,
+        bundles: [PatchSync.Bundle] = [.base], now: Date = Date()
+    ) throws -> Publisher.Report {
+        var options = Publisher.Options(
+            buildDirectory: build, origin: origin, buildId: try BuildID(id),
+            bundles: try BundleRules(bundles: bundles))
         options.channel = try Channel(channel)
         options.chunking = chunking
         options.deltaSources = deltaSources
@@ -133,13 +137,15 @@ public enum CLI {
         readErr.wait()
         let err = errData.withLock { $0 }
         process.process.waitUntilExit()
-        return Result(status: process.process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-                      stderr: String(decoding: err, as: UTF8.self))
+        return Result(
+            status: process.process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+            stderr: String(decoding: err, as: UTF8.self))
     }
 
     /// Starts `patchsync ARGS…` without waiting, for kill tests.
     public static func start(_ arguments: [String], environment: [String: String] = [:]) throws
-        -> (process: Process, out: Pipe, err: Pipe) {
+        -> (process: Process, out: Pipe, err: Pipe)
+    {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

@@ -47,9 +47,12 @@ public final class PowerSupplies: Sendable {
 extension SyncEnvironment {
     /// An environment for tests: `clock`'s time in UTC, `power`'s supplies, a network whose
     /// metered flag is `metered`, and jitter fixed at `random`.
-    public static func testing(clock: ManualClock, power: PowerSupplies, metered: Bool? = false,
-                               random: Double = 0.5) -> SyncEnvironment {
-        SyncEnvironment(now: { clock.now() }, timeZone: TimeZone(identifier: "UTC")!, powerSupplyRoot: power.root,
-                        networkIsMetered: { metered }, random: { random })
+    public static func testing(
+        clock: ManualClock, power: PowerSupplies, metered: Bool? = false,
+        random: Double = 0.5
+    ) -> SyncEnvironment {
+        SyncEnvironment(
+            now: { clock.now() }, timeZone: TimeZone(identifier: "UTC")!, powerSupplyRoot: power.root,
+            networkIsMetered: { metered }, random: { random })
     }
 }

@@ -66,8 +66,9 @@ public final class NginxOrigin: @unchecked Sendable {
             guard f.count >= 7, let status = Int(f[2]), let bytes = Int64(f[3]), let connection = Int(f[4]) else {
                 return nil
             }
-            return Request(method: f[0], path: f[1], status: status, bodyBytes: bytes, connection: connection,
-                           httpProtocol: f[5], range: f[6...].joined(separator: " "))
+            return Request(
+                method: f[0], path: f[1], status: status, bodyBytes: bytes, connection: connection,
+                httpProtocol: f[5], range: f[6...].joined(separator: " "))
         }
     }
 
@@ -77,10 +78,13 @@ public final class NginxOrigin: @unchecked Sendable {
             .reduce(0) { $0 + $1.bodyBytes }
     }
 
-    private static func configuration(root: String, directory: String, port: Int, rateLimit: String?,
-                                      tls: Bool) -> String {
+    private static func configuration(
+        root: String, directory: String, port: Int, rateLimit: String?,
+        tls: Bool
+    ) -> String {
         let user = getuid() == 0 ? "user root root;" : ""
-        let listen = tls
+        let listen =
+            tls
             ? "listen 127.0.0.1:\(port) ssl http2; ssl_certificate \(directory)/server.pem; "
                 + "ssl_certificate_key \(directory)/server.key;"
             : "listen 127.0.0.1:\(port);"
@@ -114,8 +118,9 @@ public final class NginxOrigin: @unchecked Sendable {
     private static func nginxPath() throws -> String {
         for path in ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
         where FileManager.default.isExecutableFile(atPath: path) { return path }
-        throw NSError(domain: "NginxOrigin", code: 1,
-                      userInfo: [NSLocalizedDescriptionKey: "nginx is not installed: run `make test` (it installs it)"])
+        throw NSError(
+            domain: "NginxOrigin", code: 1,
+            userInfo: [NSLocalizedDescriptionKey: "nginx is not installed: run `make test` (it installs it)"])
     }
 
     /// A port the kernel reports free (bind to 0, read it back, close).
@@ -152,8 +157,9 @@ public final class NginxOrigin: @unchecked Sendable {
             usleep(50_000)
         }
         let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
-        throw NSError(domain: "NginxOrigin", code: 3,
-                      userInfo: [NSLocalizedDescriptionKey: "nginx did not start on port \(port): \(log)"])
+        throw NSError(
+            domain: "NginxOrigin", code: 3,
+            userInfo: [NSLocalizedDescriptionKey: "nginx did not start on port \(port): \(log)"])
     }
 }
 
@@ -164,12 +170,18 @@ enum TestCertificates {
         let ext = directory + "/server.ext"
         try "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n".write(toFile: ext, atomically: true, encoding: .utf8)
         let steps: [[String]] = [
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=PatchSync Test CA"],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
-            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.pem", "-days", "2", "-extfile", ext],
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=PatchSync Test CA"
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"
+            ],
+            [
+                "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", "server.pem", "-days", "2", "-extfile", ext
+            ]
         ]
         for arguments in steps {
             let process = Process()
@@ -181,8 +193,9 @@ enum TestCertificates {
             try process.run()
             process.waitUntilExit()
             guard process.terminationStatus == 0 else {
-                throw NSError(domain: "TestCertificates", code: Int(process.terminationStatus),
-                              userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments[0]) failed"])
+                throw NSError(
+                    domain: "TestCertificates", code: Int(process.terminationStatus),
+                    userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments[0]) failed"])
             }
         }
         return directory + "/ca.pem"

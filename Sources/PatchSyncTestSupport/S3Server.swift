@@ -38,8 +38,12 @@ public final class S3Server: @unchecked Sendable {
         }
         guard let ready, ready.count == 4 else {
             process.terminate()
-            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "the S3 server did not start; see \(logPath) "
-                                                           + "(make test installs moto into .venv-tuf)"])
+            throw CocoaError(
+                .fileReadUnknown,
+                userInfo: [
+                    NSLocalizedDescriptionKey: "the S3 server did not start; see \(logPath) "
+                        + "(make test installs moto into .venv-tuf)"
+                ])
         }
         endpoint = String(ready[1])
         accessKeyId = String(ready[2])
@@ -50,8 +54,10 @@ public final class S3Server: @unchecked Sendable {
 
     /// The environment a `patchsync upload` needs: the user's keys, and no profile of the machine's.
     public var credentials: [String: String] {
-        ["AWS_ACCESS_KEY_ID": accessKeyId, "AWS_SECRET_ACCESS_KEY": secretAccessKey, "AWS_REGION": "us-east-1",
-         "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"]
+        [
+            "AWS_ACCESS_KEY_ID": accessKeyId, "AWS_SECRET_ACCESS_KEY": secretAccessKey, "AWS_REGION": "us-east-1",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"
+        ]
     }
 
     /// Forbids writing `key` of the bucket (nil: allows everything again).

@@ -19,8 +19,9 @@ public struct SampleGame: Sendable {
     public func write(build number: Int, into directory: String) throws {
         for (path, content) in files(build: number) {
             let full = directory + "/" + path
-            try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
-                                                    withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: (full as NSString).deletingLastPathComponent,
+                withIntermediateDirectories: true)
             try Data(content.bytes).write(to: URL(fileURLWithPath: full))
             let mode: Int16 = content.executable ? 0o755 : 0o644
             try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: full)
@@ -30,11 +31,12 @@ public struct SampleGame: Sendable {
     /// The sample's bundles: the game's code, levels and English text, and its textures, are required;
     /// its sound effects and music (`hd-audio`) and the other languages are optional.
     public static let bundles: [PatchSync.Bundle] = [
-        PatchSync.Bundle(name: "base", required: true, priority: 0,
-                         paths: ["bin/**", "config/**", "scripts/**", "levels/**", "packs/**", "text/en.po"]),
+        PatchSync.Bundle(
+            name: "base", required: true, priority: 0,
+            paths: ["bin/**", "config/**", "scripts/**", "levels/**", "packs/**", "text/en.po"]),
         PatchSync.Bundle(name: "hd-audio", required: false, priority: 1, paths: ["audio/**"]),
         PatchSync.Bundle(name: "languages", required: false, priority: 2, paths: ["text/**"]),
-        PatchSync.Bundle(name: "textures", required: true, priority: 1, paths: ["**"]),
+        PatchSync.Bundle(name: "textures", required: true, priority: 1, paths: ["**"])
     ]
 
     /// Writes the sample's bundles file (for `patchsync publish --bundles`).
@@ -112,8 +114,7 @@ public struct SampleGame: Sendable {
 
     private func editPack(_ bytes: inout [UInt8], _ rng: inout SeededRandom, insert delta: Int) {
         let at = bytes.count / 2 + Int(rng.next() % 1000)
-        if delta > 0 { bytes.insert(contentsOf: rng.bytes(delta), at: at) }
-        else { bytes.removeSubrange(at..<min(bytes.count, at - delta)) }
+        if delta > 0 { bytes.insert(contentsOf: rng.bytes(delta), at: at) } else { bytes.removeSubrange(at..<min(bytes.count, at - delta)) }
         edit(&bytes, &rng, overwrite: 4_096)
     }
 }
@@ -137,7 +138,11 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     public mutating func next() -> UInt64 {
         let result = ((s.1 &* 5) << 7 | (s.1 &* 5) >> 57) &* 9
         let t = s.1 << 17
-        s.2 ^= s.0; s.3 ^= s.1; s.1 ^= s.2; s.0 ^= s.3; s.2 ^= t
+        s.2 ^= s.0
+        s.3 ^= s.1
+        s.1 ^= s.2
+        s.0 ^= s.3
+        s.2 ^= t
         s.3 = s.3 << 45 | s.3 >> 19
         return result
     }
@@ -149,8 +154,14 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
         var out = [UInt8](repeating: 0, count: count)
         out.withUnsafeMutableBytes { raw in
             var i = 0
-            while i + 8 <= count { raw.storeBytes(of: next(), toByteOffset: i, as: UInt64.self); i += 8 }
-            while i < count { raw[i] = UInt8(truncatingIfNeeded: next()); i += 1 }
+            while i + 8 <= count {
+                raw.storeBytes(of: next(), toByteOffset: i, as: UInt64.self)
+                i += 8
+            }
+            while i < count {
+                raw[i] = UInt8(truncatingIfNeeded: next())
+                i += 1
+            }
         }
         return out
     }
@@ -159,14 +170,16 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
 
     /// `count` bytes of compressible, structured text.
     mutating func text(_ count: Int, style: TextStyle) -> [UInt8] {
-        let words = style == .level
+        let words =
+            style == .level
             ? ["entity", "tree", "rock", "spawn", "light", "trigger", "water", "path", "npc", "chest"]
             : ["local", "function", "end", "if", "then", "return", "self", "player", "health", "msgid"]
         var out: [UInt8] = []
         out.reserveCapacity(count + 64)
         while out.count < count {
             let w = words[Int(next() % UInt64(words.count))]
-            let line = style == .level
+            let line =
+                style == .level
                 ? "\(w) id=\(next() % 100_000) pos=(\(next() % 4096), \(next() % 256), \(next() % 4096)) rot=\(next() % 360)\n"
                 : "  \(w) \(words[Int(next() % 10)])_\(next() % 500) = \(words[Int(next() % 10)])(\(next() % 100))\n"
             out += Array(line.utf8)

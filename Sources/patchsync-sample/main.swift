@@ -11,25 +11,28 @@ func value(_ flag: String) -> String? {
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("""
-        usage: patchsync-sample generate --build N --out DIR [--scale 1.0] [--seed 2026]
-               patchsync-sample bundles --out FILE
-               patchsync-sample serve --root DIR --url-file FILE
-          generate  writes build N (1 or 2) of the sample game into DIR
-          bundles   writes the sample's bundles file (required base and textures, optional
-                    hd-audio and languages) for `patchsync publish --bundles`
-          serve     runs nginx on a free loopback port serving DIR, writes its URL to FILE,
-                    and stops it on SIGTERM or SIGINT
+    FileHandle.standardError.write(
+        Data(
+            """
+            usage: patchsync-sample generate --build N --out DIR [--scale 1.0] [--seed 2026]
+                   patchsync-sample bundles --out FILE
+                   patchsync-sample serve --root DIR --url-file FILE
+              generate  writes build N (1 or 2) of the sample game into DIR
+              bundles   writes the sample's bundles file (required base and textures, optional
+                        hd-audio and languages) for `patchsync publish --bundles`
+              serve     runs nginx on a free loopback port serving DIR, writes its URL to FILE,
+                        and stops it on SIGTERM or SIGINT
 
-        """.utf8))
+            """.utf8))
     exit(64)
 }
 
 switch arguments.first {
 case "generate":
     guard let out = value("--out"), let build = value("--build").flatMap(Int.init) else { usage() }
-    let game = SampleGame(seed: value("--seed").flatMap(UInt64.init) ?? 2026,
-                          scale: value("--scale").flatMap(Double.init) ?? 1.0)
+    let game = SampleGame(
+        seed: value("--seed").flatMap(UInt64.init) ?? 2026,
+        scale: value("--scale").flatMap(Double.init) ?? 1.0)
     do { try game.write(build: build, into: out) } catch {
         FileHandle.standardError.write(Data("error: generating the sample: \(error)\n".utf8))
         exit(74)

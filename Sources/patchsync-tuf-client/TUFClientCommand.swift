@@ -69,10 +69,11 @@ struct TUFClientCommand: AsyncParsableCommand {
         case "refresh":
             try await client.refresh(metadataURL: try need(metadataURL, "--metadata-url"))
         case "download":
-            try await client.download(target: try need(targetName, "--target-name"),
-                                      metadataURL: try need(metadataURL, "--metadata-url"),
-                                      targetBaseURL: try need(targetBaseURL, "--target-base-url"),
-                                      targetDirectory: try need(targetDir, "--target-dir"))
+            try await client.download(
+                target: try need(targetName, "--target-name"),
+                metadataURL: try need(metadataURL, "--metadata-url"),
+                targetBaseURL: try need(targetBaseURL, "--target-base-url"),
+                targetDirectory: try need(targetDir, "--target-dir"))
         default:
             throw ValidationError("unknown command \(command): use init, refresh or download")
         }

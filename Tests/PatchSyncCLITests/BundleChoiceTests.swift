@@ -45,8 +45,9 @@ struct BundleChoiceTests {
         var listing = try treeListing(current)
         let full = try treeListing(build + "/")
         #expect(!listing.keys.contains("audio") && !listing.keys.contains("text/fr.po") && listing.keys.contains("text/en.po"))
-        #expect(listing == full.filter { !$0.key.hasPrefix("audio") && !($0.key.hasPrefix("text/") && $0.key != "text/en.po") },
-                "the required bundles, whole")
+        #expect(
+            listing == full.filter { !$0.key.hasPrefix("audio") && !($0.key.hasPrefix("text/") && $0.key != "text/en.po") },
+            "the required bundles, whole")
         let requiredDisk = try Self.diskBytes(root + "/builds"), buildDisk = try Self.diskBytes(build)
         #expect(requiredDisk < buildDisk, "required-only takes less disk: \(requiredDisk) of \(buildDisk)")
         #expect(try CLI.run(["verify", "--full", "--install", root]).status == 0)
@@ -89,8 +90,9 @@ struct BundleChoiceTests {
         #expect(!FileManager.default.fileExists(atPath: current + "audio"), "gone after the apply")
         _ = try CLI.run(["status", "--install", root])  // housekeeping runs after the apply
         let without = try Self.diskBytes(root + "/builds")
-        #expect(withAudio - without >= Self.fetchBytes(try Self.manifest(fixture, "1"), bundle: "hd-audio") / 2,
-                "space freed: \(withAudio) -> \(without)")
+        #expect(
+            withAudio - without >= Self.fetchBytes(try Self.manifest(fixture, "1"), bundle: "hd-audio") / 2,
+            "space freed: \(withAudio) -> \(without)")
 
         // Build 2 renames the optional languages bundle: the player's choice of it is reported, not an error.
         #expect(try CLI.run(["bundles", "add", "languages", "--install", root]).status == 0)
@@ -141,7 +143,8 @@ struct BundleChoiceTests {
         #expect(written(all, "hd-audio") ?? 0 > 0, "build 2 changes audio")
         #expect(written(required, "hd-audio") == 0 && written(required, "base") == written(all, "base"))
         #expect(required["selection"] as? [String] == ["base", "textures"])
-        #expect(((required["total"] as? [String: Any])?["writtenBytes"] as? Int ?? 0)
+        #expect(
+            ((required["total"] as? [String: Any])?["writtenBytes"] as? Int ?? 0)
                 < ((all["total"] as? [String: Any])?["writtenBytes"] as? Int ?? 0))
     }
 
@@ -157,8 +160,11 @@ struct BundleChoiceTests {
         // Every request for one hd-audio object stalls: that bundle cannot complete from this origin.
         let stalled = try FaultOrigin(root: fixture.origin, fault: .stall, prefix: "/" + ObjectID.path(audio.object))
         let root = fixture.directory + "/game"
-        #expect(try CLI.run(["init", "--install", root, "--remote", stalled.url, "--root", fixture.rootMetadata,
-                             "--bundle", "hd-audio"]).status == 0)
+        #expect(
+            try CLI.run([
+                "init", "--install", root, "--remote", stalled.url, "--root", fixture.rootMetadata,
+                "--bundle", "hd-audio"
+            ]).status == 0)
         let sync = try CLI.start(["sync", "--install", root, "--json"])
         var seen = ""
         while !seen.contains("\"event\":\"bundles\"") {
@@ -167,14 +173,16 @@ struct BundleChoiceTests {
             seen += String(decoding: data, as: UTF8.self)
         }
         let event = try #require(seen.split(separator: "\n").first { $0.contains("\"event\":\"bundles\"") })
-        #expect(event.contains("\"playable\":true") && event.contains("\"name\":\"hd-audio\"") && event.contains("\"state\":\"pending\""),
-                "the required part is ready first: \(event)")
+        #expect(
+            event.contains("\"playable\":true") && event.contains("\"name\":\"hd-audio\"") && event.contains("\"state\":\"pending\""),
+            "the required part is ready first: \(event)")
         let progress = try #require(try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any])["bundles"] as? [String: Any]
         let entries = try #require(progress?["bundles"] as? [[String: Any]])
         let pending = try #require(entries.first { $0["name"] as? String == "hd-audio" })
-        #expect(pending["state"] as? String == "pending"
+        #expect(
+            pending["state"] as? String == "pending"
                 && pending["bytes"] as? Int == Int(manifest.files.filter { $0.bundle == "hd-audio" }.reduce(0) { $0 + $1.size }),
-                "a launcher learns the pending bundle's size: \(pending)")
+            "a launcher learns the pending bundle's size: \(pending)")
         #expect(try install(root).status().bundles?.names(.pending) == ["hd-audio"], "Install.status() says the same")
 
         let game = #"printf 'bundles=%s audio=%s\n' "$PATCHSYNC_BUNDLES" "$(test -e "$PATCHSYNC_CONTENT_ROOT/audio" && echo yes || echo no)""#

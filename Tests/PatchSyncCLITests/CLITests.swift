@@ -18,7 +18,7 @@ func lastJSON(_ text: String) throws -> [String: Any] {
 struct CLITests {
     static let verbs: [[String]] = [
         ["keygen"], ["repo", "init"], ["repo", "refresh"], ["repo", "release"], ["publish"], ["init"], ["sync"], ["apply"], ["launch"],
-        ["rollback"], ["verify"], ["status"], ["bundles"], ["bundles", "list"], ["bundles", "add"], ["bundles", "remove"],
+        ["rollback"], ["verify"], ["status"], ["bundles"], ["bundles", "list"], ["bundles", "add"], ["bundles", "remove"]
     ]
 
     @Test("every verb has --help with an example", arguments: verbs)
@@ -40,10 +40,12 @@ struct CLITests {
         #expect(result.stdout.contains("75 deferred"))
     }
 
-    @Test("the exit status table is DESIGN.md's", arguments: [
-        (PatchSyncError.Code.usage, Int32(64)), (.refusedData, 65), (.originUnavailable, 69), (.localIO, 74),
-        (.deferred, 75), (.internal, 1),
-    ])
+    @Test(
+        "the exit status table is DESIGN.md's",
+        arguments: [
+            (PatchSyncError.Code.usage, Int32(64)), (.refusedData, 65), (.originUnavailable, 69), (.localIO, 74),
+            (.deferred, 75), (.internal, 1)
+        ])
     func exitTable(code: PatchSyncError.Code, status: Int32) {
         #expect(ExitStatus.of(code) == status)
     }
@@ -58,9 +60,11 @@ struct CLITests {
         #expect(notInstall.status == 64)
         #expect(notInstall.stderr.contains("error: \(fixture.directory) is not a PatchSync install"))
         #expect(notInstall.stderr.contains("hint: create one with `patchsync init"))
-        let badID = try CLI.run(["publish", fixture.directory, "--origin", fixture.origin, "--build-id", "../x",
-                                 "--targets-key", fixture.keyDirectory + "/targets.key",
-                                 "--online-key", fixture.keyDirectory + "/online.key"])
+        let badID = try CLI.run([
+            "publish", fixture.directory, "--origin", fixture.origin, "--build-id", "../x",
+            "--targets-key", fixture.keyDirectory + "/targets.key",
+            "--online-key", fixture.keyDirectory + "/online.key"
+        ])
         #expect(badID.status == 64)
     }
 
@@ -68,8 +72,11 @@ struct CLITests {
     func originUnavailable() throws {
         let fixture = try Fixture()
         let install = fixture.directory + "/game"
-        #expect(try CLI.run(["init", "--install", install, "--remote", "http://127.0.0.1:1",
-                             "--root", fixture.rootMetadata]).status == 0)
+        #expect(
+            try CLI.run([
+                "init", "--install", install, "--remote", "http://127.0.0.1:1",
+                "--root", fixture.rootMetadata
+            ]).status == 0)
         let result = try CLI.run(["sync", "--install", install, "--json"])
         #expect(result.status == 69)
         let error = try lastJSON(result.stdout)
@@ -94,8 +101,10 @@ struct CLITests {
     @Test("a local file system error exits 74")
     func localIO() throws {
         let fixture = try Fixture()
-        let result = try CLI.run(["init", "--install", "/etc/hostname/game", "--remote", fixture.fileRemote,
-                                  "--root", fixture.rootMetadata])
+        let result = try CLI.run([
+            "init", "--install", "/etc/hostname/game", "--remote", fixture.fileRemote,
+            "--root", fixture.rootMetadata
+        ])
         #expect(result.status == 74)
         #expect(result.stderr.contains("/etc/hostname"))
     }
@@ -121,13 +130,17 @@ struct CLITests {
         #expect(mode == 0o600)
         #expect(try CLI.run(["keygen", "--out", dir + "/keys"]).status == 64, "keys are never overwritten")
         chmod(dir + "/keys/online.key", 0o644)
-        let exposed = try CLI.run(["repo", "init", "--origin", dir + "/exposed", "--root-key", dir + "/keys/root.key",
-                                   "--targets-key", dir + "/keys/targets.key", "--online-key", dir + "/keys/online.key"])
+        let exposed = try CLI.run([
+            "repo", "init", "--origin", dir + "/exposed", "--root-key", dir + "/keys/root.key",
+            "--targets-key", dir + "/keys/targets.key", "--online-key", dir + "/keys/online.key"
+        ])
         #expect(exposed.status == 64)
         #expect(exposed.stderr.contains("chmod 600"))
         chmod(dir + "/keys/online.key", 0o600)
-        let initResult = try CLI.run(["repo", "init", "--origin", dir + "/origin", "--root-key", dir + "/keys/root.key",
-                                      "--targets-key", dir + "/keys/targets.key", "--online-key", dir + "/keys/online.key", "--json"])
+        let initResult = try CLI.run([
+            "repo", "init", "--origin", dir + "/origin", "--root-key", dir + "/keys/root.key",
+            "--targets-key", dir + "/keys/targets.key", "--online-key", dir + "/keys/online.key", "--json"
+        ])
         #expect(initResult.status == 0)
         let refresh = try CLI.run(["repo", "refresh", "--origin", dir + "/origin", "--key", dir + "/keys/online.key"])
         #expect(refresh.status == 0)
@@ -145,13 +158,16 @@ struct BundleCLITests {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.003)
         let rules = fixture.directory + "/bundles.json"
-        let text = #"{"bundles": [{"name": "audio", "required": false, "priority": 5, "paths": ["audio/**"]},"#
+        let text =
+            #"{"bundles": [{"name": "audio", "required": false, "priority": 5, "paths": ["audio/**"]},"#
             + #"{"name": "base", "required": true, "priority": 0, "paths": ["bin/**", "config/*", "levels/*", "#
             + #""packs/*", "scripts/**", "text/*", "textures/*"]}]}"#
         try Data(text.utf8).write(to: URL(fileURLWithPath: rules))
         let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
-        let ok = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "1"] + keys + [
-                              "--bundles", rules, "--json"])
+        let ok = try CLI.run(
+            ["publish", build, "--origin", fixture.origin, "--build-id", "1"] + keys + [
+                "--bundles", rules, "--json"
+            ])
         #expect(ok.status == 0, "\(ok.stderr)")
         let dir = fixture.origin + "/targets/manifests/live"
         let name = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first)
@@ -162,8 +178,10 @@ struct BundleCLITests {
 
         try Data(#"{"bundles": [{"name": "audio", "required": true, "priority": 0, "paths": ["audio/**"]}]}"#.utf8)
             .write(to: URL(fileURLWithPath: rules))
-        let refused = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "2"] + keys + [
-                                   "--bundles", rules])
+        let refused = try CLI.run(
+            ["publish", build, "--origin", fixture.origin, "--build-id", "2"] + keys + [
+                "--bundles", rules
+            ])
         #expect(refused.status == 64)
         #expect(refused.stderr.contains("matches no bundle"))
     }

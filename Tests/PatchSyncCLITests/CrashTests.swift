@@ -6,15 +6,20 @@ import Testing
 /// Checks that `current` resolves to a complete build: every file of its manifest, with its hash and mode.
 func expectCompleteBuild(_ install: Install, sourceLocation: SourceLocation = #_sourceLocation) throws {
     guard let deployment = install.currentDeployment() else { return }  // nothing installed yet is consistent too
-    let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath:
-        install.root + "/.patchsync/manifests/\(deployment).json.gz")), what: "manifest")
-    let expected = Dictionary(uniqueKeysWithValues: manifest.files.map {
-        ($0.path, FileFacts(sha256: $0.sha256.hex, mode: Int($0.mode & 0o555)))
-    })
+    let manifest = try Manifest.decode(
+        try Data(
+            contentsOf: URL(
+                fileURLWithPath:
+                    install.root + "/.patchsync/manifests/\(deployment).json.gz")), what: "manifest")
+    let expected = Dictionary(
+        uniqueKeysWithValues: manifest.files.map {
+            ($0.path, FileFacts(sha256: $0.sha256.hex, mode: Int($0.mode & 0o555)))
+        })
     let actual = try treeFacts(install.root + "/current")
     let differing = Set(actual.keys).union(expected.keys).filter { actual[$0] != expected[$0] }.sorted()
-    #expect(differing.isEmpty, "current (\(deployment)) differs from its manifest: \(differing.prefix(5))",
-            sourceLocation: sourceLocation)
+    #expect(
+        differing.isEmpty, "current (\(deployment)) differs from its manifest: \(differing.prefix(5))",
+        sourceLocation: sourceLocation)
 }
 
 /// `PRAGMA integrity_check` of the install's state database, read by python's sqlite3.
@@ -26,8 +31,10 @@ func integrityCheck(_ install: Install) throws -> String {
 func stateQuery(_ install: Install, _ sql: String) throws -> [String] {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", "import sqlite3,sys; [print(r[0]) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]",
-                         install.root + "/.patchsync/state.db", sql]
+    process.arguments = [
+        "python3", "-c", "import sqlite3,sys; [print(r[0]) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]",
+        install.root + "/.patchsync/state.db", sql
+    ]
     let out = Pipe()
     process.standardOutput = out
     try process.run()
@@ -63,16 +70,23 @@ struct CrashTests {
             try fixture.publish(tree, id: "\(release)")
             // Every fourth release dies exactly when the staged build is recorded ready.
             let atEnd = release % 4 == 0
-            let sync = try CLI.start(["sync", "--install", install.root, "--json"],
-                                     environment: atEnd ? ["PATCHSYNC_CRASH_AT": "stagingFinished"] : [:])
+            let sync = try CLI.start(
+                ["sync", "--install", install.root, "--json"],
+                environment: atEnd ? ["PATCHSYNC_CRASH_AT": "stagingFinished"] : [:])
             if !atEnd { usleep(UInt32(rng.next() % 250_000)) }
-            if sync.process.isRunning && !atEnd { kill(sync.process.processIdentifier, SIGKILL); killed += 1 }
+            if sync.process.isRunning && !atEnd {
+                kill(sync.process.processIdentifier, SIGKILL)
+                killed += 1
+            }
             let events = String(decoding: sync.out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             sync.process.waitUntilExit()
             if atEnd && sync.process.terminationStatus == SIGKILL { endOfStaging += 1 }
             let apply = try CLI.start(["apply", "--install", install.root])
             usleep(UInt32(rng.next() % 15_000))
-            if apply.process.isRunning { kill(apply.process.processIdentifier, SIGKILL); killed += 1 }
+            if apply.process.isRunning {
+                kill(apply.process.processIdentifier, SIGKILL)
+                killed += 1
+            }
             apply.process.waitUntilExit()
 
             try expectCompleteBuild(install)
@@ -87,9 +101,10 @@ struct CrashTests {
             #expect(install.currentBuild() == "\(release)")
             try expectCompleteBuild(install)
         }
-        print("crash loop: \(Self.loops) releases, \(killed) runs killed, \(endOfStaging) at the end of staging; "
-              + "of what killed syncs reported verified, \(inFlight.bytes) bytes were planned again "
-              + "(\(inFlight.runs) interrupted syncs; only what was in flight is fetched again)")
+        print(
+            "crash loop: \(Self.loops) releases, \(killed) runs killed, \(endOfStaging) at the end of staging; "
+                + "of what killed syncs reported verified, \(inFlight.bytes) bytes were planned again "
+                + "(\(inFlight.runs) interrupted syncs; only what was in flight is fetched again)")
         #expect(killed >= Self.loops / 3, "the loop should interrupt a fair share of runs (killed \(killed))")
         #expect(endOfStaging >= Self.loops / 8, "kills at the end of staging: \(endOfStaging)")
         #expect(inFlight.runs >= 1, "no killed sync reported a transfer, so nothing checked what its resume fetched again")
@@ -136,8 +151,9 @@ struct CrashTests {
         let resumed = try CLI.run(["sync", "--install", install.root, "--json"])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         let report = try #require(Refetch.lines(resumed.stdout).last)
-        #expect((report["chunksFetched"] as? NSNumber)?.intValue == sources.count - recorded.count,
-                "the resumed sync fetches what was not recorded, the lost batch included, and nothing recorded: \(report)")
+        #expect(
+            (report["chunksFetched"] as? NSNumber)?.intValue == sources.count - recorded.count,
+            "the resumed sync fetches what was not recorded, the lost batch included, and nothing recorded: \(report)")
         // The kill comes at a crash point before any transfer event: the exact count of chunks fetched
         // above is what shows that nothing recorded was fetched again.
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
@@ -156,8 +172,8 @@ struct Refetch {
 
     mutating func add(killedRun events: String, resync: String) {
         guard let last = Self.lines(events).last(where: { $0["event"] as? String == "transfer" }),
-              let done = (last["bytesDone"] as? NSNumber)?.int64Value, let total = (last["bytesTotal"] as? NSNumber)?.int64Value,
-              let result = Self.lines(resync).last, let planned = (result["bytesPlanned"] as? NSNumber)?.int64Value
+            let done = (last["bytesDone"] as? NSNumber)?.int64Value, let total = (last["bytesTotal"] as? NSNumber)?.int64Value,
+            let result = Self.lines(resync).last, let planned = (result["bytesPlanned"] as? NSNumber)?.int64Value
         else { return }
         let again = max(0, done + planned - total)
         bytes += again
@@ -196,9 +212,10 @@ func runWithFaults(_ command: String, _ arguments: [String], watchdog: TimeInter
             continue
         }
         process.waitUntilExit()
-        return CLI.Result(status: process.terminationStatus,
-                          stdout: (try? String(contentsOfFile: output + ".out", encoding: .utf8)) ?? "",
-                          stderr: (try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "")
+        return CLI.Result(
+            status: process.terminationStatus,
+            stdout: (try? String(contentsOfFile: output + ".out", encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "")
     }
     Issue.record("patchsync under fiu-run hung three times in a row")
     return CLI.Result(status: -1, stdout: "", stderr: "hung under fiu-run")
@@ -217,9 +234,12 @@ struct FaultTests {
         return (fixture, install, try treeFacts(install.root + "/current"))
     }
 
-    @Test("ENOSPC on writes and EIO on fsync while staging: exit 74 with a clear error, live tree intact, the next sync completes",
-          arguments: ["enable_random name=posix/io/rw/pwrite,probability=0.3,failinfo=28",
-                      "enable_random name=posix/io/sync/fsync,probability=0.3,failinfo=5"])
+    @Test(
+        "ENOSPC on writes and EIO on fsync while staging: exit 74 with a clear error, live tree intact, the next sync completes",
+        arguments: [
+            "enable_random name=posix/io/rw/pwrite,probability=0.3,failinfo=28",
+            "enable_random name=posix/io/sync/fsync,probability=0.3,failinfo=5"
+        ])
     func stagingFaults(command: String) throws {
         let (fixture, install, live) = try Self.setUp()
         defer { withExtendedLifetime(fixture) {} }
@@ -230,8 +250,9 @@ struct FaultTests {
             if result.status == 74 {
                 failures += 1
                 #expect(result.stderr.contains("error: ") && result.stderr.contains("hint: "), "\(result.stderr)")
-                #expect(["No space left on device", "Input/output error", "disk I/O error", "disk is full"]
-                    .contains { result.stderr.contains($0) }, "\(result.stderr)")
+                #expect(
+                    ["No space left on device", "Input/output error", "disk I/O error", "disk is full"]
+                        .contains { result.stderr.contains($0) }, "\(result.stderr)")
             }
             #expect(install.currentBuild() == "1")
             #expect(try treeFacts(install.root + "/current") == live)
@@ -268,8 +289,10 @@ struct FaultTests {
         let trace = fixture.directory + "/apply.trace"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
-        process.arguments = ["-f", "-qq", "-o", trace, "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,close",
-                             CLI.executable, "apply", "--install", install.root]
+        process.arguments = [
+            "-f", "-qq", "-o", trace, "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,close",
+            CLI.executable, "apply", "--install", install.root
+        ]
         try process.run()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
@@ -287,8 +310,9 @@ struct FaultTests {
         #expect(install.currentBuild() == "2")
     }
 
-    @Test("a disk too small for the new build: exit 74 naming both sizes before anything is staged; live tree intact",
-          .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+    @Test(
+        "a disk too small for the new build: exit 74 naming both sizes before anything is staged; live tree intact",
+        .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
     func fullDisk() throws {
         let fixture = try Fixture()
         let mount = fixture.directory + "/small-disk"
@@ -300,8 +324,11 @@ struct FaultTests {
         try Data("small".utf8).write(to: URL(fileURLWithPath: tree + "/small.txt"))
         try fixture.publish(tree, id: "1")
         let installRoot = mount + "/game"
-        #expect(try CLI.run(["init", "--install", installRoot, "--remote", fixture.fileRemote,
-                             "--root", fixture.rootMetadata]).status == 0)
+        #expect(
+            try CLI.run([
+                "init", "--install", installRoot, "--remote", fixture.fileRemote,
+                "--root", fixture.rootMetadata
+            ]).status == 0)
         #expect(try CLI.run(["sync", "--install", installRoot]).status == 0)
         #expect(try CLI.run(["apply", "--install", installRoot]).status == 0)
         var rng = SeededRandom(seed: 9)
@@ -331,7 +358,11 @@ func shell(_ command: String) throws -> Int32 {
 
 /// The file system calls of an strace log, with descriptors resolved to paths.
 struct SyscallTrace {
-    struct Rename { var index: Int; var from: String; var to: String }
+    struct Rename {
+        var index: Int
+        var from: String
+        var to: String
+    }
     private(set) var syncs: [(index: Int, path: String)] = []
     private(set) var renames: [Rename] = []
     private(set) var unlinked: [String] = []
@@ -342,12 +373,15 @@ struct SyscallTrace {
         for (index, line) in lines.enumerated() {
             let pid = String(line.prefix { $0 != " " })
             let quoted = Self.quoted(line)
-            if line.contains("openat("), let path = quoted.first, let fd = line.split(separator: "=").last
-                .map({ $0.trimmingCharacters(in: .whitespaces) }), Int(fd) != nil {
+            if line.contains("openat("), let path = quoted.first,
+                let fd = line.split(separator: "=").last
+                    .map({ $0.trimmingCharacters(in: .whitespaces) }), Int(fd) != nil
+            {
                 open["\(pid):\(fd)"] = path
             } else if line.contains("fsync(") || line.contains("fdatasync("), line.hasSuffix("= 0"),
-                      let fd = line.split(separator: "(").dropFirst().first?.split(separator: ")").first,
-                      let file = open["\(pid):\(fd)"] {
+                let fd = line.split(separator: "(").dropFirst().first?.split(separator: ")").first,
+                let file = open["\(pid):\(fd)"]
+            {
                 syncs.append((index, file))
             } else if line.contains("rename"), quoted.count == 2 {
                 renames.append(Rename(index: index, from: quoted[0], to: quoted[1]))

@@ -24,7 +24,8 @@ struct DiffCLITests {
         #expect(result.status == 0, "\(result.stderr)")
         let path = fixture.directory + "/diff.json"
         try Data(result.stdout.utf8).write(to: URL(fileURLWithPath: path))
-        let (status, output) = try python("""
+        let (status, output) = try python(
+            """
             import json, sys, jsonschema
             schema = json.load(open(sys.argv[1])); report = json.load(open(sys.argv[2]))
             jsonschema.Draft202012Validator.check_schema(schema); jsonschema.validate(report, schema)
@@ -49,8 +50,9 @@ struct DiffCLITests {
         #expect(try CLI.run(["diff", old, new, "--budget", "lots"]).status == 64)
     }
 
-    @Test("a budget beyond Int64 bytes is a usage error (64) naming it, not a crash, in total and per bundle",
-          arguments: ["1e30", "inf", "8388608T", "base=1e30"])
+    @Test(
+        "a budget beyond Int64 bytes is a usage error (64) naming it, not a crash, in total and per bundle",
+        arguments: ["1e30", "inf", "8388608T", "base=1e30"])
     func budgetOutOfRange(spec: String) throws {
         let fixture = try Fixture()
         let old = try fixture.sampleBuild(1, scale: 0.002), new = try fixture.sampleBuild(2, scale: 0.002)
@@ -92,15 +94,18 @@ struct DiffCLITests {
         #expect(html.contains("<svg id=\"bundles\"") && html.contains("<table id=\"files\""))
         let chromium = Process()
         chromium.executableURL = URL(fileURLWithPath: "/usr/bin/chromium")
-        chromium.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,900",
-                              "--screenshot=\(shot)", "file://\(page)"]
+        chromium.arguments = [
+            "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,900",
+            "--screenshot=\(shot)", "file://\(page)"
+        ]
         chromium.standardError = FileHandle(forWritingAtPath: "/dev/null")
         chromium.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
         try chromium.run()
         chromium.waitUntilExit()
         #expect(chromium.terminationStatus == 0)
         // Count the chart's bar colour (#2563eb) in the screenshot, with a small PNG decoder (zlib + unfilter).
-        let (status, output) = try python(#"""
+        let (status, output) = try python(
+            #"""
             import struct, sys, zlib
             data = open(sys.argv[1], 'rb').read()
             assert data[:8] == b'\x89PNG\r\n\x1a\n'

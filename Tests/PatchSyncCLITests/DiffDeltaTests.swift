@@ -47,8 +47,9 @@ struct DiffDeltaTests {
         #expect(fromFolder.total.downloadBytes == total, "a build folder OLD predicts the same patch")
         // Without the prediction (chunks only), diff is far off.
         #expect(chunksOnly.files.allSatisfy { $0.route == .chunks })
-        #expect(abs(Double(chunksOnly.total.downloadBytes - fetched)) > 0.02 * Double(fetched),
-                "chunks only: \(chunksOnly.total.downloadBytes), the sync fetched \(fetched)")
+        #expect(
+            abs(Double(chunksOnly.total.downloadBytes - fetched)) > 0.02 * Double(fetched),
+            "chunks only: \(chunksOnly.total.downloadBytes), the sync fetched \(fetched)")
         #expect(try CLI.run(["diff", build1, build2, "--delta-sources=-1"]).status == 64)
     }
 }

@@ -23,8 +23,9 @@ struct DiscretionaryCLITests {
         Issue.record("the sync recorded no chunks")
     }
 
-    @Test("SIGTERM or SIGINT mid-transfer: the writes in flight finish, progress is kept, exit 75 within 2 s; the next sync completes",
-          arguments: [SIGTERM, SIGINT])
+    @Test(
+        "SIGTERM or SIGINT mid-transfer: the writes in flight finish, progress is kept, exit 75 within 2 s; the next sync completes",
+        arguments: [SIGTERM, SIGINT])
     func signalStops(_ number: Int32) throws {
         let (fixture, nginx, install) = try Self.slowWorld()
         defer { withExtendedLifetime((fixture, nginx)) {} }
@@ -115,8 +116,9 @@ struct DiscretionaryCLITests {
         try power.onBattery(false)
         let early = try CLI.run(["sync", "--install", install.root, "--discretionary"], environment: env)
         #expect(early.status == 75 && early.stderr.contains("backing off until"), "\(early.stderr)")
-        #expect(try CLI.run(["sync", "--install", install.root], environment: env).status == 0,
-                "a sync without --discretionary runs now")
+        #expect(
+            try CLI.run(["sync", "--install", install.root], environment: env).status == 0,
+            "a sync without --discretionary runs now")
         #expect(try install.status().deferral == nil)
     }
 

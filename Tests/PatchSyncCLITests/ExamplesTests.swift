@@ -8,8 +8,9 @@ struct ExamplesTests {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../Examples/background").standardizedFileURL.path
 
-    @Test("the systemd service and timer pass systemd-analyze verify and ask for idle CPU and I/O",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")))
+    @Test(
+        "the systemd service and timer pass systemd-analyze verify and ask for idle CPU and I/O",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")))
     func systemdUnits() throws {
         let fixture = try Fixture()
         let units = fixture.directory + "/units"
@@ -20,8 +21,9 @@ struct ExamplesTests {
             text = text.replacingOccurrences(of: "/usr/local/bin/patchsync", with: CLI.executable)
             try text.write(toFile: units + "/" + name, atomically: true, encoding: .utf8)
         }
-        let result = try CLI.runProgram("/usr/bin/systemd-analyze",
-                                        ["verify", "--man=no", units + "/patchsync-sync.service", units + "/patchsync-sync.timer"])
+        let result = try CLI.runProgram(
+            "/usr/bin/systemd-analyze",
+            ["verify", "--man=no", units + "/patchsync-sync.service", units + "/patchsync-sync.timer"])
         #expect(result.status == 0, "\(result.stdout)")
         // A misspelt key or value is only a warning ("…, ignoring"): one would silently drop a setting.
         #expect(!result.stdout.contains("ignoring") && !result.stdout.contains("Unknown"), "\(result.stdout)")

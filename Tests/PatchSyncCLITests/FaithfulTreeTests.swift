@@ -89,7 +89,8 @@ struct FaithfulTreeTests {
         try FileManager.default.createDirectory(atPath: two + "/saves", withIntermediateDirectories: true)
         try fixture.publish(two, id: "2")
         let diff = try CLI.run(["diff", install.root, two, "--json"])
-        #expect(diff.status == 0 && diff.stdout.contains("\"path\":\"run.sh\"") && diff.stdout.contains("lib/libfoo.so -> libfoo.so.2")
+        #expect(
+            diff.status == 0 && diff.stdout.contains("\"path\":\"run.sh\"") && diff.stdout.contains("lib/libfoo.so -> libfoo.so.2")
                 && diff.stdout.contains("editor/maps/") && diff.stdout.contains("saves/"), "diff sees the mode and the entries: \(diff.stdout)")
         try self.install(fixture, install, equals: two, "build 2")
 
@@ -99,8 +100,9 @@ struct FaithfulTreeTests {
         try Self.link(current + "/lib/libfoo.so", "libfoo.so.1")
         try FileManager.default.removeItem(atPath: current + "/saves")
         let damaged = try CLI.run(["verify", "--install", install.root, "--json"])
-        #expect(damaged.stdout.contains("\"problem\":\"wrongLink\"") && damaged.stdout.contains("\"path\":\"saves\""),
-                "\(damaged.stdout)")
+        #expect(
+            damaged.stdout.contains("\"problem\":\"wrongLink\"") && damaged.stdout.contains("\"path\":\"saves\""),
+            "\(damaged.stdout)")
         #expect(damaged.status != 0)
         let repair = try CLI.run(["verify", "--repair", "--now", "--install", install.root])
         #expect(repair.status == 0, "\(repair.stdout) \(repair.stderr)")
@@ -123,12 +125,13 @@ struct FaithfulTreeTests {
         try Self.link(build + "/sub/up", "..")
         try Self.link(build + "/q", "sub/up/..")
         let chain = try publish("1")
-        #expect(chain.status == 64 && chain.stderr.contains("/q is a symbolic link") && chain.stderr.contains("--dereference-external"),
-                "\(chain.stderr)")
+        #expect(
+            chain.status == 64 && chain.stderr.contains("/q is a symbolic link") && chain.stderr.contains("--dereference-external"),
+            "\(chain.stderr)")
         try FileManager.default.removeItem(atPath: build + "/q")
 
         try Self.link(build + "/COPYING", outside + "/COPYING")  // absolute, as Debian links fonts
-        try Self.link(build + "/fonts", "../outside/fonts")      // relative, escaping
+        try Self.link(build + "/fonts", "../outside/fonts")  // relative, escaping
         let refused = try publish("1")
         #expect(refused.status == 64 && refused.stderr.contains("/COPYING is a symbolic link"), "\(refused.stderr)")
         let copied = try publish("1", ["--dereference-external"])
@@ -137,9 +140,10 @@ struct FaithfulTreeTests {
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
         let listing = try treeListing(install.root + "/current/")
-        #expect(listing["COPYING"]?.hasPrefix("file 444") == true && listing["fonts"] == "folder"
+        #expect(
+            listing["COPYING"]?.hasPrefix("file 444") == true && listing["fonts"] == "folder"
                 && listing["fonts/Sans.ttf"]?.hasPrefix("file 444") == true && listing["sub/up"] == "link ..",
-                "copies of what escaping links point to; inside links kept: \(listing)")
+            "copies of what escaping links point to; inside links kept: \(listing)")
         try FileManager.default.removeItem(atPath: build + "/sub/up")  // diff -r would loop through it
         try FileManager.default.removeItem(atPath: install.root + "/current/sub/up")
         let diff = try CLI.runProgram("/usr/bin/diff", ["-r", build + "/", install.root + "/current/"])

@@ -26,7 +26,9 @@ struct HelpSnapshotTests {
         let text = (try? String(contentsOf: HelpSnapshot.list, encoding: .utf8)) ?? ""
         let listed = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty && !$0.hasPrefix("#") }
-        #expect(listed == tree, """
+        #expect(
+            listed == tree,
+            """
             \(HelpSnapshot.list.path) is not the command tree (- listed, + tree):
             \(HelpSnapshot.diff(listed.joined(separator: "\n"), tree.joined(separator: "\n")))
             to rewrite it and the snapshots: \(HelpSnapshot.regenerate)
@@ -43,8 +45,9 @@ struct HelpSnapshotTests {
     @Test("the help snapshots are exactly one per command: none missing, none left from a removed command")
     func oneSnapshotPerCommand() throws {
         let wanted = Set(Self.commands.map { HelpSnapshot.file($0).lastPathComponent })
-        let present = Set(((try? FileManager.default.contentsOfDirectory(atPath: HelpSnapshot.help.path)) ?? [])
-            .filter { $0.hasSuffix(".txt") })
+        let present = Set(
+            ((try? FileManager.default.contentsOfDirectory(atPath: HelpSnapshot.help.path)) ?? [])
+                .filter { $0.hasSuffix(".txt") })
         if HelpSnapshot.updating {
             for stray in present.subtracting(wanted) {
                 try FileManager.default.removeItem(at: HelpSnapshot.help.appendingPathComponent(stray))
@@ -52,7 +55,9 @@ struct HelpSnapshotTests {
             Issue.record("removed stray snapshots \(present.subtracting(wanted).sorted()) (PATCHSYNC_UPDATE_SNAPSHOTS=1 is set)")
             return
         }
-        #expect(present == wanted, """
+        #expect(
+            present == wanted,
+            """
             in \(HelpSnapshot.help.path): missing \(wanted.subtracting(present).sorted()), \
             stray \(present.subtracting(wanted).sorted()); to rewrite them: \(HelpSnapshot.regenerate)
             """)
@@ -74,7 +79,8 @@ enum HelpSnapshot {
         """
 
     /// How to write the snapshots anew, for a failure message.
-    static let regenerate = "PATCHSYNC_UPDATE_SNAPSHOTS=1 swift test --filter HelpSnapshotTests, "
+    static let regenerate =
+        "PATCHSYNC_UPDATE_SNAPSHOTS=1 swift test --filter HelpSnapshotTests, "
         + "or Tests/PatchSyncCLITests/Snapshots/regenerate.sh .build/debug/patchsync"
 
     /// PATCHSYNC_UPDATE_SNAPSHOTS=1: write the snapshots instead of comparing (and fail, so CI never passes so).
@@ -90,14 +96,17 @@ enum HelpSnapshot {
 
     /// Compares `actual` with the snapshot `file`: a missing or different one is an issue with a diff;
     /// with PATCHSYNC_UPDATE_SNAPSHOTS=1 the file is written and the issue says so.
-    static func check(_ actual: String, against file: URL, what: String,
-                      sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func check(
+        _ actual: String, against file: URL, what: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let expected = try? String(contentsOf: file, encoding: .utf8)
         if updating {
             let outcome = expected == actual ? "snapshot unchanged" : "wrote \(file.path)"
             if expected != actual { try write(actual, to: file) }
-            Issue.record("\(what): \(outcome) (PATCHSYNC_UPDATE_SNAPSHOTS=1 is set): review the diff, then test without it",
-                         sourceLocation: sourceLocation)
+            Issue.record(
+                "\(what): \(outcome) (PATCHSYNC_UPDATE_SNAPSHOTS=1 is set): review the diff, then test without it",
+                sourceLocation: sourceLocation)
             return
         }
         guard let expected else {
@@ -105,7 +114,8 @@ enum HelpSnapshot {
             return
         }
         guard expected != actual else { return }
-        Issue.record("""
+        Issue.record(
+            """
             \(what) is not \(file.lastPathComponent) (- snapshot, + now):
             \(diff(expected, actual))
             if the change is meant, rewrite the snapshots: \(regenerate)

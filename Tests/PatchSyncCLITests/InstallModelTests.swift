@@ -18,8 +18,9 @@ struct InstallModelTests {
     static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEQUENCES"] ?? "") ?? 256 }
     static var baseSeed: UInt64 { UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEED"] ?? "") ?? 20261125 }
 
-    @Test("the live tree is always one signed build's chosen selection, nothing outside the install changes, verify tells the truth, disk use stays bounded, no record points at missing content",
-          arguments: 0..<shards)
+    @Test(
+        "the live tree is always one signed build's chosen selection, nothing outside the install changes, verify tells the truth, disk use stays bounded, no record points at missing content",
+        arguments: 0..<shards)
     func randomSequences(shard: Int) throws {
         var ran = 0, steps = 0, liveChanges = 0, rollbacks = 0
         for index in stride(from: shard, to: Self.sequences, by: Self.shards) {
@@ -33,35 +34,42 @@ struct InstallModelTests {
             rollbacks += run.rollbacks
             guard let failure else { continue }
             let shortest = try ModelRun.shrink(seed: seed, ops, failure: failure)
-            Issue.record("""
+            Issue.record(
+                """
                 model test failed, seed \(seed) (PATCHSYNC_MODEL_SEED=\(Self.baseSeed) sequence \(index)): \(shortest.failure)
                 shortest failing sequence (\(shortest.ops.count) of \(ops.count) steps):
                 \(shortest.ops.map { (op: ModelOp) -> String in "  " + op.description }.joined(separator: "\n"))
                 """)
             return
         }
-        print("model shard \(shard): \(ran) sequences, \(steps) steps (\(liveChanges) changes of the live build, "
-              + "\(rollbacks) rollbacks), all invariants held")
+        print(
+            "model shard \(shard): \(ran) sequences, \(steps) steps (\(liveChanges) changes of the live build, "
+                + "\(rollbacks) rollbacks), all invariants held")
         #expect(ran == 0 || liveChanges > 0, "no sequence ever changed the live build: the model checked nothing")
     }
 }
 
 /// One operation of a sequence.
 enum ModelOp: CustomStringConvertible, Equatable {
-    case publish, sync, syncKilled(delayMicroseconds: UInt32), syncDiscretionary, apply, applyWhileGameRuns, launch
+    case publish, sync
+    case syncKilled(delayMicroseconds: UInt32)
+    case syncDiscretionary, apply, applyWhileGameRuns, launch
     /// sync then apply, as a player's update does.
     case update
     /// sync with the machine's clock moved by `days` (faketime).
     case syncClockMoved(days: Int)
     case rollback, bundlesAdd, bundlesRemove, repair
-    case emptyStaging, deleteStaging, stagingFolderToLink, truncateLiveFile(pick: Int), chmodLiveFile(pick: Int)
+    case emptyStaging, deleteStaging, stagingFolderToLink
+    case truncateLiveFile(pick: Int)
+    case chmodLiveFile(pick: Int)
     case deletePreviousBuild
     /// One of the folders PatchSync rebuilds at will (staging, trash, delta packs, preload) replaced by a link to the canary.
     case stateFolderToLink(pick: Int)
     /// A link to the canary and a stray file planted in a staged folder.
     case plantStray
     /// sync or apply killed at a named transition (PATCHSYNC_CRASH_AT).
-    case syncCrashed(point: String), applyCrashed(point: String)
+    case syncCrashed(point: String)
+    case applyCrashed(point: String)
     static let syncPoints = ["stagingBegun", "batchWritten", "stagingFinished"]
     static let applyPoints = ["applyMoved", "applyFlipped", "applyRecorded", "retired"]
 
@@ -149,12 +157,16 @@ struct ModelBuild {
     var links: [String: String] = [:]
     var folders: Set<String> = []
 
-    static let filePool = ["bin/game", "data/a.dat", "data/b.dat", "data/sub/c.dat", "maps/m1.map", "readme.txt",
-                           "hd/tex1.bin", "hd/tex2.bin", "hd/sub/tex3.bin"]
+    static let filePool = [
+        "bin/game", "data/a.dat", "data/b.dat", "data/sub/c.dat", "maps/m1.map", "readme.txt",
+        "hd/tex1.bin", "hd/tex2.bin", "hd/sub/tex3.bin"
+    ]
     static let linkPool = [("data/latest", "a.dat"), ("maps/current", "m1.map"), ("hd/best", "tex1.bin"), ("top", "data")]
     static let folderPool = ["empty", "data/empty", "hd/empty"]
-    static let bundles = [PatchSync.Bundle(name: "hd", required: false, priority: 1, paths: ["hd/**"]),
-                          PatchSync.Bundle(name: "base", required: true, priority: 0, paths: ["**"])]
+    static let bundles = [
+        PatchSync.Bundle(name: "hd", required: false, priority: 1, paths: ["hd/**"]),
+        PatchSync.Bundle(name: "base", required: true, priority: 0, paths: ["**"])
+    ]
 
     /// The next build: `previous` with files changed, added and removed, modes flipped, links and
     /// empty folders toggled.
@@ -276,6 +288,7 @@ struct ModelState {
 
     /// A sync that did not finish may have made ready any step of the wanted build (required part first).
     mutating func syncInterrupted() {
+        if stagingDamaged { ready.insert(nil) }  // it may have dropped a ready tree changed by hand before it stopped
         guard let wanted else { return }
         ready.insert(wanted)
         if wanted.hd { ready.insert(ModelDeployment(build: wanted.build, hd: false)) }
@@ -322,8 +335,9 @@ struct ModelRun {
         canary = fixture.directory + "/canary"
         // Files named as the build's, where a link planted in staging would lead a sync.
         for path in ["a.dat", "b.dat", "sub/c.dat", "m1.map", "tex1.bin", "tex2.bin", "game", "VERSION", "sub/tex3.bin"] {
-            try FileManager.default.createDirectory(atPath: canary + "/" + (path as NSString).deletingLastPathComponent,
-                                                    withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: canary + "/" + (path as NSString).deletingLastPathComponent,
+                withIntermediateDirectories: true)
             try Data("canary \(path)".utf8).write(to: URL(fileURLWithPath: canary + "/" + path))
         }
     }
@@ -339,14 +353,17 @@ struct ModelRun {
             (1, { _ in .emptyStaging }), (1, { _ in .deleteStaging }), (1, { _ in .stagingFolderToLink }),
             (1, { .truncateLiveFile(pick: Int($0.next() % 64)) }), (1, { .chmodLiveFile(pick: Int($0.next() % 64)) }),
             (1, { _ in .deletePreviousBuild }), (1, { .stateFolderToLink(pick: Int($0.next() % 4)) }), (2, { _ in .plantStray }),
-            (2, { .syncCrashed(point: ModelOp.syncPoints[Int($0.next() % 3)]) }), (1, { .applyCrashed(point: ModelOp.applyPoints[Int($0.next() % 4)]) }),
+            (2, { .syncCrashed(point: ModelOp.syncPoints[Int($0.next() % 3)]) }), (1, { .applyCrashed(point: ModelOp.applyPoints[Int($0.next() % 4)]) })
         ]
         let total = weighted.reduce(0) { $0 + $1.0 }
         var ops: [ModelOp] = [.publish]
         for _ in 0..<(12 + Int(rng.next() % 17)) {
             var roll = Int(rng.next() % UInt64(total))
             for (weight, make) in weighted {
-                if roll < weight { ops.append(make(&rng)); break }
+                if roll < weight {
+                    ops.append(make(&rng))
+                    break
+                }
                 roll -= weight
             }
         }
@@ -394,10 +411,11 @@ struct ModelRun {
 
     /// Carries out one operation and checks what the model says of its result.
     private mutating func step(_ op: ModelOp) throws -> String? {
-        let syncing: Bool = switch op {
-        case .sync, .syncKilled, .syncDiscretionary, .update, .syncClockMoved: true
-        default: false
-        }
+        let syncing: Bool =
+            switch op {
+            case .sync, .syncKilled, .syncDiscretionary, .update, .syncClockMoved: true
+            default: false
+            }
         if syncing && model.builds.isEmpty { return nil }  // a shortened sequence may have lost its first publish
         switch op {
         case .publish:
@@ -416,8 +434,12 @@ struct ModelRun {
         case .syncClockMoved(let days):
             // Signed metadata expires (timestamp: a day, snapshot: a week): far ahead, the sync refuses it.
             // NO_FAKE_STAT: the files' times stay the kernel's (only the clock moves), as on a machine whose clock is off.
-            let result = try CLI.runProgram("/usr/bin/env", ["NO_FAKE_STAT=1", "faketime", "-f", "\(days > 0 ? "+" : "")\(days)d",
-                                                             CLI.executable, "sync", "--install", install.root])
+            let result = try CLI.runProgram(
+                "/usr/bin/env",
+                [
+                    "NO_FAKE_STAT=1", "faketime", "-f", "\(days > 0 ? "+" : "")\(days)d",
+                    CLI.executable, "sync", "--install", install.root
+                ])
             if days > 300 {
                 guard result.status == 65 else { return "sync a year ahead of signed expiry exited \(result.status) (65 expected): \(result.stdout)" }
                 if model.stagingDamaged { model.ready.insert(nil) }  // the refused sync still drops a ready tree changed by hand
@@ -461,7 +483,8 @@ struct ModelRun {
             let live = try liveDeployment()
             // A ready tree changed by hand since it was verified is refused and dropped (apply: 74; launch
             // skips the apply and starts the current build, or exits 64 when there is none).
-            let refusedTree = model.stagingDamaged && live == model.live
+            let refusedTree =
+                model.stagingDamaged && live == model.live
                 && (op == .apply ? result.status == 74 : result.status == 0 || (result.status == 64 && live == nil))
             if refusedTree || (op == .launch && result.status == 64 && live == nil && model.ready.contains(nil)) {
                 model.ready = [nil]
@@ -497,6 +520,8 @@ struct ModelRun {
             if model.stagingDamaged { model.ready.insert(nil) }  // a ready tree changed by hand is dropped
             let expected = model.previous
             if let expected {
+                // A previous build damaged by hand (a file truncated) is refused, and nothing changes.
+                if result.status == 74 && model.tainted.contains(expected) { return nil }
                 guard result.status == 0 else { return "rollback to \(expected) exited \(result.status): \(result.stderr)" }
                 model.rolledBack()
                 rollbacks += 1
@@ -518,6 +543,7 @@ struct ModelRun {
                 model.tainted.remove(live)
             }
         case .emptyStaging:
+            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
             for name in (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] {
                 for entry in (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot + "/" + name)) ?? [] {
                     try FileManager.default.removeItem(atPath: stagingRoot + "/" + name + "/" + entry)
@@ -528,6 +554,7 @@ struct ModelRun {
             try? FileManager.default.removeItem(atPath: stagingRoot)
             model.stagingDamaged = true
         case .stagingFolderToLink:
+            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
             guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first else { return nil }
             let folder = stagingRoot + "/" + name
             guard FileSystemProbe.isFolder(folder) else { return nil }
@@ -545,8 +572,10 @@ struct ModelRun {
             try FileManager.default.createSymbolicLink(atPath: folder, withDestinationPath: canary)
             if folder.hasSuffix("/staging") { model.stagingDamaged = true }
         case .plantStray:
+            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
             guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first,
-                  FileSystemProbe.isFolder(stagingRoot + "/" + name) else { return nil }
+                FileSystemProbe.isFolder(stagingRoot + "/" + name)
+            else { return nil }
             let folder = stagingRoot + "/" + name
             try? FileManager.default.removeItem(atPath: folder + "/stray-link")
             try FileManager.default.createSymbolicLink(atPath: folder + "/stray-link", withDestinationPath: canary)
@@ -559,7 +588,9 @@ struct ModelRun {
             let path = install.root + "/current/" + files[pick % files.count]
             if case .truncateLiveFile = op {
                 let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-                if size == 0 { try Data([1]).write(to: URL(fileURLWithPath: path)) } else if truncate(path, off_t(size / 2)) != 0 {
+                if size == 0 {
+                    try Data([1]).write(to: URL(fileURLWithPath: path))
+                } else if truncate(path, off_t(size / 2)) != 0 {
                     return "the damage did not happen: truncate \(path): \(String(cString: strerror(errno)))"
                 }
             } else {
@@ -636,17 +667,20 @@ struct ModelRun {
             return "current \(current) has no folder in builds/"
         }
         // After a library command (not hand damage), a ready record names a tree that is there.
-        // (Hand damage, and commands that leave the install's state alone: a bundle choice is config only,
-        // a repair with nothing installed runs nothing.)
-        let byHand: Bool = switch op {
-        case .publish, .emptyStaging, .deleteStaging, .stagingFolderToLink, .truncateLiveFile, .chmodLiveFile, .deletePreviousBuild,
-             .stateFolderToLink, .plantStray, .bundlesAdd, .bundlesRemove, .syncCrashed, .applyCrashed: true
-        case .repair: model.live == nil
-        default: false
-        }
+        // (Hand damage, killed commands, and commands that leave the install's state alone: a bundle choice
+        // is config only, a repair with nothing installed runs nothing.)
+        let byHand: Bool =
+            switch op {
+            case .publish, .emptyStaging, .deleteStaging, .stagingFolderToLink, .truncateLiveFile, .chmodLiveFile, .deletePreviousBuild,
+                .stateFolderToLink, .plantStray, .bundlesAdd, .bundlesRemove, .syncCrashed, .applyCrashed, .syncKilled:
+                true
+            case .repair: model.live == nil
+            default: false
+            }
         // (An apply killed after moving the ready tree into builds/ leaves it there, and the next apply goes on.)
         if !byHand, let ready = status.ready, !FileSystemProbe.isFolder(stagingRoot + "/" + ready),
-           !FileSystemProbe.isFolder(install.root + "/builds/" + ready) {
+            !FileSystemProbe.isFolder(install.root + "/builds/" + ready)
+        {
             return "the state records \(ready) ready, but neither staging/\(ready) nor builds/\(ready) is there"
         }
         return nil

@@ -14,8 +14,10 @@ struct JSONShapeTests {
         "keygen": ["onlineKey", "rootKey", "targetsKey"],
         "keygen --role root": ["rootKey"],
         "repo init": ["origin", "root"],
-        "publish": ["alreadyPublished", "buildId", "channel", "deltas", "files", "manifestTarget", "objectBytesWritten",
-                    "objectsWritten", "sequence", "totalBytes", "warnings"],
+        "publish": [
+            "alreadyPublished", "buildId", "channel", "deltas", "files", "manifestTarget", "objectBytesWritten",
+            "objectsWritten", "sequence", "totalBytes", "warnings"
+        ],
         "repo promote": ["alreadyCurrent", "buildId", "channel", "manifestTarget", "promotedFrom", "sequence", "warnings"],
         "repo rollback": ["alreadyCurrent", "buildId", "channel", "manifestTarget", "rollback", "sequence", "warnings"],
         "repo status": ["channels", "origin", "roles"],
@@ -24,30 +26,36 @@ struct JSONShapeTests {
         "repo renew": ["origin", "renewed"],
         "repo prune --dry-run": ["bytesFreed", "dryRun", "held", "listed", "origin", "removed", "unlisted", "warnings"],
         "diff": ["bundles", "entries", "files", "folders", "metadataBytes", "new", "old", "removed", "total"],
-        "repo rotate-root": ["origin", "root", "rootVersion"],
+        "repo rotate-root": ["origin", "root", "rootVersion"]
     ]
 
     /// The keys of the result (the last line) of each player verb with `--json`.
     static let player: [String: Set<String>] = [
         "init": ["builds", "channel", "install", "remotes", "stagingDiskBytes"],
         "status (fresh install)": ["builds", "channel", "install", "remotes", "stagingDiskBytes"],
-        "sync": ["buildBytes", "buildId", "bundles", "bytesPlanned", "bytesReceived", "chunksCopiedLocally", "chunksFetched",
-                 "deltaBytes", "deltaFallbacks", "deploymentsStaged", "droppedBundles", "filesAssembled", "filesLinked",
-                 "filesPatched", "outcome", "requests", "sequence"],
+        "sync": [
+            "buildBytes", "buildId", "bundles", "bytesPlanned", "bytesReceived", "chunksCopiedLocally", "chunksFetched",
+            "deltaBytes", "deltaFallbacks", "deploymentsStaged", "droppedBundles", "filesAssembled", "filesLinked",
+            "filesPatched", "outcome", "requests", "sequence"
+        ],
         "bundles": ["buildId", "bundles", "dropped", "playable"],
         "apply": ["applied", "current", "milliseconds"],
         "verify": ["applied", "buildId", "damaged", "deployment", "entriesChecked", "filesChecked", "filesHashed"],
-        "status (installed)": ["builds", "bundles", "channel", "current", "install", "liveEmptyFolders", "liveLinks", "remotes",
-                               "seenSequence", "stagingDiskBytes"],
+        "status (installed)": [
+            "builds", "bundles", "channel", "current", "install", "liveEmptyFolders", "liveLinks", "remotes",
+            "seenSequence", "stagingDiskBytes"
+        ],
         "launch": ["applied", "current", "event"],
         "rollback": ["applied", "current"],
         "bundles remove": ["excluded", "unknown"],
-        "error": ["code", "error", "exitStatus", "hint"],
+        "error": ["code", "error", "exitStatus", "hint"]
     ]
 
     /// Every key a progress event line (the lines before the result) may have; `event` and `message` always.
-    static let eventKeys: Set<String> = ["bundles", "bytesDone", "bytesPerSecond", "bytesTotal", "etaSeconds", "event",
-                                         "filesDone", "filesTotal", "message", "preload"]
+    static let eventKeys: Set<String> = [
+        "bundles", "bytesDone", "bytesPerSecond", "bytesTotal", "etaSeconds", "event",
+        "filesDone", "filesTotal", "message", "preload"
+    ]
 
     @Test("the publisher verbs' --json objects keep their keys: keygen, repo init, publish, promote, rollback, status, check, refresh, renew, prune, diff, rotate-root")
     func publisherVerbs() throws {
@@ -71,8 +79,12 @@ struct JSONShapeTests {
         try shapes.check("diff", ["diff", build1, build2, "--json"])
         let newRoot = fixture.directory + "/new-root"
         try shapes.check("keygen --role root", ["keygen", "--out", newRoot, "--role", "root", "--json"])
-        try shapes.check("repo rotate-root", ["repo", "rotate-root", "--origin", origin, "--root-key", keys + "/root.key",
-                                              "--new-root-key", newRoot + "/root.key", "--json"])
+        try shapes.check(
+            "repo rotate-root",
+            [
+                "repo", "rotate-root", "--origin", origin, "--root-key", keys + "/root.key",
+                "--new-root-key", newRoot + "/root.key", "--json"
+            ])
         shapes.expectEveryRowChecked()
     }
 
@@ -107,13 +119,16 @@ struct JSONShapes {
 
     init(expected: [String: Set<String>]) { self.expected = expected }
 
-    mutating func check(_ row: String, _ arguments: [String], status: Int32 = 0,
-                        sourceLocation: SourceLocation = #_sourceLocation) throws {
+    mutating func check(
+        _ row: String, _ arguments: [String], status: Int32 = 0,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         checked.insert(row)
         let result = try CLI.run(arguments)
         let command = "patchsync " + arguments.joined(separator: " ")
-        #expect(result.status == status, "\(row): `\(command)` exited \(result.status): \(result.stderr)",
-                sourceLocation: sourceLocation)
+        #expect(
+            result.status == status, "\(row): `\(command)` exited \(result.status): \(result.stderr)",
+            sourceLocation: sourceLocation)
         var objects: [Set<String>] = []
         for line in result.stdout.split(separator: "\n") {
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
@@ -127,11 +142,14 @@ struct JSONShapes {
             return
         }
         for event in objects.dropLast() {
-            #expect(event.isSuperset(of: ["event", "message"]) && event.isSubset(of: JSONShapeTests.eventKeys),
-                    "\(row): an event line has the keys \(event.sorted())", sourceLocation: sourceLocation)
+            #expect(
+                event.isSuperset(of: ["event", "message"]) && event.isSubset(of: JSONShapeTests.eventKeys),
+                "\(row): an event line has the keys \(event.sorted())", sourceLocation: sourceLocation)
         }
         let pinned = expected[row] ?? []
-        #expect(last == pinned, """
+        #expect(
+            last == pinned,
+            """
             \(row): the keys of `\(command)` are \(last.sorted()); \
             new: \(last.subtracting(pinned).sorted()), gone: \(pinned.subtracting(last).sorted())
             """, sourceLocation: sourceLocation)
@@ -139,7 +157,8 @@ struct JSONShapes {
 
     /// Every row of the table was run: a row without a verb pins nothing.
     func expectEveryRowChecked(sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(Set(expected.keys) == checked, "rows never run: \(Set(expected.keys).subtracting(checked).sorted())",
-                sourceLocation: sourceLocation)
+        #expect(
+            Set(expected.keys) == checked, "rows never run: \(Set(expected.keys).subtracting(checked).sorted())",
+            sourceLocation: sourceLocation)
     }
 }

@@ -15,32 +15,46 @@ struct KeyRotationTests {
 
         let newKeys = fixture.directory + "/new-keys"
         #expect(try CLI.run(["keygen", "--out", newKeys]).status == 0)
-        let rotated = try CLI.run(["repo", "rotate-root", "--origin", fixture.origin,
-                                   "--root-key", fixture.keyDirectory + "/root.key",
-                                   "--new-root-key", newKeys + "/root.key", "--new-online-key", newKeys + "/online.key",
-                                   "--json"])
+        let rotated = try CLI.run([
+            "repo", "rotate-root", "--origin", fixture.origin,
+            "--root-key", fixture.keyDirectory + "/root.key",
+            "--new-root-key", newKeys + "/root.key", "--new-online-key", newKeys + "/online.key",
+            "--json"
+        ])
         #expect(rotated.status == 0, "\(rotated.stderr)")
         #expect(rotated.stdout.contains("\"rootVersion\":2") || rotated.stdout.contains("\"rootVersion\" : 2"), "\(rotated.stdout)")
 
         let build2 = try fixture.sampleBuild(2, scale: 0.003)
         let targets = ["--targets-key", fixture.keyDirectory + "/targets.key"]
-        let old = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
-                               "--online-key", fixture.keyDirectory + "/online.key"] + targets)
+        let old = try CLI.run(
+            [
+                "publish", build2, "--origin", fixture.origin, "--build-id", "2",
+                "--online-key", fixture.keyDirectory + "/online.key"
+            ] + targets)
         #expect(old.status == 64 && old.stderr.contains("is not the"), "\(old.stderr)")
-        let new = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
-                               "--online-key", newKeys + "/online.key"] + targets)
+        let new = try CLI.run(
+            [
+                "publish", build2, "--origin", fixture.origin, "--build-id", "2",
+                "--online-key", newKeys + "/online.key"
+            ] + targets)
         #expect(new.status == 0, "\(new.stderr)")
 
         let sync = try CLI.run(["sync", "--install", install.root])
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(try install.status().ready == "2")
-        let trustedRoot = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath:
-            install.root + "/.patchsync/metadata/root.json"))) as? [String: Any]
+        let trustedRoot =
+            try JSONSerialization.jsonObject(
+                with: Data(
+                    contentsOf: URL(
+                        fileURLWithPath:
+                            install.root + "/.patchsync/metadata/root.json"))) as? [String: Any]
         #expect((trustedRoot?["signed"] as? [String: Any])?["version"] as? Int == 2)
 
         // The old root key alone can no longer rotate: it is not a root key of version 2.
-        let again = try CLI.run(["repo", "rotate-root", "--origin", fixture.origin,
-                                 "--root-key", fixture.keyDirectory + "/root.key", "--new-online-key", fixture.keyDirectory + "/online.key"])
+        let again = try CLI.run([
+            "repo", "rotate-root", "--origin", fixture.origin,
+            "--root-key", fixture.keyDirectory + "/root.key", "--new-online-key", fixture.keyDirectory + "/online.key"
+        ])
         #expect(again.status == 64 && again.stderr.contains("not a root key"), "\(again.stderr)")
     }
 
@@ -48,17 +62,23 @@ struct KeyRotationTests {
     func roleSeparation() throws {
         let fixture = try Fixture.published(scale: 0.003)
         let keys = fixture.keyDirectory, build2 = try fixture.sampleBuild(2, scale: 0.003)
-        let onlineAsTargets = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
-                                           "--targets-key", keys + "/online.key", "--online-key", keys + "/online.key"])
+        let onlineAsTargets = try CLI.run([
+            "publish", build2, "--origin", fixture.origin, "--build-id", "2",
+            "--targets-key", keys + "/online.key", "--online-key", keys + "/online.key"
+        ])
         #expect(onlineAsTargets.status == 64 && onlineAsTargets.stderr.contains("is not a targets key"), "\(onlineAsTargets.stderr)")
-        let noTargets = try CLI.run(["publish", build2, "--origin", fixture.origin, "--build-id", "2",
-                                     "--online-key", keys + "/online.key"])
+        let noTargets = try CLI.run([
+            "publish", build2, "--origin", fixture.origin, "--build-id", "2",
+            "--online-key", keys + "/online.key"
+        ])
         #expect(noTargets.status == 64 && noTargets.stderr.contains("--targets-key"), "\(noTargets.stderr)")
         let targetsRefresh = try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/targets.key"])
         #expect(targetsRefresh.status == 64 && targetsRefresh.stderr.contains("is not the timestamp key"), "\(targetsRefresh.stderr)")
         #expect(try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/online.key"]).status == 0)
-        let shared = try CLI.run(["repo", "init", "--origin", fixture.directory + "/shared", "--root-key", keys + "/root.key",
-                                  "--targets-key", keys + "/online.key", "--online-key", keys + "/online.key"])
+        let shared = try CLI.run([
+            "repo", "init", "--origin", fixture.directory + "/shared", "--root-key", keys + "/root.key",
+            "--targets-key", keys + "/online.key", "--online-key", keys + "/online.key"
+        ])
         #expect(shared.status == 64 && shared.stderr.contains("as a targets key and as an online key"), "\(shared.stderr)")
         #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/shared/metadata/root.json"))
     }
@@ -72,10 +92,12 @@ struct KeyRotationTests {
         #expect(try CLI.run(["keygen", "--out", dir + "/c", "--role", "root"]).status == 0)
         #expect(!FileManager.default.fileExists(atPath: dir + "/c/online.key"), "--role writes only that key")
         let origin = dir + "/origin"
-        let created = try CLI.run(["repo", "init", "--origin", origin, "--root-key", dir + "/a/root.key", "--root-key", dir + "/b/root.key",
-                                   "--root-key", dir + "/c/root.key", "--root-threshold", "2",
-                                   "--targets-key", dir + "/a/targets.key", "--targets-key", dir + "/b/targets.key",
-                                   "--online-key", dir + "/a/online.key"])
+        let created = try CLI.run([
+            "repo", "init", "--origin", origin, "--root-key", dir + "/a/root.key", "--root-key", dir + "/b/root.key",
+            "--root-key", dir + "/c/root.key", "--root-threshold", "2",
+            "--targets-key", dir + "/a/targets.key", "--targets-key", dir + "/b/targets.key",
+            "--online-key", dir + "/a/online.key"
+        ])
         #expect(created.status == 0, "\(created.stderr)")
         let root = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: origin + "/metadata/root.json")))
         let roles = ((root as? [String: Any])?["signed"] as? [String: Any])?["roles"] as? [String: [String: Any]]
@@ -84,8 +106,9 @@ struct KeyRotationTests {
 
         try SampleGame(seed: 3, scale: 0.002).write(build: 1, into: dir + "/build")
         let publish = { (targets: [String]) throws -> CLI.Result in
-            try CLI.run(["publish", dir + "/build", "--origin", origin, "--build-id", "1", "--online-key", dir + "/a/online.key"]
-                        + targets.flatMap { ["--targets-key", dir + "/\($0)/targets.key"] })
+            try CLI.run(
+                ["publish", dir + "/build", "--origin", origin, "--build-id", "1", "--online-key", dir + "/a/online.key"]
+                    + targets.flatMap { ["--targets-key", dir + "/\($0)/targets.key"] })
         }
         let one = try publish(["a"])
         #expect(one.status == 64 && one.stderr.contains("needs 2 signatures"), "\(one.stderr)")
@@ -94,14 +117,19 @@ struct KeyRotationTests {
 
         let alone = try CLI.run(["repo", "renew", "--origin", origin, "--root-key", dir + "/c/root.key"])
         #expect(alone.status == 64 && alone.stderr.contains("needs 2 signatures"), "\(alone.stderr)")
-        let renewed = try CLI.run(["repo", "renew", "--origin", origin, "--root-key", dir + "/a/root.key",
-                                   "--root-key", dir + "/c/root.key"])
+        let renewed = try CLI.run([
+            "repo", "renew", "--origin", origin, "--root-key", dir + "/a/root.key",
+            "--root-key", dir + "/c/root.key"
+        ])
         #expect(renewed.status == 0, "\(renewed.stderr)")
         #expect(FileManager.default.fileExists(atPath: origin + "/metadata/2.root.json"))
 
         let install = dir + "/game"
-        #expect(try CLI.run(["init", "--install", install, "--remote", "file://" + origin,
-                             "--root", origin + "/metadata/1.root.json"]).status == 0)
+        #expect(
+            try CLI.run([
+                "init", "--install", install, "--remote", "file://" + origin,
+                "--root", origin + "/metadata/1.root.json"
+            ]).status == 0)
         let sync = try CLI.run(["sync", "--install", install])
         #expect(sync.status == 0, "\(sync.stderr)")
     }
@@ -121,18 +149,26 @@ struct PublisherCronTests {
     @Test("Examples/publisher-cron/refresh-metadata.sh re-signs timestamp and snapshot, and runs the upload")
     func cronScript() throws {
         let fixture = try Fixture.published()
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        let script =
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().path + "/Examples/publisher-cron/refresh-metadata.sh"
         let version = { () throws -> Int in
-            let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath:
-                fixture.origin + "/metadata/timestamp.json"))) as? [String: Any]
+            let json =
+                try JSONSerialization.jsonObject(
+                    with: Data(
+                        contentsOf: URL(
+                            fileURLWithPath:
+                                fixture.origin + "/metadata/timestamp.json"))) as? [String: Any]
             return ((json?["signed"] as? [String: Any])?["version"] as? Int) ?? -1
         }
         let before = try version()
         let marker = fixture.directory + "/uploaded"
-        let result = try CLI.runProgram("/usr/bin/env", [
-            "ORIGIN=\(fixture.origin)", "ONLINE_KEY=\(fixture.keyDirectory)/online.key", "PATCHSYNC=\(CLI.executable)",
-            "UPLOAD=touch \(marker)", "bash", script])
+        let result = try CLI.runProgram(
+            "/usr/bin/env",
+            [
+                "ORIGIN=\(fixture.origin)", "ONLINE_KEY=\(fixture.keyDirectory)/online.key", "PATCHSYNC=\(CLI.executable)",
+                "UPLOAD=touch \(marker)", "bash", script
+            ])
         #expect(result.status == 0, "\(result.stdout)")
         #expect(try version() == before + 1)
         #expect(FileManager.default.fileExists(atPath: marker))

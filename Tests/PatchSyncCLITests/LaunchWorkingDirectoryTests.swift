@@ -29,8 +29,9 @@ struct LaunchWorkingDirectoryTests {
 
         """
 
-    @Test("launch runs the game in the build it applied (builds/, never trash/), finds a relative command in that build from any folder, and its clean-up never deletes the game's folder",
-          arguments: Start.allCases, ["./bin/game", "bin/game"])
+    @Test(
+        "launch runs the game in the build it applied (builds/, never trash/), finds a relative command in that build from any folder, and its clean-up never deletes the game's folder",
+        arguments: Start.allCases, ["./bin/game", "bin/game"])
     func gameRunsInItsBuild(start: Start, command: String) throws {
         let fixture = try Fixture()
         let tree = fixture.directory + "/tree"
@@ -53,8 +54,9 @@ struct LaunchWorkingDirectoryTests {
         #expect(install.currentBuild() == "2")
         let deployment = try #require(install.currentDeployment())
         let build = try Self.physical(install.root + "/builds/" + deployment)
-        #expect(result.stdout.split(separator: "\n").map(String.init) == ["trash=empty", "pwd=\(build)", "version=2"],
-                "\(result.stdout)\(result.stderr)")
+        #expect(
+            result.stdout.split(separator: "\n").map(String.init) == ["trash=empty", "pwd=\(build)", "version=2"],
+            "\(result.stdout)\(result.stderr)")
         #expect(!result.stdout.contains("/.patchsync/trash/"))
     }
 
@@ -86,7 +88,8 @@ struct LaunchWorkingDirectoryTests {
         let stdout = out.fileHandleForReading.readDataToEndOfFile()  // the game's few lines
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return CLI.Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                          stderr: String(decoding: stderr, as: UTF8.self))
+        return CLI.Result(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
     }
 }

@@ -35,8 +35,9 @@ struct MirrorRetryTests {
         #expect(result.status == 0, "\(result.stderr)")
         let objectRequests = good.requests().filter { $0.path.hasPrefix("/objects/") }.count
         let asked = missing.objectRequests(status: 404)
-        #expect(asked >= 1 && asked <= 6 && /* the default connections */ objectRequests > 100,
-                "404 cools the mirror down for later requests: \(asked) of \(objectRequests) asked it")
+        #expect(
+            asked >= 1 && asked <= 6 && objectRequests > 100,  // at most the default connections
+            "404 cools the mirror down for later requests: \(asked) of \(objectRequests) asked it")
     }
 
     @Test("a preload range that the first mirror serves damaged is that mirror's failure: the second mirror serves it and the preload completes (it failed every sync with 65)")
@@ -63,8 +64,9 @@ struct MirrorRetryTests {
         let install = try fixture.makeInstall(remotes: [first.url, second.url])
         let result = try CLI.run(["sync", "--install", install.root])
         #expect(result.status == 69, "\(result.stderr)")
-        #expect(result.stderr.contains(first.url + ": HTTP status 503") && result.stderr.contains(second.url + ": not found"),
-                "\(result.stderr)")
+        #expect(
+            result.stderr.contains(first.url + ": HTTP status 503") && result.stderr.contains(second.url + ": not found"),
+            "\(result.stderr)")
     }
 
     /// Runs a sync and prints one row of the hostile-origin table (exit, seconds, object requests,
@@ -72,13 +74,19 @@ struct MirrorRetryTests {
     static func timedSync(_ install: Install, _ name: String, origin: FaultOrigin? = nil, faulted: Int = 503) throws -> CLI.Result {
         let start = ContinuousClock.now
         let result = try CLI.run(["sync", "--install", install.root])
-        let seconds = Double((ContinuousClock.now - start).components.attoseconds) / 1e18
+        let seconds =
+            Double((ContinuousClock.now - start).components.attoseconds) / 1e18
             + Double((ContinuousClock.now - start).components.seconds)
         let objects = origin?.requests.filter { $0.split(separator: " ").dropFirst().first?.hasPrefix("/objects/") == true }
-        let faults = origin.map { o in faulted == 0 ? (objects?.count ?? 0) - Set(objects?.map { $0.split(separator: " ")[1] } ?? []).count
-                                                    : o.objectRequests(status: faulted) } ?? 0
-        print("hostile origin: \(name): exit \(result.status) in \(String(format: "%.1f", seconds)) s, "
-              + "\(objects?.count ?? 0) object requests, \(faults) faulted")
+        let faults =
+            origin.map { o in
+                faulted == 0
+                    ? (objects?.count ?? 0) - Set(objects?.map { $0.split(separator: " ")[1] } ?? []).count
+                    : o.objectRequests(status: faulted)
+            } ?? 0
+        print(
+            "hostile origin: \(name): exit \(result.status) in \(String(format: "%.1f", seconds)) s, "
+                + "\(objects?.count ?? 0) object requests, \(faults) faulted")
         return result
     }
 
@@ -102,8 +110,9 @@ struct MirrorRetryTests {
         let fixture = try Fixture.published(packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .closeMidBody, probability: 0.5, seed: Self.seed)
         let install = try fixture.makeInstall(remotes: [origin.url])
-        let result = try Self.timedSync(install, "one mirror, half of the responses cut short (faulted = asked again)",
-                                        origin: origin, faulted: 0)
+        let result = try Self.timedSync(
+            install, "one mirror, half of the responses cut short (faulted = asked again)",
+            origin: origin, faulted: 0)
         #expect(result.status == 0, "\(result.stderr)")
         let objects = origin.requests.map { $0.split(separator: " ")[1] }.filter { $0.hasPrefix("/objects/") }
         #expect(objects.count > Set(objects).count + 50, "the cut responses were retried")

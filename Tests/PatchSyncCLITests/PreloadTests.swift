@@ -38,9 +38,12 @@ struct ReleaseDay {
     /// `patchsync publish` of build 2 (or the folder `build`) into `origin` (the fixture's by default),
     /// with `extra` arguments.
     func publish2(_ extra: [String], origin: String? = nil, id: String = "2", build: String? = nil) throws -> CLI.Result {
-        try CLI.run(["publish", build ?? build2, "--origin", origin ?? fixture.origin, "--build-id", id, "--bundles",
-                     fixture.directory + "/bundles.json", "--targets-key", keys + "/targets.key",
-                     "--online-key", keys + "/online.key"] + extra)
+        try CLI.run(
+            [
+                "publish", build ?? build2, "--origin", origin ?? fixture.origin, "--build-id", id, "--bundles",
+                fixture.directory + "/bundles.json", "--targets-key", keys + "/targets.key",
+                "--online-key", keys + "/online.key"
+            ] + extra)
     }
 
     /// The spoilers (names and plaintext samples) found anywhere in `origin`: in each file as it is,
@@ -48,28 +51,33 @@ struct ReleaseDay {
     func spoilersFound(in origin: String) throws -> String {
         let map = try Data(contentsOf: URL(fileURLWithPath: build2 + "/spoilers/secret-map.bin"))
         let sample = map.subdata(in: 150_000..<150_064).map { String(format: "%02x", $0) }.joined()
-        let scan = try CLI.runProgram("/usr/bin/python3", ["-c", """
-            import gzip, os, sys, zlib
-            origin, needles = sys.argv[1], [sys.argv[2].encode(), sys.argv[3].encode(), bytes.fromhex(sys.argv[4])]
-            found = set()
-            def look(blob):
-                for n in needles:
-                    if n in blob: found.add(needles.index(n))
-            for folder, _, names in os.walk(origin):
-                for name in names:
-                    data = open(os.path.join(folder, name), "rb").read()
-                    look(data)
-                    if data[:2] == b"\\x1f\\x8b":
-                        try: look(gzip.decompress(data))
-                        except Exception: pass
-                    i = data.find(b"\\x78")
-                    while i != -1:
-                        if i + 1 < len(data) and ((0x78 << 8) | data[i + 1]) % 31 == 0:
-                            try: look(zlib.decompressobj().decompress(data[i:], 8 << 20))
+        let scan = try CLI.runProgram(
+            "/usr/bin/python3",
+            [
+                "-c",
+                """
+                import gzip, os, sys, zlib
+                origin, needles = sys.argv[1], [sys.argv[2].encode(), sys.argv[3].encode(), bytes.fromhex(sys.argv[4])]
+                found = set()
+                def look(blob):
+                    for n in needles:
+                        if n in blob: found.add(needles.index(n))
+                for folder, _, names in os.walk(origin):
+                    for name in names:
+                        data = open(os.path.join(folder, name), "rb").read()
+                        look(data)
+                        if data[:2] == b"\\x1f\\x8b":
+                            try: look(gzip.decompress(data))
                             except Exception: pass
-                        i = data.find(b"\\x78", i + 1)
-            print(" ".join(str(i) for i in sorted(found)))
-            """, origin, Self.spoilerName, Self.spoilerText, sample])
+                        i = data.find(b"\\x78")
+                        while i != -1:
+                            if i + 1 < len(data) and ((0x78 << 8) | data[i + 1]) % 31 == 0:
+                                try: look(zlib.decompressobj().decompress(data[i:], 8 << 20))
+                                except Exception: pass
+                            i = data.find(b"\\x78", i + 1)
+                print(" ".join(str(i) for i in sorted(found)))
+                """, origin, Self.spoilerName, Self.spoilerText, sample
+            ])
         #expect(scan.status == 0, "\(scan.stderr)")
         return scan.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -92,11 +100,13 @@ struct PreloadTests {
         #expect(stat(keyFile, &st) == 0 && st.st_mode & 0o077 == 0, "the content key is in the key folder, private")
         #expect(try day.spoilersFound(in: day.fixture.origin) == "", "the origin reveals nothing of build 2's new content")
         let control = try Fixture()
-        _ = try Repository.create(origin: control.directory + "/plain", rootKey: day.fixture.rootKey,
-                                  targetsKey: day.fixture.targetsKey, onlineKey: day.fixture.onlineKey)
+        _ = try Repository.create(
+            origin: control.directory + "/plain", rootKey: day.fixture.rootKey,
+            targetsKey: day.fixture.targetsKey, onlineKey: day.fixture.onlineKey)
         #expect(try day.publish2([], origin: control.directory + "/plain").status == 0)
-        #expect(try day.spoilersFound(in: control.directory + "/plain") == "0 1 2",
-                "the same scan finds the name, the text and the random sample in a normal publish")
+        #expect(
+            try day.spoilersFound(in: control.directory + "/plain") == "0 1 2",
+            "the same scan finds the name, the text and the random sample in a normal publish")
 
         let before = day.nginx.bytesServed()
         let sync = try CLI.run(["sync", "--install", day.root, "--json"])
@@ -108,7 +118,8 @@ struct PreloadTests {
         try sync.stdout.split(separator: "\n").dropLast().joined(separator: "\n").write(toFile: events, atomically: true, encoding: .utf8)
         let planTarget = try #require(try Repository.load(origin: day.fixture.origin).targetFiles["manifests/live/2.json.gz"])
         let planFile = day.fixture.origin + "/targets/manifests/live/\(planTarget.hashes["sha256"] ?? "").2.json.gz"
-        let (valid, output) = try python("""
+        let (valid, output) = try python(
+            """
             import gzip, json, sys, jsonschema
             events = [json.loads(l) for l in open(sys.argv[2])]
             for e in events: jsonschema.validate(e, json.load(open(sys.argv[1] + "/events.schema.json")))
@@ -123,8 +134,9 @@ struct PreloadTests {
         #expect(api.bytesDone == api.bytes && api.bytes > 0 && !api.released)
 
         let apply = try CLI.run(["apply", "--install", day.root])
-        #expect(apply.status == 75 && apply.stderr.contains("preloaded") && apply.stderr.contains("before its release"),
-                "\(apply.status) \(apply.stderr)")
+        #expect(
+            apply.status == 75 && apply.stderr.contains("preloaded") && apply.stderr.contains("before its release"),
+            "\(apply.status) \(apply.stderr)")
         let launch = try CLI.run(["launch", "--install", day.root, "--", "/bin/sh", "-c", "test ! -e spoilers"])
         #expect(launch.status == 0, "the game runs on build 1: \(launch.stderr)")
         #expect(try Install.open(at: day.root).currentDeployment()?.hasPrefix("1") == true)
@@ -164,7 +176,8 @@ struct PreloadTests {
         #expect(try day.publish2(["--release-at", Self.releaseAt(3600)]).status == 0)
         #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
         let ahead = try runLater(days: 2, ["apply", "--install", day.root])
-        #expect(ahead.status == 65 && ahead.stderr.contains("signed metadata has not released it")
+        #expect(
+            ahead.status == 65 && ahead.stderr.contains("signed metadata has not released it")
                 && ahead.stderr.contains("not this clock"), "\(ahead.status) \(ahead.stderr)")
         #expect(try Install.open(at: day.root).currentDeployment()?.hasPrefix("1") == true, "the live tree is untouched")
         let aheadSync = try runLater(days: 2, ["sync", "--install", day.root, "--json"])
@@ -173,10 +186,15 @@ struct PreloadTests {
         // The cron job, two hours later, with only the online key (and the key folder's content/).
         let early = try CLI.run(["repo", "refresh", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key", "--json"])
         #expect(early.status == 0 && early.stdout.contains("\"released\":[]"), "\(early.stdout)")
-        let due = try CLI.runProgram("/usr/bin/faketime", ["-f", "+2h", CLI.executable, "repo", "refresh", "--origin",
-                                                          day.fixture.origin, "--online-key", day.keys + "/online.key", "--json"])
-        #expect(due.status == 0 && (due.stdout.contains("\"released\":[\"live\\/2\"]") || due.stdout.contains("\"released\":[\"live/2\"]")),
-                "\(due.stdout) \(due.stderr)")
+        let due = try CLI.runProgram(
+            "/usr/bin/faketime",
+            [
+                "-f", "+2h", CLI.executable, "repo", "refresh", "--origin",
+                day.fixture.origin, "--online-key", day.keys + "/online.key", "--json"
+            ])
+        #expect(
+            due.status == 0 && (due.stdout.contains("\"released\":[\"live\\/2\"]") || due.stdout.contains("\"released\":[\"live/2\"]")),
+            "\(due.stdout) \(due.stderr)")
         #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")))
@@ -248,8 +266,9 @@ struct PreloadTests {
         let total = try #require(try Install.open(at: day.root).status().preload)
         #expect(total.bytesDone == total.bytes)
         let received = try #require(try lastJSON(resumed.stdout)["bytesReceived"] as? Int)
-        #expect(Int64(received) <= total.bytes - kept + (64 << 10),
-                "the resumed run received \(received) bytes; \(kept) of \(total.bytes) were kept from the first")
+        #expect(
+            Int64(received) <= total.bytes - kept + (64 << 10),
+            "the resumed run received \(received) bytes; \(kept) of \(total.bytes) were kept from the first")
         #expect(day.nginx.bytesServed(under: "/objects/") - before >= total.bytes)
         #expect(total.bytes > 4_000_000)
     }

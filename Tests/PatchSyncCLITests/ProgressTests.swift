@@ -1,8 +1,9 @@
 import Foundation
 import PatchSync
-@testable import PatchSyncCLI
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSyncCLI
 
 @Suite("Progress for people and launchers", .tags(.cli))
 struct ProgressTests {
@@ -63,7 +64,8 @@ struct ProgressTests {
         #expect(lines.count >= 3)
         let events = fixture.directory + "/events.jsonl"
         try lines.dropLast().joined(separator: "\n").write(toFile: events, atomically: true, encoding: .utf8)
-        let (status, output) = try python("""
+        let (status, output) = try python(
+            """
             import json, sys, jsonschema
             schema = json.load(open(sys.argv[1]))
             events = [json.loads(l) for l in open(sys.argv[2])]
@@ -76,14 +78,17 @@ struct ProgressTests {
         #expect(status == 0, "\(output)")
         #expect((try lastJSON(result.stdout))["outcome"] as? String == "ready")
 
-        let publish = try CLI.run(["publish", try fixture.sampleBuild(2, scale: 0.01), "--origin", fixture.origin,
-                                   "--build-id", "2", "--targets-key", fixture.keyDirectory + "/targets.key",
-                                   "--online-key", fixture.keyDirectory + "/online.key", "--json"])
+        let publish = try CLI.run([
+            "publish", try fixture.sampleBuild(2, scale: 0.01), "--origin", fixture.origin,
+            "--build-id", "2", "--targets-key", fixture.keyDirectory + "/targets.key",
+            "--online-key", fixture.keyDirectory + "/online.key", "--json"
+        ])
         #expect(publish.status == 0, "\(publish.stderr)")
         let publishEvents = fixture.directory + "/publish-events.jsonl"
         try publish.stdout.split(separator: "\n").dropLast().joined(separator: "\n")
             .write(toFile: publishEvents, atomically: true, encoding: .utf8)
-        let (publishStatus, publishOutput) = try python("""
+        let (publishStatus, publishOutput) = try python(
+            """
             import json, sys, jsonschema
             schema = json.load(open(sys.argv[1]))
             events = [json.loads(l) for l in open(sys.argv[2])]

@@ -19,8 +19,10 @@ struct PruneIncomingTests {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
         let week: TimeInterval = 7 * 86400
-        let stale = ["objects/.incoming/3/4242-1777", "objects/.incoming/11/pack-4242-9911", "objects/.incoming/4242-5.sealed",
-                     "objects/.incoming/15/deeper/4242-8"]
+        let stale = [
+            "objects/.incoming/3/4242-1777", "objects/.incoming/11/pack-4242-9911", "objects/.incoming/4242-5.sealed",
+            "objects/.incoming/15/deeper/4242-8"
+        ]
         for path in stale { try Self.plant(fixture.origin, path, age: week + 86400) }
         let fresh = "objects/.incoming/7/4242-31"  // a publish of an hour ago, left for the grace period
         try Self.plant(fixture.origin, fresh, age: 3600)
@@ -48,7 +50,8 @@ struct PruneIncomingTests {
         #expect(FileManager.default.fileExists(atPath: fixture.origin + "/" + fresh), "a temporary file within the grace stays")
         #expect(FileManager.default.fileExists(atPath: outside + "/old"), "a link is not followed out of the origin")
         var isFolder: ObjCBool = false
-        #expect(FileManager.default.fileExists(atPath: fixture.origin + "/objects/.incoming/3", isDirectory: &isFolder) && isFolder.boolValue,
-                "the writers' folders stay")
+        #expect(
+            FileManager.default.fileExists(atPath: fixture.origin + "/objects/.incoming/3", isDirectory: &isFolder) && isFolder.boolValue,
+            "the writers' folders stay")
     }
 }

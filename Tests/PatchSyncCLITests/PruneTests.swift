@@ -7,11 +7,12 @@ import Testing
 struct PruneTests {
     /// Every regular file under the origin (relative paths), but the lock file.
     static func files(_ origin: String) throws -> Set<String> {
-        Set(try FileManager.default.subpathsOfDirectory(atPath: origin).filter {
-            var isDirectory: ObjCBool = false
-            return FileManager.default.fileExists(atPath: origin + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
-                && !$0.hasPrefix(".")
-        })
+        Set(
+            try FileManager.default.subpathsOfDirectory(atPath: origin).filter {
+                var isDirectory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: origin + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+                    && !$0.hasPrefix(".")
+            })
     }
 
     /// What build `target` needs in the origin: its manifest, its files' objects, its delta packs and manifest deltas.
@@ -88,21 +89,26 @@ struct PruneTests {
         #expect(try Self.files(fixture.origin) == present, "a dry run removes nothing")
         let gone = try Self.weekLater(prune + ["--keep", "1"])
         #expect(gone.status == 0, "\(gone.stderr)")
-        #expect(gone.stdout == dry.stdout.replacingOccurrences(of: "\"dryRun\":true", with: "\"dryRun\":false"),
-                "the dry run reported exactly what the prune did")
+        #expect(
+            gone.stdout == dry.stdout.replacingOccurrences(of: "\"dryRun\":true", with: "\"dryRun\":false"),
+            "the dry run reported exactly what the prune did")
         let after = try Self.files(fixture.origin)
         var neededAfter = Set<String>()
         for (path, file) in listed { neededAfter.formUnion(try Self.needs(fixture.origin, path, file)) }
         #expect(neededAfter.isSubset(of: after), "a listed build lost \(neededAfter.subtracting(after).sorted().prefix(5))")
         let removedObjects = present.subtracting(after).filter { $0.hasPrefix("objects/") }
         #expect(!removedObjects.isEmpty && removedObjects.isDisjoint(with: neededAfter))
-        #expect(!after.contains { $0.hasPrefix("targets/manifests/live/") && !$0.hasSuffix(".3.json.gz") },
-                "the manifests of builds 0, 1 and 2 are gone")
+        #expect(
+            !after.contains { $0.hasPrefix("targets/manifests/live/") && !$0.hasSuffix(".3.json.gz") },
+            "the manifests of builds 0, 1 and 2 are gone")
         let metadata = after.filter { $0.hasPrefix("metadata/") }
         let repo = try Repository.load(origin: fixture.origin)
-        #expect(metadata == ["metadata/root.json", "metadata/1.root.json", "metadata/timestamp.json",
-                             "metadata/\(repo.snapshotVersion).snapshot.json", "metadata/\(repo.targetsVersion).targets.json"],
-                "old snapshot and targets versions are gone, root versions stay: \(metadata.sorted())")
+        #expect(
+            metadata == [
+                "metadata/root.json", "metadata/1.root.json", "metadata/timestamp.json",
+                "metadata/\(repo.snapshotVersion).snapshot.json", "metadata/\(repo.targetsVersion).targets.json"
+            ],
+            "old snapshot and targets versions are gone, root versions stay: \(metadata.sorted())")
         let freed = try #require(try JSONSerialization.jsonObject(with: Data(gone.stdout.utf8)) as? [String: Any])["bytesFreed"] as? Int
         #expect((freed ?? 0) > 100_000, "\(gone.stdout.prefix(300))")
 

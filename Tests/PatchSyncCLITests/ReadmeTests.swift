@@ -26,7 +26,7 @@ struct ReadmeTests {
             "BUILD": try fixture.sampleBuild(1, scale: 0.005), "NEXT_BUILD": try fixture.sampleBuild(2, scale: 0.005),
             "BUCKET": "s3://\(bucket.bucket)/forest", "ENDPOINT": bucket.endpoint,
             // The player reads what the release engineer uploaded, without credentials.
-            "REMOTE": "\(bucket.endpoint)/\(bucket.bucket)/forest", "GAME_EXE": "/bin/true",
+            "REMOTE": "\(bucket.endpoint)/\(bucket.bucket)/forest", "GAME_EXE": "/bin/true"
         ].merging(bucket.credentials) { a, _ in a }
         for heading in ["For release engineers", "For launcher integrators", "For operators"] {
             let script = try Self.block(under: heading)
@@ -60,10 +60,16 @@ struct ReadmeTests {
         let bucket = try S3Server()
         let keys = work + "/keys", origin = work + "/origin"
         #expect(try CLI.run(["keygen", "--out", keys]).status == 0)
-        #expect(try CLI.run(["repo", "init", "--origin", origin, "--root-key", keys + "/root.key", "--targets-key",
-                             keys + "/targets.key", "--online-key", keys + "/online.key"]).status == 0)
-        #expect(try CLI.run(["publish", try fixture.sampleBuild(1, scale: 0.005), "--origin", origin, "--build-id", "1.4",
-                             "--targets-key", keys + "/targets.key", "--online-key", keys + "/online.key"]).status == 0)
+        #expect(
+            try CLI.run([
+                "repo", "init", "--origin", origin, "--root-key", keys + "/root.key", "--targets-key",
+                keys + "/targets.key", "--online-key", keys + "/online.key"
+            ]).status == 0)
+        #expect(
+            try CLI.run([
+                "publish", try fixture.sampleBuild(1, scale: 0.005), "--origin", origin, "--build-id", "1.4",
+                "--targets-key", keys + "/targets.key", "--online-key", keys + "/online.key"
+            ]).status == 0)
         let readme = try String(contentsOfFile: DiffCLITests.repoRoot + "/README.md", encoding: .utf8)
         let section = try #require(readme.components(separatedBy: "### Release day").dropFirst().first)
         let start = try #require(section.range(of: "```sh\n"))
@@ -73,7 +79,7 @@ struct ReadmeTests {
         let environment = [
             "PATH": CLI.productsDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
             "KEYS": keys, "ORIGIN": origin, "NEXT_BUILD": try fixture.sampleBuild(2, scale: 0.005),
-            "BUCKET": "s3://\(bucket.bucket)/forest", "ENDPOINT": bucket.endpoint,
+            "BUCKET": "s3://\(bucket.bucket)/forest", "ENDPOINT": bucket.endpoint
         ].merging(bucket.credentials) { a, _ in a }
         let result = try CLI.runProgram("/usr/bin/env", ["-i"] + environment.map { "\($0)=\($1)" } + ["/bin/sh", "-e", "-c", script])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")

@@ -7,10 +7,11 @@ import Testing
 struct ReleaseTests {
     /// Every file under the origin's objects/ folder.
     static func objects(_ origin: String) throws -> Set<String> {
-        Set(try FileManager.default.subpathsOfDirectory(atPath: origin + "/objects").filter {
-            var isDirectory: ObjCBool = false
-            return FileManager.default.fileExists(atPath: origin + "/objects/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
-        })
+        Set(
+            try FileManager.default.subpathsOfDirectory(atPath: origin + "/objects").filter {
+                var isDirectory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: origin + "/objects/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+            })
     }
 
     @Test("repo promote lists a beta build on live without new content objects; repo rollback puts the previous build back as a new sequence, and the player's status says why")
@@ -39,8 +40,9 @@ struct ReleaseTests {
         let target = try #require(try Repository.load(origin: fixture.origin).targetFiles["manifests/live/1.1.json.gz"])
         #expect(target.custom?.promotedFrom == "beta" && target.custom?.sequence == 2)
         let manifestDeltas = Set((target.custom?.manifestDeltas ?? []).map { SHA256Digest(hex: $0.object).map(ObjectID.path) ?? "?" })
-        #expect(try Self.objects(fixture.origin).subtracting(before).map { "objects/" + $0 }.allSatisfy(manifestDeltas.contains),
-                "only manifest deltas are new: no content object")
+        #expect(
+            try Self.objects(fixture.origin).subtracting(before).map { "objects/" + $0 }.allSatisfy(manifestDeltas.contains),
+            "only manifest deltas are new: no content object")
         let update = try CLI.run(["sync", "--install", install.root, "--json"])
         #expect(update.status == 0, "\(update.stderr)")
         let result = try #require(update.stdout.split(separator: "\n").last.map { Data($0.utf8) })
@@ -69,8 +71,9 @@ struct ReleaseTests {
         let thrice = try CLI.run(["repo", "rollback", "--channel", "live"] + repo + keys)
         #expect(thrice.status == 64 && thrice.stderr.contains("no earlier build"), "\(thrice.stderr) \(thrice.stdout)")
         let repoStatus = try CLI.run(["repo", "status"] + repo)
-        #expect(repoStatus.stdout.contains("* 1.0  sequence 5") && repoStatus.stdout.contains("rolled back from 1.2"),
-                "\(repoStatus.stdout)")
+        #expect(
+            repoStatus.stdout.contains("* 1.0  sequence 5") && repoStatus.stdout.contains("rolled back from 1.2"),
+            "\(repoStatus.stdout)")
         let wrong = try CLI.run(["repo", "promote", "9.9", "--from", "beta", "--to", "live"] + repo + keys)
         #expect(wrong.status == 64 && wrong.stderr.contains("lists no build 9.9"), "\(wrong.stderr)")
     }

@@ -31,13 +31,16 @@ struct RepositoryLifecycleTests {
         result = try check()
         #expect(result.status == 65 && !result.stderr.contains("timestamp"), "\(result.stderr)")
 
-        let renew = try CLI.run(["repo", "renew", "--origin", fixture.origin, "--targets-key", keys + "/targets.key",
-                                 "--online-key", keys + "/online.key"])
+        let renew = try CLI.run([
+            "repo", "renew", "--origin", fixture.origin, "--targets-key", keys + "/targets.key",
+            "--online-key", keys + "/online.key"
+        ])
         #expect(renew.status == 0, "\(renew.stderr)")
         result = try check()
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try CLI.run(["repo", "check", "--origin", fixture.origin, "--within", "300d"]).status == 65,
-                "root (290 days left) is due within 300 days")
+        #expect(
+            try CLI.run(["repo", "check", "--origin", fixture.origin, "--within", "300d"]).status == 65,
+            "root (290 days left) is due within 300 days")
 
         let status = try CLI.run(["repo", "status", "--origin", fixture.origin, "--json"])
         #expect(status.status == 0, "\(status.stderr)")
@@ -66,14 +69,24 @@ struct RepositoryLifecycleTests {
         #expect(stranded.status == 65 && stranded.stderr.contains("expired"), "\(stranded.stderr)")
 
         // The same with the yearly renewal (day 365) of targets and root: still fine on day 470 and day 800.
-        let renewed = try runLater(days: 365, ["repo", "renew", "--origin", fixture.origin, "--root-key", keys + "/root.key",
-                                               "--targets-key", keys + "/targets.key", "--online-key", keys + "/online.key"])
+        let renewed = try runLater(
+            days: 365,
+            [
+                "repo", "renew", "--origin", fixture.origin, "--root-key", keys + "/root.key",
+                "--targets-key", keys + "/targets.key", "--online-key", keys + "/online.key"
+            ])
         #expect(renewed.status == 0, "\(renewed.stderr)")
         #expect(try refresh(470).status == 0)
         let later = try runLater(days: 470, ["sync", "--install", install.root])
         #expect(later.status == 0, "\(later.stderr)")
-        #expect(try runLater(days: 730, ["repo", "renew", "--origin", fixture.origin, "--root-key", keys + "/root.key",
-                                         "--targets-key", keys + "/targets.key", "--online-key", keys + "/online.key"]).status == 0)
+        #expect(
+            try runLater(
+                days: 730,
+                [
+                    "repo", "renew", "--origin", fixture.origin, "--root-key", keys + "/root.key",
+                    "--targets-key", keys + "/targets.key", "--online-key", keys + "/online.key"
+                ]
+            ).status == 0)
         #expect(try refresh(800).status == 0)
         let twoYears = try runLater(days: 800, ["sync", "--install", install.root])
         #expect(twoYears.status == 0, "\(twoYears.stderr)")

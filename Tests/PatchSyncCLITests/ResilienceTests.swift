@@ -37,8 +37,11 @@ struct ResilienceTests {
         let installed = try treeFacts(install.root + "/current")
         #expect(installed == (try treeFacts(build)).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) })
 
-        let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: install.root
-            + "/.patchsync/manifests/1.json.gz")), what: "manifest")
+        let manifest = try Manifest.decode(
+            try Data(
+                contentsOf: URL(
+                    fileURLWithPath: install.root
+                        + "/.patchsync/manifests/1.json.gz")), what: "manifest")
         var seen = Set<SHA256Digest>(), needed: Int64 = 0, largest = 0
         for chunk in manifest.files.flatMap(\.chunks) where seen.insert(chunk.sha256).inserted {
             needed += Int64(chunk.objectLength)
@@ -63,8 +66,9 @@ struct ResilienceTests {
         // The chunk path (without deltas the changed files' objects are fetched; DeltaSyncTests: a tampered pack).
         let report = try fixture.publish(try fixture.sampleBuild(2, scale: 0.02), id: "2", deltaSources: 0)
         #expect(report.objectsWritten > 0)
-        let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: try manifestPath(fixture, "2"))),
-                                           what: "manifest")
+        let manifest = try Manifest.decode(
+            try Data(contentsOf: URL(fileURLWithPath: try manifestPath(fixture, "2"))),
+            what: "manifest")
         let old = Set(try treeFacts(install.root + "/current").values.map(\.sha256))
         let target = try #require(manifest.files.filter { !old.contains($0.sha256.hex) }.max { $0.size < $1.size })
         let objectPath = fixture.origin + "/" + ObjectID.path(target.object)

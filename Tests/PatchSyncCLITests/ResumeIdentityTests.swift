@@ -95,8 +95,9 @@ struct ResumeIdentityTests {
         try inPlace.close()
         let sync = try CLI.run(["sync", "--install", install.root, "--quiet"], environment: ["PATCHSYNC_LOG": "info"])
         #expect(sync.status == 0, "\(sync.stderr)")
-        let line = try #require(sync.stderr.split(separator: "\n").first { $0.contains("unchanged since their last flush") },
-                                "\(sync.stderr)")
+        let line = try #require(
+            sync.stderr.split(separator: "\n").first { $0.contains("unchanged since their last flush") },
+            "\(sync.stderr)")
         print("resumed sync: \(line)")
         let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }.suffix(3)
         let (vouched, reread) = (numbers.first ?? 0, numbers.dropFirst().first ?? -1)
@@ -182,11 +183,12 @@ struct TransitionKillTests {
     static let points: [(String, String, Bool)] = [
         ("stagingBegun", "sync", false), ("stagingFinished", "sync", false),
         ("applyMoved", "apply", true), ("applyFlipped", "apply", true), ("applyRecorded", "apply", true),
-        ("retired", "apply", true), ("rollbackFlipped", "rollback", false),
+        ("retired", "apply", true), ("rollbackFlipped", "rollback", false)
     ]
 
-    @Test("SIGKILL at each named transition: current is complete, state.db intact, sync and apply complete afterwards",
-          arguments: 0..<7)
+    @Test(
+        "SIGKILL at each named transition: current is complete, state.db intact, sync and apply complete afterwards",
+        arguments: 0..<7)
     func killAt(_ index: Int) throws {
         let (point, command, stageFirst) = Self.points[index]
         let fixture = try Fixture()

@@ -24,7 +24,7 @@ struct TransferFaultTests {
         .oversizedBody: (65, "Content-Length is"),
         .stall: (69, "too slow"),
         .trickle: (69, "too slow"),
-        .redirectLoop: (69, "redirects"),
+        .redirectLoop: (69, "redirects")
     ]
 
     /// Quick cut-offs so the slow faults take seconds: below 1024 B/s for 1 s. The failure streak stays
@@ -40,8 +40,9 @@ struct TransferFaultTests {
         try JSONEncoder().encode(config).write(to: URL(fileURLWithPath: install.configPath))
     }
 
-    @Test("a fault on the first response of each object is retried and the sync completes with a verified tree",
-          arguments: FaultOrigin.Fault.allCases.filter { $0 != .missing })  // a 404 is an answer: next mirror
+    @Test(
+        "a fault on the first response of each object is retried and the sync completes with a verified tree",
+        arguments: FaultOrigin.Fault.allCases.filter { $0 != .missing })  // a 404 is an answer: next mirror
     func faultOnce(_ fault: FaultOrigin.Fault) throws {
         let fixture = try Fixture.published(packs: false)
         // Objects whose names start with 0 (a sixteenth): each costs a backoff, a stall a cut-off.
@@ -60,8 +61,9 @@ struct TransferFaultTests {
         try Self.expectVerified(install, fixture: fixture)
     }
 
-    @Test("a mirror that always faults: exit code and message name mirror and fault; nothing unverified is staged (a good mirror then completes the same staging and it verifies)",
-          arguments: FaultOrigin.Fault.allCases)
+    @Test(
+        "a mirror that always faults: exit code and message name mirror and fault; nothing unverified is staged (a good mirror then completes the same staging and it verifies)",
+        arguments: FaultOrigin.Fault.allCases)
     func faultAlways(_ fault: FaultOrigin.Fault) throws {
         let (status, words) = try #require(Self.always[fault])
         let fixture = try Fixture.published(packs: false)
@@ -110,8 +112,9 @@ struct TransferFaultTests {
             objectBytes += (attributes[.size] as? Int) ?? 0
         }
         let requests = try #require(report["requests"] as? Int)
-        #expect(received <= objectBytes * max(1, requests / max(1, objects.count)) + (1 << 20),
-                "\(received) bytes received for \(objectBytes) bytes of objects in \(requests) requests")
+        #expect(
+            received <= objectBytes * max(1, requests / max(1, objects.count)) + (1 << 20),
+            "\(received) bytes received for \(objectBytes) bytes of objects in \(requests) requests")
     }
 
     @Test("a request deadline cuts off a body that keeps just above the low-speed limit (exit 69, named)")

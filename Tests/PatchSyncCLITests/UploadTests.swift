@@ -27,8 +27,9 @@ struct UploadTests {
         let server = try S3Server()
         let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
         let upload = { (extra: [String]) throws -> CLI.Result in
-            try CLI.run(["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint, "--json"] + extra,
-                        environment: server.credentials)
+            try CLI.run(
+                ["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint, "--json"] + extra,
+                environment: server.credentials)
         }
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.02), id: "1.0+1")  // a "+" in keys, as S3 signs it
         let first = try upload([])
@@ -54,8 +55,9 @@ struct UploadTests {
 
         let again = try upload([])
         let againReport = try Self.json(again.stdout)
-        #expect(again.status == 0 && againReport["alreadyCurrent"] as? Bool == true && againReport["requests"] as? Int == 1,
-                "an origin already uploaded costs one request")
+        #expect(
+            again.status == 0 && againReport["alreadyCurrent"] as? Bool == true && againReport["requests"] as? Int == 1,
+            "an origin already uploaded costs one request")
 
         // The next build: only its new objects, its manifest and new metadata go.
         try fixture.publish(try fixture.sampleBuild(2, scale: 0.02), id: "2")
@@ -65,12 +67,14 @@ struct UploadTests {
         let secondReport = try Self.json(second.stdout)
         let sent = server.requests().dropFirst(before).filter { $0.method == "PUT" }.map(\.path)
         let added = Set(try Self.originFiles(fixture.origin)).subtracting(files).map { "/game/forest/" + $0 }
-        #expect(Set(sent) == Set(added + ["/game/forest/metadata/root.json", "/game/forest/metadata/timestamp.json"]),
-                "only the new files (and the two files that change in place)")
+        #expect(
+            Set(sent) == Set(added + ["/game/forest/metadata/root.json", "/game/forest/metadata/timestamp.json"]),
+            "only the new files (and the two files that change in place)")
         let firstBytes = firstReport["bytesUploaded"] as? Int ?? 0, secondBytes = secondReport["bytesUploaded"] as? Int ?? 0
         #expect(secondBytes * 2 < firstBytes, "the second build's upload (\(secondBytes) B) is a fraction of the first's (\(firstBytes) B)")
-        print("upload figures: first build \(firstReport["requests"] ?? 0) requests, \(firstBytes) B; "
-              + "second build \(secondReport["requests"] ?? 0) requests, \(secondBytes) B")
+        print(
+            "upload figures: first build \(firstReport["requests"] ?? 0) requests, \(firstBytes) B; "
+                + "second build \(secondReport["requests"] ?? 0) requests, \(secondBytes) B")
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0 && install.currentBuild() == "2")
 
@@ -87,19 +91,25 @@ struct UploadTests {
         let resumed = try upload([])
         #expect(resumed.status == 0, "\(resumed.stdout)")
         let resent = server.requests().dropFirst(mark).filter { $0.method == "PUT" }.map(\.path)
-        #expect(Set(resent) == ["/game/forest/metadata/root.json", "/game/forest/metadata/timestamp.json"],
-                "the resumed upload sends only the files that change in place: \(resent)")
+        #expect(
+            Set(resent) == ["/game/forest/metadata/root.json", "/game/forest/metadata/timestamp.json"],
+            "the resumed upload sends only the files that change in place: \(resent)")
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0 && install.currentBuild() == "3")
 
         // Prune with the bucket: the first run unlists builds 1 and 2 and uploads that, but removes nothing they
         // need, since the bucket listed them until then; the next removes their files from the bucket too.
-        let prune = ["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "0", "--bucket",
-                     "s3://game/forest", "--endpoint", server.endpoint, "--json"] + keys
+        let prune =
+            [
+                "repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "0", "--bucket",
+                "s3://game/forest", "--endpoint", server.endpoint, "--json"
+            ] + keys
         let unlisting = try CLI.run(prune, environment: server.credentials)
         #expect(unlisting.status == 0, "\(unlisting.stdout) \(unlisting.stderr)")
-        #expect(((try Self.json(unlisting.stdout))["removed"] as? [[String: Any]] ?? []).allSatisfy {
-            !(($0["path"] as? String) ?? "").hasPrefix("objects/") }, "the bucket listed builds 1 and 2 until this run")
+        #expect(
+            ((try Self.json(unlisting.stdout))["removed"] as? [[String: Any]] ?? []).allSatisfy {
+                !(($0["path"] as? String) ?? "").hasPrefix("objects/")
+            }, "the bucket listed builds 1 and 2 until this run")
         let pruned = try CLI.run(prune, environment: server.credentials)
         #expect(pruned.status == 0, "\(pruned.stdout) \(pruned.stderr)")
         let removed = ((try Self.json(pruned.stdout))["removed"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
@@ -122,12 +132,14 @@ struct UploadTests {
         var wrong = server.credentials
         wrong["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
         let denied = try CLI.run(["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint], environment: wrong)
-        #expect(denied.status == 64 && denied.stderr.contains("SignatureDoesNotMatch") && denied.stderr.contains("AWS_SECRET_ACCESS_KEY"),
-                "\(denied.stderr)")
+        #expect(
+            denied.status == 64 && denied.stderr.contains("SignatureDoesNotMatch") && denied.stderr.contains("AWS_SECRET_ACCESS_KEY"),
+            "\(denied.stderr)")
         let object = try #require(try Self.originFiles(fixture.origin).first { $0.hasPrefix("objects/") })
         try FileManager.default.removeItem(atPath: fixture.origin + "/" + object)
-        let incomplete = try CLI.run(["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint],
-                                     environment: server.credentials)
+        let incomplete = try CLI.run(
+            ["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint],
+            environment: server.credentials)
         #expect(incomplete.status == 65 && incomplete.stderr.contains(object), "\(incomplete.stderr)")
         #expect(!server.requests().contains { $0.method == "PUT" && $0.path.hasPrefix("/game/forest/") }, "nothing was sent")
         try FileManager.default.removeItem(atPath: fixture.origin)
@@ -139,12 +151,14 @@ struct UploadTests {
         try other.publish(try other.sampleBuild(2, scale: 0.002), id: "2")
         let newer = try CLI.run(["upload", other.origin, "s3://game/other", "--endpoint", server.endpoint], environment: server.credentials)
         #expect(newer.status == 0, "\(newer.stderr)")
-        let stale = try CLI.run(["upload", other.directory + "/backup", "s3://game/other", "--endpoint", server.endpoint],
-                                environment: server.credentials)
+        let stale = try CLI.run(
+            ["upload", other.directory + "/backup", "s3://game/other", "--endpoint", server.endpoint],
+            environment: server.credentials)
         #expect(stale.status == 65 && stale.stderr.contains("serves timestamp version"), "\(stale.stderr)")
 
-        let none = try CLI.run(["upload", other.origin, "s3://game/forest", "--endpoint", server.endpoint],
-                               environment: ["AWS_ACCESS_KEY_ID": "", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"])
+        let none = try CLI.run(
+            ["upload", other.origin, "s3://game/forest", "--endpoint", server.endpoint],
+            environment: ["AWS_ACCESS_KEY_ID": "", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"])
         #expect(none.status == 64 && none.stderr.contains("no S3 credentials"), "\(none.stderr)")
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 // patchsync-bench cpu-limit ORIGIN MANIFEST THREADS
 //   Prints the seconds this machine needs to inflate and hash every chunk of MANIFEST from the
 //   objects of ORIGIN (already read into memory) on THREADS threads, as one JSON object.
@@ -5,7 +6,6 @@
 //   Prints the seconds this machine needs to chunk, hash and deflate every file under TREE as
 //   publish does, on THREADS threads, writing nothing, as one JSON object.
 @_spi(Benchmarks) import PatchSync
-import Foundation
 
 let arguments = CommandLine.arguments
 func usage() -> Never {

@@ -81,7 +81,7 @@ public struct Chunker: Sendable {
 /// Changing it changes every cut point, so it is part of the object format.
 enum Gear {
     static let table: [UInt64] = {
-        var state: UInt64 = 0x5041_5443_4853_594E // "PATCHSYN"
+        var state: UInt64 = 0x5041_5443_4853_594E  // "PATCHSYN"
         return (0..<256).map { _ in
             state &+= 0x9E37_79B9_7F4A_7C15
             var z = state

@@ -19,9 +19,11 @@ public struct ChunkingParameters: Codable, Hashable, Sendable {
     /// Refuses sizes a chunker cannot honour.
     func validate() throws(PatchSyncError) {
         guard minSize >= 64, minSize < averageSize, averageSize < maxSize,
-              averageSize & (averageSize - 1) == 0, maxSize <= 64 << 20 else {
-            throw PatchSyncError(.usage, "chunk sizes \(minSize)/\(averageSize)/\(maxSize) are not usable",
-                                 remedy: "use min < average < max, the average a power of two, max at most 64 MiB")
+            averageSize & (averageSize - 1) == 0, maxSize <= 64 << 20
+        else {
+            throw PatchSyncError(
+                .usage, "chunk sizes \(minSize)/\(averageSize)/\(maxSize) are not usable",
+                remedy: "use min < average < max, the average a power of two, max at most 64 MiB")
         }
     }
 }

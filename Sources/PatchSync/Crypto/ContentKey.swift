@@ -49,43 +49,55 @@ public struct ContentKey: Sendable, Equatable {
 
     /// `plain` sealed: ciphertext of the same length followed by the 16-byte tag, written to `out`
     /// (at least `plain.count + 16` bytes).
-    func seal(_ plain: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
-              into out: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
+    func seal(
+        _ plain: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
+        into out: UnsafeMutableRawBufferPointer
+    ) throws(PatchSyncError) {
         guard let context = EVP_CIPHER_CTX_new() else { throw PatchSyncError(.internal, "EVP_CIPHER_CTX_new failed") }
         defer { EVP_CIPHER_CTX_free(context) }
         var length: Int32 = 0
         let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        var ok = EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, nil, nil) == 1
+        var ok =
+            EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, nil, nil) == 1
             && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceBytes), nil) == 1
             && EVP_EncryptInit_ex(context, nil, nil, bytes, nonce) == 1
             && EVP_EncryptUpdate(context, nil, &length, aad, Int32(aad.count)) == 1
         if ok, plain.count > 0 {
-            ok = EVP_EncryptUpdate(context, base, &length,
-                                   plain.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(plain.count)) == 1
+            ok =
+                EVP_EncryptUpdate(
+                    context, base, &length,
+                    plain.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(plain.count)) == 1
         }
-        ok = ok && EVP_EncryptFinal_ex(context, base + plain.count, &length) == 1
+        ok =
+            ok && EVP_EncryptFinal_ex(context, base + plain.count, &length) == 1
             && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagBytes), base + plain.count) == 1
         guard ok else { throw PatchSyncError(.internal, "AES-256-GCM sealing failed in libcrypto") }
     }
 
     /// Opens one sealed unit (ciphertext then tag) into `out` (at least `sealed.count - 16` bytes);
     /// false when the tag does not authenticate it under this key, nonce and associated data.
-    func open(_ sealed: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
-              into out: UnsafeMutableRawBufferPointer) -> Bool {
+    func open(
+        _ sealed: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Bool {
         guard sealed.count >= Self.tagBytes, out.count >= sealed.count - Self.tagBytes,
-              let context = EVP_CIPHER_CTX_new() else { return false }
+            let context = EVP_CIPHER_CTX_new()
+        else { return false }
         defer { EVP_CIPHER_CTX_free(context) }
         let count = sealed.count - Self.tagBytes
         let input = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var tag = [UInt8](UnsafeRawBufferPointer(rebasing: sealed[count...]))
         var length: Int32 = 0
-        var ok = EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, nil, nil) == 1
+        var ok =
+            EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, nil, nil) == 1
             && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceBytes), nil) == 1
             && EVP_DecryptInit_ex(context, nil, nil, bytes, nonce) == 1
             && EVP_DecryptUpdate(context, nil, &length, aad, Int32(aad.count)) == 1
         if ok, count > 0 {
-            ok = EVP_DecryptUpdate(context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &length, input,
-                                   Int32(count)) == 1
+            ok =
+                EVP_DecryptUpdate(
+                    context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &length, input,
+                    Int32(count)) == 1
         }
         ok = ok && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagBytes), &tag) == 1
         var final = [UInt8](repeating: 0, count: 16)
@@ -113,12 +125,14 @@ public struct ContentKey: Sendable, Equatable {
             throw PatchSyncError(.refusedData, "\(what) is not a PatchSync content key file", cause: error)
         }
         guard file.formatVersion == 1 else {
-            throw PatchSyncError(.refusedData, "\(what) has key format \(file.formatVersion); this PatchSync reads 1",
-                                 remedy: "update PatchSync")
+            throw PatchSyncError(
+                .refusedData, "\(what) has key format \(file.formatVersion); this PatchSync reads 1",
+                remedy: "update PatchSync")
         }
         guard file.buildId == build else {
-            throw PatchSyncError(.refusedData, "\(what) is the content key of build \(file.buildId), not of \(build)",
-                                 remedy: "nothing was decrypted; the publisher must release build \(build)'s own key")
+            throw PatchSyncError(
+                .refusedData, "\(what) is the content key of build \(file.buildId), not of \(build)",
+                remedy: "nothing was decrypted; the publisher must release build \(build)'s own key")
         }
         guard let bytes = Hex.decode(file.key), bytes.count == byteCount else {
             throw PatchSyncError(.refusedData, "\(what) holds no 32-byte key")

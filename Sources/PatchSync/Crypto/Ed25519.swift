@@ -18,8 +18,9 @@ public enum Ed25519 {
             throw failure("EVP_PKEY_keygen")
         }
         defer { EVP_PKEY_free(key) }
-        return KeyPair(publicKey: try raw(key, EVP_PKEY_get_raw_public_key),
-                       privateKey: try raw(key, EVP_PKEY_get_raw_private_key))
+        return KeyPair(
+            publicKey: try raw(key, EVP_PKEY_get_raw_public_key),
+            privateKey: try raw(key, EVP_PKEY_get_raw_private_key))
     }
 
     /// EVP_DigestSign of `message` with a raw private key.
@@ -33,7 +34,8 @@ public enum Ed25519 {
         var signature = [UInt8](repeating: 0, count: 64)
         var length = 64
         guard EVP_DigestSignInit(md, nil, nil, nil, key) == 1,
-              EVP_DigestSign(md, &signature, &length, message, message.count) == 1 else {
+            EVP_DigestSign(md, &signature, &length, message, message.count) == 1
+        else {
             throw failure("EVP_DigestSign")
         }
         return Array(signature[0..<length])
@@ -42,7 +44,8 @@ public enum Ed25519 {
     /// EVP_DigestVerify of `signature` over `message`; false for any mismatch or malformed key.
     static func verify(_ signature: [UInt8], message: [UInt8], publicKey: [UInt8]) -> Bool {
         guard publicKey.count == 32, signature.count == 64,
-              let key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, publicKey, publicKey.count) else {
+            let key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, publicKey, publicKey.count)
+        else {
             return false
         }
         defer { EVP_PKEY_free(key) }

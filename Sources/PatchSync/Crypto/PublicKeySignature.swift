@@ -37,7 +37,7 @@ enum PublicKeySignature {
     static func supports(_ key: TUFKey) -> Bool {
         switch (key.keytype, key.scheme) {
         case ("ed25519", "ed25519"), ("ecdsa", "ecdsa-sha2-nistp256"), ("ecdsa-sha2-nistp256", "ecdsa-sha2-nistp256"),
-             ("rsa", "rsassa-pss-sha256"):
+            ("rsa", "rsassa-pss-sha256"):
             return true
         default:
             return false
@@ -76,8 +76,9 @@ enum PublicKeySignature {
         }
         if pss {
             guard EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1,
-                  EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) == 1,
-                  EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_AUTO) == 1 else {
+                EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) == 1,
+                EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_AUTO) == 1
+            else {
                 ERR_clear_error()
                 return false
             }

@@ -28,8 +28,10 @@ public struct SHA256Digest: Hashable, Sendable, Comparable, CustomStringConverti
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let digest = SHA256Digest(hex: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
-                                                    debugDescription: "not a SHA-256 hex digest: \(text)"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "not a SHA-256 hex digest: \(text)"))
         }
         self = digest
     }

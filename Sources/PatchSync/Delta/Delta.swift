@@ -77,9 +77,10 @@ enum Delta {
         init?(_ bytes: UnsafeRawBufferPointer) {
             var at = 0
             guard let source = Varint.read(bytes, at: &at), let target = Varint.read(bytes, at: &at),
-                  let count = Varint.read(bytes, at: &at), let addressCount = Varint.read(bytes, at: &at),
-                  source <= UInt64(Int64.max), target <= UInt64(Int64.max),
-                  count <= UInt64(bytes.count - at), addressCount <= UInt64(bytes.count - at) - count else { return nil }
+                let count = Varint.read(bytes, at: &at), let addressCount = Varint.read(bytes, at: &at),
+                source <= UInt64(Int64.max), target <= UInt64(Int64.max),
+                count <= UInt64(bytes.count - at), addressCount <= UInt64(bytes.count - at) - count
+            else { return nil }
             sourceSize = Int64(source)
             targetSize = Int64(target)
             let split = at + Int(count), rest = split + Int(addressCount)

@@ -35,8 +35,10 @@ struct DeltaApplier {
     }
 
     /// Runs the instructions; returns why the delta was refused (nil when it ran to its end).
-    private func run(from sourcePath: String, instructions: UnsafeRawBufferPointer,
-                     into cutter: inout Cutter) throws -> String? {
+    private func run(
+        from sourcePath: String, instructions: UnsafeRawBufferPointer,
+        into cutter: inout Cutter
+    ) throws -> String? {
         guard var reader = Delta.Reader(instructions) else { return "its header is malformed" }
         guard reader.targetSize == file.size else { return "it builds \(reader.targetSize) bytes, not \(file.size)" }
         // Mapped: a delta of a large file is thousands of small copies, each a slice of the mapping
@@ -88,8 +90,13 @@ struct DeltaApplier {
             let content = UnsafeRawBufferPointer(rebasing: buffer[..<chunk.length])
             if !applier.done.contains(index) {
                 if SHA256Hasher.hash(content) == chunk.sha256 {
-                    try applier.files.write(content, chunk: chunk.sha256, to: [Plan.Destination(path: applier.file.path, index: index,
-                                                                           offset: chunk.offset)])
+                    try applier.files.write(
+                        content, chunk: chunk.sha256,
+                        to: [
+                            Plan.Destination(
+                                path: applier.file.path, index: index,
+                                offset: chunk.offset)
+                        ])
                     outcome.written += 1
                 } else {
                     outcome.refused += 1

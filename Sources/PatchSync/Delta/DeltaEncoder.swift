@@ -45,8 +45,11 @@ struct DeltaEncoder {
         let n = target.count
         var i = 0, literalStart = 0, copyEnd = 0
         while i + Self.block <= n {
-            guard let (start, offset, length) = match(at: i, in: t, count: n, literalStart: literalStart,
-                                                      predicted: copyEnd + (i - literalStart)) else {
+            guard
+                let (start, offset, length) = match(
+                    at: i, in: t, count: n, literalStart: literalStart,
+                    predicted: copyEnd + (i - literalStart))
+            else {
                 i += 1
                 continue
             }
@@ -62,8 +65,10 @@ struct DeltaEncoder {
 
     /// The match at target position `i`: the predicted source offset first, then the index;
     /// extended backwards into the pending literals. Returns (target start, source offset, length).
-    private func match(at i: Int, in t: UnsafeRawPointer, count n: Int, literalStart: Int,
-                       predicted: Int) -> (Int, Int, Int)? {
+    private func match(
+        at i: Int, in t: UnsafeRawPointer, count n: Int, literalStart: Int,
+        predicted: Int
+    ) -> (Int, Int, Int)? {
         guard let s = source.baseAddress else { return nil }
         var candidate = -1
         if predicted + Self.block <= source.count, Self.equal16(s + predicted, t + i) {
@@ -77,16 +82,20 @@ struct DeltaEncoder {
         var length = Self.block
         let limit = min(source.count - candidate, n - i)
         while length + 8 <= limit,
-              (s + candidate + length).loadUnaligned(as: UInt64.self) == (t + i + length).loadUnaligned(as: UInt64.self) {
+            (s + candidate + length).loadUnaligned(as: UInt64.self) == (t + i + length).loadUnaligned(as: UInt64.self)
+        {
             length += 8
         }
-        while length < limit, s.load(fromByteOffset: candidate + length, as: UInt8.self)
-                == t.load(fromByteOffset: i + length, as: UInt8.self) {
+        while length < limit,
+            s.load(fromByteOffset: candidate + length, as: UInt8.self)
+                == t.load(fromByteOffset: i + length, as: UInt8.self)
+        {
             length += 1
         }
         var start = i
         while start > literalStart, candidate > 0,
-              s.load(fromByteOffset: candidate - 1, as: UInt8.self) == t.load(fromByteOffset: start - 1, as: UInt8.self) {
+            s.load(fromByteOffset: candidate - 1, as: UInt8.self) == t.load(fromByteOffset: start - 1, as: UInt8.self)
+        {
             start -= 1
             candidate -= 1
             length += 1

@@ -64,11 +64,14 @@ enum DeltaPack {
 
     /// Reads a pack that has been verified against its signed hash, one segment at a time, and hands
     /// each entry (file index, instructions) to `body`. Throws when the pack is malformed.
-    static func read(_ input: FileDescriptor,
-                     body: (Int, UnsafeRawBufferPointer) throws(PatchSyncError) -> Void) throws(PatchSyncError) {
+    static func read(
+        _ input: FileDescriptor,
+        body: (Int, UnsafeRawBufferPointer) throws(PatchSyncError) -> Void
+    ) throws(PatchSyncError) {
         func refuse(_ why: String) -> PatchSyncError {
-            PatchSyncError(.refusedData, "delta pack \(input.path): \(why)",
-                           remedy: "the publisher's delta pack is malformed; the files are fetched as chunks")
+            PatchSyncError(
+                .refusedData, "delta pack \(input.path): \(why)",
+                remedy: "the publisher's delta pack is malformed; the files are fetched as chunks")
         }
         var offset: Int64 = 0
         func readExactly(_ count: Int) throws(PatchSyncError) -> [UInt8]? {
@@ -96,7 +99,8 @@ enum DeltaPack {
                 var position = 0
                 while position < raw.count {
                     guard let file = Varint.read(raw, at: &position), let n = Varint.read(raw, at: &position),
-                          file < UInt64(Int.max), n <= UInt64(raw.count - position) else {
+                        file < UInt64(Int.max), n <= UInt64(raw.count - position)
+                    else {
                         return refuse("an entry runs past its segment")
                     }
                     do throws(PatchSyncError) {

@@ -19,8 +19,10 @@ extension DiffSide {
     /// for an origin's build, the signed metadata again (about 1 KiB more targets for the new entry).
     /// The manifest is the one publish would write: files `old` has keep its objects and layout, a delta
     /// pack from `old` is listed when `packBytes` > 0. Nil unless `new` is a build folder.
-    public static func predictedMetadataBytes(from old: DiffSide, to new: DiffSide,
-                                              packBytes: Int64) throws(PatchSyncError) -> Int64? {
+    public static func predictedMetadataBytes(
+        from old: DiffSide, to new: DiffSide,
+        packBytes: Int64
+    ) throws(PatchSyncError) -> Int64? {
         guard new.buildFolder != nil else { return nil }
         let layouts = Dictionary(old.manifest.files.map { ($0.sha256, $0) }, uniquingKeysWith: { a, _ in a })
         var manifest = new.manifest
@@ -34,11 +36,15 @@ extension DiffSide {
             manifest.files[index].chunks = known.chunks
         }
         if packBytes > 0 {
-            manifest.deltas = [DeltaSource(from: old.manifest.buildId, object: SHA256Hasher.hash(Data()), length: packBytes,
-                                           files: 0)]
+            manifest.deltas = [
+                DeltaSource(
+                    from: old.manifest.buildId, object: SHA256Hasher.hash(Data()), length: packBytes,
+                    files: 0)
+            ]
         }
         let json = try manifest.encoded()
-        let manifestBytes = Publisher.manifestDelta(from: try old.manifest.encoded(), to: json).map { Int64($0.stored.count) }
+        let manifestBytes =
+            Publisher.manifestDelta(from: try old.manifest.encoded(), to: json).map { Int64($0.stored.count) }
             ?? Int64(Zlib.gzip(json).count)
         return manifestBytes + (old.signedMetadataBytes.map { $0 + 1024 } ?? 0)
     }
@@ -49,7 +55,8 @@ extension DiffSide {
     public static func deltaShares(new: Manifest, newSpec: String, old: Manifest) async throws(PatchSyncError) -> [String: Int64] {
         let lower = newSpec.lowercased()
         guard lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://"),
-              let pack = new.deltas?.first(where: { $0.from == old.buildId }) else { return [:] }
+            let pack = new.deltas?.first(where: { $0.from == old.buildId })
+        else { return [:] }
         let base = String(newSpec.split(separator: "#", maxSplits: 1)[0])
         let temp = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)/pack"
         defer { try? FileSystem.removeTree(FileSystem.parent(of: temp)) }
@@ -67,8 +74,10 @@ extension DiffSide {
 
     /// The shares of the pack that a publish of the build folder `folder` (described by `new`) would write
     /// from `old`, whose files `content` reads. The pack goes to /dev/null: only its length is kept.
-    static func predictedShares(from old: Manifest, reading content: any FileContentSource, to new: Manifest,
-                                in folder: String) throws(PatchSyncError) -> [String: Int64] {
+    static func predictedShares(
+        from old: Manifest, reading content: any FileContentSource, to new: Manifest,
+        in folder: String
+    ) throws(PatchSyncError) -> [String: Int64] {
         let encoder = DeltaPackEncoder(source: old, sourceFiles: content, buildDirectory: folder)
         let candidates = encoder.candidates(for: new.files)
         guard !candidates.isEmpty else { return [:] }

@@ -22,8 +22,10 @@ public struct DiffSide: Sendable {
     /// build); a build folder (chunked on the fly, nothing written); or a manifest file (`.json` or `.json.gz`).
     /// `deltaSources` is publish's option: how many of the channel's latest builds get a delta pack to a
     /// newly published build (0: none, and no side is a delta's source).
-    public static func load(_ spec: String, root: String?, channel: String, bundles: BundleRules,
-                            deltaSources: Int = 2) async throws(PatchSyncError) -> DiffSide {
+    public static func load(
+        _ spec: String, root: String?, channel: String, bundles: BundleRules,
+        deltaSources: Int = 2
+    ) async throws(PatchSyncError) -> DiffSide {
         let lower = spec.lowercased()
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://") {
             return try await fromOrigin(spec, root: root, channel: try Channel(channel), deltaSources: deltaSources)
@@ -34,18 +36,21 @@ public struct DiffSide: Sendable {
                 throw PatchSyncError(.usage, "\(spec) has no build installed", remedy: "sync and apply it first")
             }
             let build = Deployment.buildID(of: current)
-            return DiffSide(manifest: try Syncer(install: install).loadManifest(current),
-                            name: "\(build) (installed in \(install.root))", spec: spec)
+            return DiffSide(
+                manifest: try Syncer(install: install).loadManifest(current),
+                name: "\(build) (installed in \(install.root))", spec: spec)
         }
         if FileSystem.isDirectory(spec) {
-            var side = DiffSide(manifest: try Publisher.describe(buildDirectory: spec, bundles: bundles),
-                                name: "build folder \(spec)", spec: spec, buildFolder: spec)
+            var side = DiffSide(
+                manifest: try Publisher.describe(buildDirectory: spec, bundles: bundles),
+                name: "build folder \(spec)", spec: spec, buildFolder: spec)
             if deltaSources > 0 { side.content = BuildFolderReader(directory: spec) }
             return side
         }
         guard FileSystem.exists(spec) else {
-            throw PatchSyncError(.usage, "\(spec) is neither a manifest, a build folder, an install nor a URL",
-                                 remedy: "give a manifest file, a folder, or an origin URL with --root")
+            throw PatchSyncError(
+                .usage, "\(spec) is neither a manifest, a build folder, an install nor a URL",
+                remedy: "give a manifest file, a folder, or an origin URL with --root")
         }
         let manifest = try Manifest.decode(try FileSystem.read(spec, limit: Manifest.maximumInflatedSize), what: spec)
         return DiffSide(manifest: manifest, name: "\(manifest.buildId) (\(spec))", spec: spec)
@@ -53,18 +58,22 @@ public struct DiffSide: Sendable {
 
     /// The build of an origin URL. A `file://` origin's build among the channel's latest `deltaSources`
     /// can be a delta's source: its objects are read from the origin folder.
-    private static func fromOrigin(_ spec: String, root: String?, channel: Channel,
-                                   deltaSources: Int) async throws(PatchSyncError) -> DiffSide {
+    private static func fromOrigin(
+        _ spec: String, root: String?, channel: Channel,
+        deltaSources: Int
+    ) async throws(PatchSyncError) -> DiffSide {
         guard let root else {
-            throw PatchSyncError(.usage, "\(spec) is an origin: its manifest is verified from a trusted root",
-                                 remedy: "add --root ROOT_JSON (the root.json the game ships)")
+            throw PatchSyncError(
+                .usage, "\(spec) is an origin: its manifest is verified from a trusted root",
+                remedy: "add --root ROOT_JSON (the root.json the game ships)")
         }
         let parts = spec.split(separator: "#", maxSplits: 1).map(String.init)
         let metadata = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)"
         defer { try? FileSystem.removeTree(metadata) }
         do {
-            try FileSystem.writeAtomically(try FileSystem.read(root, limit: Int(TrustClient.maxRootBytes)),
-                                           to: metadata + "/" + OriginLayout.rootName)
+            try FileSystem.writeAtomically(
+                try FileSystem.read(root, limit: Int(TrustClient.maxRootBytes)),
+                to: metadata + "/" + OriginLayout.rootName)
         } catch { throw PatchSyncError.wrap(error) }
         let origin = try Origin(mirrors: [parts[0]], client: try HTTPClient())
         let trusted = try await TrustClient(directory: metadata, source: origin, now: Date(), deadline: Date() + 120).refresh()
@@ -84,7 +93,8 @@ public struct DiffSide: Sendable {
     /// The folder of a `file://` origin URL, when it holds objects.
     private static func localFolder(of url: String) -> String? {
         guard url.lowercased().hasPrefix("file://"), let path = URL(string: url)?.path,
-              FileSystem.isDirectory(OriginLayout(root: path).objectsFolder) else { return nil }
+            FileSystem.isDirectory(OriginLayout(root: path).objectsFolder)
+        else { return nil }
         return path
     }
 }

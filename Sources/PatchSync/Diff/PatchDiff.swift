@@ -106,14 +106,17 @@ extension PatchDiff {
         let before = Dictionary((old?.links ?? []).map { ($0.path, $0.target) }, uniquingKeysWith: { a, _ in a })
         let after = Dictionary(new.links?.map { ($0.path, $0.target) } ?? [], uniquingKeysWith: { a, _ in a })
         let oldFolders = Set((old?.folders ?? []).map(\.path)), newFolders = Set((new.folders ?? []).map(\.path))
-        entries = after.filter { before[$0.key] != $0.value }.map { "\($0.key) -> \($0.value)" }
+        entries =
+            after.filter { before[$0.key] != $0.value }.map { "\($0.key) -> \($0.value)" }
             + newFolders.subtracting(oldFolders).map { $0 + "/" }
         entries.sort()
         removed += before.keys.filter { after[$0] == nil } + oldFolders.subtracting(newFolders).map { $0 + "/" }
     }
 
-    private mutating func add(_ file: FileEntry, before: FileEntry?, have: Set<SHA256Digest>, delta: Int64?,
-                              counted: inout Set<SHA256Digest>) {
+    private mutating func add(
+        _ file: FileEntry, before: FileEntry?, have: Set<SHA256Digest>, delta: Int64?,
+        counted: inout Set<SHA256Digest>
+    ) {
         var bundle = bundles[file.bundle, default: Totals()]
         defer { bundles[file.bundle] = bundle }
         bundle.diskDeltaBytes += file.size - (before?.size ?? 0)
@@ -123,10 +126,14 @@ extension PatchDiff {
             bundle.filesUnchanged += 1
             return
         }
-        var cost = FileCost(path: file.path, bundle: file.bundle, change: before == nil ? .added : .changed,
-                            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: 0, route: .chunks)
+        var cost = FileCost(
+            path: file.path, bundle: file.bundle, change: before == nil ? .added : .changed,
+            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: 0, route: .chunks)
         for chunk in file.chunks {
-            if have.contains(chunk.sha256) { cost.reusedBytes += Int64(chunk.length); continue }
+            if have.contains(chunk.sha256) {
+                cost.reusedBytes += Int64(chunk.length)
+                continue
+            }
             cost.newBytes += Int64(chunk.length)
             if patch == nil, counted.insert(chunk.sha256).inserted { cost.downloadBytes += Int64(chunk.objectLength) }
         }
@@ -136,7 +143,13 @@ extension PatchDiff {
             total.filesPatched += 1
             bundle.filesPatched += 1
         }
-        if before == nil { total.filesAdded += 1; bundle.filesAdded += 1 } else { total.filesChanged += 1; bundle.filesChanged += 1 }
+        if before == nil {
+            total.filesAdded += 1
+            bundle.filesAdded += 1
+        } else {
+            total.filesChanged += 1
+            bundle.filesChanged += 1
+        }
         total.downloadBytes += cost.downloadBytes
         total.writtenBytes += file.size
         bundle.downloadBytes += cost.downloadBytes

@@ -31,15 +31,18 @@ public struct GameLauncher: Sendable {
 
     /// Applies a pending update when it can, runs `executable` with `arguments`, and returns its
     /// exit status (128+N for signal N). `applied` is told what happened to the update first.
-    public func launch(_ executable: String, _ arguments: [String],
-                       applied: (LaunchApply) -> Void = { _ in }) throws(PatchSyncError) -> Int32 {
+    public func launch(
+        _ executable: String, _ arguments: [String],
+        applied: (LaunchApply) -> Void = { _ in }
+    ) throws(PatchSyncError) -> Int32 {
         applied(applyIfPossible())
         // Taken before the build is read: from here until the game exits, its folder stays in builds/.
         let lock = try install.holdRunningLock()
         defer { withExtendedLifetime(lock) {} }
         guard let deployment = install.currentDeployment() else {
-            throw PatchSyncError(.usage, "\(install.root) has no build installed yet",
-                                 remedy: "run `patchsync sync --install \(install.root)` first")
+            throw PatchSyncError(
+                .usage, "\(install.root) has no build installed yet",
+                remedy: "run `patchsync sync --install \(install.root)` first")
         }
         let folder = install.buildDirectory(deployment)
         var environment = ProcessInfo.processInfo.environment
@@ -62,7 +65,8 @@ public struct GameLauncher: Sendable {
                 return LaunchApply(report: try install.applyForLaunch())
             } catch {
                 guard error.code == .deferred, install.currentDeployment() == nil,
-                      ContinuousClock.now - start < Self.firstApplyWait else {
+                    ContinuousClock.now - start < Self.firstApplyWait
+                else {
                     return LaunchApply(skipped: error.description)
                 }
                 usleep(100_000)
@@ -89,8 +93,10 @@ public struct GameLauncher: Sendable {
     /// posix_spawnp of the game with `folder` (its build) as working directory; a bare command name is
     /// searched in PATH as a shell would. Where glibc lacks posix_spawn_file_actions_addchdir_np, `/bin/sh`
     /// changes folder and execs the game.
-    static func spawn(_ executable: String, _ arguments: [String], in folder: String, environment: [String: String],
-                      throughShell: Bool = addChdir == nil) throws(PatchSyncError) -> pid_t {
+    static func spawn(
+        _ executable: String, _ arguments: [String], in folder: String, environment: [String: String],
+        throughShell: Bool = addChdir == nil
+    ) throws(PatchSyncError) -> pid_t {
         var path = Self.path(of: executable, in: folder)
         var argvStrings = [executable] + arguments
         if throughShell {
@@ -100,7 +106,7 @@ public struct GameLauncher: Sendable {
         }
         let argv = argvStrings.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
+        defer { for pointer in argv + envp { free(pointer) } }
         var actions = posix_spawn_file_actions_t()
         guard posix_spawn_file_actions_init(&actions) == 0 else { throw cannotStart(path, in: folder, ENOMEM) }
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -121,12 +127,16 @@ public struct GameLauncher: Sendable {
 
     /// Why the game did not start: the command, the build folder and the error posix_spawnp reported.
     private static func cannotStart(_ path: String, in folder: String, _ code: Int32) -> PatchSyncError {
-        PatchSyncError(.usage, "cannot start the game \(path) in \(folder): \(String(cString: strerror(code)))",
-                       remedy: "check the command's path (a relative one is inside the build) and that it is executable")
+        PatchSyncError(
+            .usage, "cannot start the game \(path) in \(folder): \(String(cString: strerror(code)))",
+            remedy: "check the command's path (a relative one is inside the build) and that it is executable")
     }
 
-    typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?,
-                                                 UnsafePointer<CChar>?) -> Int32
+    typealias AddChdir =
+        @convention(c) (
+            UnsafeMutablePointer<posix_spawn_file_actions_t>?,
+            UnsafePointer<CChar>?
+        ) -> Int32
 
     /// glibc's posix_spawn_file_actions_addchdir_np (2.29): the child changes folder before it execs, so the
     /// launcher's own working directory (shared by its threads) never changes. Swift's Glibc module hides it

@@ -65,7 +65,7 @@ struct Housekeeping: Sendable {
         for name in try Self.list(layout.trashFolder) {
             let path = layout.trashFolder + "/" + name
             // Another process may be deleting the same folder: what is gone is no failure.
-            do { try FileSystem.removeTree(path) } catch where FileSystem.exists(path) { throw error } catch {}
+            do { try FileSystem.removeTree(path) } catch  where FileSystem.exists(path) { throw error } catch {}
         }
     }
 

@@ -125,9 +125,11 @@ extension Install {
             throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
         }
         guard let previous = previousDeployment(recorded) else {
-            throw PatchSyncError(.usage, "no build before \(current) is kept in \(buildsDirectory); rollback goes one step back",
-                                 remedy: "raise keepBuilds in \(configPath) to keep more builds for rollback")
+            throw PatchSyncError(
+                .usage, "no build before \(current) is kept in \(buildsDirectory); rollback goes one step back",
+                remedy: "raise keepBuilds in \(configPath) to keep more builds for rollback")
         }
+        try checkComplete(previous, state: state)
         guard let running = try RunningLock.exclusive(path: runningLockPath) else {
             throw PatchSyncError(.deferred, "the game is running; rollback must wait", remedy: "try again when it has exited")
         }
@@ -140,6 +142,24 @@ extension Install {
         }
         recordLiveBundles()
         return ApplyReport(applied: true, current: previous, previous: previousDeployment(after))
+    }
+
+    /// Refuses (74, nothing changed) to make a kept build current when a file it was staged with is missing,
+    /// not a regular file or of another size: a build folder damaged by hand is never swapped in. One stat
+    /// per file; bytes changed in place are `verify --full`'s to find once it is live.
+    private func checkComplete(_ deployment: String, state: StateStore) throws(PatchSyncError) {
+        let folder = buildDirectory(deployment)
+        for (file, _) in try state.buildFiles(build: deployment) {
+            var st = stat()
+            guard lstat(folder + "/" + file.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == file.size
+            else {
+                throw PatchSyncError(
+                    .localIO,
+                    "\(deployment) in \(buildsDirectory) was changed since it was installed (\(file.path) is missing or "
+                        + "changed); it is not made current",
+                    remedy: "nothing was changed: the current build stays live; a build published later updates it")
+            }
+        }
     }
 
     /// Moves builds beyond the kept ones out of builds/ with one rename each (cheap at launch);
@@ -172,7 +192,7 @@ extension Install {
     }
 }
 
-/// A fingerprint of a tree's folders (path, inode, modification time): removing, adding or
+/// A fingerprint of a tree's folders (path, inode, modification and change time): removing, adding or
 /// replacing a file changes its folder's, so a staged tree emptied or changed by hand after it
 /// was verified is noticed at apply, at the cost of one stat per folder (and readdir, whose d_type
 /// tells folders from files). Apply checks it before the timed swap and before it takes
@@ -184,8 +204,10 @@ enum TreeSeal {
         func walk(_ relative: String) -> Bool {
             let full = relative.isEmpty ? root : root + "/" + relative
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFDIR,
-                  let names = try? FileSystem.subdirectories(full) else { return false }
-            entries.append("\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)")
+                let names = try? FileSystem.subdirectories(full)
+            else { return false }
+            entries.append(
+                "\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\t\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)")
             for name in names {
                 guard walk(relative.isEmpty ? name : relative + "/" + name) else { return false }
             }

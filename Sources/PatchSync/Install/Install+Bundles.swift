@@ -51,7 +51,8 @@ extension Install {
         guard let current = currentDeployment() else { return [] }
         if let chosen = try? deploymentBundles(current) { return chosen }
         guard let data = try? FileSystem.read(manifestPath(current), limit: 256 << 20),
-              let manifest = try? Manifest.decode(data, what: manifestPath(current)) else { return [] }
+            let manifest = try? Manifest.decode(data, what: manifestPath(current))
+        else { return [] }
         return BundleSelection.downloadOrder(manifest.bundles).map(\.name)
     }
 
@@ -61,11 +62,17 @@ extension Install {
     /// Writes `live-bundles.json` when it does not already say what is live; returns the live bundles.
     @discardableResult
     func recordLiveBundles() -> [String] {
-        struct Live: Codable, Equatable { var build: String; var bundles: [String] }
+        struct Live: Codable, Equatable {
+            var build: String
+            var bundles: [String]
+        }
         guard let current = currentDeployment() else { return [] }
         let live = Live(build: Deployment.buildID(of: current), bundles: liveBundles())
         if let data = try? FileSystem.read(liveBundlesPath, limit: 1 << 20),
-           (try? JSONDecoder().decode(Live.self, from: data)) == live { return live.bundles }
+            (try? JSONDecoder().decode(Live.self, from: data)) == live
+        {
+            return live.bundles
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         _ = try? FileSystem.writeAtomically(try encoder.encode(live), to: liveBundlesPath)
@@ -73,8 +80,10 @@ extension Install {
     }
 
     /// Where the bundles of the build `sha` (whose manifest is `manifest`) stand, for a player who chose `selection`.
-    func bundleProgress(state: InstallState, selection: BundleSelection, sha: String,
-                        manifest: Manifest) throws(PatchSyncError) -> BundleProgress {
+    func bundleProgress(
+        state: InstallState, selection: BundleSelection, sha: String,
+        manifest: Manifest
+    ) throws(PatchSyncError) -> BundleProgress {
         let all = BundleSelection(manifest, chosen: nil).wanted
         let live = state.currentIdentity.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
         let ready = state.ready.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
@@ -90,13 +99,17 @@ extension Install {
         }
         let sizes = manifest.bundleSizes, wanted = Set(selection.wanted)
         let entries = BundleSelection.downloadOrder(manifest.bundles).map { bundle -> BundleProgress.Entry in
-            let state: BundleProgress.Entry.State = live.contains(bundle.name) ? .live
+            let state: BundleProgress.Entry.State =
+                live.contains(bundle.name)
+                ? .live
                 : ready.contains(bundle.name) ? .ready : wanted.contains(bundle.name) ? .pending : .notSelected
-            return BundleProgress.Entry(name: bundle.name, required: bundle.required, selected: wanted.contains(bundle.name),
-                                        state: state, bytes: sizes[bundle.name] ?? 0,
-                                        bytesDone: state == .pending ? staged[bundle.name] ?? 0 : nil)
+            return BundleProgress.Entry(
+                name: bundle.name, required: bundle.required, selected: wanted.contains(bundle.name),
+                state: state, bytes: sizes[bundle.name] ?? 0,
+                bytesDone: state == .pending ? staged[bundle.name] ?? 0 : nil)
         }
-        let playable = entries.contains { $0.state == .live || $0.state == .ready }
+        let playable =
+            entries.contains { $0.state == .live || $0.state == .ready }
             && entries.allSatisfy { !$0.required || $0.state == .live || $0.state == .ready }
         return BundleProgress(buildId: manifest.buildId.value, playable: playable, bundles: entries, dropped: selection.dropped)
     }
@@ -105,8 +118,9 @@ extension Install {
     /// else the live one), for `status` and `bundles`.
     public func bundleProgress() throws(PatchSyncError) -> BundleProgress? {
         guard let (sha, manifest) = newestKnownManifest() else { return nil }
-        return try bundleProgress(state: try state(readOnly: true).read(), selection: try config().selection(of: manifest),
-                                  sha: sha, manifest: manifest)
+        return try bundleProgress(
+            state: try state(readOnly: true).read(), selection: try config().selection(of: manifest),
+            sha: sha, manifest: manifest)
     }
 }
 
@@ -127,7 +141,10 @@ extension Install {
         let sha = state.newestManifest ?? state.currentIdentity?.manifest
         for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
             if let data = try? FileSystem.read(manifestPath(identity.name), limit: 256 << 20),
-               let manifest = try? Manifest.decode(data, what: manifestPath(identity.name)) { return (identity.manifest, manifest) }
+                let manifest = try? Manifest.decode(data, what: manifestPath(identity.name))
+            {
+                return (identity.manifest, manifest)
+            }
         }
         return nil
     }
@@ -141,14 +158,17 @@ extension Install {
         let optional = manifest.map { $0.bundles.filter { !$0.required }.map(\.name) }
         let required = Set(manifest?.bundles.filter(\.required).map(\.name) ?? [])
         for name in adding + removing where required.contains(name) {
-            throw PatchSyncError(.usage, "bundle \(name) is required: it is always installed",
-                                 remedy: "add or remove optional bundles only: \((optional ?? []).joined(separator: ", "))")
+            throw PatchSyncError(
+                .usage, "bundle \(name) is required: it is always installed",
+                remedy: "add or remove optional bundles only: \((optional ?? []).joined(separator: ", "))")
         }
         if let optional {
             for name in adding where !optional.contains(name) {
-                throw PatchSyncError(.usage, "build \(manifest?.buildId.value ?? "?") has no optional bundle \(name)",
-                                     remedy: optional.isEmpty ? "this build has no optional bundles"
-                                         : "choose among: \(optional.joined(separator: ", ")) (`patchsync bundles` lists them)")
+                throw PatchSyncError(
+                    .usage, "build \(manifest?.buildId.value ?? "?") has no optional bundle \(name)",
+                    remedy: optional.isEmpty
+                        ? "this build has no optional bundles"
+                        : "choose among: \(optional.joined(separator: ", ")) (`patchsync bundles` lists them)")
             }
         }
         if config.bundles == nil {
@@ -165,7 +185,8 @@ extension Install {
         chosen.subtract(removing)
         config.bundles = chosen.sorted()
         try saveConfig(config)
-        return BundleChoice(chosen: chosen.sorted(), excluded: [],
-                            unknown: chosen.filter { name in optional.map { !$0.contains(name) } ?? false }.sorted())
+        return BundleChoice(
+            chosen: chosen.sorted(), excluded: [],
+            unknown: chosen.filter { name in optional.map { !$0.contains(name) } ?? false }.sorted())
     }
 }

@@ -72,17 +72,19 @@ extension Install {
         var inodes = Set<UInt64>()
         let builds = folders.map { InstallStatus.BuildDisk(name: $0, diskBytes: DiskUsage.of(buildDirectory($0), &inodes)) }
         let stagingBytes = DiskUsage.of(stagingDirectory, &inodes)
-        var status = InstallStatus(install: root, channel: config.channel, remotes: config.remotes,
-                                   current: currentDeployment(), previous: previousDeployment(state),
-                                   ready: state.ready?.name, staging: nil,
-                                   seenSequence: state.seenSequence[config.channel],
-                                   heldBack: state.heldBack, builds: builds,
-                                   stagingDiskBytes: stagingBytes, running: RunningSync.alive(state.running),
-                                   deferral: state.deferral)
+        var status = InstallStatus(
+            install: root, channel: config.channel, remotes: config.remotes,
+            current: currentDeployment(), previous: previousDeployment(state),
+            ready: state.ready?.name, staging: nil,
+            seenSequence: state.seenSequence[config.channel],
+            heldBack: state.heldBack, builds: builds,
+            stagingDiskBytes: stagingBytes, running: RunningSync.alive(state.running),
+            deferral: state.deferral)
         if let staging = state.staging, let manifest = try? Syncer(install: self).loadManifest(staging.name) {
             let done = try StagedBuild(staging, in: self, state: store).recorded(manifest)
-            var progress = InstallStatus.Staging(buildId: staging.name, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
-                                                 bytesTotal: manifest.totalSize)
+            var progress = InstallStatus.Staging(
+                buildId: staging.name, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
+                bytesTotal: manifest.totalSize)
             for file in manifest.files {
                 for (index, chunk) in file.chunks.enumerated() {
                     progress.chunksTotal += 1

@@ -47,8 +47,11 @@ extension Install {
         if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs
             let cache = try state.statCache(build: deployment)
             files = try Syncer(install: self).loadManifest(deployment).files.map {
-                (StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode),
-                                      sha256: $0.sha256.hex), cache[$0.path])
+                (
+                    StateStore.BuildFile(
+                        path: $0.path, size: $0.size, mode: Install.installedMode($0.mode),
+                        sha256: $0.sha256.hex), cache[$0.path]
+                )
             }
         }
         let directory = buildDirectory(deployment)
@@ -58,7 +61,9 @@ extension Install {
             report.filesChecked += 1
             let (damage, hashed, stat) = check(file, at: directory + "/" + file.path, cache: cached, full: full)
             if hashed { report.filesHashed += 1 }
-            if let damage { report.damaged.append(damage) } else if let stat, stat != cached {
+            if let damage {
+                report.damaged.append(damage)
+            } else if let stat, stat != cached {
                 refreshed[file.path] = stat
             }
         }
@@ -70,8 +75,10 @@ extension Install {
         return report
     }
 
-    private func check(_ file: StateStore.BuildFile, at path: String, cache: StateStore.FileStat?,
-                       full: Bool) -> (VerifyReport.Damage?, Bool, StateStore.FileStat?) {
+    private func check(
+        _ file: StateStore.BuildFile, at path: String, cache: StateStore.FileStat?,
+        full: Bool
+    ) -> (VerifyReport.Damage?, Bool, StateStore.FileStat?) {
         func damage(_ problem: VerifyReport.Problem, _ expected: String, _ actual: String?) -> VerifyReport.Damage {
             VerifyReport.Damage(path: file.path, problem: problem, expected: expected, actual: actual)
         }
@@ -98,8 +105,10 @@ extension Syncer {
     /// Stages a repaired copy of the live build as a new deployment: good files hard-linked,
     /// damaged ones rebuilt from chunks that still verify locally, the rest fetched. Returns
     /// the deployment, marked ready for the next apply.
-    public func repair(_ report: VerifyReport,
-                       onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> String {
+    public func repair(
+        _ report: VerifyReport,
+        onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }
+    ) async throws(PatchSyncError) -> String {
         let lock = try install.lock(.staging, for: "repair")
         defer { withExtendedLifetime(lock) {} }
         let config = try install.config()
@@ -120,15 +129,18 @@ extension Syncer {
         do { try FileSystem.writeAtomically(manifestData, to: install.manifestPath(identity.name)) } catch {
             throw PatchSyncError.wrap(error)
         }
-        let live = LiveTree(manifest: manifest, directory: install.buildDirectory(report.deployment),
-                            excluding: Set(report.damaged.map(\.path)))
+        let live = LiveTree(
+            manifest: manifest, directory: install.buildDirectory(report.deployment),
+            excluding: Set(report.damaged.map(\.path)))
         let client = try HTTPClient(settings: .init(config))
-        var context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
-                                  onEvent: onEvent)
+        var context = SyncContext(
+            install: install, config: config, state: state, origin: try Origin(config, client: client),
+            onEvent: onEvent)
         context.sealed = try await sealedSource(for: manifest, context: context)  // a build that was a preload
         var sync = SyncReport(outcome: .ready, buildId: report.buildId, sequence: manifest.sequence)
-        try await stage(manifest, into: StagedBuild(identity, in: install, state: state), live: live, context: context,
-                        report: &sync)
+        try await stage(
+            manifest, into: StagedBuild(identity, in: install, state: state), live: live, context: context,
+            report: &sync)
         if let source = context.sealed { source.store.prune(keeping: source.keep) }
         return identity.name
     }

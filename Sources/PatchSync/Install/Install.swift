@@ -33,12 +33,15 @@ public struct Install: Sendable {
     func manifestPath(_ id: String) -> String { layout.manifest(id) }
 
     /// Makes `root` an install that follows `config`, trusting the root metadata at `trustedRoot`.
-    public static func create(at root: String, config: InstallConfig,
-                              trustedRoot: String) throws(PatchSyncError) -> Install {
+    public static func create(
+        at root: String, config: InstallConfig,
+        trustedRoot: String
+    ) throws(PatchSyncError) -> Install {
         let install = Install(root: absolute(root))
         guard !FileSystem.exists(install.configPath) else {
-            throw PatchSyncError(.usage, "\(install.root) is already an install",
-                                 remedy: "use it as it is, or choose another folder")
+            throw PatchSyncError(
+                .usage, "\(install.root) is already an install",
+                remedy: "use it as it is, or choose another folder")
         }
         let rootData = try FileSystem.read(trustedRoot, limit: Int(TrustClient.maxRootBytes))
         let parsed: Signed<RootMetadata> = try Signed(parsing: rootData, name: trustedRoot)
@@ -49,8 +52,10 @@ public struct Install: Sendable {
         try Origin.checkMirrors(config.remotes)
         _ = try Channel(config.channel)
         do {
-            for dir in [install.metadataDirectory, install.manifestsDirectory, install.stagingDirectory,
-                        install.buildsDirectory] { try FileSystem.makeDirectory(dir) }
+            for dir in [
+                install.metadataDirectory, install.manifestsDirectory, install.stagingDirectory,
+                install.buildsDirectory
+            ] { try FileSystem.makeDirectory(dir) }
             install.securePrivateFolder()
             try FileSystem.writeAtomically(rootData, to: install.layout.trustedRootFile)
         } catch { throw PatchSyncError.wrap(error).during("creating install \(install.root)") }
@@ -63,8 +68,9 @@ public struct Install: Sendable {
     public static func open(at root: String) throws(PatchSyncError) -> Install {
         let install = Install(root: absolute(root))
         guard FileSystem.exists(install.configPath) else {
-            throw PatchSyncError(.usage, "\(install.root) is not a PatchSync install",
-                                 remedy: "create one with `patchsync init --install \(install.root) --remote URL --root ROOT_JSON`")
+            throw PatchSyncError(
+                .usage, "\(install.root) is not a PatchSync install",
+                remedy: "create one with `patchsync init --install \(install.root) --remote URL --root ROOT_JSON`")
         }
         install.securePrivateFolder()
         return install

@@ -73,16 +73,18 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     var refreshDeadline: TimeInterval { TimeInterval(max(1, refreshDeadlineSeconds ?? 120)) }
     var discretionaryRate: Int { max(16 << 10, discretionaryMaxBytesPerSecond ?? (8 << 20)) }
     var backoff: Backoff {
-        Backoff(base: TimeInterval(max(1, backoffSeconds ?? 600)),
-                cap: TimeInterval(max(1, backoffMaxSeconds ?? 7200)))
+        Backoff(
+            base: TimeInterval(max(1, backoffSeconds ?? 600)),
+            cap: TimeInterval(max(1, backoffMaxSeconds ?? 7200)))
     }
 }
 
 extension Origin {
     /// The origin an install's configuration names, with its retry policy.
     convenience init(_ config: InstallConfig, client: HTTPClient) throws(PatchSyncError) {
-        try self.init(mirrors: config.remotes, client: client,
-                      failureStreak: config.failureStreak ?? max(MirrorGroup.defaultFailureStreak, config.connections + 2))
+        try self.init(
+            mirrors: config.remotes, client: client,
+            failureStreak: config.failureStreak ?? max(MirrorGroup.defaultFailureStreak, config.connections + 2))
     }
 }
 

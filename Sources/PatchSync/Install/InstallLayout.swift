@@ -117,7 +117,8 @@ struct InstallLayout: Sendable, Equatable {
     static func preloadRange(named name: String) -> (object: SHA256Digest, offset: Int64, length: Int64)? {
         let parts = name.split(separator: ".")
         guard parts.count == 3, let object = SHA256Digest(hex: String(parts[0])), let offset = Int64(parts[1]),
-              let length = Int64(parts[2]) else { return nil }
+            let length = Int64(parts[2])
+        else { return nil }
         return (object, offset, length)
     }
 

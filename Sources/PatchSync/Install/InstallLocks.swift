@@ -28,8 +28,9 @@ final class InstallLock: Sendable {
     init(path: String, kind: InstallLockKind, purpose: String) throws(PatchSyncError) {
         file = try Self.open(path)
         guard flock(file.fd, LOCK_EX | LOCK_NB) == 0 else {
-            throw PatchSyncError(.deferred, "\(kind.holder) (\(path) is locked); \(purpose) must wait",
-                                 remedy: "try again when it has finished; `patchsync status` shows what runs")
+            throw PatchSyncError(
+                .deferred, "\(kind.holder) (\(path) is locked); \(purpose) must wait",
+                remedy: "try again when it has finished; `patchsync status` shows what runs")
         }
     }
 
@@ -117,9 +118,11 @@ extension Install {
     private func refuseLinkedFolder(_ folder: String) throws(PatchSyncError) {
         var st = stat()
         guard lstat(folder, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK else { return }
-        throw PatchSyncError(.localIO, "\(folder) is a symbolic link; PatchSync keeps its builds and state inside the install "
-                             + "and never works through a link there",
-                             remedy: "move the whole install folder instead (`patchsync` follows it), or replace the link by the folder it points to")
+        throw PatchSyncError(
+            .localIO,
+            "\(folder) is a symbolic link; PatchSync keeps its builds and state inside the install "
+                + "and never works through a link there",
+            remedy: "move the whole install folder instead (`patchsync` follows it), or replace the link by the folder it points to")
     }
 
     /// True while a game launched through PatchSync holds `running.lock` (or a swap is under way).

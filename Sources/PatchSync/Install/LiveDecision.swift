@@ -24,8 +24,9 @@ extension ChannelBuild {
         guard let sha = target.file.hashes["sha256"] else {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
-        self.init(buildId: target.info.buildId, channel: target.info.channel, sequence: target.info.sequence, manifest: sha,
-                  rollback: target.info.rollback, preload: target.info.preload != nil, released: released)
+        self.init(
+            buildId: target.info.buildId, channel: target.info.channel, sequence: target.info.sequence, manifest: sha,
+            rollback: target.info.rollback, preload: target.info.preload != nil, released: released)
     }
 }
 
@@ -39,19 +40,32 @@ enum LiveDecision {
     /// Which build a sync stages and which preload it fetches beside it. The channel's newest build
     /// (highest sequence) is refused when it is older than one the channel already showed (a rollback
     /// attack). A newest build that is a locked preload is fetched beside the newest build before it
-    /// that is not locked (nil when there is none), which is staged; otherwise the newest is staged.
+    /// that is not locked (nil when there is none), which is staged, and refused in turn when older than
+    /// one already staged; otherwise the newest is staged.
     static func choose(_ channel: [ChannelBuild], state: InstallState) throws(PatchSyncError)
-        -> (stage: ChannelBuild?, preload: ChannelBuild?) {
+        -> (stage: ChannelBuild?, preload: ChannelBuild?)
+    {
         let ordered = channel.sorted { $0.sequence > $1.sequence }
         guard let newest = ordered.first else { return (nil, nil) }
         let seen = state.seenSequence[newest.channel] ?? 0
         guard newest.sequence >= seen else {
-            throw PatchSyncError(.refusedData, "channel \(newest.channel) offers build \(newest.buildId) with sequence "
-                                 + "\(newest.sequence), lower than \(seen) already seen (rollback)",
-                                 remedy: "the origin serves an old build; nothing was changed")
+            throw PatchSyncError(
+                .refusedData,
+                "channel \(newest.channel) offers build \(newest.buildId) with sequence "
+                    + "\(newest.sequence), lower than \(seen) already seen (rollback)",
+                remedy: "the origin serves an old build; nothing was changed")
         }
         guard newest.locked else { return (newest, nil) }
-        return (ordered.dropFirst().first { !$0.locked }, newest)
+        // The build staged under a locked preload is held to the same rule: no older one than was staged before.
+        let stage = ordered.dropFirst().first { !$0.locked }
+        if let stage, stage.sequence < seen {
+            throw PatchSyncError(
+                .refusedData,
+                "channel \(stage.channel) offers build \(stage.buildId) with sequence \(stage.sequence) under preload "
+                    + "\(newest.buildId), lower than \(seen) already seen (rollback)",
+                remedy: "the origin serves an old build; nothing was changed")
+        }
+        return (stage, newest)
     }
 
     /// The held-back rule: after a player's rollback, the build rolled back from is not staged again
@@ -65,19 +79,24 @@ enum LiveDecision {
     /// bundles; already ready when the ready one does; held back by the rule above. Otherwise staging
     /// resumes the recorded deployment when it holds the same manifest and bundles, or begins a new one
     /// under a new name. Staging of another step (`later`) of the same build is kept for its turn.
-    static func step(_ state: inout InstallState, build: ChannelBuild, bundles: [String], all: [String],
-                     later: [[String]], inUse: (String) -> Bool) -> SyncStep {
+    static func step(
+        _ state: inout InstallState, build: ChannelBuild, bundles: [String], all: [String],
+        later: [[String]], inUse: (String) -> Bool
+    ) -> SyncStep {
         let sha = build.manifest
-        let settled: SyncStep? = if let current = state.current, state.currentIdentity?.holds(sha, bundles, all: all)
-            ?? (bundles == all && Deployment.buildID(of: current) == build.buildId) {
-            .upToDate
-        } else if state.ready?.holds(sha, bundles, all: all) == true {
-            .alreadyReady
-        } else if isHeldBack(build, state: state) {
-            .heldBack
-        } else {
-            nil
-        }
+        let settled: SyncStep? =
+            if let current = state.current,
+                state.currentIdentity?.holds(sha, bundles, all: all)
+                    ?? (bundles == all && Deployment.buildID(of: current) == build.buildId)
+            {
+                .upToDate
+            } else if state.ready?.holds(sha, bundles, all: all) == true {
+                .alreadyReady
+            } else if isHeldBack(build, state: state) {
+                .heldBack
+            } else {
+                nil
+            }
         if let settled {
             // A ready deployment of this build with another choice of bundles is not what the player wants now.
             if case .upToDate = settled, later.isEmpty, let ready = state.ready, ready.manifest == sha, !ready.holds(sha, bundles, all: all) {
@@ -121,14 +140,19 @@ enum LiveDecision {
             return .nothing(waiting: locked(preload, now: now))
         }
         guard readyIntact else {
-            return .refuse(PatchSyncError(.localIO, "the staged tree of \(ready.name) was changed or removed after it was "
-                                          + "verified; it is not applied", remedy: "run `patchsync sync` again to stage it anew"),
-                           dropReady: true)
+            return .refuse(
+                PatchSyncError(
+                    .localIO,
+                    "the staged tree of \(ready.name) was changed or removed after it was "
+                        + "verified; it is not applied", remedy: "run `patchsync sync` again to stage it anew"),
+                dropReady: true)
         }
         guard !gameRunning else {
-            return .refuse(PatchSyncError(.deferred, "the game is running; build \(ready.name) stays ready",
-                                          remedy: "apply when the game has exited (the launcher does it at the next start)"),
-                           dropReady: false)
+            return .refuse(
+                PatchSyncError(
+                    .deferred, "the game is running; build \(ready.name) stays ready",
+                    remedy: "apply when the game has exited (the launcher does it at the next start)"),
+                dropReady: false)
         }
         return .swap(ready)
     }
@@ -138,15 +162,21 @@ enum LiveDecision {
     /// has not released it (65).
     static func locked(_ preload: PreloadStatus, now: Date) -> PatchSyncError {
         if now >= preload.releaseAt + clockSlack {
-            return PatchSyncError(.refusedData, "build \(preload.buildId) is preloaded, and signed metadata has not released it: "
-                                  + "this machine's clock reads \(Repository.day(now)), past its release time "
-                                  + "\(Repository.day(preload.releaseAt)), but the unlock follows the publisher's signed "
-                                  + "metadata, not this clock", remedy: "the current build stays; if this clock is ahead, correct "
-                                      + "it; once the publisher releases the build, `patchsync sync` unlocks it")
+            return PatchSyncError(
+                .refusedData,
+                "build \(preload.buildId) is preloaded, and signed metadata has not released it: "
+                    + "this machine's clock reads \(Repository.day(now)), past its release time "
+                    + "\(Repository.day(preload.releaseAt)), but the unlock follows the publisher's signed "
+                    + "metadata, not this clock",
+                remedy: "the current build stays; if this clock is ahead, correct "
+                    + "it; once the publisher releases the build, `patchsync sync` unlocks it")
         }
-        return PatchSyncError(.deferred, "build \(preload.buildId) is preloaded (\(preload.summary)); nothing is ready to apply "
-                              + "before its release", remedy: "the current build stays; after the release, `patchsync sync` "
-                                  + "unlocks it and the launcher applies it at the next start")
+        return PatchSyncError(
+            .deferred,
+            "build \(preload.buildId) is preloaded (\(preload.summary)); nothing is ready to apply "
+                + "before its release",
+            remedy: "the current build stays; after the release, `patchsync sync` "
+                + "unlocks it and the launcher applies it at the next start")
     }
 
     /// How long after the release time a locked preload is still the publisher's release running late

@@ -17,8 +17,10 @@ public struct BundleRules: Sendable {
         struct File: Decodable { var bundles: [Bundle] }
         let data = try FileSystem.read(path, limit: 1 << 20)
         do { return try BundleRules(bundles: try JSONDecoder().decode(File.self, from: data).bundles) } catch {
-            throw PatchSyncError(.usage, "\(path) is not a bundles file", remedy:
-                #"write {"bundles": [{"name": "base", "required": true, "priority": 0, "paths": ["**"]}]}"#,
+            throw PatchSyncError(
+                .usage, "\(path) is not a bundles file",
+                remedy:
+                    #"write {"bundles": [{"name": "base", "required": true, "priority": 0, "paths": ["**"]}]}"#,
                 cause: error)
         }
     }
@@ -26,8 +28,9 @@ public struct BundleRules: Sendable {
     /// The bundle of `path`, or a usage error naming the file when no glob matches.
     public func bundle(for path: String) throws(PatchSyncError) -> Bundle {
         for bundle in bundles where bundle.paths.contains(where: { Glob.matches($0, path) }) { return bundle }
-        throw PatchSyncError(.usage, "\(path) matches no bundle's paths",
-                             remedy: "add a catch-all bundle with the path \"**\" at the end of the bundles file")
+        throw PatchSyncError(
+            .usage, "\(path) matches no bundle's paths",
+            remedy: "add a catch-all bundle with the path \"**\" at the end of the bundles file")
     }
 }
 

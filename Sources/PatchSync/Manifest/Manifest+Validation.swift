@@ -8,8 +8,9 @@ extension Manifest {
     /// unsafe or duplicate paths, special mode bits, chunks that do not tile their file.
     public func validate() throws(PatchSyncError) {
         guard (1...Manifest.formatVersion).contains(formatVersion) else {
-            throw refusal("has format version \(formatVersion); this client reads versions 1 to \(Manifest.formatVersion)",
-                          remedy: "update PatchSync to install this build")
+            throw refusal(
+                "has format version \(formatVersion); this client reads versions 1 to \(Manifest.formatVersion)",
+                remedy: "update PatchSync to install this build")
         }
         try chunking.validate()
         let bundleNames = Set(bundles.map(\.name))
@@ -25,8 +26,9 @@ extension Manifest {
                 throw refusal("puts \(file.path) in unknown bundle \(file.bundle)")
             }
             guard file.mode & ~0o777 == 0, file.mode & 0o002 == 0 else {
-                throw refusal("gives \(file.path) mode \(String(file.mode, radix: 8)); only permission bits, "
-                              + "not world-writable, are allowed")
+                throw refusal(
+                    "gives \(file.path) mode \(String(file.mode, radix: 8)); only permission bits, "
+                        + "not world-writable, are allowed")
             }
             try checkChunks(of: file)
         }
@@ -48,7 +50,8 @@ extension Manifest {
         for object in sealed ?? [] {
             let layout = SealedLayout(units: object.units)
             guard sealedObjects.insert(object.object).inserted, !object.units.isEmpty, object.units.allSatisfy({ $0 >= 0 }),
-                  layout.sealedLength == object.length else {
+                layout.sealedLength == object.length
+            else {
                 throw refusal("lists sealed object \(object.sealed) twice or with units that do not add up")
             }
         }
@@ -63,8 +66,9 @@ extension Manifest {
         var offset: Int64 = 0
         for chunk in file.chunks {
             guard chunk.offset == offset, chunk.length > 0, chunk.length <= chunking.maxSize,
-                  chunk.objectOffset >= 0, chunk.objectLength > 0,
-                  chunk.objectLength <= chunk.length + chunk.length / 8 + 64 else {
+                chunk.objectOffset >= 0, chunk.objectLength > 0,
+                chunk.objectLength <= chunk.length + chunk.length / 8 + 64
+            else {
                 throw refusal("has a malformed chunk list for \(file.path) at offset \(offset)")
             }
             offset += Int64(chunk.length)
@@ -75,8 +79,10 @@ extension Manifest {
     }
 
     /// A link's or a folder's path: safe, listed once, in a known bundle.
-    private func checkEntry(_ path: String, bundle: String, _ seen: inout Set<String>,
-                            _ folded: inout Set<String>) throws(PatchSyncError) {
+    private func checkEntry(
+        _ path: String, bundle: String, _ seen: inout Set<String>,
+        _ folded: inout Set<String>
+    ) throws(PatchSyncError) {
         try Manifest.checkPath(path)
         guard seen.insert(path).inserted, folded.insert(PathRule.folded(path)).inserted else {
             throw refusal("lists \(path) twice, or with another path that differs only in case")
@@ -89,8 +95,9 @@ extension Manifest {
     private func checkNoFileIsAFolder(_ paths: Set<String>, leaves: Set<String>) throws(PatchSyncError) {
         for path in paths {
             for prefix in PathRule.ancestors(path) where leaves.contains(PathRule.folded(prefix)) {
-                throw refusal("has \(prefix) both as a file or link and as a folder of \(path) (or a path "
-                              + "that differs from it only in case)")
+                throw refusal(
+                    "has \(prefix) both as a file or link and as a folder of \(path) (or a path "
+                        + "that differs from it only in case)")
             }
         }
     }
@@ -98,14 +105,16 @@ extension Manifest {
     /// A path that keeps ``PathRule``: relative, plain components, NFC, no leading combining mark.
     static func checkPath(_ path: String) throws(PatchSyncError) {
         if let problem = PathRule.problem(path) {
-            throw PatchSyncError(.refusedData, "manifest path '\(path)' would escape or break the install: it \(problem)",
-                                 remedy: "the build is malformed or tampered with; report it to the publisher")
+            throw PatchSyncError(
+                .refusedData, "manifest path '\(path)' would escape or break the install: it \(problem)",
+                remedy: "the build is malformed or tampered with; report it to the publisher")
         }
     }
 
     private func refusal(_ what: String, remedy: String? = nil) -> PatchSyncError {
-        PatchSyncError(.refusedData, "manifest of build \(buildId) \(what)",
-                       remedy: remedy ?? "the build is malformed or tampered with; report it to the publisher")
+        PatchSyncError(
+            .refusedData, "manifest of build \(buildId) \(what)",
+            remedy: remedy ?? "the build is malformed or tampered with; report it to the publisher")
     }
 }
 
@@ -121,7 +130,8 @@ extension Manifest {
 
     /// Decodes and validates a manifest from its JSON or gzip'd JSON bytes.
     public static func decode(_ data: Data, what: String) throws(PatchSyncError) -> Manifest {
-        let json = data.starts(with: [0x1f, 0x8b])
+        let json =
+            data.starts(with: [0x1f, 0x8b])
             ? try Zlib.gunzip(data, limit: maximumInflatedSize, what: what) : data
         let manifest: Manifest
         do { manifest = try JSONDecoder().decode(Manifest.self, from: json) } catch {

@@ -49,8 +49,9 @@ public struct BuildID: Codable, Hashable, Sendable, CustomStringConvertible, Com
     public init(_ value: String) throws(PatchSyncError) {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.+_-")
         guard !value.isEmpty, value.count <= 128, !value.hasPrefix("."), value.allSatisfy(allowed.contains) else {
-            throw PatchSyncError(.usage, "'\(value)' is not a usable build id",
-                                 remedy: "use letters, digits and . + _ - (at most 128), e.g. 1.4.2+873")
+            throw PatchSyncError(
+                .usage, "'\(value)' is not a usable build id",
+                remedy: "use letters, digits and . + _ - (at most 128), e.g. 1.4.2+873")
         }
         self.value = value
     }
@@ -78,8 +79,9 @@ public struct Channel: Codable, Hashable, Sendable, CustomStringConvertible {
     public init(_ name: String) throws(PatchSyncError) {
         let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789-")
         guard !name.isEmpty, name.count <= 64, name.allSatisfy(allowed.contains) else {
-            throw PatchSyncError(.usage, "'\(name)' is not a usable channel name",
-                                 remedy: "use lowercase letters, digits and -, e.g. live or beta")
+            throw PatchSyncError(
+                .usage, "'\(name)' is not a usable channel name",
+                remedy: "use lowercase letters, digits and -, e.g. live or beta")
         }
         self.name = name
     }

@@ -87,20 +87,25 @@ struct ObjectWriter: Sendable {
     func collect(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> (Result, [UInt8]) {
         var bytes: [UInt8]? = []
         do {
-            let result = try store(try FileDescriptor(path: path, flags: O_RDONLY), into: nil, knownHash: knownHash,
-                                   collecting: &bytes)
+            let result = try store(
+                try FileDescriptor(path: path, flags: O_RDONLY), into: nil, knownHash: knownHash,
+                collecting: &bytes)
             return (result, bytes ?? [])
         } catch { throw PatchSyncError.wrap(error).during("storing \(path)") }
     }
 
-    private func store(_ input: FileDescriptor, into output: FileDescriptor?,
-                       knownHash: SHA256Digest?) throws(PatchSyncError) -> Result {
+    private func store(
+        _ input: FileDescriptor, into output: FileDescriptor?,
+        knownHash: SHA256Digest?
+    ) throws(PatchSyncError) -> Result {
         var none: [UInt8]? = nil
         return try store(input, into: output, knownHash: knownHash, collecting: &none)
     }
 
-    private func store(_ input: FileDescriptor, into output: FileDescriptor?, knownHash: SHA256Digest?,
-                       collecting collected: inout [UInt8]?) throws(PatchSyncError) -> Result {
+    private func store(
+        _ input: FileDescriptor, into output: FileDescriptor?, knownHash: SHA256Digest?,
+        collecting collected: inout [UInt8]?
+    ) throws(PatchSyncError) -> Result {
         let fileHasher = knownHash == nil ? SHA256Hasher() : nil
         var chunks: [ChunkEntry] = []
         var objectOffset: Int64 = 0
@@ -115,9 +120,11 @@ struct ObjectWriter: Sendable {
             if collected != nil {
                 if useZlib { collected!.append(contentsOf: packed) } else { collected!.append(contentsOf: bytes) }
             }
-            chunks.append(ChunkEntry(offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),
-                                     objectOffset: objectOffset, objectLength: stored,
-                                     codec: useZlib ? .zlib : .raw))
+            chunks.append(
+                ChunkEntry(
+                    offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),
+                    objectOffset: objectOffset, objectLength: stored,
+                    codec: useZlib ? .zlib : .raw))
             objectOffset += Int64(stored)
         }
         let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0

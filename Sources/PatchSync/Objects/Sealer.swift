@@ -25,7 +25,10 @@ struct Sealer: Sendable {
             let largest = units.max() ?? 0
             let inBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
             let outBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: largest + ContentKey.tagBytes, alignment: 16)
-            defer { inBuffer.deallocate(); outBuffer.deallocate() }
+            defer {
+                inBuffer.deallocate()
+                outBuffer.deallocate()
+            }
             var position: Int64 = 0
             for (index, unit) in units.enumerated() {
                 let plainUnit = UnsafeMutableRawBufferPointer(rebasing: inBuffer[..<unit])
@@ -58,31 +61,39 @@ struct Sealer: Sendable {
                     let start = Int(layout.starts[index])
                     let range = layout.sealedRange(index, index)
                     do throws(PatchSyncError) {
-                        try sealUnit(UnsafeRawBufferPointer(rebasing: plain[start..<(start + unit)]), object: object,
-                                     index: index, of: units.count,
-                                     into: UnsafeMutableRawBufferPointer(rebasing: sealed[Int(range.offset)..<Int(range.offset + range.length)]))
+                        try sealUnit(
+                            UnsafeRawBufferPointer(rebasing: plain[start..<(start + unit)]), object: object,
+                            index: index, of: units.count,
+                            into: UnsafeMutableRawBufferPointer(rebasing: sealed[Int(range.offset)..<Int(range.offset + range.length)]))
                     } catch { failure = error }
                 }
             }
         }
         if let failure { throw failure }
-        let sealedObject = SealedObject(object: object, sealed: SHA256Hasher.hash(out), length: Int64(out.count),
-                                        keyBuild: build, units: units)
+        let sealedObject = SealedObject(
+            object: object, sealed: SHA256Hasher.hash(out), length: Int64(out.count),
+            keyBuild: build, units: units)
         return (out, sealedObject)
     }
 
-    private func sealUnit(_ plain: UnsafeRawBufferPointer, object: SHA256Digest, index: Int, of count: Int,
-                          into out: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
-        try key.seal(plain, nonce: ContentKey.nonce(object: object.hex, unit: index),
-                     aad: ContentKey.associatedData(build: build, object: object.hex, unit: index, of: count), into: out)
+    private func sealUnit(
+        _ plain: UnsafeRawBufferPointer, object: SHA256Digest, index: Int, of count: Int,
+        into out: UnsafeMutableRawBufferPointer
+    ) throws(PatchSyncError) {
+        try key.seal(
+            plain, nonce: ContentKey.nonce(object: object.hex, unit: index),
+            aad: ContentKey.associatedData(build: build, object: object.hex, unit: index, of: count), into: out)
     }
 
     /// Opens unit `index` of `sealed` (its sealed bytes) into `out`; false when it does not authenticate.
-    func open(_ sealed: UnsafeRawBufferPointer, object: SealedObject, index: Int,
-              into out: UnsafeMutableRawBufferPointer) -> Bool {
-        key.open(sealed, nonce: ContentKey.nonce(object: object.object.hex, unit: index),
-                 aad: ContentKey.associatedData(build: build, object: object.object.hex, unit: index, of: object.units.count),
-                 into: out)
+    func open(
+        _ sealed: UnsafeRawBufferPointer, object: SealedObject, index: Int,
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Bool {
+        key.open(
+            sealed, nonce: ContentKey.nonce(object: object.object.hex, unit: index),
+            aad: ContentKey.associatedData(build: build, object: object.object.hex, unit: index, of: object.units.count),
+            into: out)
     }
 
     /// Opens a whole sealed object held in memory (the manifest); nil when any unit fails.
@@ -95,9 +106,10 @@ struct Sealer: Sendable {
                 object.units.indices.allSatisfy { index in
                     let range = layout.sealedRange(index, index)
                     let start = Int(layout.starts[index])
-                    return open(UnsafeRawBufferPointer(rebasing: sealed[Int(range.offset)..<Int(range.offset + range.length)]),
-                                object: object, index: index,
-                                into: UnsafeMutableRawBufferPointer(rebasing: plain[start..<(start + object.units[index])]))
+                    return open(
+                        UnsafeRawBufferPointer(rebasing: sealed[Int(range.offset)..<Int(range.offset + range.length)]),
+                        object: object, index: index,
+                        into: UnsafeMutableRawBufferPointer(rebasing: plain[start..<(start + object.units[index])]))
                 }
             }
         }

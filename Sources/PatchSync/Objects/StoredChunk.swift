@@ -3,8 +3,10 @@ import Foundation
 extension ChunkEntry {
     /// The chunk's content from its stored bytes (inflated into `scratch` when deflated), or nil
     /// unless it has exactly the signed length and SHA-256. `scratch` holds at least `length` bytes.
-    func verifiedContent(of stored: UnsafeRawBufferPointer, scratch: UnsafeMutableRawBufferPointer,
-                         inflater: Zlib.Inflater) -> UnsafeRawBufferPointer? {
+    func verifiedContent(
+        of stored: UnsafeRawBufferPointer, scratch: UnsafeMutableRawBufferPointer,
+        inflater: Zlib.Inflater
+    ) -> UnsafeRawBufferPointer? {
         var content = stored
         if codec == .zlib {
             let target = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<length])

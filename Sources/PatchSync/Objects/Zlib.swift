@@ -43,8 +43,9 @@ enum Zlib {
         func inflate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
             guard let inStart = input.baseAddress, let outStart = output.baseAddress else { return false }
             var consumed = 0
-            let status = libdeflate_zlib_decompress_ex(decompressor, inStart, input.count, outStart, output.count,
-                                                       &consumed, nil)
+            let status = libdeflate_zlib_decompress_ex(
+                decompressor, inStart, input.count, outStart, output.count,
+                &consumed, nil)
             return status == LIBDEFLATE_SUCCESS && consumed == input.count
         }
     }

@@ -49,8 +49,10 @@ struct MirrorGroup: Sendable {
 
     /// `mirror` failed retryably at `now`: it cools down, and the failure counts in the streak unless
     /// the same response delivered bytes first.
-    mutating func failed(mirror: Int, now: ContinuousClock.Instant, countsInStreak: Bool = true,
-                         with failure: TransferFailure? = nil) {
+    mutating func failed(
+        mirror: Int, now: ContinuousClock.Instant, countsInStreak: Bool = true,
+        with failure: TransferFailure? = nil
+    ) {
         if countsInStreak { streak += 1 }
         coolingUntil[mirror] = now + Self.coolDown
         if let failure { lastFailure[mirror] = failure }

@@ -13,8 +13,10 @@ extension Origin {
     /// (``TransferFailure/damaged(_:)``): the file starts over from the next mirror, and only when every
     /// mirror served damaged bytes does the download fail (65). A complete file an earlier run left is
     /// checked first, and fetched again when it fails.
-    func download(_ path: String, to local: String, length: Int64, sha256: SHA256Digest, offset: Int64 = 0,
-                  progress: @escaping @Sendable (Int64) -> Void = { _ in }) async throws(PatchSyncError) -> Int64 {
+    func download(
+        _ path: String, to local: String, length: Int64, sha256: SHA256Digest, offset: Int64 = 0,
+        progress: @escaping @Sendable (Int64) -> Void = { _ in }
+    ) async throws(PatchSyncError) -> Int64 {
         let output = try Self.openForResume(local, length: length)
         var have = (try? output.status().st_size).map(Int64.init) ?? 0
         if have == length {
@@ -48,8 +50,9 @@ extension Origin {
             case .failure(let failure): return .failed(failure, progressed: sink.written > 0)
             case .success where have == end: return .more  // the next part
             case .success:
-                return .failed(.wrongRange("asked \(end - have + sink.written) bytes, got \(sink.written)"),
-                               progressed: sink.written > 0)
+                return .failed(
+                    .wrongRange("asked \(end - have + sink.written) bytes, got \(sink.written)"),
+                    progressed: sink.written > 0)
             }
         }
         return fetched

@@ -16,7 +16,7 @@ extension Origin {
             let client = TrustClient(directory: directory, source: preferring(mirror), now: now, deadline: deadline)
             do {
                 return try await client.refresh()
-            } catch where error.code == .refusedData || error.code == .originUnavailable {
+            } catch  where error.code == .refusedData || error.code == .originUnavailable {
                 Self.trustLogger.notice("metadata refresh with \(mirrors[mirror]) first failed: \(error)")
                 first = first ?? error
                 if error.code == .refusedData { refusal = refusal ?? error }

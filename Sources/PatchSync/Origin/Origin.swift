@@ -14,8 +14,10 @@ final class Origin: MetadataSource, Sendable {
 
     /// `failureStreak`: failed requests in a row, with no byte delivered between them, after which
     /// requests give up (``MirrorGroup``).
-    init(mirrors: [String], client: HTTPClient,
-         failureStreak: Int = MirrorGroup.defaultFailureStreak) throws(PatchSyncError) {
+    init(
+        mirrors: [String], client: HTTPClient,
+        failureStreak: Int = MirrorGroup.defaultFailureStreak
+    ) throws(PatchSyncError) {
         try Self.checkMirrors(mirrors)
         self.mirrors = mirrors.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.client = client
@@ -38,11 +40,14 @@ final class Origin: MetadataSource, Sendable {
     /// each mirror's last failure, or by default throws ``error(fetching:_:)`` for `what`. A local
     /// failure (a sink that could not write) is thrown at once; cancellation while waiting or
     /// fetching throws ``PatchSyncError/cancelled``. The one place where requests wait to retry.
-    func withRetries<Value>(_ what: String, absence: RetryPolicy.Absence = .unexpected,
-                            deadline: ContinuousClock.Instant? = nil, preferring preferred: Int? = nil,
-                            onGiveUp: (([(String, TransferFailure)]) throws(PatchSyncError) -> Value)? = nil,
-                            _ attempt: (_ mirror: Int) async throws(PatchSyncError) -> Attempt<Value>)
-        async throws(PatchSyncError) -> Value {
+    func withRetries<Value>(
+        _ what: String, absence: RetryPolicy.Absence = .unexpected,
+        deadline: ContinuousClock.Instant? = nil, preferring preferred: Int? = nil,
+        onGiveUp: (([(String, TransferFailure)]) throws(PatchSyncError) -> Value)? = nil,
+        _ attempt: (_ mirror: Int) async throws(PatchSyncError) -> Attempt<Value>
+    )
+        async throws(PatchSyncError) -> Value
+    {
         var policy = RetryPolicy(absence: absence, deadline: deadline, preferring: preferred)
         var decision = group.withLock { policy.start($0, now: .now) }
         while case .attempt(let mirror, let wait) = decision {
@@ -111,14 +116,18 @@ final class Origin: MetadataSource, Sendable {
     /// exist (a file that may be absent: ``RetryPolicy/Absence/possible``). `escaped` paths are used in
     /// URLs as they are. Retried as ``withRetries(_:absence:deadline:preferring:onGiveUp:_:)`` does,
     /// `preferred` mirror first; no attempt starts after `timeout` seconds.
-    func whole(_ path: String, maxBytes: Int64, timeout: TimeInterval? = nil, escaped: Bool = false,
-               preferring preferred: Int? = nil) async throws(PatchSyncError) -> Data? {
+    func whole(
+        _ path: String, maxBytes: Int64, timeout: TimeInterval? = nil, escaped: Bool = false,
+        preferring preferred: Int? = nil
+    ) async throws(PatchSyncError) -> Data? {
         let deadline = timeout.map { ContinuousClock.now + .milliseconds(Int64(min(max(0, $0), 1e9) * 1000)) }
-        return try await withRetries(path, absence: .possible, deadline: deadline, preferring: preferred,
-                                     onGiveUp: { (failures) throws(PatchSyncError) -> Data? in
-            guard Origin.allAbsent(failures) else { throw Origin.error(fetching: path, failures) }
-            return nil
-        }) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Data?> in
+        return try await withRetries(
+            path, absence: .possible, deadline: deadline, preferring: preferred,
+            onGiveUp: { (failures) throws(PatchSyncError) -> Data? in
+                guard Origin.allAbsent(failures) else { throw Origin.error(fetching: path, failures) }
+                return nil
+            }
+        ) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Data?> in
             let url = escaped ? mirrors[mirror] + "/" + path : self.url(path, mirror: mirror)
             let remaining = deadline.map { Origin.seconds($0 - ContinuousClock.now) }
             switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: remaining) {
@@ -139,8 +148,9 @@ final class Origin: MetadataSource, Sendable {
             case .success(let data) where data.count == length && SHA256Hasher.hash(data).hex == sha256:
                 return .done(data)
             case .success:
-                return .failed(.damaged("\(url) does not match the length and SHA-256 that targets metadata signs"),
-                               progressed: false)
+                return .failed(
+                    .damaged("\(url) does not match the length and SHA-256 that targets metadata signs"),
+                    progressed: false)
             case .failure(let failure): return .failed(failure, progressed: false)
             }
         }
@@ -156,7 +166,11 @@ final class Origin: MetadataSource, Sendable {
             default: return true
             }
         }
-        return !answered.isEmpty && answered.allSatisfy { if case .notFound = $0 { return true }; return false }
+        return !answered.isEmpty
+            && answered.allSatisfy {
+                if case .notFound = $0 { return true }
+                return false
+            }
     }
 
     private static func seconds(_ duration: Duration) -> TimeInterval {
@@ -174,8 +188,10 @@ final class Origin: MetadataSource, Sendable {
             default: return false
             }
         }
-        return PatchSyncError(refused ? .refusedData : .originUnavailable, "fetching \(what) failed on every mirror: \(list)",
-                              remedy: refused ? "a mirror serves damaged or wrong data; report it to the publisher"
-                                  : "check the network and the remotes, then run sync again; progress is kept")
+        return PatchSyncError(
+            refused ? .refusedData : .originUnavailable, "fetching \(what) failed on every mirror: \(list)",
+            remedy: refused
+                ? "a mirror serves damaged or wrong data; report it to the publisher"
+                : "check the network and the remotes, then run sync again; progress is kept")
     }
 }

@@ -83,8 +83,10 @@ struct RetryPolicy: Sendable {
     /// After the attempt on `mirror` failed with `failure` (having delivered and kept bytes first when
     /// `progressed`, as a response cut short does): records it here and in `group`, and decides what
     /// comes next. `random`, in [0, 1), is the jitter.
-    mutating func next(after failure: TransferFailure, on mirror: Int, progressed: Bool, group: inout MirrorGroup,
-                       now: ContinuousClock.Instant, random: Double) -> Decision {
+    mutating func next(
+        after failure: TransferFailure, on mirror: Int, progressed: Bool, group: inout MirrorGroup,
+        now: ContinuousClock.Instant, random: Double
+    ) -> Decision {
         if progressed { self.progressed(&group) }
         record(failure, on: mirror)
         failuresInARow += 1
@@ -133,8 +135,10 @@ struct RetryPolicy: Sendable {
 
     /// None before another mirror that is not cooling down; else the backoff, and at least the
     /// mirror's Retry-After (bounded) when the same mirror is asked again.
-    private func wait(before choice: Int, after failure: TransferFailure, on mirror: Int, group: MirrorGroup,
-                      now: ContinuousClock.Instant, random: Double) -> Duration {
+    private func wait(
+        before choice: Int, after failure: TransferFailure, on mirror: Int, group: MirrorGroup,
+        now: ContinuousClock.Instant, random: Double
+    ) -> Duration {
         if choice != mirror && !group.isCooling(choice, now: now) { return .zero }
         let backoff = Self.backoff(max(failuresInARow, group.streak), random: random)
         guard choice == mirror, let retryAfter = failure.retryAfter else { return backoff }

@@ -24,9 +24,10 @@ enum BuildContents {
     /// The released content keys (targets of the releases role), relative to the origin: every player
     /// unlocking a preload build later reads them.
     static func releasedKeys(of repo: Repository) -> Set<String> {
-        Set(repo.releasedKeys.compactMap { path, file in
-            file.hashes["sha256"].map { OriginLayout.targetFile(path, sha256: $0) }
-        })
+        Set(
+            repo.releasedKeys.compactMap { path, file in
+                file.hashes["sha256"].map { OriginLayout.targetFile(path, sha256: $0) }
+            })
     }
 
     /// ``paths(in:target:_:)`` remembered by manifest, for a caller that asks about the same builds twice.

@@ -28,10 +28,12 @@ public struct BuildFolder: Sendable {
             let escaping = folder.links.keys.sorted().filter { !resolver.staysInside($0) }
             guard let first = escaping.first else { break }
             guard dereferenceExternal else {
-                throw PatchSyncError(.usage, "\(root)/\(first) is a symbolic link to '\(folder.links[first] ?? "")', "
-                                     + "which is absolute or resolves outside the build folder",
-                                     remedy: "make it a relative link inside the build, or publish with "
-                                     + "--dereference-external to copy what it points to")
+                throw PatchSyncError(
+                    .usage,
+                    "\(root)/\(first) is a symbolic link to '\(folder.links[first] ?? "")', "
+                        + "which is absolute or resolves outside the build folder",
+                    remedy: "make it a relative link inside the build, or publish with "
+                        + "--dereference-external to copy what it points to")
             }
             for path in escaping {
                 folder.links[path] = nil
@@ -60,8 +62,9 @@ public struct BuildFolder: Sendable {
             case S_IFLNK where isCopied(relative): try dereference(rel)
             case S_IFLNK: links[rel] = try Self.readLink(root + "/" + rel)
             default:
-                throw PatchSyncError(.usage, "\(root)/\(rel) is not a regular file, folder or symbolic link",
-                                     remedy: "remove sockets, pipes and device files from the build folder")
+                throw PatchSyncError(
+                    .usage, "\(root)/\(rel) is not a regular file, folder or symbolic link",
+                    remedy: "remove sockets, pipes and device files from the build folder")
             }
         }
     }
@@ -70,22 +73,26 @@ public struct BuildFolder: Sendable {
     private mutating func dereference(_ path: String) throws(PatchSyncError) {
         var st = stat()
         guard stat(root + "/" + path, &st) == 0 else {
-            throw PatchSyncError(.usage, "\(root)/\(path) is a symbolic link to '\((try? Self.readLink(root + "/" + path)) ?? "?")', "
-                                 + "which does not exist, so --dereference-external cannot copy it",
-                                 remedy: "install what it points to, or remove the link from the build")
+            throw PatchSyncError(
+                .usage,
+                "\(root)/\(path) is a symbolic link to '\((try? Self.readLink(root + "/" + path)) ?? "?")', "
+                    + "which does not exist, so --dereference-external cannot copy it",
+                remedy: "install what it points to, or remove the link from the build")
         }
         switch st.st_mode & S_IFMT {
         case S_IFREG: files.append(path)
         case S_IFDIR:
             guard entered.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else {
-                throw PatchSyncError(.usage, "\(root)/\(path) leads back into a folder it was copied from (a cycle of links)",
-                                     remedy: "remove the link that loops, or replace it with a copy")
+                throw PatchSyncError(
+                    .usage, "\(root)/\(path) leads back into a folder it was copied from (a cycle of links)",
+                    remedy: "remove the link that loops, or replace it with a copy")
             }
             copied.append(path)
             try walk(path)
         default:
-            throw PatchSyncError(.usage, "\(root)/\(path) points to something that is not a file or folder",
-                                 remedy: "remove the link from the build")
+            throw PatchSyncError(
+                .usage, "\(root)/\(path) points to something that is not a file or folder",
+                remedy: "remove the link from the build")
         }
     }
 

@@ -21,8 +21,9 @@ public final class OriginLock: Sendable {
             throw PatchSyncError.wrap(error).during("locking \(origin) for \(purpose)")
         }
         guard flock(file.fd, LOCK_EX | LOCK_NB) == 0 else {
-            throw PatchSyncError(.deferred, "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait",
-                                 remedy: "run it again when that publish, refresh or prune has finished")
+            throw PatchSyncError(
+                .deferred, "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait",
+                remedy: "run it again when that publish, refresh or prune has finished")
         }
     }
 

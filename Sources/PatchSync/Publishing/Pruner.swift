@@ -66,7 +66,8 @@ public struct Pruner: Sendable {
     /// same origin) gets every path, then the files go from the origin folder, objects first and
     /// metadata last, so that a prune stopped half way is finished by the next one.
     public func run(removeRemote: (Repository, [Removal]) throws(PatchSyncError) -> Void = { _, _ throws(PatchSyncError) in })
-        throws(PatchSyncError) -> Report {
+        throws(PatchSyncError) -> Report
+    {
         guard options.keep >= 1 else {
             throw PatchSyncError(.usage, "--keep \(options.keep) would leave a channel without a build", remedy: "keep at least 1")
         }
@@ -77,10 +78,12 @@ public struct Pruner: Sendable {
             unlisted = beyond.compactMap { repo.targetFiles[$0]?.custom }.map { "\($0.channel)/\($0.buildId)" }.sorted()
             if !options.dryRun {
                 guard let signers else {
-                    throw PatchSyncError(.usage, "targets.json of \(origin) lists \(unlisted.count) build(s) beyond the newest "
-                                         + "\(options.keep) of their channel: it must be signed again without them",
-                                         remedy: "give --targets-key and --online-key, or a --keep of at least the builds listed "
-                                             + "(`patchsync repo status --origin \(origin)`)")
+                    throw PatchSyncError(
+                        .usage,
+                        "targets.json of \(origin) lists \(unlisted.count) build(s) beyond the newest "
+                            + "\(options.keep) of their channel: it must be signed again without them",
+                        remedy: "give --targets-key and --online-key, or a --keep of at least the builds listed "
+                            + "(`patchsync repo status --origin \(origin)`)")
                 }
                 var targets = repo.targetFiles
                 for path in beyond { targets[path] = nil }
@@ -103,14 +106,15 @@ public struct Pruner: Sendable {
             needed.insert(OriginLayout.metadata(role: "snapshot", version: version))
         }
         let listed = repo.targetFiles.values.compactMap(\.custom).map { "\($0.channel)/\($0.buildId)" }.sorted()
-        var report = Report(origin: origin, dryRun: options.dryRun, listed: listed,
-                            held: builds.subtracting(listed).sorted(), unlisted: unlisted,
-                            removed: try removals(keeping: needed), bytesFreed: 0, warnings: repo.expiryWarnings(now: options.now))
+        var report = Report(
+            origin: origin, dryRun: options.dryRun, listed: listed,
+            held: builds.subtracting(listed).sorted(), unlisted: unlisted,
+            removed: try removals(keeping: needed), bytesFreed: 0, warnings: repo.expiryWarnings(now: options.now))
         report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
         guard !options.dryRun, !report.removed.isEmpty else { return report }
         try removeRemote(repo, report.removed.filter { $0.kind != .incoming })
         for removal in report.removed {
-            do { try FileSystem.remove(layout.path(removal.path)) } catch where error.code == ENOENT {} catch {
+            do { try FileSystem.remove(layout.path(removal.path)) } catch  where error.code == ENOENT {} catch {
                 throw PatchSyncError.wrap(error).during("pruning \(origin)")
             }
         }

@@ -22,11 +22,14 @@ extension Publisher {
     func deltaBases(_ repo: Repository, sequence: Int) throws(PatchSyncError) -> [DeltaBase] {
         guard options.deltaSources > 0 else { return [] }
         var bases: [DeltaBase] = []
-        for (path, hash) in Self.deltaSourceTargets(repo.targetFiles, channel: options.channel.name, before: sequence,
-                                                     excluding: options.buildId.value, count: options.deltaSources) {
+        for (path, hash) in Self.deltaSourceTargets(
+            repo.targetFiles, channel: options.channel.name, before: sequence,
+            excluding: options.buildId.value, count: options.deltaSources)
+        {
             let file = OriginLayout(root: options.origin).path(OriginLayout.targetFile(path, sha256: hash))
-            let json = try Zlib.gunzip(try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
-                                       what: file)
+            let json = try Zlib.gunzip(
+                try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
+                what: file)
             bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
         }
         return bases
@@ -35,12 +38,15 @@ extension Publisher {
     /// The targets of the builds that a build published on `channel` gets delta packs from: the channel's
     /// latest `count` by sequence before `sequence`, other than `buildId` itself; newest first, each with
     /// its manifest's SHA-256. Publish reads their manifests; `diff` asks whether OLD is among them.
-    static func deltaSourceTargets(_ targets: [String: TargetFile], channel: String, before sequence: Int = .max,
-                                   excluding buildId: String? = nil, count: Int) -> [(path: String, sha256: String)] {
+    static func deltaSourceTargets(
+        _ targets: [String: TargetFile], channel: String, before sequence: Int = .max,
+        excluding buildId: String? = nil, count: Int
+    ) -> [(path: String, sha256: String)] {
         var sources: [(sequence: Int, path: String, sha256: String)] = []
         for (path, target) in targets {
             guard let info = target.custom, info.channel == channel, info.sequence < sequence, info.preload == nil,
-                  info.buildId != buildId, let hash = target.hashes["sha256"] else { continue }
+                info.buildId != buildId, let hash = target.hashes["sha256"]
+            else { continue }
             sources.append((sequence: info.sequence, path: path, sha256: hash))
         }
         return sources.sorted { $0.sequence > $1.sequence }.prefix(max(0, count)).map { (path: $0.path, sha256: $0.sha256) }
@@ -50,8 +56,10 @@ extension Publisher {
     /// whose delta costs less than its new chunks.
     /// Each pack is written into `root`'s objects (the origin's, or a preload's folder to seal from),
     /// with the indices of the files it rebuilds.
-    func deltaPacks(for files: [FileEntry], from bases: [DeltaBase],
-                    into root: String) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
+    func deltaPacks(
+        for files: [FileEntry], from bases: [DeltaBase],
+        into root: String
+    ) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
         var packs: [(source: DeltaSource, files: [Int])] = []
         for base in bases {
             if let pack = try deltaPack(from: base.manifest, to: files, into: root) { packs.append(pack) }
@@ -69,8 +77,10 @@ extension Publisher {
             do { try FileSystem.writeAtomically(stored, to: OriginLayout(root: options.origin).objectFile(sha)) } catch {
                 throw PatchSyncError.wrap(error).during("writing the manifest delta from \(base.manifest.buildId)")
             }
-            deltas.append(ManifestDelta(from: base.manifest.buildId.value, object: sha.hex, length: Int64(stored.count),
-                                        size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
+            deltas.append(
+                ManifestDelta(
+                    from: base.manifest.buildId.value, object: sha.hex, length: Int64(stored.count),
+                    size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
         }
         return deltas
     }
@@ -85,10 +95,13 @@ extension Publisher {
     }
 
     /// The pack from `source` to `files`, written into the origin; nil when no file gains from a delta.
-    private func deltaPack(from source: Manifest, to files: [FileEntry],
-                           into root: String) throws(PatchSyncError) -> (source: DeltaSource, files: [Int])? {
-        let encoder = DeltaPackEncoder(source: source, sourceFiles: ObjectReader(origin: options.origin),
-                                       buildDirectory: options.buildDirectory)
+    private func deltaPack(
+        from source: Manifest, to files: [FileEntry],
+        into root: String
+    ) throws(PatchSyncError) -> (source: DeltaSource, files: [Int])? {
+        let encoder = DeltaPackEncoder(
+            source: source, sourceFiles: ObjectReader(origin: options.origin),
+            buildDirectory: options.buildDirectory)
         let candidates = encoder.candidates(for: files)
         guard !candidates.isEmpty else { return nil }
         let layout = OriginLayout(root: root)
@@ -105,8 +118,10 @@ extension Publisher {
             }
             try output.sync()
             try ObjectWriter.place(temp, as: layout.objectFile(sha))
-            return (DeltaSource(from: source.buildId, object: sha, length: writer.length, files: writer.files),
-                    appended.map(\.index))
+            return (
+                DeltaSource(from: source.buildId, object: sha, length: writer.length, files: writer.files),
+                appended.map(\.index)
+            )
         } catch {
             try? FileSystem.remove(temp)
             throw PatchSyncError.wrap(error).during("writing the delta pack from build \(source.buildId)")
@@ -147,7 +162,8 @@ struct DeltaPackEncoder: Sendable {
         var candidates: [Candidate] = []
         for (index, file) in files.enumerated() {
             guard let old = before[file.path], old.sha256 != file.sha256, old.size > 0, file.size > 0,
-                  old.size <= Self.maxFileBytes, file.size <= Self.maxFileBytes else { continue }
+                old.size <= Self.maxFileBytes, file.size <= Self.maxFileBytes
+            else { continue }
             let cost = file.chunks.reduce(Int64(0)) { $0 + (have.contains($1.sha256) ? 0 : Int64($1.objectLength)) }
             if cost > 0 { candidates.append(Candidate(index: index, old: old, cost: cost)) }
         }
@@ -156,8 +172,10 @@ struct DeltaPackEncoder: Sendable {
 
     /// Encodes the deltas of `candidates` (of `files`), ``batch`` at a time, and appends each that pays to
     /// `writer`, in order; returns the index and the instructions' bytes of each file appended.
-    func append(_ candidates: [Candidate], of files: [FileEntry],
-                to writer: inout DeltaPack.Writer) throws(PatchSyncError) -> [(index: Int, bytes: Int)] {
+    func append(
+        _ candidates: [Candidate], of files: [FileEntry],
+        to writer: inout DeltaPack.Writer
+    ) throws(PatchSyncError) -> [(index: Int, bytes: Int)] {
         var appended: [(index: Int, bytes: Int)] = []
         for start in stride(from: 0, to: candidates.count, by: Self.batch) {
             let batch = Array(candidates[start..<min(start + Self.batch, candidates.count)])
@@ -242,8 +260,9 @@ struct ObjectReader: FileContentSource {
                 }
             }
         } catch {
-            throw PatchSyncError(.localIO, "object \(file.object) of \(file.path) in \(origin) is damaged or missing: \(error)",
-                                 remedy: "publish the build it belongs to again, or give it no delta with --delta-sources 0")
+            throw PatchSyncError(
+                .localIO, "object \(file.object) of \(file.path) in \(origin) is damaged or missing: \(error)",
+                remedy: "publish the build it belongs to again, or give it no delta with --delta-sources 0")
         }
     }
 }

@@ -51,22 +51,30 @@ extension Publisher {
         var shared: [SHA256Digest: SealedObject] { known.withLock { $0.used } }
         var written: Int { counts.withLock { $0.0 } }
         var bytesWritten: Int64 { counts.withLock { $0.1 } }
-        func count(_ object: SealedObject) { counts.withLock { $0.0 += 1; $0.1 += object.length } }
+        func count(_ object: SealedObject) {
+            counts.withLock {
+                $0.0 += 1
+                $0.1 += object.length
+            }
+        }
     }
 
     /// Refuses a release time that has passed, and makes (or, for a publish run again, reads) the
     /// build's content key, written 0600 before any content is sealed with it.
     func prepareSealing(_ preload: Preload, repo: Repository) throws(PatchSyncError) -> Sealing {
         guard preload.releaseAt > options.now else {
-            throw PatchSyncError(.refusedData, "the release time \(Repository.day(preload.releaseAt)) has passed (it is "
-                                 + "\(Repository.day(options.now)) now): a preload must be released later",
-                                 remedy: "give a --release-at in the future, or publish without --release-at for a build "
-                                     + "that is released at once")
+            throw PatchSyncError(
+                .refusedData,
+                "the release time \(Repository.day(preload.releaseAt)) has passed (it is "
+                    + "\(Repository.day(options.now)) now): a preload must be released later",
+                remedy: "give a --release-at in the future, or publish without --release-at for a build "
+                    + "that is released at once")
         }
         let build = options.buildId.value, channel = options.channel.name
         guard !repo.isReleased(channel: channel, build: build) else {
-            throw PatchSyncError(.usage, "build \(build) of \(channel) was released before: its content key is public",
-                                 remedy: "give the preload a new --build-id")
+            throw PatchSyncError(
+                .usage, "build \(build) of \(channel) was released before: its content key is public",
+                remedy: "give the preload a new --build-id")
         }
         let keyFile = Repository.contentKeyPath(preload.contentKeys, channel: channel, build: build)
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
@@ -79,8 +87,9 @@ extension Publisher {
                 key = try ContentKey.read(try FileSystem.read(keyFile, limit: Int(Releases.maxKeyBytes)), what: keyFile, build: build)
             } else {
                 key = try ContentKey.generate()
-                try FileSystem.writeAtomically(try key.file(build: build, channel: channel, releaseAt: preload.releaseAt),
-                                               to: keyFile, mode: 0o600)
+                try FileSystem.writeAtomically(
+                    try key.file(build: build, channel: channel, releaseAt: preload.releaseAt),
+                    to: keyFile, mode: 0o600)
             }
             let scratch = keyFile + ".objects"
             try FileSystem.removeTree(scratch)
@@ -91,9 +100,11 @@ extension Publisher {
 
     /// Seals the new objects of `manifest` (written to the sealing folder) into the origin, seals the
     /// manifest, and publishes the build's preload plan as its target, with the releases role delegated.
-    func publishSealed(_ manifest: inout Manifest, sealing: Sealing, bases: [DeltaBase],
-                       packs: [(source: DeltaSource, files: [Int])], target: String,
-                       repo: inout Repository) throws(PatchSyncError) -> PreloadReport {
+    func publishSealed(
+        _ manifest: inout Manifest, sealing: Sealing, bases: [DeltaBase],
+        packs: [(source: DeltaSource, files: [Int])], target: String,
+        repo: inout Repository
+    ) throws(PatchSyncError) -> PreloadReport {
         let build = options.buildId.value, channel = options.channel.name
         let sealer = Sealer(key: sealing.key, build: build)
         let deltaObjects = Set(packs.map(\.source.object))
@@ -104,7 +115,9 @@ extension Publisher {
             do { length = Int64(try FileDescriptor(path: plain, flags: O_RDONLY).status().st_size) } catch {
                 throw PatchSyncError.wrap(error)
             }
-            let units = deltaObjects.contains(object) ? SealedLayout.fixed(length: length)
+            let units =
+                deltaObjects.contains(object)
+                ? SealedLayout.fixed(length: length)
                 : Sealer.chunkUnits(of: object, entries: manifest.files, length: length) ?? SealedLayout.fixed(length: length)
             let result = try sealer.seal(file: plain, object: object, units: units, into: options.origin)
             sealing.count(result)
@@ -114,20 +127,24 @@ extension Publisher {
         manifest.sealed = sealed.values.sorted { $0.object < $1.object }
         if manifest.sealed?.isEmpty == true { manifest.sealed = nil }
         manifest.formatVersion = manifest.lowestFormat
-        let (sealedManifest, manifestObject) = try sealer.seal(Zlib.gzip(try manifest.encoded()),
-                                                               object: PreloadPlan.manifestLabel(channel: channel, build: build))
+        let (sealedManifest, manifestObject) = try sealer.seal(
+            Zlib.gzip(try manifest.encoded()),
+            object: PreloadPlan.manifestLabel(channel: channel, build: build))
         do { try FileSystem.writeAtomically(sealedManifest, to: OriginLayout(root: options.origin).objectFile(manifestObject.sealed)) } catch {
             throw PatchSyncError.wrap(error)
         }
         var keys = [build: sealing.key.commitment(build: build)]
         for object in sealed.values where object.keyBuild != build {
             let path = Repository.contentKeyPath(options.preload?.contentKeys ?? "", channel: channel, build: object.keyBuild)
-            keys[object.keyBuild] = try ContentKey.read(try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path,
-                                                        build: object.keyBuild).commitment(build: object.keyBuild)
+            keys[object.keyBuild] = try ContentKey.read(
+                try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path,
+                build: object.keyBuild
+            ).commitment(build: object.keyBuild)
         }
         let plan = try PreloadPlanner(manifest: manifest, sealed: sealed, origin: options.origin)
-            .plan(releaseAt: options.preload?.releaseAt ?? options.now, keys: keys, manifestObject: manifestObject,
-                  bases: bases.map(\.manifest), packs: packs)
+            .plan(
+                releaseAt: options.preload?.releaseAt ?? options.now, keys: keys, manifestObject: manifestObject,
+                bases: bases.map(\.manifest), packs: packs)
         let data = try plan.encoded()
         let hash = SHA256Hasher.hash(data).hex
         do { try FileSystem.writeAtomically(data, to: OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash))) } catch {
@@ -145,8 +162,9 @@ extension Publisher {
         for route in plan.routes {
             routes[route.from] = Set(route.bundles.values.joined()).reduce(0) { $0 + $1.length }
         }
-        return PreloadReport(releaseAt: info.preload!.releaseAt, keyFile: sealing.keyFile, sealedObjects: sealing.written,
-                             sealedBytes: sealing.bytesWritten, routes: routes)
+        return PreloadReport(
+            releaseAt: info.preload!.releaseAt, keyFile: sealing.keyFile, sealedObjects: sealing.written,
+            sealedBytes: sealing.bytesWritten, routes: routes)
     }
 
     /// The plain objects a publish wrote under `root`/objects (not the temporary ones).
@@ -178,16 +196,19 @@ struct PreloadPlanner {
         self.origin = origin
     }
 
-    func plan(releaseAt: Date, keys: [String: String], manifestObject: SealedObject, bases: [Manifest],
-              packs: [(source: DeltaSource, files: [Int])]) throws(PatchSyncError) -> PreloadPlan {
+    func plan(
+        releaseAt: Date, keys: [String: String], manifestObject: SealedObject, bases: [Manifest],
+        packs: [(source: DeltaSource, files: [Int])]
+    ) throws(PatchSyncError) -> PreloadPlan {
         var bundlesOf: [SHA256Digest: Set<String>] = [:]
         for file in manifest.files where !file.chunks.isEmpty { bundlesOf[file.object, default: []].insert(file.bundle) }
         for pack in packs {
             bundlesOf[pack.source.object, default: []].formUnion(pack.files.map { manifest.files[$0].bundle })
         }
         let objects = sealed.values.sorted { $0.sealed < $1.sealed }.map { object in
-            PreloadPlan.PlanObject(sealed: object.sealed, length: object.length,
-                                   bundles: (bundlesOf[object.object] ?? []).sorted())
+            PreloadPlan.PlanObject(
+                sealed: object.sealed, length: object.length,
+                bundles: (bundlesOf[object.object] ?? []).sorted())
         }
         let shared = Set(manifest.files.filter { !$0.chunks.isEmpty && sealed[$0.object] == nil }.map(\.object)).sorted()
         var routes: [PreloadPlan.Route] = []
@@ -197,9 +218,10 @@ struct PreloadPlanner {
         }
         // Bundles by name, required and priority only: their paths may name what is new.
         let bundles = manifest.bundles.map { Bundle(name: $0.name, required: $0.required, priority: $0.priority, paths: []) }
-        return PreloadPlan(formatVersion: PreloadPlan.formatVersion, buildId: manifest.buildId.value,
-                           channel: manifest.channel.name, releaseAt: releaseAt, keys: keys, manifest: manifestObject,
-                           bundles: bundles, objects: objects, sharedObjects: shared, routes: routes)
+        return PreloadPlan(
+            formatVersion: PreloadPlan.formatVersion, buildId: manifest.buildId.value,
+            channel: manifest.channel.name, releaseAt: releaseAt, keys: keys, manifest: manifestObject,
+            bundles: bundles, objects: objects, sharedObjects: shared, routes: routes)
     }
 
     /// What a sync from `base` (whole) fetches, per bundle: the same ``Plan`` a client makes, less the
@@ -234,9 +256,10 @@ struct PreloadPlanner {
         }
         if let pack {
             let object = sealed[pack.source.object]
-            let whole = PreloadPlan.SealedRange(object: object?.sealed ?? pack.source.object, offset: 0,
-                                                length: object?.length ?? pack.source.length,
-                                                sha256: object?.sealed ?? pack.source.object)
+            let whole = PreloadPlan.SealedRange(
+                object: object?.sealed ?? pack.source.object, offset: 0,
+                length: object?.length ?? pack.source.length,
+                sha256: object?.sealed ?? pack.source.object)
             for bundle in Set(pack.files.map { manifest.files[$0].bundle }) { ranges[bundle, default: []].insert(whole, at: 0) }
         }
         return PreloadPlan.Route(from: base.buildId.value, bundles: ranges)
@@ -247,9 +270,10 @@ struct PreloadPlanner {
     private func range(of request: [Plan.Need]) throws(PatchSyncError) -> PreloadPlan.SealedRange {
         let first = request[0].chunk, last = request[request.count - 1].chunk
         guard let object = sealed[request[0].object] else {
-            return PreloadPlan.SealedRange(object: request[0].object, offset: first.objectOffset,
-                                           length: last.objectOffset + Int64(last.objectLength) - first.objectOffset,
-                                           sha256: request[0].object)
+            return PreloadPlan.SealedRange(
+                object: request[0].object, offset: first.objectOffset,
+                length: last.objectOffset + Int64(last.objectLength) - first.objectOffset,
+                sha256: request[0].object)
         }
         let layout = SealedLayout(units: object.units)
         guard let from = layout.unit(startingAt: first.objectOffset), let to = layout.unit(startingAt: last.objectOffset) else {
@@ -276,14 +300,18 @@ extension Publisher {
     /// it would come after the preload, so players would never move on to the preload when it unlocks.
     func checkNoPendingPreload(_ repo: Repository) throws(PatchSyncError) {
         let channel = options.channel.name
-        guard let pending = repo.targetFiles.values.compactMap(\.custom)
-            .filter({ $0.channel == channel && $0.buildId != options.buildId.value })
-            .max(by: { $0.sequence < $1.sequence }),
-              let preload = pending.preload, pending.withdrawn != true,
-              !repo.isReleased(channel: channel, build: pending.buildId) else { return }
-        throw PatchSyncError(.usage, "build \(pending.buildId) is preloading on \(channel) until \(Repository.day(preload.releaseAt)); "
-                             + "a build published now would come after it, and players would never move on to it",
-                             remedy: "release it first (`patchsync repo release \(pending.buildId)`), publish this build "
-                                 + "on another channel, or as a preload too (--release-at)")
+        guard
+            let pending = repo.targetFiles.values.compactMap(\.custom)
+                .filter({ $0.channel == channel && $0.buildId != options.buildId.value })
+                .max(by: { $0.sequence < $1.sequence }),
+            let preload = pending.preload, pending.withdrawn != true,
+            !repo.isReleased(channel: channel, build: pending.buildId)
+        else { return }
+        throw PatchSyncError(
+            .usage,
+            "build \(pending.buildId) is preloading on \(channel) until \(Repository.day(preload.releaseAt)); "
+                + "a build published now would come after it, and players would never move on to it",
+            remedy: "release it first (`patchsync repo release \(pending.buildId)`), publish this build "
+                + "on another channel, or as a preload too (--release-at)")
     }
 }

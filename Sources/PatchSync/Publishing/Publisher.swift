@@ -101,8 +101,9 @@ public struct Publisher: Sendable {
         let packer = PackWriter(origin: root, placer: placer, targetSize: options.packSize)
         let entries: [(FileEntry, Int64, ObjectWriter.Pending?)]
         do {
-            entries = try self.entries(for: paths, writer: writer, known: known, sealing: sealing, placer: placer,
-                                       packer: packer, progress: progress)
+            entries = try self.entries(
+                for: paths, writer: writer, known: known, sealing: sealing, placer: placer,
+                packer: packer, progress: progress)
         } catch {
             _ = try? placer.finish()  // what was written is complete: in place, it is reused or replaced next time
             throw error
@@ -115,15 +116,17 @@ public struct Publisher: Sendable {
         }
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
         let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
-        var manifest = Manifest(formatVersion: 1, buildId: options.buildId,
-                                channel: options.channel, sequence: sequence, chunking: options.chunking,
-                                bundles: options.bundles.bundles, files: files, links: links, folders: folders)
+        var manifest = Manifest(
+            formatVersion: 1, buildId: options.buildId,
+            channel: options.channel, sequence: sequence, chunking: options.chunking,
+            bundles: options.bundles.bundles, files: files, links: links, folders: folders)
         manifest.formatVersion = manifest.lowestFormat
         try Self.checkPublishable(manifest, folder: options.buildDirectory)
-        var report = Report(buildId: options.buildId.value, channel: options.channel.name,
-                            sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
-                            objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
-                            manifestTarget: target)
+        var report = Report(
+            buildId: options.buildId.value, channel: options.channel.name,
+            sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
+            objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
+            manifestTarget: target)
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
@@ -135,8 +138,9 @@ public struct Publisher: Sendable {
         report.deltas = (manifest.deltas ?? []).map { DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length) }
         if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
         if let sealing {
-            report.preload = try publishSealed(&manifest, sealing: sealing, bases: bases, packs: packs, target: target,
-                                               repo: &repo)
+            report.preload = try publishSealed(
+                &manifest, sealing: sealing, bases: bases, packs: packs, target: target,
+                repo: &repo)
             report.objectsWritten = sealing.written
             report.objectBytesWritten = sealing.bytesWritten
         } else {
@@ -147,8 +151,10 @@ public struct Publisher: Sendable {
     }
 
     /// The manifest this build folder would get, computed without writing anything (for `diff`).
-    public static func describe(buildDirectory: String, bundles: BundleRules, chunking: ChunkingParameters = .standard,
-                                dereferenceExternal: Bool = false) throws(PatchSyncError) -> Manifest {
+    public static func describe(
+        buildDirectory: String, bundles: BundleRules, chunking: ChunkingParameters = .standard,
+        dereferenceExternal: Bool = false
+    ) throws(PatchSyncError) -> Manifest {
         let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
         var files: [FileEntry] = []
         let folder = try BuildFolder.scan(buildDirectory, dereferenceExternal: dereferenceExternal)
@@ -161,12 +167,15 @@ public struct Publisher: Sendable {
                 throw PatchSyncError.wrap(error).during("reading \(full)")
             }
             let result = try writer.describe(file: full)
-            files.append(FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
-                                   bundle: try bundles.bundle(for: path).name, chunks: result.chunks))
+            files.append(
+                FileEntry(
+                    path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                    bundle: try bundles.bundle(for: path).name, chunks: result.chunks))
         }
         guard let id = try? BuildID("local") else { throw PatchSyncError(.internal, "'local' is a valid build id") }
-        let manifest = Manifest(formatVersion: Manifest.formatVersion, buildId: id, channel: .live, sequence: 0,
-                                chunking: chunking, bundles: bundles.bundles, files: files, links: links, folders: folders)
+        let manifest = Manifest(
+            formatVersion: Manifest.formatVersion, buildId: id, channel: .live, sequence: 0,
+            chunking: chunking, bundles: bundles.bundles, files: files, links: links, folders: folders)
         try checkPublishable(manifest, folder: buildDirectory)
         return manifest
     }
@@ -189,9 +198,11 @@ public struct Publisher: Sendable {
     /// other cores waiting, and none waits for this thread's packing; workers stay within ``window``
     /// files and ``windowBytes`` of small files' stored bytes ahead of it, so memory stays bounded
     /// whatever the build. `progress` runs on the calling thread.
-    private func entries(for paths: [String], writer: ObjectWriter, known: KnownLayouts, sealing: Sealing?,
-                         placer: ObjectPlacer, packer: PackWriter,
-                         progress: (Int, Int) -> Void) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
+    private func entries(
+        for paths: [String], writer: ObjectWriter, known: KnownLayouts, sealing: Sealing?,
+        placer: ObjectPlacer, packer: PackWriter,
+        progress: (Int, Int) -> Void
+    ) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
         typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
         var out = [Entry?](repeating: nil, count: paths.count)
         let workers = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
@@ -317,8 +328,10 @@ public struct Publisher: Sendable {
     /// as it is, never recompressed: an object path names one set of bytes. An object that no manifest
     /// describes was left by a publish that stopped before its manifest; it is written again and
     /// replaced. A new file up to ``Options/smallFileBytes`` is chunked and deflated into memory for a pack.
-    private func entry(for path: String, writer: ObjectWriter, known: KnownLayouts,
-                       sealing: Sealing?) throws(PatchSyncError) -> Prepared {
+    private func entry(
+        for path: String, writer: ObjectWriter, known: KnownLayouts,
+        sealing: Sealing?
+    ) throws(PatchSyncError) -> Prepared {
         let full = options.buildDirectory + "/" + path
         let mode: UInt32, sha: SHA256Digest?, size: Int64
         do {
@@ -333,32 +346,43 @@ public struct Publisher: Sendable {
         let bundle = try options.bundles.bundle(for: path).name
         let origin = OriginLayout(root: options.origin)
         if let sha, let old = try known.layout(of: sha, readingOlder: FileSystem.exists(origin.objectFile(sha))),
-           FileSystem.exists(origin.objectFile(old.object)) || sealing?.reuse(old.object) == true {
+            FileSystem.exists(origin.objectFile(old.object)) || sealing?.reuse(old.object) == true
+        {
             let largest = old.chunks.map(\.length).max() ?? 0
             guard largest <= options.chunking.maxSize else {
-                throw PatchSyncError(.usage, "\(path) is already in the origin as object \(sha), in chunks of up to "
-                                     + "\(largest) bytes; this publish's chunking allows at most \(options.chunking.maxSize)",
-                                     remedy: "publish with --chunk-size \((largest + 4095) / 4096) or more (chunks may reach "
-                                         + "4× the average size), or into a new origin")
+                throw PatchSyncError(
+                    .usage,
+                    "\(path) is already in the origin as object \(sha), in chunks of up to "
+                        + "\(largest) bytes; this publish's chunking allows at most \(options.chunking.maxSize)",
+                    remedy: "publish with --chunk-size \((largest + 4095) / 4096) or more (chunks may reach "
+                        + "4× the average size), or into a new origin")
             }
-            return .entry(FileEntry(path: path, size: old.size, mode: mode, sha256: sha, object: old.object, bundle: bundle,
-                                    chunks: old.chunks), 0, nil)
+            return .entry(
+                FileEntry(
+                    path: path, size: old.size, mode: mode, sha256: sha, object: old.object, bundle: bundle,
+                    chunks: old.chunks), 0, nil)
         }
         if size <= Int64(options.smallFileBytes) {
             let (result, stored) = try writer.collect(file: full, knownHash: sha)
-            return .small(FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
-                                    bundle: bundle, chunks: result.chunks), stored)
+            return .small(
+                FileEntry(
+                    path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                    bundle: bundle, chunks: result.chunks), stored)
         }
         let result = try writer.write(file: full, knownHash: sha)
-        return .entry(FileEntry(path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
-                                bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
+        return .entry(
+            FileEntry(
+                path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
     }
 
     /// The layouts of the objects that manifests in the origin describe (``KnownLayouts``).
     /// A preload publish also reads the preloads before it, with their keys from the key folder, and
     /// may share their sealed objects; any other publish leaves preloads out (their objects are sealed).
-    private func knownObjects(_ repo: Repository, loaded bases: [DeltaBase], republishing target: String,
-                              sealing: Sealing?) throws(PatchSyncError) -> KnownLayouts {
+    private func knownObjects(
+        _ repo: Repository, loaded bases: [DeltaBase], republishing target: String,
+        sealing: Sealing?
+    ) throws(PatchSyncError) -> KnownLayouts {
         let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
         let released = repo.releasedKeys
         let targets = repo.targetFiles.filter { entry in
@@ -367,8 +391,9 @@ public struct Publisher: Sendable {
         }
         return try KnownLayouts(targets: targets, first: target) { (path, target) throws(PatchSyncError) in
             if let manifest = loaded[path] { return manifest }
-            let manifest = try Repository.manifest(in: self.options.origin, path, target,
-                                                   contentKeys: self.options.preload?.contentKeys, released: released)
+            let manifest = try Repository.manifest(
+                in: self.options.origin, path, target,
+                contentKeys: self.options.preload?.contentKeys, released: released)
             sealing?.learn(manifest, channel: self.options.channel)
             return manifest
         }
@@ -381,35 +406,43 @@ public struct Publisher: Sendable {
 
     /// A build id published before must have the same content: re-running publish is a no-op.
     /// The delta packs are left out of the comparison: they depend on the builds published since.
-    private func checkSamePublish(_ target: String, _ existing: TargetFile, released: [String: TargetFile],
-                                  _ manifest: inout Manifest) throws(PatchSyncError) -> Int {
-        let published = try Repository.manifest(in: options.origin, target, existing, contentKeys: options.preload?.contentKeys,
-                                                released: released)
+    private func checkSamePublish(
+        _ target: String, _ existing: TargetFile, released: [String: TargetFile],
+        _ manifest: inout Manifest
+    ) throws(PatchSyncError) -> Int {
+        let published = try Repository.manifest(
+            in: options.origin, target, existing, contentKeys: options.preload?.contentKeys,
+            released: released)
         manifest.sequence = published.sequence
         manifest.deltas = published.deltas
         manifest.sealed = published.sealed
         manifest.formatVersion = published.formatVersion  // a build published before packs: same content, older format
         guard manifest == published else {
-            throw PatchSyncError(.usage, "build \(options.buildId) is already published on \(options.channel) "
-                                 + "with other content", remedy: "give the new build a new --build-id")
+            throw PatchSyncError(
+                .usage,
+                "build \(options.buildId) is already published on \(options.channel) "
+                    + "with other content", remedy: "give the new build a new --build-id")
         }
         return manifest.sequence
     }
 
     /// Writes `manifest` as the target `target`, with manifest deltas from `deltaBases`, and commits new
     /// signed metadata.
-    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [DeltaBase] = [],
-                       promotedFrom: String? = nil, rollback: RollbackNote? = nil,
-                       withdrawing: String? = nil) throws(PatchSyncError) {
+    func writeManifest(
+        _ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [DeltaBase] = [],
+        promotedFrom: String? = nil, rollback: RollbackNote? = nil,
+        withdrawing: String? = nil
+    ) throws(PatchSyncError) {
         let json = try manifest.encoded()
         let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
         let data = Zlib.gzip(json)
         let hash = SHA256Hasher.hash(data).hex
         let file = OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash))
         do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
-        var info = ManifestTargetInfo(channel: manifest.channel.name, buildId: manifest.buildId.value,
-                                      sequence: manifest.sequence,
-                                      manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas)
+        var info = ManifestTargetInfo(
+            channel: manifest.channel.name, buildId: manifest.buildId.value,
+            sequence: manifest.sequence,
+            manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas)
         info.files = manifest.files.count
         info.size = manifest.totalSize
         info.promotedFrom = promotedFrom

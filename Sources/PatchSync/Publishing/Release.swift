@@ -39,12 +39,14 @@ public struct Release: Sendable {
         }
         let source = Manifest.targetPath(channel: from, buildId: build)
         guard let file = repo.targetFiles[source] else {
-            throw PatchSyncError(.usage, "channel \(from) of \(origin) lists no build \(build)",
-                                 remedy: "see `patchsync repo status --origin \(origin)` for the builds each channel lists")
+            throw PatchSyncError(
+                .usage, "channel \(from) of \(origin) lists no build \(build)",
+                remedy: "see `patchsync repo status --origin \(origin)` for the builds each channel lists")
         }
         guard file.custom?.preload == nil else {
-            throw PatchSyncError(.usage, "build \(build) of \(from) is a preload: its content is sealed with a key of \(from)",
-                                 remedy: "publish the build folder on \(to) (with --release-at for a preload there)")
+            throw PatchSyncError(
+                .usage, "build \(build) of \(from) is a preload: its content is sealed with a key of \(from)",
+                remedy: "publish the build folder on \(to) (with --release-at for a preload there)")
         }
         var manifest = try repo.manifest(source, file)
         let target = Manifest.targetPath(channel: to, buildId: build)
@@ -52,19 +54,22 @@ public struct Release: Sendable {
         if let existing = repo.targetFiles[target] {
             let published = try repo.manifest(target, existing)
             guard published.files == manifest.files else {
-                throw PatchSyncError(.usage, "channel \(to) already lists a build \(build) with other content",
-                                     remedy: "publish the tested build under a new --build-id, then promote that")
+                throw PatchSyncError(
+                    .usage, "channel \(to) already lists a build \(build) with other content",
+                    remedy: "publish the tested build under a new --build-id, then promote that")
             }
             if newest?.info.buildId == build.value {
-                return Report(buildId: build.value, channel: to.name, sequence: published.sequence, promotedFrom: from.name,
-                              alreadyCurrent: true, manifestTarget: target, warnings: repo.expiryWarnings(now: now))
+                return Report(
+                    buildId: build.value, channel: to.name, sequence: published.sequence, promotedFrom: from.name,
+                    alreadyCurrent: true, manifestTarget: target, warnings: repo.expiryWarnings(now: now))
             }
         }
         manifest.channel = to
         manifest.sequence = (newest?.info.sequence ?? 0) + 1
         try write(manifest, target: target, repo: &repo, promotedFrom: from.name, rollback: nil)
-        return Report(buildId: build.value, channel: to.name, sequence: manifest.sequence, promotedFrom: from.name,
-                      alreadyCurrent: false, manifestTarget: target, warnings: repo.expiryWarnings(now: now))
+        return Report(
+            buildId: build.value, channel: to.name, sequence: manifest.sequence, promotedFrom: from.name,
+            alreadyCurrent: false, manifestTarget: target, warnings: repo.expiryWarnings(now: now))
     }
 
     /// Puts an earlier build back on `channel` as a new sequence, so that clients move to it with every
@@ -81,8 +86,9 @@ public struct Release: Sendable {
         if let to {
             chosen = builds.first { $0.info.buildId == to.value }
             guard chosen != nil else {
-                throw PatchSyncError(.usage, "channel \(channel) of \(origin) lists no build \(to)",
-                                     remedy: "see `patchsync repo status --origin \(origin)`; builds beyond --keep-builds are no longer listed")
+                throw PatchSyncError(
+                    .usage, "channel \(channel) of \(origin) lists no build \(to)",
+                    remedy: "see `patchsync repo status --origin \(origin)`; builds beyond --keep-builds are no longer listed")
             }
             guard to.value != current.info.buildId else {
                 throw PatchSyncError(.usage, "build \(to) is already the newest on \(channel)", remedy: "name an earlier build with --to")
@@ -91,21 +97,27 @@ public struct Release: Sendable {
             chosen = builds.dropFirst().first { $0.info.buildId != current.info.buildId && !left.contains($0.info.buildId) }
         }
         guard let chosen else {
-            throw PatchSyncError(.usage, "channel \(channel) lists no earlier build to go back to",
-                                 remedy: "publish a fixed build instead, or name one with --to")
+            throw PatchSyncError(
+                .usage, "channel \(channel) lists no earlier build to go back to",
+                remedy: "publish a fixed build instead, or name one with --to")
         }
         guard chosen.info.preload == nil else {
-            throw PatchSyncError(.usage, "build \(chosen.info.buildId) of \(channel) was published as a preload: its content is "
-                                 + "sealed, and a rollback would list it as a plain build", remedy: "name another build with --to, "
-                                     + "or publish the build folder again under a new --build-id")
+            throw PatchSyncError(
+                .usage,
+                "build \(chosen.info.buildId) of \(channel) was published as a preload: its content is "
+                    + "sealed, and a rollback would list it as a plain build",
+                remedy: "name another build with --to, "
+                    + "or publish the build folder again under a new --build-id")
         }
         var manifest = try repo.manifest(chosen.path, chosen.file)
         manifest.sequence = current.info.sequence + 1
         let note = RollbackNote(from: current.info.buildId, reason: reason)
-        try write(manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note,
-                  withdrawing: current.path)
-        return Report(buildId: chosen.info.buildId, channel: channel.name, sequence: manifest.sequence, rollback: note,
-                      alreadyCurrent: false, manifestTarget: chosen.path, warnings: repo.expiryWarnings(now: now))
+        try write(
+            manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note,
+            withdrawing: current.path)
+        return Report(
+            buildId: chosen.info.buildId, channel: channel.name, sequence: manifest.sequence, rollback: note,
+            alreadyCurrent: false, manifestTarget: chosen.path, warnings: repo.expiryWarnings(now: now))
     }
 
     /// The builds `channel` lists, newest (highest sequence) first.
@@ -116,16 +128,20 @@ public struct Release: Sendable {
         }.sorted { $0.info.sequence > $1.info.sequence }
     }
 
-    private func write(_ manifest: Manifest, target: String, repo: inout Repository, promotedFrom: String?,
-                       rollback: RollbackNote?, withdrawing: String? = nil) throws(PatchSyncError) {
-        var options = Publisher.Options(buildDirectory: "", origin: origin, buildId: manifest.buildId,
-                                        bundles: try BundleRules(bundles: manifest.bundles))
+    private func write(
+        _ manifest: Manifest, target: String, repo: inout Repository, promotedFrom: String?,
+        rollback: RollbackNote?, withdrawing: String? = nil
+    ) throws(PatchSyncError) {
+        var options = Publisher.Options(
+            buildDirectory: "", origin: origin, buildId: manifest.buildId,
+            bundles: try BundleRules(bundles: manifest.bundles))
         options.channel = manifest.channel
         options.keepBuilds = keepBuilds
         options.now = now
         let publisher = Publisher(options: options, signers: signers)
-        try publisher.writeManifest(manifest, target: target, repo: &repo,
-                                    deltaBases: try publisher.deltaBases(repo, sequence: manifest.sequence),
-                                    promotedFrom: promotedFrom, rollback: rollback, withdrawing: withdrawing)
+        try publisher.writeManifest(
+            manifest, target: target, repo: &repo,
+            deltaBases: try publisher.deltaBases(repo, sequence: manifest.sequence),
+            promotedFrom: promotedFrom, rollback: rollback, withdrawing: withdrawing)
     }
 }

@@ -39,8 +39,10 @@ final class ChunkPipeline: Sendable {
     private static let lookahead = 16
 
     /// Starts `workers` threads sharing a queue of at most `capacityBytes` stored bytes.
-    init(files: StagedFiles, workers: Int = ProcessInfo.processInfo.activeProcessorCount,
-         capacityBytes: Int = 32 << 20) {
+    init(
+        files: StagedFiles, workers: Int = ProcessInfo.processInfo.activeProcessorCount,
+        capacityBytes: Int = 32 << 20
+    ) {
         self.files = files
         self.capacityBytes = capacityBytes
         let workerCount = max(1, min(workers, 8))
@@ -77,8 +79,11 @@ final class ChunkPipeline: Sendable {
         lock.withLock(when: { $0.head < $0.queue.count || $0.stopping }) { state -> Job? in
             guard state.head < state.queue.count else { return nil }
             let head = state.head
-            let pick = head + Self.pick(state.queue[head...].prefix(Self.lookahead).map { $0.need.destinations.first?.path },
-                                        avoiding: state.inProgress.compactMap { $0 })
+            let pick =
+                head
+                + Self.pick(
+                    state.queue[head...].prefix(Self.lookahead).map { $0.need.destinations.first?.path },
+                    avoiding: state.inProgress.compactMap { $0 })
             if pick != head { state.queue.swapAt(head, pick) }
             let job = state.queue[head]
             state.inProgress[worker] = job.need.destinations.first?.path
@@ -132,11 +137,16 @@ final class ChunkPipeline: Sendable {
     /// Inflates and checks one chunk, then writes it to every place it goes.
     private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer, inflater: Zlib.Inflater) -> PatchSyncError? {
         let chunk = job.need.chunk
-        guard let content = chunk.verifiedContent(of: UnsafeRawBufferPointer(job.stored), scratch: inflated,
-                                                           inflater: inflater) else {
-            return PatchSyncError(.refusedData, "object \(job.need.object) from \(job.results.url): the chunk at object "
-                                  + "offset \(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
-                                  remedy: "the mirror serves a damaged or tampered object; report it to the publisher")
+        guard
+            let content = chunk.verifiedContent(
+                of: UnsafeRawBufferPointer(job.stored), scratch: inflated,
+                inflater: inflater)
+        else {
+            return PatchSyncError(
+                .refusedData,
+                "object \(job.need.object) from \(job.results.url): the chunk at object "
+                    + "offset \(chunk.objectOffset) does not match its signed SHA-256 \(chunk.sha256)",
+                remedy: "the mirror serves a damaged or tampered object; report it to the publisher")
         }
         do { try files.write(content, chunk: chunk.sha256, to: job.need.destinations) } catch { return error }
         return nil

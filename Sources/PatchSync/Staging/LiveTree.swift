@@ -25,7 +25,7 @@ struct LiveTree: Sendable {
         for file in manifest.files {
             let full = directory + "/" + file.path
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFREG,
-                  Int64(st.st_size) == file.size, UInt32(st.st_mode) & 0o777 == Install.installedMode(file.mode)
+                Int64(st.st_size) == file.size, UInt32(st.st_mode) & 0o777 == Install.installedMode(file.mode)
             else { continue }
             let now = StateStore.FileStat(st)
             if cache[file.path] != now {

@@ -62,8 +62,10 @@ struct Plan: Sendable {
 extension Plan {
     /// Plans `manifest` against the verified live files (content and mode → absolute path)
     /// and the chunks already recorded done.
-    init(manifest: Manifest, live: [Content: String], liveChunks: [SHA256Digest: LocalChunk],
-         done: Set<StateStore.ChunkRef>) {
+    init(
+        manifest: Manifest, live: [Content: String], liveChunks: [SHA256Digest: LocalChunk],
+        done: Set<StateStore.ChunkRef>
+    ) {
         self.done = done
         let ranks = BundleSelection.ranks(manifest.bundles)
         var needs: [SHA256Digest: Need] = [:]
@@ -78,8 +80,9 @@ extension Plan {
             where !done.contains(StateStore.ChunkRef(path: file.path, index: index)) {
                 let destination = Destination(path: file.path, index: index, offset: chunk.offset)
                 if needs[chunk.sha256] == nil {
-                    needs[chunk.sha256] = Need(chunk: chunk, object: file.object, destinations: [],
-                                               rank: ranks[file.bundle] ?? 0)
+                    needs[chunk.sha256] = Need(
+                        chunk: chunk, object: file.object, destinations: [],
+                        rank: ranks[file.bundle] ?? 0)
                     order.append(chunk.sha256)
                 }
                 needs[chunk.sha256]!.destinations.append(destination)

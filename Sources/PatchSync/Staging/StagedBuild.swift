@@ -67,8 +67,10 @@ struct StagedBuild: Sendable {
     }
 
     /// Prepares one file; returns the recorded chunks that still vouch for its bytes.
-    private func prepare(_ file: FileEntry, _ recorded: [StateStore.ChunkRecord], stamp: StateStore.FileStamp?,
-                         in tree: TreeRoot, into prepared: inout Prepared) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
+    private func prepare(
+        _ file: FileEntry, _ recorded: [StateStore.ChunkRecord], stamp: StateStore.FileStamp?,
+        in tree: TreeRoot, into prepared: inout Prepared
+    ) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
         do {
             // Beneath the tree's descriptor: a folder swapped for a link hides what is behind it
             // (nothing found, nothing removed there), and the link is replaced by a real folder below.
@@ -105,8 +107,10 @@ struct StagedBuild: Sendable {
     }
 
     /// The records (of the manifest's chunks) whose bytes in the file still hash to their chunk.
-    private func stillVerified(_ file: FileEntry, _ wanted: [StateStore.ChunkRecord],
-                               in tree: TreeRoot) throws(Errno) -> Set<StateStore.ChunkRef> {
+    private func stillVerified(
+        _ file: FileEntry, _ wanted: [StateStore.ChunkRecord],
+        in tree: TreeRoot
+    ) throws(Errno) -> Set<StateStore.ChunkRef> {
         let fd = try tree.open(file.path, flags: O_RDONLY)
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
         defer { buffer.deallocate() }
@@ -128,10 +132,12 @@ struct StagedBuild: Sendable {
     /// again after the deltas wrote theirs.
     func recorded(_ manifest: Manifest) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
         let files = Dictionary(manifest.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        return Set(try state.chunkRecords(identity.name).compactMap { record in
-            guard let file = files[record.ref.path], file.chunks.indices.contains(record.ref.index),
-                  file.chunks[record.ref.index].sha256.hex == record.sha256 else { return nil }
-            return record.ref
-        })
+        return Set(
+            try state.chunkRecords(identity.name).compactMap { record in
+                guard let file = files[record.ref.path], file.chunks.indices.contains(record.ref.index),
+                    file.chunks[record.ref.index].sha256.hex == record.sha256
+                else { return nil }
+                return record.ref
+            })
     }
 }

@@ -36,8 +36,9 @@ final class StagedFiles: Sendable {
         /// Whether the flusher has work: enough pending, or a fetch waiting for what is pending;
         /// never while a flush runs.
         var flushDue: Bool {
-            !flushing && (pending.count >= StagedFiles.flushChunks || pendingBytes >= StagedFiles.flushBytes
-                          || (!waiters.isEmpty && !pending.isEmpty))
+            !flushing
+                && (pending.count >= StagedFiles.flushChunks || pendingBytes >= StagedFiles.flushBytes
+                    || (!waiters.isEmpty && !pending.isEmpty))
         }
     }
 
@@ -59,7 +60,6 @@ final class StagedFiles: Sendable {
     static let flushChunks = 64
     static let flushBytes = 4 << 20
 
-
     /// Files that their first write creates, at their final size (``StagedBuild/Prepared/toCreate``).
     private let toCreate: [String: Int64]
 
@@ -76,8 +76,10 @@ final class StagedFiles: Sendable {
     }
 
     /// Writes a verified chunk (`sha256`) to each destination, then queues the destinations to be recorded.
-    func write(_ bytes: UnsafeRawBufferPointer, chunk sha256: SHA256Digest,
-               to destinations: [Plan.Destination]) throws(PatchSyncError) {
+    func write(
+        _ bytes: UnsafeRawBufferPointer, chunk sha256: SHA256Digest,
+        to destinations: [Plan.Destination]
+    ) throws(PatchSyncError) {
         var inodes: [Int64] = []
         for destination in destinations {
             do {
@@ -153,7 +155,11 @@ final class StagedFiles: Sendable {
     /// Takes the pending records, syncs their files and records them; the caller has set `flushing`.
     private func flushPending() {
         let (refs, paths, ticket) = lock.withLock { shared -> ([StateStore.ChunkRecord], Set<String>, Int64) in
-            defer { shared.pending = []; shared.pendingFiles = []; shared.pendingBytes = 0 }
+            defer {
+                shared.pending = []
+                shared.pendingFiles = []
+                shared.pendingBytes = 0
+            }
             return (shared.pending, shared.pendingFiles, shared.bytesWritten)
         }
         if !refs.isEmpty { CrashPoint.batchWritten.reached() }
@@ -221,7 +227,8 @@ final class StagedFiles: Sendable {
         let st = try file.status()
         let inode = Int64(st.st_ino)
         guard (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1, expected == nil || expected == inode,
-              Int64(st.st_size) <= (toCreate[path] ?? Int64.max) else {
+            Int64(st.st_size) <= (toCreate[path] ?? Int64.max)
+        else {
             throw Errno(ESTALE, "staging (the file was replaced while the sync ran; run sync again)", full)
         }
         return lock.withLock { shared in

@@ -108,8 +108,14 @@ final class Database: @unchecked Sendable {
         case text(String)
         case null
 
-        var integer: Int64? { if case .integer(let i) = self { return i }; return nil }
-        var text: String? { if case .text(let s) = self { return s }; return nil }
+        var integer: Int64? {
+            if case .integer(let i) = self { return i }
+            return nil
+        }
+        var text: String? {
+            if case .text(let s) = self { return s }
+            return nil
+        }
     }
 
     fileprivate func prepare(_ sql: String) throws(PatchSyncError) -> OpaquePointer {
@@ -147,8 +153,10 @@ final class Database: @unchecked Sendable {
     fileprivate func failure(_ what: String) -> PatchSyncError {
         let message = String(cString: sqlite3_errmsg(handle))
         let code = sqlite3_errcode(handle)
-        return PatchSyncError(.localIO, "state database \(path): \(message) (in \(what.prefix(60)))",
-                              remedy: code == SQLITE_FULL ? "free disk space and run again; progress is kept"
-                                  : "check the disk holding \(path), then run again; the live build is untouched")
+        return PatchSyncError(
+            .localIO, "state database \(path): \(message) (in \(what.prefix(60)))",
+            remedy: code == SQLITE_FULL
+                ? "free disk space and run again; progress is kept"
+                : "check the disk holding \(path), then run again; the live build is untouched")
     }
 }

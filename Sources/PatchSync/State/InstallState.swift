@@ -117,8 +117,9 @@ extension InstallState {
         current = identity.name
         // Another deployment of the same manifest (other bundles, a repaired copy) is no build to roll back
         // to: it leaves the history, so `previous` stays the build before, and apply retires its folder.
-        history = Array((history.filter { $0 != identity.name && deployed[$0]?.manifest != identity.manifest }
-            + [identity.name]).suffix(Self.historyLimit))
+        history = Array(
+            (history.filter { $0 != identity.name && deployed[$0]?.manifest != identity.manifest }
+                + [identity.name]).suffix(Self.historyLimit))
         deployed[identity.name] = identity
         deployed = deployed.filter { history.contains($0.key) }
         if ready?.name == identity.name { ready = nil }

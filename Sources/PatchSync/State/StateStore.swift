@@ -69,7 +69,8 @@ final class StateStore: Sendable {
     init(path: String, readOnly: Bool = false) throws(PatchSyncError) {
         database = try Database(path: path, readOnly: readOnly)
         if !readOnly {
-            try database.execute("""
+            try database.execute(
+                """
                 CREATE TABLE IF NOT EXISTS install_state(id INTEGER PRIMARY KEY CHECK (id = 1),
                     version INTEGER NOT NULL, body TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS stat_cache(build TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
@@ -99,19 +100,23 @@ final class StateStore: Sendable {
     /// it back with whatever the change implies for the resume records (a deployment that is no longer
     /// being staged loses them). Then `point` is reached (tests kill there).
     @discardableResult
-    func update<T>(_ point: CrashPoint? = nil,
-                   _ transition: (inout InstallState) throws(PatchSyncError) -> T) throws(PatchSyncError) -> T {
+    func update<T>(
+        _ point: CrashPoint? = nil,
+        _ transition: (inout InstallState) throws(PatchSyncError) -> T
+    ) throws(PatchSyncError) -> T {
         let result = try database.transaction { (t) throws(PatchSyncError) -> T in
             let before = try Self.decode(try t.query("SELECT version, body FROM install_state WHERE id = 1"))
             var after = before
             let result = try transition(&after)
             guard after != before else { return result }
-            try t.run("INSERT OR REPLACE INTO install_state(id, version, body) VALUES(1, ?, ?)",
-                      rows: [[.integer(Int64(InstallState.formatVersion)), .text(try Self.encode(after))]])
+            try t.run(
+                "INSERT OR REPLACE INTO install_state(id, version, body) VALUES(1, ?, ?)",
+                rows: [[.integer(Int64(InstallState.formatVersion)), .text(try Self.encode(after))]])
             if before.staging != after.staging {
                 for table in ["staged_chunk", "staged_file"] {
-                    try t.run("DELETE FROM \(table) WHERE deployment IS NOT ?",
-                              rows: [[after.staging.map { .text($0.name) } ?? .null]])
+                    try t.run(
+                        "DELETE FROM \(table) WHERE deployment IS NOT ?",
+                        rows: [[after.staging.map { .text($0.name) } ?? .null]])
                 }
             }
             return result
@@ -123,13 +128,16 @@ final class StateStore: Sendable {
     private static func decode(_ rows: [[Database.Value]]) throws(PatchSyncError) -> InstallState {
         guard let row = rows.first else { return InstallState() }
         guard let version = row[0].integer, version <= InstallState.formatVersion else {
-            throw PatchSyncError(.refusedData, "the install's state.db was written by a newer PatchSync "
-                                 + "(state format \(row[0].integer ?? -1), this one reads \(InstallState.formatVersion))",
-                                 remedy: "update PatchSync, or create the install again with `patchsync init`")
+            throw PatchSyncError(
+                .refusedData,
+                "the install's state.db was written by a newer PatchSync "
+                    + "(state format \(row[0].integer ?? -1), this one reads \(InstallState.formatVersion))",
+                remedy: "update PatchSync, or create the install again with `patchsync init`")
         }
         do { return try JSONDecoder.iso.decode(InstallState.self, from: Data((row[1].text ?? "").utf8)) } catch {
-            throw PatchSyncError(.localIO, "the install's state in state.db does not decode",
-                                 remedy: "create the install again with `patchsync init`", cause: error)
+            throw PatchSyncError(
+                .localIO, "the install's state in state.db does not decode",
+                remedy: "create the install again with `patchsync init`", cause: error)
         }
     }
 
@@ -145,19 +153,24 @@ final class StateStore: Sendable {
 
     func statCache(build: String) throws(PatchSyncError) -> [String: FileStat] {
         var cache: [String: FileStat] = [:]
-        for row in try database.query("SELECT path, size, mtime_ns, inode FROM stat_cache WHERE build = ?",
-                                      [.text(build)]) {
+        for row in try database.query(
+            "SELECT path, size, mtime_ns, inode FROM stat_cache WHERE build = ?",
+            [.text(build)])
+        {
             guard let path = row[0].text, let size = row[1].integer, let mtime = row[2].integer,
-                  let inode = row[3].integer else { continue }
+                let inode = row[3].integer
+            else { continue }
             cache[path] = FileStat(size: size, modifiedNanoseconds: mtime, inode: inode)
         }
         return cache
     }
 
     func saveStatCache(build: String, _ entries: [String: FileStat]) throws(PatchSyncError) {
-        try database.run("""
+        try database.run(
+            """
             INSERT OR REPLACE INTO stat_cache(build, path, size, mtime_ns, inode) VALUES(?, ?, ?, ?, ?)
-            """, rows: entries.map { path, s in
+            """,
+            rows: entries.map { path, s in
                 [.text(build), .text(path), .integer(s.size), .integer(s.modifiedNanoseconds), .integer(s.inode)]
             })
     }
@@ -172,17 +185,24 @@ final class StateStore: Sendable {
     }
 
     func saveBuildFiles(build: String, _ files: [BuildFile]) throws(PatchSyncError) {
-        try database.run("INSERT OR REPLACE INTO build_file(build, path, size, mode, sha256) VALUES(?, ?, ?, ?, ?)",
-                         rows: files.map { [.text(build), .text($0.path), .integer($0.size), .integer(Int64($0.mode)),
-                                            .text($0.sha256)] })
+        try database.run(
+            "INSERT OR REPLACE INTO build_file(build, path, size, mode, sha256) VALUES(?, ?, ?, ?, ?)",
+            rows: files.map {
+                [
+                    .text(build), .text($0.path), .integer($0.size), .integer(Int64($0.mode)),
+                    .text($0.sha256)
+                ]
+            })
     }
 
     /// A deployment's files with what the stat cache remembers of each (nil where it has nothing), in one query.
     func buildFiles(build: String) throws(PatchSyncError) -> [(BuildFile, FileStat?)] {
-        try database.query("""
+        try database.query(
+            """
             SELECT b.path, b.size, b.mode, b.sha256, s.size, s.mtime_ns, s.inode FROM build_file b
             LEFT JOIN stat_cache s ON s.build = b.build AND s.path = b.path WHERE b.build = ?
-            """, [.text(build)]).compactMap { row in
+            """, [.text(build)]
+        ).compactMap { row in
             guard let path = row[0].text, let size = row[1].integer, let mode = row[2].integer, let sha = row[3].text
             else { return nil }
             let cached = row[4].integer.flatMap { size in
@@ -207,8 +227,10 @@ final class StateStore: Sendable {
 
     /// The resume records of `deployment`.
     func chunkRecords(_ deployment: String) throws(PatchSyncError) -> [ChunkRecord] {
-        try database.query("SELECT path, chunk, sha256, inode FROM staged_chunk WHERE deployment = ?",
-                           [.text(deployment)]).compactMap { row in
+        try database.query(
+            "SELECT path, chunk, sha256, inode FROM staged_chunk WHERE deployment = ?",
+            [.text(deployment)]
+        ).compactMap { row in
             guard let path = row[0].text, let index = row[1].integer, let sha = row[2].text, let inode = row[3].integer
             else { return nil }
             return ChunkRecord(ref: ChunkRef(path: path, index: Int(index)), sha256: sha, inode: inode)
@@ -220,24 +242,36 @@ final class StateStore: Sendable {
     func recordDone(_ deployment: String, _ records: [ChunkRecord], stamps: [FileStamp] = []) throws(PatchSyncError) {
         guard !records.isEmpty else { return }
         try database.transaction { (t) throws(PatchSyncError) in
-            try t.run("INSERT OR REPLACE INTO staged_chunk(deployment, path, chunk, sha256, inode) VALUES(?, ?, ?, ?, ?)",
-                      rows: records.map { [.text(deployment), .text($0.ref.path), .integer(Int64($0.ref.index)),
-                                           .text($0.sha256), .integer($0.inode)] })
+            try t.run(
+                "INSERT OR REPLACE INTO staged_chunk(deployment, path, chunk, sha256, inode) VALUES(?, ?, ?, ?, ?)",
+                rows: records.map {
+                    [
+                        .text(deployment), .text($0.ref.path), .integer(Int64($0.ref.index)),
+                        .text($0.sha256), .integer($0.inode)
+                    ]
+                })
             guard !stamps.isEmpty else { return }
-            try t.run("INSERT OR REPLACE INTO staged_file(deployment, path, inode, size, mtime_ns, ctime_ns) VALUES(?, ?, ?, ?, ?, ?)",
-                      rows: stamps.map { [.text(deployment), .text($0.path), .integer($0.inode), .integer($0.size),
-                                          .integer($0.modifiedNanoseconds), .integer($0.changedNanoseconds)] })
+            try t.run(
+                "INSERT OR REPLACE INTO staged_file(deployment, path, inode, size, mtime_ns, ctime_ns) VALUES(?, ?, ?, ?, ?, ?)",
+                rows: stamps.map {
+                    [
+                        .text(deployment), .text($0.path), .integer($0.inode), .integer($0.size),
+                        .integer($0.modifiedNanoseconds), .integer($0.changedNanoseconds)
+                    ]
+                })
         }
     }
 
     /// The staged files' stamps as of their last flush, by path.
     func fileStamps(_ deployment: String) throws(PatchSyncError) -> [String: FileStamp] {
-        let rows = try database.query("SELECT path, inode, size, mtime_ns, ctime_ns FROM staged_file WHERE deployment = ?",
-                                      [.text(deployment)])
+        let rows = try database.query(
+            "SELECT path, inode, size, mtime_ns, ctime_ns FROM staged_file WHERE deployment = ?",
+            [.text(deployment)])
         var stamps: [String: FileStamp] = [:]
         for row in rows {
             guard let path = row[0].text, let inode = row[1].integer, let size = row[2].integer,
-                  let modified = row[3].integer, let changed = row[4].integer else { continue }
+                let modified = row[3].integer, let changed = row[4].integer
+            else { continue }
             stamps[path] = FileStamp(path: path, inode: inode, size: size, modifiedNanoseconds: modified, changedNanoseconds: changed)
         }
         return stamps
@@ -246,7 +280,8 @@ final class StateStore: Sendable {
     /// Drops resume records that no longer vouch for anything.
     func forgetChunks(_ deployment: String, _ refs: [ChunkRef]) throws(PatchSyncError) {
         guard !refs.isEmpty else { return }
-        try database.run("DELETE FROM staged_chunk WHERE deployment = ? AND path = ? AND chunk = ?",
-                         rows: refs.map { [.text(deployment), .text($0.path), .integer(Int64($0.index))] })
+        try database.run(
+            "DELETE FROM staged_chunk WHERE deployment = ? AND path = ? AND chunk = ?",
+            rows: refs.map { [.text(deployment), .text($0.path), .integer(Int64($0.index))] })
     }
 }

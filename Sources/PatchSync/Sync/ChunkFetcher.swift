@@ -20,8 +20,10 @@ struct ChunkFetcher: Sendable {
     }
 
     /// Runs `body` on each of `items`, at most `limit` at once; the first failure ends the others.
-    static func each<Item: Sendable>(_ items: [Item], atOnce limit: Int,
-                                     _ body: @escaping @Sendable (Item) async throws -> Void) async throws(PatchSyncError) {
+    static func each<Item: Sendable>(
+        _ items: [Item], atOnce limit: Int,
+        _ body: @escaping @Sendable (Item) async throws -> Void
+    ) async throws(PatchSyncError) {
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var running = 0
@@ -55,7 +57,8 @@ struct ChunkFetcher: Sendable {
         guard let budget, let first = needs.first else { return needs }
         var end = 1
         while end < needs.count,
-              needs[end].chunk.objectOffset + Int64(needs[end].chunk.objectLength) - first.chunk.objectOffset <= budget {
+            needs[end].chunk.objectOffset + Int64(needs[end].chunk.objectLength) - first.chunk.objectOffset <= budget
+        {
             end += 1
         }
         return Array(needs[..<end])

@@ -10,20 +10,26 @@ protocol ChunkSource: Sendable {
     /// the needs it did not deliver, for the next source. `delivered` is called with each group of
     /// needs made durable, for progress. Throws when the source delivered damaged bytes it cannot
     /// make good (a tampered preload) or when it gave up (every mirror failed).
-    func deliver(_ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
-                 delivered: @escaping @Sendable ([Plan.Need]) -> Void) async throws(PatchSyncError) -> [Plan.Need]
+    func deliver(
+        _ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
+        delivered: @escaping @Sendable ([Plan.Need]) -> Void
+    ) async throws(PatchSyncError) -> [Plan.Need]
 
     /// Puts the whole object `object` (`length` stored bytes: a delta pack) at `local`, checked against
     /// its SHA-256; returns the bytes it fetched over the network, or nil when this source does not hold
     /// the object. `progress` is called with the bytes of the object so far.
-    func whole(_ object: SHA256Digest, length: Int64, to local: String,
-               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64?
+    func whole(
+        _ object: SHA256Digest, length: Int64, to local: String,
+        progress: @escaping @Sendable (Int64) -> Void
+    ) async throws(PatchSyncError) -> Int64?
 }
 
 extension [any ChunkSource] {
     /// The first source's copy of a whole object (see ``ChunkSource/whole(_:length:to:progress:)``).
-    func whole(_ object: SHA256Digest, length: Int64, to local: String,
-               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64 {
+    func whole(
+        _ object: SHA256Digest, length: Int64, to local: String,
+        progress: @escaping @Sendable (Int64) -> Void
+    ) async throws(PatchSyncError) -> Int64 {
         for source in self {
             if let fetched = try await source.whole(object, length: length, to: local, progress: progress) { return fetched }
         }
@@ -40,8 +46,10 @@ struct OriginChunks: ChunkSource {
     /// other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each attempt asks for
     /// what is still missing: a response cut short keeps the chunks it delivered, and counts as progress
     /// for the origin's retry policy (``Origin/withRetries(_:absence:deadline:preferring:onGiveUp:_:)``).
-    func deliver(_ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
-                 delivered: @escaping @Sendable ([Plan.Need]) -> Void) async throws(PatchSyncError) -> [Plan.Need] {
+    func deliver(
+        _ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
+        delivered: @escaping @Sendable ([Plan.Need]) -> Void
+    ) async throws(PatchSyncError) -> [Plan.Need] {
         var remaining = needs
         let path = ObjectID.path(needs[0].object)
         try await origin.withRetries("object \(needs[0].object)") {
@@ -49,8 +57,9 @@ struct OriginChunks: ChunkSource {
             let url = origin.url(path, mirror: mirror)
             let part = ChunkFetcher.prefix(of: remaining, budget: origin.client.requestBudget)
             let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
-            var result = await origin.client.fetch(TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
-                                                   into: sink)
+            var result = await origin.client.fetch(
+                TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
+                into: sink)
             await sink.drained()
             let (left, refused) = sink.outcome
             remaining = left + remaining.dropFirst(part.count)
@@ -64,15 +73,18 @@ struct OriginChunks: ChunkSource {
             case .failure(let failure): return .failed(failure, progressed: progressed)
             case .success where left.isEmpty: return .more  // the next part of the range
             case .success:
-                return .failed(.wrongRange("the response ended before \(left.count) of its \(part.count) chunks"),
-                               progressed: progressed)
+                return .failed(
+                    .wrongRange("the response ended before \(left.count) of its \(part.count) chunks"),
+                    progressed: progressed)
             }
         }
         return []
     }
 
-    func whole(_ object: SHA256Digest, length: Int64, to local: String,
-               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64? {
+    func whole(
+        _ object: SHA256Digest, length: Int64, to local: String,
+        progress: @escaping @Sendable (Int64) -> Void
+    ) async throws(PatchSyncError) -> Int64? {
         try await origin.download(ObjectID.path(object), to: local, length: length, sha256: object, progress: progress)
     }
 }
@@ -84,8 +96,10 @@ struct PreloadChunks: ChunkSource {
     let source: SealedSource
     let origin: Origin
 
-    func deliver(_ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
-                 delivered: @escaping @Sendable ([Plan.Need]) -> Void) async throws(PatchSyncError) -> [Plan.Need] {
+    func deliver(
+        _ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
+        delivered: @escaping @Sendable ([Plan.Need]) -> Void
+    ) async throws(PatchSyncError) -> [Plan.Need] {
         guard let stored = try await source.stored(needs, origin: origin) else { return needs }
         for (need, bytes) in zip(needs, stored) {
             let sink = ChunkSink(needs: [need], pipeline: pipeline, url: "preloaded object \(need.object)")
@@ -94,9 +108,10 @@ struct PreloadChunks: ChunkSource {
             if let refused = sink.outcome.failure { throw refused }
             guard sink.outcome.remaining.isEmpty else {
                 source.dropDamaged(need)
-                throw PatchSyncError(.refusedData, "a preloaded chunk of object \(need.object) does not match its SHA-256",
-                                     remedy: "nothing was installed and the live build is untouched; a damaged preloaded "
-                                         + "range is fetched again at the next sync, else report it to the publisher")
+                throw PatchSyncError(
+                    .refusedData, "a preloaded chunk of object \(need.object) does not match its SHA-256",
+                    remedy: "nothing was installed and the live build is untouched; a damaged preloaded "
+                        + "range is fetched again at the next sync, else report it to the publisher")
             }
         }
         try await files.durable()
@@ -104,8 +119,10 @@ struct PreloadChunks: ChunkSource {
         return []
     }
 
-    func whole(_ object: SHA256Digest, length: Int64, to local: String,
-               progress: @escaping @Sendable (Int64) -> Void) async throws(PatchSyncError) -> Int64? {
+    func whole(
+        _ object: SHA256Digest, length: Int64, to local: String,
+        progress: @escaping @Sendable (Int64) -> Void
+    ) async throws(PatchSyncError) -> Int64? {
         guard let sealed = source.sealed[object] else { return nil }
         if !FileSystem.exists(local) { try await source.openWhole(sealed, to: local, origin: origin) }
         progress(length)

@@ -10,14 +10,15 @@ struct ManifestTarget: Sendable {
     init(in targets: TargetsMetadata, channel: Channel, build: String? = nil) throws(PatchSyncError) {
         let candidates = targets.targets.compactMap { entry -> ManifestTarget? in
             guard let info = entry.value.custom, info.channel == channel.name,
-                  let id = try? BuildID(info.buildId), entry.key == Manifest.targetPath(channel: channel, buildId: id),
-                  build == nil || build == info.buildId
+                let id = try? BuildID(info.buildId), entry.key == Manifest.targetPath(channel: channel, buildId: id),
+                build == nil || build == info.buildId
             else { return nil }
             return ManifestTarget(path: entry.key, file: entry.value, info: info)
         }
         guard let newest = candidates.max(by: { $0.info.sequence < $1.info.sequence }) else {
-            throw PatchSyncError(.originUnavailable, "the origin has no build \(build ?? "") on channel \(channel)",
-                                 remedy: "publish one with `patchsync publish … --channel \(channel)`, or check --channel")
+            throw PatchSyncError(
+                .originUnavailable, "the origin has no build \(build ?? "") on channel \(channel)",
+                remedy: "publish one with `patchsync publish … --channel \(channel)`, or check --channel")
         }
         self = newest
     }
@@ -26,7 +27,8 @@ struct ManifestTarget: Sendable {
     static func all(in targets: TargetsMetadata, channel: Channel) -> [ManifestTarget] {
         targets.targets.compactMap { entry -> ManifestTarget? in
             guard let info = entry.value.custom, info.channel == channel.name, let id = try? BuildID(info.buildId),
-                  entry.key == Manifest.targetPath(channel: channel, buildId: id) else { return nil }
+                entry.key == Manifest.targetPath(channel: channel, buildId: id)
+            else { return nil }
             return ManifestTarget(path: entry.key, file: entry.value, info: info)
         }.sorted { $0.info.sequence > $1.info.sequence }
     }
@@ -46,14 +48,17 @@ extension Origin {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
         if let preload = target.info.preload {
-            throw PatchSyncError(.usage, "build \(target.info.buildId) is a preload: its manifest is sealed until its release "
-                                 + "(\(Repository.day(preload.releaseAt)))", remedy: "compare with an earlier build, or after the release")
+            throw PatchSyncError(
+                .usage,
+                "build \(target.info.buildId) is a preload: its manifest is sealed until its release "
+                    + "(\(Repository.day(preload.releaseAt)))", remedy: "compare with an earlier build, or after the release")
         }
         let consistent = OriginLayout.targetFile(target.path, sha256: sha)
         let data = try await signed(consistent, length: target.file.length, sha256: sha)
         let manifest = try Manifest.decode(data, what: consistent)
         guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,
-              manifest.sequence == target.info.sequence else {
+            manifest.sequence == target.info.sequence
+        else {
             throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
         }
         return (manifest, data)

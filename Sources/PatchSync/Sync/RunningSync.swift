@@ -38,8 +38,9 @@ public struct RunningSync: Codable, Sendable, Equatable {
         init(state: StateStore) {
             self.state = state
             let now = Date()
-            let record = RunningSync(pid: getpid(), startedAt: now, updatedAt: now, bytesDone: 0, bytesTotal: 0,
-                                     bytesPerSecond: 0, etaSeconds: nil)
+            let record = RunningSync(
+                pid: getpid(), startedAt: now, updatedAt: now, bytesDone: 0, bytesTotal: 0,
+                bytesPerSecond: 0, etaSeconds: nil)
             progress = Mutex(Progress(record: record))
             write(record)
         }

@@ -25,14 +25,17 @@ public struct SyncEnvironment: Sendable {
     public static var system: SyncEnvironment {
         let variables = ProcessInfo.processInfo.environment
         let nmcli = variables["PATCHSYNC_NMCLI"] ?? "nmcli"
-        return SyncEnvironment(now: { Date() }, timeZone: .current,
-                               powerSupplyRoot: variables["PATCHSYNC_POWER_SUPPLY_ROOT"] ?? "/sys/class/power_supply",
-                               networkIsMetered: { NetworkManager.metered(nmcli: nmcli) },
-                               random: { Double.random(in: 0..<1) })
+        return SyncEnvironment(
+            now: { Date() }, timeZone: .current,
+            powerSupplyRoot: variables["PATCHSYNC_POWER_SUPPLY_ROOT"] ?? "/sys/class/power_supply",
+            networkIsMetered: { NetworkManager.metered(nmcli: nmcli) },
+            random: { Double.random(in: 0..<1) })
     }
 
-    public init(now: @escaping @Sendable () -> Date, timeZone: TimeZone, powerSupplyRoot: String,
-                networkIsMetered: @escaping @Sendable () -> Bool?, random: @escaping @Sendable () -> Double) {
+    public init(
+        now: @escaping @Sendable () -> Date, timeZone: TimeZone, powerSupplyRoot: String,
+        networkIsMetered: @escaping @Sendable () -> Bool?, random: @escaping @Sendable () -> Double
+    ) {
         self.now = now
         self.timeZone = timeZone
         self.powerSupplyRoot = powerSupplyRoot
@@ -71,8 +74,11 @@ enum NetworkManager {
     /// metered flag is yes (also guessed), false when connected devices are not, nil without nmcli
     /// or a connected device.
     static func metered(nmcli: String) -> Bool? {
-        guard let output = Subprocess.output(nmcli, ["-t", "-f", "GENERAL.STATE,GENERAL.METERED", "device", "show"],
-                                                  timeout: 5) else { return nil }
+        guard
+            let output = Subprocess.output(
+                nmcli, ["-t", "-f", "GENERAL.STATE,GENERAL.METERED", "device", "show"],
+                timeout: 5)
+        else { return nil }
         var connected = false, answer: Bool?
         for line in output.split(separator: "\n") {
             if line.hasPrefix("GENERAL.STATE:") { connected = line.contains("(connected)") }
@@ -97,8 +103,9 @@ struct PlayHours: Sendable, Equatable {
         for text in texts {
             let parts = text.split(separator: "-").map { ClockTime.minutes(String($0)) }
             guard parts.count == 2, let start = parts[0], let end = parts[1], start != end else {
-                throw PatchSyncError(.usage, "playHours entry '\(text)' is not a range of local times",
-                                     remedy: "write it as \"18:00-23:30\" (it may wrap midnight: \"22:00-02:00\")")
+                throw PatchSyncError(
+                    .usage, "playHours entry '\(text)' is not a range of local times",
+                    remedy: "write it as \"18:00-23:30\" (it may wrap midnight: \"22:00-02:00\")")
             }
             ranges.append((start, end))
         }
@@ -119,7 +126,8 @@ public enum ClockTime {
     public static func minutes(_ text: String) -> Int? {
         let parts = text.trimmingCharacters(in: .whitespaces).split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, parts[1].count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]),
-              (0...24).contains(hour), (0..<60).contains(minute), hour * 60 + minute <= 24 * 60 else { return nil }
+            (0...24).contains(hour), (0..<60).contains(minute), hour * 60 + minute <= 24 * 60
+        else { return nil }
         return hour * 60 + minute
     }
 

@@ -33,8 +33,10 @@ struct SyncWatch: Sendable {
     /// requests every tick; the battery and play hours every 10; the network every 300 (nmcli).
     static let tick = Duration.milliseconds(100)
 
-    init(install: Install, config: InstallConfig, environment: SyncEnvironment, deadline: Date?,
-         discretionary: Bool, stop: SyncStop?) throws(PatchSyncError) {
+    init(
+        install: Install, config: InstallConfig, environment: SyncEnvironment, deadline: Date?,
+        discretionary: Bool, stop: SyncStop?
+    ) throws(PatchSyncError) {
         self.install = install
         self.config = config
         self.environment = environment
@@ -61,9 +63,14 @@ struct SyncWatch: Sendable {
             }
         }
         if tick % 300 == 0, config.deferOnMeteredNetwork ?? true,
-           (config.networkMetered ?? environment.networkIsMetered()) == true {
-            return (.meteredNetwork, "the network is metered" + (config.networkMetered == true
-                                                                 ? " (config networkMetered)" : " (NetworkManager)"))
+            (config.networkMetered ?? environment.networkIsMetered()) == true
+        {
+            return (
+                .meteredNetwork,
+                "the network is metered"
+                    + (config.networkMetered == true
+                        ? " (config networkMetered)" : " (NetworkManager)")
+            )
         }
         return nil
     }
@@ -71,11 +78,16 @@ struct SyncWatch: Sendable {
     /// Before a run: refuses (exit 75, no network) when a condition fails (recording the deferral),
     /// and a discretionary run while backing off.
     func admit(state: StateStore) throws(PatchSyncError) {
-        if discretionary, let last = try Self.deferral(in: state), environment.now() < last.nextAttempt {
-            throw PatchSyncError(.deferred, "backing off until \(Self.format(last.nextAttempt, environment.timeZone)) "
-                                 + "after \(last.count) deferred runs in a row (last: \(last.message))",
-                                 remedy: "a scheduled run after that time continues; `patchsync sync` without "
-                                     + "--discretionary syncs now")
+        // A next attempt further away than the backoff's cap was recorded by a clock that was ahead: ignored.
+        if discretionary, let last = try Self.deferral(in: state), environment.now() < last.nextAttempt,
+            last.nextAttempt.timeIntervalSince(environment.now()) <= config.backoff.cap
+        {
+            throw PatchSyncError(
+                .deferred,
+                "backing off until \(Self.format(last.nextAttempt, environment.timeZone)) "
+                    + "after \(last.count) deferred runs in a row (last: \(last.message))",
+                remedy: "a scheduled run after that time continues; `patchsync sync` without "
+                    + "--discretionary syncs now")
         }
         if let (reason, message) = failing() { throw try deferred(reason, message, state: state) }
     }
@@ -89,18 +101,26 @@ struct SyncWatch: Sendable {
             try Self.record(Deferral(reason: reason, message: message, count: count, nextAttempt: at), in: state)
             next = at
         }
-        let retry = next.map { "a discretionary run tries again after \(Self.format($0, environment.timeZone))" }
+        let retry =
+            next.map { "a discretionary run tries again after \(Self.format($0, environment.timeZone))" }
             ?? "run sync again to continue"
-        return PatchSyncError(.deferred, "sync deferred: \(message); the chunks already verified are kept",
-                              remedy: retry)
+        return PatchSyncError(
+            .deferred, "sync deferred: \(message); the chunks already verified are kept",
+            remedy: retry)
     }
 
     /// Runs `body`, cancelling it when a condition fails; its chunks in flight are finished and
     /// recorded before it returns, and the result is then a deferred error naming the condition.
-    func supervise(state: StateStore,
-                   _ body: @escaping @Sendable () async throws(PatchSyncError) -> SyncReport)
-        async -> Result<SyncReport, PatchSyncError> {
-        enum Finished: Sendable { case sync(Result<SyncReport, PatchSyncError>), stop(DeferralReason, String) }
+    func supervise(
+        state: StateStore,
+        _ body: @escaping @Sendable () async throws(PatchSyncError) -> SyncReport
+    )
+        async -> Result<SyncReport, PatchSyncError>
+    {
+        enum Finished: Sendable {
+            case sync(Result<SyncReport, PatchSyncError>)
+            case stop(DeferralReason, String)
+        }
         let (result, stopped) = await withTaskGroup(of: Finished?.self) { group in
             group.addTask {
                 do throws(PatchSyncError) { return .sync(.success(try await body())) } catch { return .sync(.failure(error)) }

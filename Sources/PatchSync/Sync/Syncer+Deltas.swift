@@ -18,8 +18,10 @@ extension Syncer {
 
     /// The files of `plan` that the manifest's delta pack from the live build can rebuild: target file
     /// index → (file, a verified live file with the delta's source content).
-    func deltaCandidates(_ manifest: Manifest, plan: Plan, live: LiveTree,
-                         done: Set<StateStore.ChunkRef>) -> (DeltaSource, [Int: (FileEntry, String)])? {
+    func deltaCandidates(
+        _ manifest: Manifest, plan: Plan, live: LiveTree,
+        done: Set<StateStore.ChunkRef>
+    ) -> (DeltaSource, [Int: (FileEntry, String)])? {
         guard let source = live.manifest, let pack = manifest.deltas?.first(where: { $0.from == source.buildId }) else {
             return nil
         }
@@ -28,7 +30,8 @@ extension Syncer {
         var candidates: [Int: (FileEntry, String)] = [:]
         for (index, file) in manifest.files.enumerated() where assembled.contains(file.path) {
             guard let sha = before[file.path], let path = live.files[sha],
-                  file.chunks.indices.contains(where: { !done.contains(.init(path: file.path, index: $0)) }) else { continue }
+                file.chunks.indices.contains(where: { !done.contains(.init(path: file.path, index: $0)) })
+            else { continue }
             candidates[index] = (file, path)
         }
         return candidates.isEmpty ? nil : (pack, candidates)
@@ -38,8 +41,10 @@ extension Syncer {
     /// is downloaded (resumably) to `.patchsync/deltas/`, checked against the manifest's length and
     /// SHA-256, and each rebuilt chunk against its own hash. Anything wrong with the pack or a delta
     /// leaves the files to the chunk path; only local failures and cancellation stop the sync.
-    func applyDeltas(_ manifest: Manifest, plan: Plan, live: LiveTree, files: StagedFiles,
-                     context: SyncContext) async throws(PatchSyncError) -> DeltaResult {
+    func applyDeltas(
+        _ manifest: Manifest, plan: Plan, live: LiveTree, files: StagedFiles,
+        context: SyncContext
+    ) async throws(PatchSyncError) -> DeltaResult {
         var result = DeltaResult()
         let onEvent = context.onEvent
         let done = plan.done
@@ -57,7 +62,7 @@ extension Syncer {
                 if let event = progress.set(have) { onEvent(event) }
             }
             result.progressBytes = progress.bytesDone
-        } catch where error.code == .refusedData || error.code == .originUnavailable {
+        } catch  where error.code == .refusedData || error.code == .originUnavailable {
             result.progressBytes = progress.bytesDone
             Self.deltaLogger.notice("delta pack from \(pack.from) not used: \(error)")
             onEvent(.phase("the delta pack is unusable (\(error.message)); fetching chunks instead"))
@@ -79,12 +84,14 @@ extension Syncer {
                 let outcome = try DeltaApplier(file: file, files: files, done: chunksDone)
                     .rebuild(from: source, instructions: instructions)
                 result.chunks += outcome.written
-                if outcome.refused == 0 { result.files += 1 } else {
+                if outcome.refused == 0 {
+                    result.files += 1
+                } else {
                     let why = outcome.problem ?? "chunk hashes differ"
                     Self.deltaLogger.notice("the delta of \(file.path) was refused (\(why)): \(outcome.refused) chunks are fetched instead")
                 }
             }
-        } catch where error.code == .refusedData {
+        } catch  where error.code == .refusedData {
             Self.deltaLogger.notice("\(error)")
             onEvent(.phase("the delta pack is malformed (\(error.message)); fetching the rest as chunks"))
         }
@@ -101,8 +108,8 @@ extension Syncer {
         guard let current = install.currentDeployment() else { return nil }
         let live = Deployment.buildID(of: current)
         guard let delta = target.info.manifestDeltas?.first(where: { $0.from == live }),
-              let object = SHA256Digest(hex: delta.object), delta.size <= Manifest.maximumInflatedSize,
-              delta.jsonLength <= Int64(Manifest.maximumInflatedSize), delta.length <= Int64(Manifest.maximumInflatedSize)
+            let object = SHA256Digest(hex: delta.object), delta.size <= Manifest.maximumInflatedSize,
+            delta.jsonLength <= Int64(Manifest.maximumInflatedSize), delta.length <= Int64(Manifest.maximumInflatedSize)
         else { return nil }
         do {
             let path = install.manifestPath(current)
@@ -120,7 +127,8 @@ extension Syncer {
             }
             let manifest = try Manifest.decode(json, what: "manifest \(target.info.buildId) rebuilt from \(live)'s")
             guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,
-                  manifest.sequence == target.info.sequence else {
+                manifest.sequence == target.info.sequence
+            else {
                 throw PatchSyncError(.refusedData, "the manifest rebuilt by delta describes another build")
             }
             return (manifest, Zlib.gzip(json, level: 6))  // kept locally: speed over size

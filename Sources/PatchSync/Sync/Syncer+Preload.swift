@@ -28,7 +28,10 @@ public enum ByteCount {
     public static func format(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes), unit = 0
-        while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
         return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
     }
 }
@@ -71,12 +74,15 @@ final class PreloadStore: Sendable {
 
     /// Fetches `range` (resuming a part left by an earlier run) and checks it; returns the bytes fetched.
     @discardableResult
-    func fetch(_ range: PreloadPlan.SealedRange, origin: Origin,
-               progress: @escaping @Sendable (Int64) -> Void = { _ in }) async throws(PatchSyncError) -> Int64 {
+    func fetch(
+        _ range: PreloadPlan.SealedRange, origin: Origin,
+        progress: @escaping @Sendable (Int64) -> Void = { _ in }
+    ) async throws(PatchSyncError) -> Int64 {
         if has(range) { return 0 }
         let final = path(range)
-        let fetched = try await origin.download(ObjectID.path(range.object), to: InstallLayout.partial(final), length: range.length,
-                                                sha256: range.sha256, offset: range.offset, progress: progress)
+        let fetched = try await origin.download(
+            ObjectID.path(range.object), to: InstallLayout.partial(final), length: range.length,
+            sha256: range.sha256, offset: range.offset, progress: progress)
         do {
             try FileSystem.rename(InstallLayout.partial(final), final)
             try FileSystem.syncDirectory(directory)
@@ -117,9 +123,10 @@ final class PreloadStore: Sendable {
     func drop(object: SHA256Digest, offset: Int64) {
         index.withLock { index in
             let damaged = (index[object] ?? []).filter { $0.offset <= offset && offset < $0.offset + $0.length }
-            Housekeeping.removePreloadFiles(damaged.map {
-                InstallLayout.preloadRangeName(object: object, offset: $0.offset, length: $0.length)
-            }, in: directory)
+            Housekeeping.removePreloadFiles(
+                damaged.map {
+                    InstallLayout.preloadRangeName(object: object, offset: $0.offset, length: $0.length)
+                }, in: directory)
             index[object]?.removeAll { $0.offset <= offset && offset < $0.offset + $0.length }
         }
     }
@@ -161,8 +168,11 @@ struct SealedSource: Sendable {
         guard let sealedObject = sealed[object] else {
             var out: [[UInt8]] = []
             for need in needs {
-                guard let bytes = try store.read(object: object, offset: need.chunk.objectOffset,
-                                                 length: Int64(need.chunk.objectLength)) else { return nil }
+                guard
+                    let bytes = try store.read(
+                        object: object, offset: need.chunk.objectOffset,
+                        length: Int64(need.chunk.objectLength))
+                else { return nil }
                 out.append(bytes)
             }
             return out
@@ -180,13 +190,17 @@ struct SealedSource: Sendable {
 
     /// Unit `unit` of a sealed object, opened: from a preloaded range that holds it, else from the whole
     /// sealed object, fetched into the store first.
-    private func open(_ object: SealedObject, unit: Int, layout: SealedLayout,
-                      origin: Origin) async throws(PatchSyncError) -> [UInt8] {
+    private func open(
+        _ object: SealedObject, unit: Int, layout: SealedLayout,
+        origin: Origin
+    ) async throws(PatchSyncError) -> [UInt8] {
         let span = layout.sealedRange(unit, unit)
         var sealedBytes = try store.read(object: object.sealed, offset: span.offset, length: span.length)
         if sealedBytes == nil {
-            try await store.fetchShared(PreloadPlan.SealedRange(object: object.sealed, offset: 0, length: object.length,
-                                                                sha256: object.sealed), origin: origin)
+            try await store.fetchShared(
+                PreloadPlan.SealedRange(
+                    object: object.sealed, offset: 0, length: object.length,
+                    sha256: object.sealed), origin: origin)
             sealedBytes = try store.read(object: object.sealed, offset: span.offset, length: span.length)
         }
         guard let sealedBytes, let key = keys[object.keyBuild] else {
@@ -198,10 +212,12 @@ struct SealedSource: Sendable {
         }
         guard ok else {
             store.drop(object: object.sealed, offset: span.offset)
-            throw PatchSyncError(.refusedData, "preloaded data of build \(object.keyBuild) (object \(object.sealed), unit \(unit)) "
-                                 + "fails authentication: it was tampered with or damaged",
-                                 remedy: "nothing was installed and the live build is untouched; the damaged part was "
-                                     + "deleted and is fetched again at the next sync")
+            throw PatchSyncError(
+                .refusedData,
+                "preloaded data of build \(object.keyBuild) (object \(object.sealed), unit \(unit)) "
+                    + "fails authentication: it was tampered with or damaged",
+                remedy: "nothing was installed and the live build is untouched; the damaged part was "
+                    + "deleted and is fetched again at the next sync")
         }
         return plain
     }
@@ -265,14 +281,16 @@ extension Syncer {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
         let plan = try await loadPlan(target, sha: sha, origin: context.origin)
-        let outline = Manifest(formatVersion: Manifest.formatVersion, buildId: try BuildID(plan.buildId),
-                               channel: try Channel(plan.channel), sequence: target.info.sequence, chunking: .standard,
-                               bundles: plan.bundles, files: [])
+        let outline = Manifest(
+            formatVersion: Manifest.formatVersion, buildId: try BuildID(plan.buildId),
+            channel: try Channel(plan.channel), sequence: target.info.sequence, chunking: .standard,
+            bundles: plan.bundles, files: [])
         let selection = context.config.selection(of: outline)
         let all = BundleSelection(outline, chosen: nil).wanted
         let recorded = try context.state.read()
-        let manifest = PreloadPlan.SealedRange(object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
-                                               sha256: plan.manifest.sealed)
+        let manifest = PreloadPlan.SealedRange(
+            object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
+            sha256: plan.manifest.sealed)
         let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.holds(sha, selection.wanted, all: all) == true }
         let ranges = [manifest] + (staged ? [] : plan.ranges(for: Set(selection.wanted), from: recorded.currentIdentity?.buildId))
         return PreloadNeeds(plan: plan, sha: sha, manifest: manifest, ranges: ranges, staged: staged)
@@ -294,8 +312,10 @@ extension Syncer {
     /// manifest and returns it to stage; nil while it is locked (``PreloadStatus`` in the state).
     /// The store keeps what this preload needs and ``SyncContext/preloadKeep``; the rest goes (an older
     /// preload's ranges, a staged build's).
-    func preload(_ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
-                 report: inout SyncReport) async throws(PatchSyncError) -> Unlocked? {
+    func preload(
+        _ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
+        report: inout SyncReport
+    ) async throws(PatchSyncError) -> Unlocked? {
         guard let info = target.info.preload else {
             throw PatchSyncError(.refusedData, "target \(target.path) is no preload plan")
         }
@@ -308,14 +328,17 @@ extension Syncer {
         // Released when signed metadata lists every key the build needs (the releases role, online key).
         let keyTargets = try await self.keyTargets(plan, trusted: trusted, origin: origin)
         let released = keyTargets.count == plan.keys.count
-        var status = PreloadStatus(buildId: plan.buildId, channel: plan.channel, releaseAt: info.releaseAt,
-                                   bytes: ranges.reduce(0) { $0 + $1.length },
-                                   bytesDone: ranges.filter(store.has).reduce(0) { $0 + $1.length }, released: released)
+        var status = PreloadStatus(
+            buildId: plan.buildId, channel: plan.channel, releaseAt: info.releaseAt,
+            bytes: ranges.reduce(0) { $0 + $1.length },
+            bytesDone: ranges.filter(store.has).reduce(0) { $0 + $1.length }, released: released)
         try context.state.update { $0.recordPreload(staged ? nil : status) }
         let missing = ranges.filter { !store.has($0) }
         if !missing.isEmpty {
-            context.onEvent(.phase("preloading build \(plan.buildId): \(missing.count) ranges, "
-                                   + "\(ByteCount.format(missing.reduce(0) { $0 + $1.length })) (sealed until its release)"))
+            context.onEvent(
+                .phase(
+                    "preloading build \(plan.buildId): \(missing.count) ranges, "
+                        + "\(ByteCount.format(missing.reduce(0) { $0 + $1.length })) (sealed until its release)"))
             try await fetch(missing, store: store, status: status, context: context)
             status.bytesDone = status.bytes
             try context.state.update { $0.recordPreload(staged ? nil : status) }
@@ -333,8 +356,11 @@ extension Syncer {
         for (build, file) in keyTargets {
             keys[build] = try await releasedKey(build, file, plan: plan, origin: origin)
         }
-        guard let key = keys[plan.buildId], let sealedManifest = try store.read(object: manifestRange.object, offset: 0,
-                                                                                 length: manifestRange.length) else {
+        guard let key = keys[plan.buildId],
+            let sealedManifest = try store.read(
+                object: manifestRange.object, offset: 0,
+                length: manifestRange.length)
+        else {
             throw PatchSyncError(.internal, "the preloaded manifest of \(plan.buildId) is missing")
         }
         let manifest: Manifest
@@ -348,12 +374,15 @@ extension Syncer {
         let sealed = Dictionary((manifest.sealed ?? []).map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a })
         let listed = Set(plan.objects.map(\.sealed))
         for object in sealed.values where !listed.contains(object.sealed) || keys[object.keyBuild] == nil {
-            throw PatchSyncError(.refusedData, "the manifest of \(plan.buildId) names sealed object \(object.sealed), which its "
-                                 + "signed plan does not list or no released key opens")
+            throw PatchSyncError(
+                .refusedData,
+                "the manifest of \(plan.buildId) names sealed object \(object.sealed), which its "
+                    + "signed plan does not list or no released key opens")
         }
         let keep = Set([PreloadStore.name(manifestRange), PreloadStore.planName(sha)]).union(context.preloadKeep)
-        return Unlocked(manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
-                        source: SealedSource(store: store, keys: keys, sealed: sealed, keep: keep))
+        return Unlocked(
+            manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
+            source: SealedSource(store: store, keys: keys, sealed: sealed, keep: keep))
     }
 
     /// The plan of preload target `target`, kept beside the ranges (a sync after the release then fetches
@@ -384,8 +413,9 @@ extension Syncer {
     func sealedSource(for manifest: Manifest, context: SyncContext) async throws(PatchSyncError) -> SealedSource? {
         guard let objects = manifest.sealed, !objects.isEmpty else { return nil }
         let origin = context.origin
-        let trusted = try await origin.refreshTrust(directory: install.metadataDirectory, now: now,
-                                                    deadline: Date() + context.config.refreshDeadline)
+        let trusted = try await origin.refreshTrust(
+            directory: install.metadataDirectory, now: now,
+            deadline: Date() + context.config.refreshDeadline)
         let target = try ManifestTarget(in: trusted.targets.signed, channel: manifest.channel, build: manifest.buildId.value)
         guard let sha = target.file.hashes["sha256"], target.info.preload != nil else {
             throw PatchSyncError(.refusedData, "build \(manifest.buildId) has sealed objects, and its target is no preload plan")
@@ -405,14 +435,17 @@ extension Syncer {
         }
         let store = PreloadStore(directory: install.preloadDirectory)
         do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
-        return SealedSource(store: store, keys: keys, sealed: Dictionary(objects.map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a }),
-                            keep: keep)
+        return SealedSource(
+            store: store, keys: keys, sealed: Dictionary(objects.map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a }),
+            keep: keep)
     }
 
     /// The target of the preload that `state` records (fetched ahead of its release, not staged), when it
     /// is not `build` and signed metadata still lists it.
-    private func pendingPreload(trusted: TrustedMetadata, state: StateStore,
-                                besides build: String) throws(PatchSyncError) -> ManifestTarget? {
+    private func pendingPreload(
+        trusted: TrustedMetadata, state: StateStore,
+        besides build: String
+    ) throws(PatchSyncError) -> ManifestTarget? {
         guard let status = try state.read().preload, status.buildId != build else { return nil }
         return ManifestTarget.all(in: trusted.targets.signed, channel: try Channel(status.channel))
             .first { $0.info.buildId == status.buildId && $0.info.preload != nil }
@@ -420,8 +453,10 @@ extension Syncer {
 
     /// The signed targets of the released keys of `plan`'s builds that the releases role lists (those
     /// not released yet are absent).
-    private func keyTargets(_ plan: PreloadPlan, trusted: TrustedMetadata,
-                            origin: Origin) async throws(PatchSyncError) -> [String: TargetFile] {
+    private func keyTargets(
+        _ plan: PreloadPlan, trusted: TrustedMetadata,
+        origin: Origin
+    ) async throws(PatchSyncError) -> [String: TargetFile] {
         let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
         var found: [String: TargetFile] = [:]
         for build in plan.keys.keys.sorted() {
@@ -432,26 +467,32 @@ extension Syncer {
 
     /// A released content key: fetched within ``Releases/maxKeyBytes`` and checked against its signed
     /// hash, then against the commitment the targets key signed for `build`.
-    private func releasedKey(_ build: String, _ file: TargetFile, plan: PreloadPlan,
-                             origin: Origin) async throws(PatchSyncError) -> ContentKey {
+    private func releasedKey(
+        _ build: String, _ file: TargetFile, plan: PreloadPlan,
+        origin: Origin
+    ) async throws(PatchSyncError) -> ContentKey {
         guard let hash = file.hashes["sha256"], file.length <= Releases.maxKeyBytes else {
             throw PatchSyncError(.refusedData, "the released key of \(build) is over \(Releases.maxKeyBytes) bytes or has no sha256")
         }
         let path = OriginLayout.targetFile(Releases.keyTarget(channel: plan.channel, build: build), sha256: hash)
-        let key = try ContentKey.read(try await origin.signed(path, length: file.length, sha256: hash),
-                                      what: "the released key of \(build)", build: build)
+        let key = try ContentKey.read(
+            try await origin.signed(path, length: file.length, sha256: hash),
+            what: "the released key of \(build)", build: build)
         guard plan.keys[build] == key.commitment(build: build) else {
-            throw PatchSyncError(.refusedData, "the key released for build \(build) is not the key its content was sealed with",
-                                 remedy: "nothing was decrypted and the live build is untouched; the publisher must release "
-                                     + "the build's own key (`patchsync repo release \(build)`)")
+            throw PatchSyncError(
+                .refusedData, "the key released for build \(build) is not the key its content was sealed with",
+                remedy: "nothing was decrypted and the live build is untouched; the publisher must release "
+                    + "the build's own key (`patchsync repo release \(build)`)")
         }
         return key
     }
 
     /// Fetches `ranges` into the store, ``InstallConfig/connections`` at once, with progress events and
     /// the state's preload status kept current (a preload stopped part way resumes where it was).
-    private func fetch(_ ranges: [PreloadPlan.SealedRange], store: PreloadStore, status: PreloadStatus,
-                       context: SyncContext) async throws(PatchSyncError) {
+    private func fetch(
+        _ ranges: [PreloadPlan.SealedRange], store: PreloadStore, status: PreloadStatus,
+        context: SyncContext
+    ) async throws(PatchSyncError) {
         let total = ranges.reduce(0) { $0 + $1.length }
         let progress = TransferProgress(done: status.bytesDone, total: status.bytesDone + total, filesTotal: 0)
         let done = Tally(status.bytesDone)
@@ -472,7 +513,12 @@ private final class Tally: Sendable {
     private let value: Mutex<Int64>
     init(_ start: Int64) { value = Mutex(start) }
     /// Adds `bytes`; returns the new total.
-    func add(_ bytes: Int64) -> Int64 { value.withLock { $0 += bytes; return $0 } }
+    func add(_ bytes: Int64) -> Int64 {
+        value.withLock {
+            $0 += bytes
+            return $0
+        }
+    }
     /// Raises the count to `total` when higher; returns by how much.
     func raise(to total: Int64) -> Int64 {
         value.withLock { current in

@@ -6,8 +6,10 @@ extension Syncer {
 
     /// Plans and executes the staging of `manifest` into `staged`, then marks it ready: links of
     /// unchanged files, deltas from the live build, chunks copied locally, then chunks fetched.
-    func stage(_ manifest: Manifest, into staged: StagedBuild, live: LiveTree, context: SyncContext,
-               report: inout SyncReport) async throws(PatchSyncError) {
+    func stage(
+        _ manifest: Manifest, into staged: StagedBuild, live: LiveTree, context: SyncContext,
+        report: inout SyncReport
+    ) async throws(PatchSyncError) {
         let id = staged.identity.name
         let tree = try staged.makeFolder(in: install)
         let routesOnly = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [])
@@ -24,8 +26,9 @@ extension Syncer {
         defer { files.closeAll() }
         let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
         (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
-        let routes = InstallStatus.Routes(buildId: id, linked: plan.links.count, delta: deltas.files,
-                                          chunks: plan.assembled.count - deltas.files)
+        let routes = InstallStatus.Routes(
+            buildId: id, linked: plan.links.count, delta: deltas.files,
+            chunks: plan.assembled.count - deltas.files)
         try context.state.update { $0.recordRoutes(routes) }
         if deltas.chunks > 0 {  // what is left after the deltas: chunks only
             try files.flush()
@@ -77,17 +80,21 @@ extension Syncer {
         guard statvfs(directory, &fs) == 0 else { throw PatchSyncError.wrap(Errno(errno, "checking free space of", directory)) }
         let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
         guard free >= needed else {
-            throw PatchSyncError(.localIO, "not enough disk space in \(directory): the build needs \(needed) bytes, "
-                                 + "\(free) are free", remedy: "free at least \(needed - free) bytes, then run sync again; "
-                                 + "the live build is untouched and progress is kept")
+            throw PatchSyncError(
+                .localIO,
+                "not enough disk space in \(directory): the build needs \(needed) bytes, "
+                    + "\(free) are free",
+                remedy: "free at least \(needed - free) bytes, then run sync again; "
+                    + "the live build is untouched and progress is kept")
         }
     }
 
     /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`), as the
     /// deployment holds it: only its bundles' files, links and folders.
     func loadManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
-        let manifest = try Manifest.decode(try FileSystem.read(install.manifestPath(deployment), limit: 256 << 20),
-                                           what: install.manifestPath(deployment))
+        let manifest = try Manifest.decode(
+            try FileSystem.read(install.manifestPath(deployment), limit: 256 << 20),
+            what: install.manifestPath(deployment))
         guard let bundles = try install.deploymentBundles(deployment) else { return manifest }
         return manifest.selecting(bundles)
     }
@@ -111,8 +118,10 @@ extension Syncer {
     }
 
     /// Copies chunks from verified live files; a chunk that no longer matches is returned to be fetched.
-    private func copyLocal(_ local: [(Plan.Need, Plan.LocalChunk)],
-                           files: StagedFiles) throws(PatchSyncError) -> [Plan.Need] {
+    private func copyLocal(
+        _ local: [(Plan.Need, Plan.LocalChunk)],
+        files: StagedFiles
+    ) throws(PatchSyncError) -> [Plan.Need] {
         var unavailable: [Plan.Need] = []
         var buffer = [UInt8]()
         for (need, source) in local {
@@ -120,12 +129,19 @@ extension Syncer {
             buffer = [UInt8](repeating: 0, count: need.chunk.length)
             let ok: Bool = buffer.withUnsafeMutableBytes { raw in
                 guard let fd = try? FileDescriptor(path: source.path, flags: O_RDONLY),
-                      (try? fd.read(into: raw, at: source.offset)) != nil else { return false }
+                    (try? fd.read(into: raw, at: source.offset)) != nil
+                else { return false }
                 return SHA256Hasher.hash(UnsafeRawBufferPointer(raw)) == need.chunk.sha256
             }
-            guard ok else { unavailable.append(need); continue }
+            guard ok else {
+                unavailable.append(need)
+                continue
+            }
             let result: PatchSyncError? = buffer.withUnsafeBytes { raw in
-                do throws(PatchSyncError) { try files.write(raw, chunk: need.chunk.sha256, to: need.destinations); return nil } catch {
+                do throws(PatchSyncError) {
+                    try files.write(raw, chunk: need.chunk.sha256, to: need.destinations)
+                    return nil
+                } catch {
                     return error
                 }
             }
@@ -179,9 +195,11 @@ extension Syncer {
             } catch { throw PatchSyncError.wrap(error) }
         }
         try staged.state.saveStatCache(build: id, stats)
-        try staged.state.saveBuildFiles(build: id, manifest.files.map {
-            StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode), sha256: $0.sha256.hex)
-        })
+        try staged.state.saveBuildFiles(
+            build: id,
+            manifest.files.map {
+                StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode), sha256: $0.sha256.hex)
+            })
         let seal = TreeSeal.of(directory)
         try staged.state.update(.stagingFinished) { _ = $0.finishStaging(id, seal: seal) }
     }

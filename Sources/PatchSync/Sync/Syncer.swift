@@ -31,8 +31,9 @@ public struct Syncer: Sendable {
         defer { withExtendedLifetime(lock) {} }
         let config = settled(try install.config())
         let state = try install.state()
-        let watch = try SyncWatch(install: install, config: config, environment: environment, deadline: deadline,
-                                  discretionary: discretionary, stop: stop)
+        let watch = try SyncWatch(
+            install: install, config: config, environment: environment, deadline: deadline,
+            discretionary: discretionary, stop: stop)
         try watch.admit(state: state)
         if discretionary { Priority.lowerForBackground() }
         let recorder = RunningSync.Recorder(state: state)
@@ -66,13 +67,16 @@ public struct Syncer: Sendable {
     /// step of the bundle selection (the required part first, then one more optional bundle each), each
     /// marked ready as soon as it is complete, so the launcher can swap in a playable build while the
     /// optional bundles still download.
-    private func runAdmitted(config: InstallConfig, state: StateStore,
-                             onEvent: @escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport {
+    private func runAdmitted(
+        config: InstallConfig, state: StateStore,
+        onEvent: @escaping @Sendable (SyncEvent) -> Void
+    ) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
         try install.dropTamperedReady(state)
         let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
-        var context = SyncContext(install: install, config: config, state: state, origin: try Origin(config, client: client),
-                                  onEvent: onEvent)
+        var context = SyncContext(
+            install: install, config: config, state: state, origin: try Origin(config, client: client),
+            onEvent: onEvent)
         let (newest, trusted) = try await check(context)
         // A preload not released yet never hides the build that is live now: that one is staged (a fresh
         // install, a player behind), and the preload is fetched beside it.
@@ -103,20 +107,26 @@ public struct Syncer: Sendable {
     /// The channel's builds as the decision reads them, each preload with whether signed metadata has
     /// released its key, and the targets they come from.
     private func channelBuilds(_ trusted: TrustedMetadata, channel: String, origin: Origin) async throws(PatchSyncError)
-        -> [(build: ChannelBuild, target: ManifestTarget)] {
+        -> [(build: ChannelBuild, target: ManifestTarget)]
+    {
         let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
         var builds: [(ChannelBuild, ManifestTarget)] = []
         for target in ManifestTarget.all(in: trusted.targets.signed, channel: try Channel(channel)) {
-            let released = target.info.preload == nil ? false : try await client.findTarget(
-                Releases.keyTarget(channel: target.info.channel, build: target.info.buildId), in: trusted) != nil
+            let released =
+                target.info.preload == nil
+                ? false
+                : try await client.findTarget(
+                    Releases.keyTarget(channel: target.info.channel, build: target.info.buildId), in: trusted) != nil
             builds.append((try ChannelBuild(target, released: released), target))
         }
         return builds
     }
 
     /// Stages `target` (the channel's build to install): its manifest, then one deployment per step.
-    private func stage(_ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
-                       keepPreload: Bool) async throws(PatchSyncError) -> SyncReport {
+    private func stage(
+        _ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
+        keepPreload: Bool
+    ) async throws(PatchSyncError) -> SyncReport {
         var context = context
         let (state, config, client, onEvent) = (context.state, context.config, context.origin.client, context.onEvent)
         var report = SyncReport(outcome: .upToDate, buildId: target.info.buildId, sequence: target.info.sequence)
@@ -160,8 +170,9 @@ public struct Syncer: Sendable {
         var staged = false
         for (index, bundles) in steps.enumerated() {
             let step = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> SyncStep in
-                LiveDecision.step(&s, build: build, bundles: bundles, all: all, later: Array(steps[(index + 1)...]),
-                                  inUse: install.deploymentFolderExists)
+                LiveDecision.step(
+                    &s, build: build, bundles: bundles, all: all, later: Array(steps[(index + 1)...]),
+                    inUse: install.deploymentFolderExists)
             }
             switch step {
             case .heldBack:
@@ -199,7 +210,8 @@ public struct Syncer: Sendable {
         for identity in [state.currentIdentity, state.ready, state.staging].compactMap({ $0 }) where identity.manifest == sha {
             let path = install.manifestPath(identity.name)
             guard let data = try? FileSystem.read(path, limit: 256 << 20), SHA256Hasher.hash(data).hex == sha,
-                  let manifest = try? Manifest.decode(data, what: path) else { continue }
+                let manifest = try? Manifest.decode(data, what: path)
+            else { continue }
             return (manifest, data)
         }
         return nil
@@ -210,8 +222,9 @@ public struct Syncer: Sendable {
     private func check(_ context: SyncContext) async throws(PatchSyncError) -> (ManifestTarget, TrustedMetadata) {
         let config = context.config
         context.onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
-        let trusted = try await context.origin.refreshTrust(directory: install.metadataDirectory, now: now,
-                                                            deadline: Date() + config.refreshDeadline)
+        let trusted = try await context.origin.refreshTrust(
+            directory: install.metadataDirectory, now: now,
+            deadline: Date() + config.refreshDeadline)
         return (try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel)), trusted)
     }
 

@@ -33,6 +33,11 @@ enum CrashPoint: String, CaseIterable, Sendable {
     /// Kills the process when this is the armed point (at its armed reaching).
     func reached() {
         guard let armed = Self.armed, armed.name == rawValue else { return }
-        if Self.reachings.withLock({ count in count += 1; return count }) >= armed.at { kill(getpid(), SIGKILL) }
+        if Self.reachings.withLock({ count in
+            count += 1
+            return count
+        }) >= armed.at {
+            kill(getpid(), SIGKILL)
+        }
     }
 }

@@ -21,7 +21,7 @@ final class FileDescriptor: @unchecked Sendable {
     /// else that is not a regular file is refused.
     static func ownFile(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
         var file: FileDescriptor
-        do { file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW, mode: mode) } catch where error.code == ELOOP {
+        do { file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW, mode: mode) } catch  where error.code == ELOOP {
             guard unlink(path) == 0 || errno == ENOENT else { throw Errno(errno, "removing the link at", path) }
             file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_CREAT | O_EXCL, mode: mode)
         }
@@ -96,7 +96,10 @@ final class FileDescriptor: @unchecked Sendable {
     /// write(2) of all of `bytes` at the current position.
     func write(_ bytes: [UInt8]) throws(Errno) {
         let failure: Errno? = bytes.withUnsafeBytes { raw in
-            do throws(Errno) { try write(raw); return nil } catch { return error }
+            do throws(Errno) {
+                try write(raw)
+                return nil
+            } catch { return error }
         }
         if let failure { throw failure }
     }
@@ -104,7 +107,10 @@ final class FileDescriptor: @unchecked Sendable {
     /// write(2) of all of `data` at the current position.
     func write(_ data: Data) throws(Errno) {
         let failure: Errno? = data.withUnsafeBytes { raw in
-            do throws(Errno) { try write(raw); return nil } catch { return error }
+            do throws(Errno) {
+                try write(raw)
+                return nil
+            } catch { return error }
         }
         if let failure { throw failure }
     }

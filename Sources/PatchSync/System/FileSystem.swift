@@ -75,7 +75,10 @@ enum FileSystem {
     /// syncfs(2) of the file system holding `path`: one call for many files' data and metadata.
     static func syncFileSystem(of path: String) throws(Errno) {
         let fd = try FileDescriptor(path: path, flags: O_RDONLY)
-        guard let syncfs = Self.syncfs else { sync(); return }
+        guard let syncfs = Self.syncfs else {
+            sync()
+            return
+        }
         if syncfs(fd.fd) != 0 { throw Errno(errno, "syncing the file system of", path) }
     }
 
@@ -110,7 +113,10 @@ enum FileSystem {
         guard let st = try status(path) else { return }
         if (st.st_mode & S_IFMT) == S_IFDIR {
             _ = chmod(path, 0o755)
-            for name in try list(path) { try removeTree(path + "/" + name) }
+            // Beneath a descriptor, by the names' bytes: a link inside is removed, never followed, and a
+            // name that is not UTF-8 is removed too.
+            let folder = try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+            for name in try folder.rawNames() { try TreeRoot.removeEntry(raw: name, in: folder) }
             if rmdir(path) != 0 { throw Errno(errno, "removing directory", path) }
         } else {
             try remove(path)

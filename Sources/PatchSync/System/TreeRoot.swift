@@ -149,22 +149,29 @@ final class TreeRoot: Sendable {
     }
 
     private static func removeEntry(_ name: String, in folder: FileDescriptor) throws(Errno) {
+        try removeEntry(raw: Array(name.utf8CString), in: folder)
+    }
+
+    /// Removes the entry named by the bytes `raw` (NUL-terminated, as readdir gave them: a name that is not
+    /// UTF-8 is removed too) in `folder`, a whole folder with all it holds, never following a link.
+    static func removeEntry(raw name: [CChar], in folder: FileDescriptor) throws(Errno) {
+        let shown = folder.path + "/" + String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var st = stat()
         guard fstatat(folder.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
             if errno == ENOENT { return }
-            throw Errno(errno, "reading status of", folder.path + "/" + name)
+            throw Errno(errno, "reading status of", shown)
         }
         guard (st.st_mode & S_IFMT) == S_IFDIR else {
-            if unlinkat(folder.fd, name, 0) != 0 && errno != ENOENT { throw Errno(errno, "removing", folder.path + "/" + name) }
+            if unlinkat(folder.fd, name, 0) != 0 && errno != ENOENT { throw Errno(errno, "removing", shown) }
             return
         }
         _ = fchmodat(folder.fd, name, 0o755, 0)
         let fd = openat(folder.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw Errno(errno, "opening folder", folder.path + "/" + name) }
-        let child = FileDescriptor(adopting: fd, path: folder.path + "/" + name)
-        for entry in try child.names() { try removeEntry(entry, in: child) }
+        guard fd >= 0 else { throw Errno(errno, "opening folder", shown) }
+        let child = FileDescriptor(adopting: fd, path: shown)
+        for entry in try child.rawNames() { try removeEntry(raw: entry, in: child) }
         if unlinkat(folder.fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT {
-            throw Errno(errno, "removing folder", child.path)
+            throw Errno(errno, "removing folder", shown)
         }
     }
 
@@ -227,6 +234,23 @@ extension FileDescriptor {
     /// Takes ownership of a descriptor an *at call returned.
     convenience init(adopting fd: Int32, path: String) {
         self.init(owning: fd, path: path)
+    }
+
+    /// The names in this folder as readdir gives them (NUL-terminated bytes, whatever their encoding),
+    /// without "." and "..".
+    func rawNames() throws(Errno) -> [[CChar]] {
+        let copy = dup(fd)
+        guard copy >= 0, let dir = fdopendir(copy) else { throw Errno(errno, "listing", path) }
+        defer { closedir(dir) }
+        rewinddir(dir)
+        var names: [[CChar]] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                Array(raw.prefix { $0 != 0 }.map { CChar(bitPattern: $0) }) + [0]
+            }
+            if name != [46, 0] && name != [46, 46, 0] { names.append(name) }
+        }
+        return names
     }
 
     /// The names in this folder, without "." and "..".

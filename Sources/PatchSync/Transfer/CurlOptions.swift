@@ -29,8 +29,9 @@ struct CurlOptions {
     func allow(_ protocols: [CurlProtocol], redirects: Bool = false) throws(CurlOptionError) {
         let names = protocols.map(\.rawValue).joined(separator: ",")
         let bitmask = protocols.reduce(0) { $0 | $1.bit }
-        try Self.check(ccurl_easy_set_protocols(easy, redirects ? 1 : 0, names, bitmask),
-                       redirects ? CURLOPT_REDIR_PROTOCOLS_STR : CURLOPT_PROTOCOLS_STR)
+        try Self.check(
+            ccurl_easy_set_protocols(easy, redirects ? 1 : 0, names, bitmask),
+            redirects ? CURLOPT_REDIR_PROTOCOLS_STR : CURLOPT_PROTOCOLS_STR)
     }
 
     /// curl_easy_setopt with a pointer (PRIVATE, WRITEDATA, ERRORBUFFER…).
@@ -85,7 +86,7 @@ struct CurlOptionError: Error {
     /// The options PatchSync sets that libcurl gained after the oldest release it loads (7.68.0, the first
     /// with curl_multi_wakeup), with their names and the release that added each.
     static let added: [CURLoption.RawValue: (name: String, release: String)] = [
-        CURLOPT_AWS_SIGV4.rawValue: ("CURLOPT_AWS_SIGV4", "7.75.0"),
+        CURLOPT_AWS_SIGV4.rawValue: ("CURLOPT_AWS_SIGV4", "7.75.0")
     ]
 
     /// The library's error for `libcurl` (the version loaded): unavailable (69) when it lacks the option
@@ -98,9 +99,10 @@ struct CurlOptionError: Error {
             return PatchSyncError(.internal, "libcurl \(libcurl) refused \(name): \(reason); nothing was sent")
         }
         let needed = known.map { "libcurl \($0.release) or later, built with it" } ?? "a newer libcurl"
-        return PatchSyncError(.originUnavailable, "libcurl \(libcurl) lacks \(name) (\(needed)); nothing was sent",
-                              remedy: "install \(known.map { "libcurl \($0.release) or later" } ?? "a newer libcurl") "
-                                  + "(Debian: apt-get install libcurl4)")
+        return PatchSyncError(
+            .originUnavailable, "libcurl \(libcurl) lacks \(name) (\(needed)); nothing was sent",
+            remedy: "install \(known.map { "libcurl \($0.release) or later" } ?? "a newer libcurl") "
+                + "(Debian: apt-get install libcurl4)")
     }
 }
 

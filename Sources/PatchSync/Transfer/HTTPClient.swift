@@ -95,15 +95,16 @@ private final class TransferLoop: @unchecked Sendable {
     init(settings: HTTPClient.Settings) throws(PatchSyncError) {
         var error = [CChar](repeating: 0, count: 256)
         guard ccurl_load(&error, error.count) == 0 else {
-            throw PatchSyncError(.internal, "libcurl could not be loaded: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))",
-                                 remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
+            throw PatchSyncError(
+                .internal, "libcurl could not be loaded: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))",
+                remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
         }
         guard let multi = ccurl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
         let options = [
             (CURLMOPT_MAX_TOTAL_CONNECTIONS, settings.maxConnections),
             (CURLMOPT_MAX_HOST_CONNECTIONS, settings.maxConnectionsPerHost),
             // Keep every idle connection for reuse (the default cache shrinks with the handles in use).
-            (CURLMOPT_MAXCONNECTS, settings.maxConnections),
+            (CURLMOPT_MAXCONNECTS, settings.maxConnections)
         ]
         for (option, value) in options {
             let code = ccurl_multi_setopt_long(multi, option, value)
@@ -258,7 +259,10 @@ private final class TransferLoop: @unchecked Sendable {
         var pointer: UnsafeMutableRawPointer?
         ccurl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer)
         ccurl_multi_remove_handle(multi, easy)
-        guard let pointer else { ccurl_easy_cleanup(easy); return }
+        guard let pointer else {
+            ccurl_easy_cleanup(easy)
+            return
+        }
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
         box.currentEasy = nil
         limiter?.forget(box)
@@ -267,8 +271,10 @@ private final class TransferLoop: @unchecked Sendable {
         ccurl_easy_cleanup(easy)
     }
 
-    private func outcome(of box: TransferBox, easy: UnsafeMutableRawPointer,
-                         code: CURLcode) -> Result<TransferResponse, TransferFailure> {
+    private func outcome(
+        of box: TransferBox, easy: UnsafeMutableRawPointer,
+        code: CURLcode
+    ) -> Result<TransferResponse, TransferFailure> {
         if let failure = box.failure { return .failure(failure) }
         if box.cancel.isSet { return .failure(.cancelled) }
         if code != CURLE_OK && !box.satisfied {

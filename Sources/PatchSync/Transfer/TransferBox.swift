@@ -29,8 +29,10 @@ final class TransferBox: @unchecked Sendable {
     /// libcurl's own words for a failure ("Operation too slow. Less than…"), CURLOPT_ERRORBUFFER.
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
-    init(request: TransferRequest, sink: any ResponseSink, cancel: CancelFlag,
-         continuation: CheckedContinuation<Result<TransferResponse, TransferFailure>, Never>) {
+    init(
+        request: TransferRequest, sink: any ResponseSink, cancel: CancelFlag,
+        continuation: CheckedContinuation<Result<TransferResponse, TransferFailure>, Never>
+    ) {
         self.request = request
         self.cancel = cancel
         self.sink = sink
@@ -183,8 +185,9 @@ extension TransferBox {
     private static func timeToFirstByte(_ easy: UnsafeMutableRawPointer) -> Double? {
         var sent: curl_off_t = 0, first: curl_off_t = 0
         guard ccurl_easy_getinfo_off_t(easy, CURLINFO_PRETRANSFER_TIME_T, &sent) == CURLE_OK,
-              ccurl_easy_getinfo_off_t(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK,
-              first >= sent, first > 0 else { return nil }
+            ccurl_easy_getinfo_off_t(easy, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK,
+            first >= sent, first > 0
+        else { return nil }
         return Double(first - sent) / 1_000_000
     }
 }

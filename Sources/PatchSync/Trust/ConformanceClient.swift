@@ -31,35 +31,45 @@ public struct ConformanceClient: Sendable {
     @discardableResult
     public func refresh(metadataURL: String) async throws(PatchSyncError) -> [String: Int] {
         let (_, trusted, _) = try await refreshed(metadataURL)
-        return ["root": trusted.root.signed.version, "timestamp": trusted.timestamp.signed.version,
-                "snapshot": trusted.snapshot.signed.version, "targets": trusted.targets.signed.version]
+        return [
+            "root": trusted.root.signed.version, "timestamp": trusted.timestamp.signed.version,
+            "snapshot": trusted.snapshot.signed.version, "targets": trusted.targets.signed.version
+        ]
     }
 
     /// Refreshes, finds `targetName` (searching delegations), and stores it verified in
     /// `targetDirectory` under its percent-encoded name; a file already there with the signed
     /// length and hashes is kept without downloading. Returns the stored file's path.
     @discardableResult
-    public func download(target targetName: String, metadataURL: String, targetBaseURL: String,
-                         targetDirectory: String) async throws(PatchSyncError) -> String {
+    public func download(
+        target targetName: String, metadataURL: String, targetBaseURL: String,
+        targetDirectory: String
+    ) async throws(PatchSyncError) -> String {
         let started = Date()
         let (client, trusted, http) = try await refreshed(metadataURL)
         guard let target = try await client.findTarget(targetName, in: trusted) else {
-            throw PatchSyncError(.originUnavailable, "no trusted targets metadata lists \(targetName)",
-                                 remedy: "check the target name; delegations were searched")
+            throw PatchSyncError(
+                .originUnavailable, "no trusted targets metadata lists \(targetName)",
+                remedy: "check the target name; delegations were searched")
         }
         let stored = targetDirectory + "/" + (try Self.localName(targetName))
         if let existing = try? FileSystem.read(stored, limit: Int(min(target.length, Int64(Int.max)))),
-           (try? Self.check(existing, against: target, name: stored)) != nil {
+            (try? Self.check(existing, against: target, name: stored)) != nil
+        {
             return stored
         }
         var path = targetName
         if trusted.root.signed.consistentSnapshot,
-           let hash = target.hashes["sha256"] ?? target.hashes.sorted(by: { $0.key < $1.key }).first?.value {
+            let hash = target.hashes["sha256"] ?? target.hashes.sorted(by: { $0.key < $1.key }).first?.value
+        {
             path = OriginLayout.consistentName(targetName, sha256: hash)
         }
         let mirror = try Origin(mirrors: [targetBaseURL], client: http)
-        guard let data = try await mirror.whole(path, maxBytes: target.length,
-                                                timeout: deadlineSeconds - Date().timeIntervalSince(started)) else {
+        guard
+            let data = try await mirror.whole(
+                path, maxBytes: target.length,
+                timeout: deadlineSeconds - Date().timeIntervalSince(started))
+        else {
             throw PatchSyncError(.originUnavailable, "\(targetBaseURL) has no \(path)")
         }
         try Self.check(data, against: target, name: path)
@@ -79,11 +89,13 @@ public struct ConformanceClient: Sendable {
     }
 
     private func refreshed(_ metadataURL: String) async throws(PatchSyncError)
-        -> (TrustClient, TrustedMetadata, HTTPClient) {
+        -> (TrustClient, TrustedMetadata, HTTPClient)
+    {
         let http = try HTTPClient()
         let source = URLMetadataSource(origin: try Origin(mirrors: [metadataURL], client: http))
-        let client = TrustClient(directory: metadataDirectory, source: source, now: now,
-                                 deadline: Date() + deadlineSeconds)
+        let client = TrustClient(
+            directory: metadataDirectory, source: source, now: now,
+            deadline: Date() + deadlineSeconds)
         return (client, try await client.refresh(), http)
     }
 
@@ -92,8 +104,9 @@ public struct ConformanceClient: Sendable {
     static func localName(_ target: String) throws(PatchSyncError) -> String {
         let name = TrustClient.percentEncoded(target)
         guard !["", ".", ".."].contains(name) else {
-            throw PatchSyncError(.usage, "target name '\(target)' cannot be stored as a file",
-                                 remedy: "give the path of a target file")
+            throw PatchSyncError(
+                .usage, "target name '\(target)' cannot be stored as a file",
+                remedy: "give the path of a target file")
         }
         return name
     }

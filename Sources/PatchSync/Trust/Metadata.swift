@@ -39,7 +39,9 @@ public struct RootMetadata: TUFSigned {
     public var roles: [String: TUFRole]
 
     enum CodingKeys: String, CodingKey {
-        case type = "_type", specVersion = "spec_version", consistentSnapshot = "consistent_snapshot"
+        case type = "_type"
+        case specVersion = "spec_version"
+        case consistentSnapshot = "consistent_snapshot"
         case version, expires, keys, roles
     }
 }
@@ -61,7 +63,9 @@ public struct TimestampMetadata: TUFSigned {
     public var meta: [String: MetaFile]
 
     enum CodingKeys: String, CodingKey {
-        case type = "_type", specVersion = "spec_version", version, expires, meta
+        case type = "_type"
+        case specVersion = "spec_version"
+        case version, expires, meta
     }
 }
 
@@ -75,7 +79,9 @@ public struct SnapshotMetadata: TUFSigned {
     public var meta: [String: MetaFile]
 
     enum CodingKeys: String, CodingKey {
-        case type = "_type", specVersion = "spec_version", version, expires, meta
+        case type = "_type"
+        case specVersion = "spec_version"
+        case version, expires, meta
     }
 }
 
@@ -108,7 +114,9 @@ public struct TargetFile: Codable, Hashable, Sendable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(length, forKey: .length)
         try container.encode(hashes, forKey: .hashes)
-        if let custom { try container.encode(custom, forKey: .custom) } else {
+        if let custom {
+            try container.encode(custom, forKey: .custom)
+        } else {
             try container.encodeIfPresent(foreignCustom, forKey: .custom)
         }
     }
@@ -125,7 +133,8 @@ public struct DelegatedRole: Codable, Hashable, Sendable {
     public var pathHashPrefixes: [String]?
 
     enum CodingKeys: String, CodingKey {
-        case name, keyids, threshold, terminating, paths, pathHashPrefixes = "path_hash_prefixes"
+        case name, keyids, threshold, terminating, paths
+        case pathHashPrefixes = "path_hash_prefixes"
     }
 
     var role: TUFRole { TUFRole(keyids: keyids, threshold: threshold) }
@@ -158,7 +167,9 @@ public struct SuccinctRoles: Codable, Hashable, Sendable {
     public var namePrefix: String
 
     enum CodingKeys: String, CodingKey {
-        case keyids, threshold, bitLength = "bit_length", namePrefix = "name_prefix"
+        case keyids, threshold
+        case bitLength = "bit_length"
+        case namePrefix = "name_prefix"
     }
 
     /// The bin role that holds `target`; never terminating.
@@ -170,8 +181,9 @@ public struct SuccinctRoles: Codable, Hashable, Sendable {
         let width = String((UInt64(1) << UInt64(bitLength)) - 1, radix: 16).count
         let hex = String(bin, radix: 16)
         let name = namePrefix + "-" + String(repeating: "0", count: max(0, width - hex.count)) + hex
-        return DelegatedRole(name: name, keyids: keyids, threshold: threshold, terminating: true,
-                             paths: nil, pathHashPrefixes: nil)
+        return DelegatedRole(
+            name: name, keyids: keyids, threshold: threshold, terminating: true,
+            paths: nil, pathHashPrefixes: nil)
     }
 }
 
@@ -181,7 +193,10 @@ public struct Delegations: Codable, Hashable, Sendable {
     public var roles: [DelegatedRole]?
     public var succinctRoles: SuccinctRoles?
 
-    enum CodingKeys: String, CodingKey { case keys, roles, succinctRoles = "succinct_roles" }
+    enum CodingKeys: String, CodingKey {
+        case keys, roles
+        case succinctRoles = "succinct_roles"
+    }
 
     /// The delegated roles trusted for `target`, in order.
     func roles(for target: String) -> [DelegatedRole] {
@@ -254,7 +269,9 @@ public struct TargetsMetadata: TUFSigned {
     public var delegations: Delegations? = nil
 
     enum CodingKeys: String, CodingKey {
-        case type = "_type", specVersion = "spec_version", version, expires, targets, delegations
+        case type = "_type"
+        case specVersion = "spec_version"
+        case version, expires, targets, delegations
     }
 }
 
@@ -285,16 +302,19 @@ struct Signed<T: TUFSigned>: Sendable {
         self.signatures = try sigs.decode([TUFSignature].self, what: "\(name) signatures")
         var keyids = Set<String>()
         for signature in signatures where !keyids.insert(signature.keyid).inserted {
-            throw PatchSyncError(.refusedData, "\(name) lists key id \(signature.keyid) twice in its signatures",
-                                 remedy: "the origin serves malformed metadata; report it to the publisher")
+            throw PatchSyncError(
+                .refusedData, "\(name) lists key id \(signature.keyid) twice in its signatures",
+                remedy: "the origin serves malformed metadata; report it to the publisher")
         }
         self.signed = try raw.decode(T.self, what: name)
         guard signed.type == T.roleName else {
             throw PatchSyncError(.refusedData, "\(name) is \(signed.type) metadata, not \(T.roleName)")
         }
         guard let major = signed.specVersion.split(separator: ".").first, major == "1" else {
-            throw PatchSyncError(.refusedData, "\(name) follows TUF specification \(signed.specVersion); "
-                                 + "PatchSync reads 1.x", remedy: "update PatchSync, or ask the publisher")
+            throw PatchSyncError(
+                .refusedData,
+                "\(name) follows TUF specification \(signed.specVersion); "
+                    + "PatchSync reads 1.x", remedy: "update PatchSync, or ask the publisher")
         }
     }
 
@@ -305,8 +325,10 @@ struct Signed<T: TUFSigned>: Sendable {
         let message = try raw.canonical()
         var signatures: [TUFSignature] = []
         for key in keys {
-            signatures.append(TUFSignature(keyid: try key.publicKey.keyID(),
-                                           sig: Hex.encode(try Ed25519.sign(message, privateKey: key.privateKey))))
+            signatures.append(
+                TUFSignature(
+                    keyid: try key.publicKey.keyID(),
+                    sig: Hex.encode(try Ed25519.sign(message, privateKey: key.privateKey))))
         }
         self.signatures = signatures
     }
@@ -333,9 +355,10 @@ struct Signed<T: TUFSigned>: Sendable {
             }
         }
         guard role.threshold >= 1, validKeys.count >= role.threshold else {
-            throw PatchSyncError(.refusedData,
-                                 "\(name) has \(validKeys.count) valid signature(s), \(role.threshold) required",
-                                 remedy: "the origin serves metadata not signed by the trusted keys; check the mirror")
+            throw PatchSyncError(
+                .refusedData,
+                "\(name) has \(validKeys.count) valid signature(s), \(role.threshold) required",
+                remedy: "the origin serves metadata not signed by the trusted keys; check the mirror")
         }
     }
 }
@@ -360,15 +383,18 @@ public struct SigningKey: Sendable {
     /// Reads a key file written by ``fileData()``.
     public static func load(path: String) throws(PatchSyncError) -> SigningKey {
         if let st = try? FileSystem.status(path), st.st_mode & 0o077 != 0 {
-            throw PatchSyncError(.usage, "\(path) is readable by others (mode \(String(st.st_mode & 0o777, radix: 8)))",
-                                 remedy: "a private key must be private: chmod 600 \(path)")
+            throw PatchSyncError(
+                .usage, "\(path) is readable by others (mode \(String(st.st_mode & 0o777, radix: 8)))",
+                remedy: "a private key must be private: chmod 600 \(path)")
         }
         let data = try FileSystem.read(path, limit: 64 * 1024)
         let key = try JSONValue.parse(data, what: path).decode(TUFKey.self, what: "key file \(path)")
         guard key.keytype == "ed25519", let pub = key.keyval["public"].flatMap(Hex.decode),
-              let priv = key.keyval["private"].flatMap(Hex.decode), pub.count == 32, priv.count == 32 else {
-            throw PatchSyncError(.usage, "\(path) is not an Ed25519 private key file",
-                                 remedy: "use a key written by `patchsync keygen`")
+            let priv = key.keyval["private"].flatMap(Hex.decode), pub.count == 32, priv.count == 32
+        else {
+            throw PatchSyncError(
+                .usage, "\(path) is not an Ed25519 private key file",
+                remedy: "use a key written by `patchsync keygen`")
         }
         return SigningKey(Ed25519.KeyPair(publicKey: pub, privateKey: priv))
     }

@@ -10,8 +10,10 @@ extension Repository {
         guard adding || hasRole else { return current }
         let id = try online.publicKey.keyID()
         var roles = (current?.roles ?? []).filter { $0.name != Releases.role }
-        roles.insert(DelegatedRole(name: Releases.role, keyids: [id], threshold: 1, terminating: true,
-                                   paths: ["releases/*/*"], pathHashPrefixes: nil), at: 0)
+        roles.insert(
+            DelegatedRole(
+                name: Releases.role, keyids: [id], threshold: 1, terminating: true,
+                paths: ["releases/*/*"], pathHashPrefixes: nil), at: 0)
         var keys: [String: TUFKey] = [:]
         for role in roles { for keyid in role.keyids { keys[keyid] = current?.keys[keyid] ?? (keyid == id ? online.publicKey : nil) } }
         return Delegations(keys: keys, roles: roles, succinctRoles: current?.succinctRoles)
@@ -26,54 +28,68 @@ extension Repository {
     }
 
     /// Releases build `build` with its key file from the publisher's key folder `contentKeys`.
-    public mutating func release(build: String, channel: String, contentKeys: String, online: SigningKey,
-                                 now: Date = Date()) throws(PatchSyncError) {
+    public mutating func release(
+        build: String, channel: String, contentKeys: String, online: SigningKey,
+        now: Date = Date()
+    ) throws(PatchSyncError) {
         let path = Self.contentKeyPath(contentKeys, channel: channel, build: build)
         guard FileSystem.exists(path) else {
-            throw PatchSyncError(.usage, "no content key for \(build) at \(path)",
-                                 remedy: "give --content-keys: the folder publish --release-at wrote the key to")
+            throw PatchSyncError(
+                .usage, "no content key for \(build) at \(path)",
+                remedy: "give --content-keys: the folder publish --release-at wrote the key to")
         }
-        try release(keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: channel, build: build,
-                    online: online, now: now)
+        try release(
+            keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: channel, build: build,
+            online: online, now: now)
     }
 
     /// Publishes a preload build's content key (its key file's bytes) as a target of the `releases`
     /// role, signed with the online key, then new snapshot and timestamp: clients unlock the build at
     /// their next sync. The key is checked against the commitment the targets key signed first.
-    public mutating func release(keyFile data: Data, channel: String, build: String, online: SigningKey,
-                                 lifetimes: Lifetimes = .init(), now: Date = Date(),
-                                 resigning: Bool = true) throws(PatchSyncError) {
+    public mutating func release(
+        keyFile data: Data, channel: String, build: String, online: SigningKey,
+        lifetimes: Lifetimes = .init(), now: Date = Date(),
+        resigning: Bool = true
+    ) throws(PatchSyncError) {
         try checkOnline(online)
         let target = Manifest.targetPath(channel: try Channel(channel), buildId: try BuildID(build))
         guard let file = targetFiles[target], file.custom?.preload != nil else {
-            throw PatchSyncError(.usage, "\(origin) lists no preload build \(build) on \(channel)",
-                                 remedy: "`patchsync repo status --origin \(origin)` lists the builds; a preload is "
-                                     + "published with --release-at")
+            throw PatchSyncError(
+                .usage, "\(origin) lists no preload build \(build) on \(channel)",
+                remedy: "`patchsync repo status --origin \(origin)` lists the builds; a preload is "
+                    + "published with --release-at")
         }
         let plan = try Repository.plan(in: origin, target, file)
         let key = try ContentKey.read(data, what: "the key file of \(build)", build: build)
         guard plan.keys[build] == key.commitment(build: build) else {
-            throw PatchSyncError(.refusedData, "the key file given for \(build) is not the key it was sealed with",
-                                 remedy: "give the key file publish wrote for this build (content/\(channel)/\(build).key "
-                                     + "in the publisher's key folder); nothing was released")
+            throw PatchSyncError(
+                .refusedData, "the key file given for \(build) is not the key it was sealed with",
+                remedy: "give the key file publish wrote for this build (content/\(channel)/\(build).key "
+                    + "in the publisher's key folder); nothing was released")
         }
         for other in plan.keys.keys.sorted() where other != build && !isReleased(channel: channel, build: other) {
-            throw PatchSyncError(.usage, "build \(build) shares sealed content with preload \(other), whose key is not released",
-                                 remedy: "release \(other) first (`patchsync repo release \(other)`), or together")
+            throw PatchSyncError(
+                .usage, "build \(build) shares sealed content with preload \(other), whose key is not released",
+                remedy: "release \(other) first (`patchsync repo release \(other)`), or together")
         }
-        try addRelease(data, target: Releases.keyTarget(channel: channel, build: build), online: online,
-                       lifetimes: lifetimes, now: now)
+        try addRelease(
+            data, target: Releases.keyTarget(channel: channel, build: build), online: online,
+            lifetimes: lifetimes, now: now)
         if resigning { try resign(key: online, lifetimes: lifetimes, now: now) }
     }
 
-    mutating func addRelease(_ data: Data, target: String, online: SigningKey, lifetimes: Lifetimes,
-                                     now: Date) throws(PatchSyncError) {
+    mutating func addRelease(
+        _ data: Data, target: String, online: SigningKey, lifetimes: Lifetimes,
+        now: Date
+    ) throws(PatchSyncError) {
         let id = try online.publicKey.keyID()
         guard let role = targets.signed.delegations?.roles?.first(where: { $0.name == Releases.role }),
-              role.keyids.contains(id) else {
-            throw PatchSyncError(.usage, "targets of \(origin) delegates no \(Releases.role) role to this online key",
-                                 remedy: "re-sign targets once with the targets key (`patchsync repo renew --origin \(origin) "
-                                     + "--targets-key … --online-key …`): it delegates the role to the current online key")
+            role.keyids.contains(id)
+        else {
+            throw PatchSyncError(
+                .usage, "targets of \(origin) delegates no \(Releases.role) role to this online key",
+                remedy: "re-sign targets once with the targets key (`patchsync repo renew --origin \(origin) "
+                    + "--targets-key … --online-key …`): it delegates the role to the current online key")
         }
         let hash = SHA256Hasher.hash(data).hex
         try Self.write(data, to: layout.path(OriginLayout.targetFile(target, sha256: hash)))
@@ -83,15 +99,20 @@ extension Repository {
     }
 
     /// Writes a new version of the `releases` role's metadata with `files`, signed by the online key.
-    mutating func signReleases(_ files: [String: TargetFile], online: SigningKey, lifetimes: Lifetimes,
-                               now: Date) throws(PatchSyncError) {
+    mutating func signReleases(
+        _ files: [String: TargetFile], online: SigningKey, lifetimes: Lifetimes,
+        now: Date
+    ) throws(PatchSyncError) {
         // Past any version on disk too: one written by a run that stopped before its snapshot may have
         // been uploaded already, and a versioned file never gets other bytes.
-        let onDisk = ((try? FileSystem.list(layout.metadataFolder)) ?? []).compactMap { name -> Int? in
-            OriginLayout.version(ofMetadataName: name, role: Releases.role)
-        }.max() ?? 0
-        let next = try Signed(signing: TargetsMetadata(version: max(releases?.signed.version ?? 0, onDisk) + 1,
-                                                       expires: now + lifetimes.targets, targets: files), with: [online])
+        let onDisk =
+            ((try? FileSystem.list(layout.metadataFolder)) ?? []).compactMap { name -> Int? in
+                OriginLayout.version(ofMetadataName: name, role: Releases.role)
+            }.max() ?? 0
+        let next = try Signed(
+            signing: TargetsMetadata(
+                version: max(releases?.signed.version ?? 0, onDisk) + 1,
+                expires: now + lifetimes.targets, targets: files), with: [online])
         try Self.write(next, to: layout.path(OriginLayout.metadata(role: Releases.role, version: next.signed.version)))
         releases = next
     }
@@ -100,7 +121,8 @@ extension Repository {
     public func dueReleases(now: Date) -> [(channel: String, build: String, releaseAt: Date)] {
         targetFiles.values.compactMap { file -> (String, String, Date)? in
             guard let info = file.custom, let preload = info.preload, preload.releaseAt <= now, info.withdrawn != true,
-                  !isReleased(channel: info.channel, build: info.buildId) else { return nil }
+                !isReleased(channel: info.channel, build: info.buildId)
+            else { return nil }
             return (info.channel, info.buildId, preload.releaseAt)
         }.sorted { $0.2 < $1.2 }
     }

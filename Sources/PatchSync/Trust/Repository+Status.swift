@@ -57,11 +57,12 @@ extension Repository {
                 let manifest = try manifest(path, file)
                 (files, size) = (manifest.files.count, manifest.totalSize)
             }
-            channels[info.channel, default: []].append(RepositoryStatus.Build(
-                buildId: info.buildId, sequence: info.sequence, files: files ?? 0, size: size ?? 0,
-                manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom, rollback: info.rollback,
-                releaseAt: info.preload?.releaseAt,
-                released: info.preload.map { _ in isReleased(channel: info.channel, build: info.buildId) }))
+            channels[info.channel, default: []].append(
+                RepositoryStatus.Build(
+                    buildId: info.buildId, sequence: info.sequence, files: files ?? 0, size: size ?? 0,
+                    manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom, rollback: info.rollback,
+                    releaseAt: info.preload?.releaseAt,
+                    released: info.preload.map { _ in isReleased(channel: info.channel, build: info.buildId) }))
         }
         let listed = channels.keys.sorted().map { name in
             var builds = (channels[name] ?? []).sorted { $0.sequence > $1.sequence }
@@ -77,27 +78,30 @@ extension Repository {
             "root": "patchsync repo renew --origin \(origin) --root-key ROOT_KEY",
             "targets": "patchsync repo renew --origin \(origin) --targets-key TARGETS_KEY --online-key ONLINE_KEY",
             "snapshot": "patchsync repo refresh --origin \(origin) --online-key ONLINE_KEY",
-            "timestamp": "patchsync repo refresh --origin \(origin) --online-key ONLINE_KEY",
+            "timestamp": "patchsync repo refresh --origin \(origin) --online-key ONLINE_KEY"
         ]
         let roles: [(String, Int, Date)] = [
             ("root", root.signed.version, root.signed.expires), ("targets", targets.signed.version, targets.signed.expires),
             ("snapshot", snapshot.signed.version, snapshot.signed.expires),
-            ("timestamp", timestamp.signed.version, timestamp.signed.expires),
+            ("timestamp", timestamp.signed.version, timestamp.signed.expires)
         ]
         return roles.map { name, version, expires in
             let spec = root.signed.roles[name]
-            return RepositoryStatus.Role(role: name, version: version, expires: expires,
-                                         daysLeft: (expires.timeIntervalSince(now) / 86400 * 10).rounded(.down) / 10,
-                                         keys: spec?.keyids.count ?? 0, threshold: spec?.threshold ?? 0,
-                                         renewal: renewals[name] ?? "")
+            return RepositoryStatus.Role(
+                role: name, version: version, expires: expires,
+                daysLeft: (expires.timeIntervalSince(now) / 86400 * 10).rounded(.down) / 10,
+                keys: spec?.keyids.count ?? 0, threshold: spec?.threshold ?? 0,
+                renewal: renewals[name] ?? "")
         }
     }
 
     /// The roles that expire within their window from `now`: root and targets (renewed by hand) within
     /// `within`, snapshot and timestamp (re-signed by the refresh job) within `onlineWithin`.
-    public func expiring(within: TimeInterval = Repository.warningWindow,
-                         onlineWithin: TimeInterval = Repository.onlineWarningWindow,
-                         now: Date = Date()) -> [RepositoryStatus.Role] {
+    public func expiring(
+        within: TimeInterval = Repository.warningWindow,
+        onlineWithin: TimeInterval = Repository.onlineWarningWindow,
+        now: Date = Date()
+    ) -> [RepositoryStatus.Role] {
         roleExpiries(now: now).filter { role in
             let window = ["root", "targets"].contains(role.role) ? within : onlineWithin
             return role.expires.timeIntervalSince(now) <= window
@@ -107,7 +111,9 @@ extension Repository {
     /// One warning line per role in ``expiring(within:onlineWithin:now:)``, for commands to print.
     public func expiryWarnings(now: Date = Date()) -> [String] {
         expiring(now: now).map { role in
-            let when = role.daysLeft <= 0 ? "expired on \(Self.day(role.expires)): clients refuse the repository"
+            let when =
+                role.daysLeft <= 0
+                ? "expired on \(Self.day(role.expires)): clients refuse the repository"
                 : "expires in \(role.daysLeft) days (\(Self.day(role.expires)))"
             return "\(role.role).json of \(origin) \(when); renew it: \(role.renewal)"
         }
@@ -115,8 +121,10 @@ extension Repository {
 
     static func day(_ date: Date) -> String {
         let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withFullDate, .withTime, .withColonSeparatorInTime, .withDashSeparatorInDate,
-                                   .withSpaceBetweenDateAndTime]
+        formatter.formatOptions = [
+            .withFullDate, .withTime, .withColonSeparatorInTime, .withDashSeparatorInDate,
+            .withSpaceBetweenDateAndTime
+        ]
         return formatter.string(from: date) + " UTC"
     }
 
@@ -129,8 +137,10 @@ extension Repository {
     /// A preload build's manifest is sealed: it is opened with its content key from `contentKeys` (the
     /// publisher's key folder) or, once released, from the origin (`released`: the releases role's
     /// targets); without either it is refused by name.
-    static func manifest(in origin: String, _ path: String, _ file: TargetFile, contentKeys: String? = nil,
-                         released: [String: TargetFile] = [:]) throws(PatchSyncError) -> Manifest {
+    static func manifest(
+        in origin: String, _ path: String, _ file: TargetFile, contentKeys: String? = nil,
+        released: [String: TargetFile] = [:]
+    ) throws(PatchSyncError) -> Manifest {
         let data = try targetData(in: origin, path, file)
         guard let info = file.custom, info.preload != nil else { return try Manifest.decode(data, what: path) }
         let plan = try PreloadPlan.decode(data, what: path)
@@ -141,9 +151,12 @@ extension Repository {
         } else if let key = released[Releases.keyTarget(channel: info.channel, build: info.buildId)] {
             keyData = try targetData(in: origin, Releases.keyTarget(channel: info.channel, build: info.buildId), key)
         } else {
-            throw PatchSyncError(.usage, "build \(info.buildId) of \(origin) is a preload whose manifest is sealed, and its "
-                                 + "content key is not at hand", remedy: "give the publisher's key folder (--content-keys), "
-                                     + "or wait for its release")
+            throw PatchSyncError(
+                .usage,
+                "build \(info.buildId) of \(origin) is a preload whose manifest is sealed, and its "
+                    + "content key is not at hand",
+                remedy: "give the publisher's key folder (--content-keys), "
+                    + "or wait for its release")
         }
         let key = try ContentKey.read(keyData, what: keyPath ?? "the released key of \(info.buildId)", build: info.buildId)
         return try plan.openManifest(in: origin, key: key)
@@ -155,8 +168,9 @@ extension Repository {
         let location = OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash))
         let data = try FileSystem.read(location, limit: Int(min(file.length, 256 << 20)) + 1)
         guard data.count == file.length, SHA256Hasher.hash(data).hex == hash else {
-            throw PatchSyncError(.refusedData, "\(location) does not match its signed length and SHA-256",
-                                 remedy: "the origin folder was changed by hand; publish the build again into a fresh origin")
+            throw PatchSyncError(
+                .refusedData, "\(location) does not match its signed length and SHA-256",
+                remedy: "the origin folder was changed by hand; publish the build again into a fresh origin")
         }
         return data
     }

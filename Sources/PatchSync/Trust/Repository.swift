@@ -41,8 +41,10 @@ public struct Repository: Sendable {
         public var online: TUFKey
 
         /// Thresholds default to every key given: several keys then mean several signatures.
-        public init(root: [TUFKey], rootThreshold: Int? = nil, targets: [TUFKey], targetsThreshold: Int? = nil,
-                    online: TUFKey) {
+        public init(
+            root: [TUFKey], rootThreshold: Int? = nil, targets: [TUFKey], targetsThreshold: Int? = nil,
+            online: TUFKey
+        ) {
             self.root = root
             self.rootThreshold = rootThreshold ?? root.count
             self.targets = targets
@@ -66,36 +68,51 @@ public struct Repository: Sendable {
 
     /// Creates a repository in `origin` with the roles' keys in `keys`; `signers` holds the private root
     /// keys (at least the root threshold), targets keys (at least the targets threshold) and the online key.
-    public static func create(origin: String, keys: KeySet, signers: Signers,
-                              lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) -> Repository {
+    public static func create(
+        origin: String, keys: KeySet, signers: Signers,
+        lifetimes: Lifetimes = .init(), now: Date = Date()
+    ) throws(PatchSyncError) -> Repository {
         let layout = OriginLayout(root: origin)
         guard !FileSystem.exists(layout.rootMetadataFile) else {
-            throw PatchSyncError(.usage, "\(origin) already holds a repository",
-                                 remedy: "publish into it, or choose an empty folder for a new one")
+            throw PatchSyncError(
+                .usage, "\(origin) already holds a repository",
+                remedy: "publish into it, or choose an empty folder for a new one")
         }
         let rootMeta = try Self.rootMetadata(version: 1, expires: now + lifetimes.root, keys: keys)
-        let root = try Signed(signing: rootMeta, with: try Self.signing(signers.root, role: "root", of: rootMeta,
-                                                                        origin: origin))
+        let root = try Signed(
+            signing: rootMeta,
+            with: try Self.signing(
+                signers.root, role: "root", of: rootMeta,
+                origin: origin))
         try write(root, to: layout.path(OriginLayout.metadata(role: "root", version: 1)))
         try write(root, to: layout.rootMetadataFile)
-        var repo = Repository(origin: origin, root: root,
-                              targets: try Signed(signing: TargetsMetadata(version: 0, expires: now, targets: [:]),
-                                                  with: []),
-                              snapshot: try Signed(signing: SnapshotMetadata(version: 0, expires: now, meta: [:]),
-                                                   with: []),
-                              timestamp: try Signed(signing: TimestampMetadata(version: 0, expires: now, meta: [:]),
-                                                    with: []))
+        var repo = Repository(
+            origin: origin, root: root,
+            targets: try Signed(
+                signing: TargetsMetadata(version: 0, expires: now, targets: [:]),
+                with: []),
+            snapshot: try Signed(
+                signing: SnapshotMetadata(version: 0, expires: now, meta: [:]),
+                with: []),
+            timestamp: try Signed(
+                signing: TimestampMetadata(version: 0, expires: now, meta: [:]),
+                with: []))
         try repo.commit(targets: [:], signers: signers, lifetimes: lifetimes, now: now)
         return repo
     }
 
     /// A repository with one root key, one targets key and one online key.
-    public static func create(origin: String, rootKey: SigningKey, targetsKey: SigningKey, onlineKey: SigningKey,
-                              lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) -> Repository {
-        try create(origin: origin, keys: KeySet(root: [rootKey.publicKey], targets: [targetsKey.publicKey],
-                                                online: onlineKey.publicKey),
-                   signers: Signers(root: [rootKey], targets: [targetsKey], online: onlineKey),
-                   lifetimes: lifetimes, now: now)
+    public static func create(
+        origin: String, rootKey: SigningKey, targetsKey: SigningKey, onlineKey: SigningKey,
+        lifetimes: Lifetimes = .init(), now: Date = Date()
+    ) throws(PatchSyncError) -> Repository {
+        try create(
+            origin: origin,
+            keys: KeySet(
+                root: [rootKey.publicKey], targets: [targetsKey.publicKey],
+                online: onlineKey.publicKey),
+            signers: Signers(root: [rootKey], targets: [targetsKey], online: onlineKey),
+            lifetimes: lifetimes, now: now)
     }
 
     /// Root metadata for `keys`, checked: thresholds within the keys given, and no key in two of the
@@ -110,8 +127,9 @@ public struct Repository: Sendable {
                 all[id] = key
             }
             guard !ids.isEmpty, threshold >= 1, threshold <= ids.count else {
-                throw PatchSyncError(.usage, "the \(role) role has \(ids.count) distinct key(s) and a threshold of \(threshold)",
-                                     remedy: "give at least one --\(role)-key and a --\(role)-threshold between 1 and their number")
+                throw PatchSyncError(
+                    .usage, "the \(role) role has \(ids.count) distinct key(s) and a threshold of \(threshold)",
+                    remedy: "give at least one --\(role)-key and a --\(role)-threshold between 1 and their number")
             }
             return TUFRole(keyids: ids, threshold: threshold)
         }
@@ -122,14 +140,16 @@ public struct Repository: Sendable {
         for (i, a) in pairs.enumerated() {
             for b in pairs[(i + 1)...] {
                 if let shared = a.1.keyids.first(where: b.1.keyids.contains) {
-                    throw PatchSyncError(.usage, "the key \(shared.prefix(12))… is given as \(a.0) key and as \(b.0) key",
-                                         remedy: "each role needs its own key (`patchsync keygen` writes root.key, targets.key "
-                                             + "and online.key): the online key sits on an always-on host, the others must not")
+                    throw PatchSyncError(
+                        .usage, "the key \(shared.prefix(12))… is given as \(a.0) key and as \(b.0) key",
+                        remedy: "each role needs its own key (`patchsync keygen` writes root.key, targets.key "
+                            + "and online.key): the online key sits on an always-on host, the others must not")
                 }
             }
         }
-        return RootMetadata(version: version, expires: expires, keys: all,
-                            roles: ["root": root, "targets": targets, "timestamp": online, "snapshot": online])
+        return RootMetadata(
+            version: version, expires: expires, keys: all,
+            roles: ["root": root, "targets": targets, "timestamp": online, "snapshot": online])
     }
 
     /// Locks the origin (``OriginLock``), then loads it as ``load(origin:)`` does: for commands that
@@ -152,8 +172,9 @@ public struct Repository: Sendable {
         let layout = OriginLayout(root: origin)
         func versioned(_ role: String, _ version: Int) -> String { layout.path(OriginLayout.metadata(role: role, version: version)) }
         guard FileSystem.exists(layout.timestampFile) else {
-            throw PatchSyncError(.usage, "\(origin) holds no PatchSync repository",
-                                 remedy: "create one with `patchsync repo init --origin \(origin) …`")
+            throw PatchSyncError(
+                .usage, "\(origin) holds no PatchSync repository",
+                remedy: "create one with `patchsync repo init --origin \(origin) …`")
         }
         var root: Signed<RootMetadata> = try read(versioned("root", 1))
         try verify(root, role: "root", of: root.signed, versioned("root", 1))
@@ -203,8 +224,10 @@ public struct Repository: Sendable {
         return (try? targets.verify(role: role, keys: root.signed.keys, name: OriginLayout.targetsName)) != nil
     }
 
-    private static func verify<T>(_ signed: Signed<T>, role: String, of root: RootMetadata,
-                                  _ path: String) throws(PatchSyncError) {
+    private static func verify<T>(
+        _ signed: Signed<T>, role: String, of root: RootMetadata,
+        _ path: String
+    ) throws(PatchSyncError) {
         guard let spec = root.roles[role] else { throw tampered(path, "is checked against a root with no \(role) role") }
         do { try signed.verify(role: spec, keys: root.keys, name: path) } catch { throw tampered(path, error.message) }
     }
@@ -220,9 +243,10 @@ public struct Repository: Sendable {
     }
 
     static func tampered(_ path: String, _ what: String) -> PatchSyncError {
-        PatchSyncError(.refusedData, "\(path) \(what): the origin's metadata is not what patchsync signed",
-                       remedy: "nothing was signed on top of it; restore the origin's metadata folder from your own copy "
-                           + "(it may have been changed by hand or by someone holding the online key)")
+        PatchSyncError(
+            .refusedData, "\(path) \(what): the origin's metadata is not what patchsync signed",
+            remedy: "nothing was signed on top of it; restore the origin's metadata folder from your own copy "
+                + "(it may have been changed by hand or by someone holding the online key)")
     }
 
     /// The current targets.
@@ -231,21 +255,28 @@ public struct Repository: Sendable {
     /// Writes new targets, snapshot and timestamp metadata, in that order, so a client never sees a
     /// timestamp that points at metadata not yet there. Targets is signed by `signers.targets` (at least
     /// the targets threshold of them), snapshot and timestamp by `signers.online`.
-    mutating func commit(targets files: [String: TargetFile], signers: Signers,
-                         lifetimes: Lifetimes = .init(), now: Date = Date(),
-                         delegatingReleases: Bool = false) throws(PatchSyncError) {
+    mutating func commit(
+        targets files: [String: TargetFile], signers: Signers,
+        lifetimes: Lifetimes = .init(), now: Date = Date(),
+        delegatingReleases: Bool = false
+    ) throws(PatchSyncError) {
         try checkSigners(signers)
         guard let online = signers.online else { throw PatchSyncError(.internal, "checkSigners passed without an online key") }
-        let delegations = try releasesDelegation(online: online,
-                                                 adding: delegatingReleases || targets.signed.delegations != nil)
-        let newTargets = try Signed(signing: TargetsMetadata(version: targets.signed.version + 1,
-                                                             expires: now + lifetimes.targets, targets: files,
-                                                             delegations: delegations),
-                                    with: try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin))
+        let delegations = try releasesDelegation(
+            online: online,
+            adding: delegatingReleases || targets.signed.delegations != nil)
+        let newTargets = try Signed(
+            signing: TargetsMetadata(
+                version: targets.signed.version + 1,
+                expires: now + lifetimes.targets, targets: files,
+                delegations: delegations),
+            with: try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin))
         try Self.write(newTargets, to: layout.path(OriginLayout.metadata(role: "targets", version: newTargets.signed.version)))
         let releasesKeys = delegations?.roles?.first { $0.name == Releases.role }?.keyids
-        let resignReleases = releasesKeys != nil && (releases == nil
-            || releasesKeys != targets.signed.delegations?.roles?.first { $0.name == Releases.role }?.keyids)
+        let resignReleases =
+            releasesKeys != nil
+            && (releases == nil
+                || releasesKeys != targets.signed.delegations?.roles?.first { $0.name == Releases.role }?.keyids)
         targets = newTargets
         // The releases role's metadata exists from its delegation on (empty until a release), signed by
         // the key the delegation names now, so a client's search of it always finds it in snapshot.
@@ -270,20 +301,29 @@ public struct Repository: Sendable {
     /// A due build whose key file is not there is reported (``RefreshOutcome/missingKeys``); snapshot and
     /// timestamp are re-signed all the same, so clients never see metadata expire over it.
     @discardableResult
-    public mutating func refresh(key: SigningKey, lifetimes: Lifetimes = .init(), now: Date = Date(),
-                                 contentKeys: String? = nil) throws(PatchSyncError) -> RefreshOutcome {
+    public mutating func refresh(
+        key: SigningKey, lifetimes: Lifetimes = .init(), now: Date = Date(),
+        contentKeys: String? = nil
+    ) throws(PatchSyncError) -> RefreshOutcome {
         try checkOnline(key)
         var outcome = RefreshOutcome()
         // Each due build on its own: one that cannot be released (its key missing or wrong, an earlier
         // preload it shares content with not released) is reported, and the others and the re-signing
         // go on, so a refresh never stops keeping the repository's metadata fresh.
         for due in dueReleases(now: now) {
-            guard let contentKeys else { outcome.missingKeys.append("\(due.channel)/\(due.build)"); continue }
+            guard let contentKeys else {
+                outcome.missingKeys.append("\(due.channel)/\(due.build)")
+                continue
+            }
             let path = Self.contentKeyPath(contentKeys, channel: due.channel, build: due.build)
-            guard FileSystem.exists(path) else { outcome.missingKeys.append(path); continue }
+            guard FileSystem.exists(path) else {
+                outcome.missingKeys.append(path)
+                continue
+            }
             do throws(PatchSyncError) {
-                try release(keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: due.channel,
-                            build: due.build, online: key, lifetimes: lifetimes, now: now, resigning: false)
+                try release(
+                    keyFile: try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), channel: due.channel,
+                    build: due.build, online: key, lifetimes: lifetimes, now: now, resigning: false)
                 outcome.released.append("\(due.channel)/\(due.build)")
             } catch {
                 outcome.failed.append("\(due.channel)/\(due.build): \(error.message)")
@@ -321,21 +361,30 @@ public struct Repository: Sendable {
         // Pinned by length and hash as well as version: a client then reads targets.json up to its
         // signed length (not a fixed cap), and a mirror cannot swap its bytes.
         let targetsData = try targets.serialized()
-        var meta = [OriginLayout.targetsName: MetaFile(version: targets.signed.version, length: targetsData.count,
-                                             hashes: ["sha256": SHA256Hasher.hash(targetsData).hex])]
+        var meta = [
+            OriginLayout.targetsName: MetaFile(
+                version: targets.signed.version, length: targetsData.count,
+                hashes: ["sha256": SHA256Hasher.hash(targetsData).hex])
+        ]
         if let releases {
             let data = try releases.serialized()
-            meta[OriginLayout.metaKey(role: Releases.role)] = MetaFile(version: releases.signed.version, length: data.count,
-                                                     hashes: ["sha256": SHA256Hasher.hash(data).hex])
+            meta[OriginLayout.metaKey(role: Releases.role)] = MetaFile(
+                version: releases.signed.version, length: data.count,
+                hashes: ["sha256": SHA256Hasher.hash(data).hex])
         }
-        let snap = try Signed(signing: SnapshotMetadata(
-            version: snapshot.signed.version + 1, expires: now + lifetimes.snapshot, meta: meta), with: [key])
+        let snap = try Signed(
+            signing: SnapshotMetadata(
+                version: snapshot.signed.version + 1, expires: now + lifetimes.snapshot, meta: meta), with: [key])
         let snapData = try snap.serialized()
         try Self.write(snapData, to: layout.path(OriginLayout.metadata(role: "snapshot", version: snap.signed.version)))
-        let stamp = try Signed(signing: TimestampMetadata(
-            version: timestamp.signed.version + 1, expires: now + lifetimes.timestamp,
-            meta: [OriginLayout.snapshotName: MetaFile(version: snap.signed.version, length: snapData.count,
-                                             hashes: ["sha256": SHA256Hasher.hash(snapData).hex])]), with: [key])
+        let stamp = try Signed(
+            signing: TimestampMetadata(
+                version: timestamp.signed.version + 1, expires: now + lifetimes.timestamp,
+                meta: [
+                    OriginLayout.snapshotName: MetaFile(
+                        version: snap.signed.version, length: snapData.count,
+                        hashes: ["sha256": SHA256Hasher.hash(snapData).hex])
+                ]), with: [key])
         try Self.write(stamp, to: layout.timestampFile)
         snapshot = snap
         timestamp = stamp
@@ -348,8 +397,10 @@ public struct Repository: Sendable {
         public var targets: [TUFKey]?
         public var targetsThreshold: Int?
         public var online: TUFKey?
-        public init(root: [TUFKey]? = nil, rootThreshold: Int? = nil, targets: [TUFKey]? = nil,
-                    targetsThreshold: Int? = nil, online: TUFKey? = nil) {
+        public init(
+            root: [TUFKey]? = nil, rootThreshold: Int? = nil, targets: [TUFKey]? = nil,
+            targetsThreshold: Int? = nil, online: TUFKey? = nil
+        ) {
             self.root = root
             self.rootThreshold = rootThreshold
             self.targets = targets
@@ -365,8 +416,10 @@ public struct Repository: Sendable {
     /// (`signers.targets`, plus the online key for snapshot and timestamp); a new online key re-signs
     /// snapshot and timestamp, and clients forget their trusted timestamp and snapshot (fast-forward
     /// recovery) when they see it.
-    public mutating func rotateRoot(_ change: RootChange, signers: Signers,
-                                    lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+    public mutating func rotateRoot(
+        _ change: RootChange, signers: Signers,
+        lifetimes: Lifetimes = .init(), now: Date = Date()
+    ) throws(PatchSyncError) {
         let current = root.signed
         let oldSigners = try Self.signing(signers.root, role: "root", of: current, origin: origin, ignoringOthers: true)
         func keys(_ role: String) -> [TUFKey] { (current.roles[role]?.keyids ?? []).compactMap { current.keys[$0] } }
@@ -374,11 +427,14 @@ public struct Repository: Sendable {
         guard let onlineKey = change.online ?? keys("timestamp").first else {
             throw PatchSyncError(.refusedData, "the root of \(origin) names no timestamp key")
         }
-        let keySet = KeySet(root: rootKeys, rootThreshold: change.rootThreshold
-                                ?? (change.root == nil ? current.roles["root"]?.threshold : nil),
-                            targets: targetsKeys, targetsThreshold: change.targetsThreshold
-                                ?? (change.targets == nil ? current.roles["targets"]?.threshold : nil),
-                            online: onlineKey)
+        let keySet = KeySet(
+            root: rootKeys,
+            rootThreshold: change.rootThreshold
+                ?? (change.root == nil ? current.roles["root"]?.threshold : nil),
+            targets: targetsKeys,
+            targetsThreshold: change.targetsThreshold
+                ?? (change.targets == nil ? current.roles["targets"]?.threshold : nil),
+            online: onlineKey)
         let next = try Self.rootMetadata(version: current.version + 1, expires: now + lifetimes.root, keys: keySet)
         let newSigners = try Self.signing(signers.root, role: "root", of: next, origin: origin, ignoringOthers: true)
         var all = oldSigners, ids = Set<String>()
@@ -387,26 +443,37 @@ public struct Repository: Sendable {
         let onlineRotated = next.roles["timestamp"] != current.roles["timestamp"]
         let releasesDelegated = targets.signed.delegations?.roles?.contains { $0.name == Releases.role } ?? false
         // The releases role names the online key: a new one is delegated to by a targets signature.
-        let targetsChanged = next.roles["targets"] != current.roles["targets"] || !targetsSignedByCurrentKeys
+        let targetsChanged =
+            next.roles["targets"] != current.roles["targets"] || !targetsSignedByCurrentKeys
             || (onlineRotated && releasesDelegated)
         if change.online != nil, change.targets == nil, let oldOnline = current.roles["timestamp"]?.keyids,
-           next.roles["targets"]?.keyids.contains(where: oldOnline.contains) == true {
-            throw PatchSyncError(.usage, "the online key being replaced also signs targets in \(origin): whoever holds it "
-                                 + "could still ship builds", remedy: "give --new-targets-key as well (`patchsync keygen "
-                                 + "--out NEW --role targets`)")
+            next.roles["targets"]?.keyids.contains(where: oldOnline.contains) == true
+        {
+            throw PatchSyncError(
+                .usage,
+                "the online key being replaced also signs targets in \(origin): whoever holds it "
+                    + "could still ship builds",
+                remedy: "give --new-targets-key as well (`patchsync keygen "
+                    + "--out NEW --role targets`)")
         }
         if onlineRotated, releasesDelegated, signers.targets.isEmpty {
-            throw PatchSyncError(.usage, "\(origin) has preloads, whose releases role is delegated to the online key: a new "
-                                 + "online key needs a targets signature to take it over", remedy: "give --targets-key as well")
+            throw PatchSyncError(
+                .usage,
+                "\(origin) has preloads, whose releases role is delegated to the online key: a new "
+                    + "online key needs a targets signature to take it over", remedy: "give --targets-key as well")
         }
         let onlineChanged = next.roles["timestamp"] != current.roles["timestamp"]
         // Every key the re-signing needs is checked before anything is written.
-        let after = Repository(origin: origin, root: try Signed(signing: next, with: all), targets: targets,
-                               snapshot: snapshot, timestamp: timestamp)
-        if targetsChanged { try after.checkSigners(signers) } else if onlineChanged {
+        let after = Repository(
+            origin: origin, root: try Signed(signing: next, with: all), targets: targets,
+            snapshot: snapshot, timestamp: timestamp)
+        if targetsChanged {
+            try after.checkSigners(signers)
+        } else if onlineChanged {
             guard let online = signers.online else {
-                throw PatchSyncError(.usage, "a new online key must re-sign snapshot and timestamp",
-                                     remedy: "give its key file (--new-online-key)")
+                throw PatchSyncError(
+                    .usage, "a new online key must re-sign snapshot and timestamp",
+                    remedy: "give its key file (--new-online-key)")
             }
             try after.checkOnline(online)
         }
@@ -429,8 +496,10 @@ public struct Repository: Sendable {
     /// The keys of `keys` that `role` of `root` lists, one per key id, at least its threshold of them.
     /// A key that the role does not list is refused by name, unless `ignoringOthers` (a rotation passes
     /// the old and the new root keys together).
-    static func signing(_ keys: [SigningKey], role: String, of root: RootMetadata, origin: String,
-                        ignoringOthers: Bool = false) throws(PatchSyncError) -> [SigningKey] {
+    static func signing(
+        _ keys: [SigningKey], role: String, of root: RootMetadata, origin: String,
+        ignoringOthers: Bool = false
+    ) throws(PatchSyncError) -> [SigningKey] {
         guard let spec = root.roles[role] else { throw PatchSyncError(.refusedData, "the root of \(origin) has no \(role) role") }
         var chosen: [SigningKey] = [], ids = Set<String>(), stranger: String?
         for key in keys {
@@ -443,13 +512,16 @@ public struct Repository: Sendable {
             if ids.insert(id).inserted { chosen.append(key) }
         }
         if let stranger, !ignoringOthers || chosen.isEmpty {
-            throw PatchSyncError(.usage, "the key \(stranger.prefix(12))… is not a \(role) key of \(origin)",
-                                 remedy: "sign with the \(role) key(s) the repository was created with (or last rotated to)")
+            throw PatchSyncError(
+                .usage, "the key \(stranger.prefix(12))… is not a \(role) key of \(origin)",
+                remedy: "sign with the \(role) key(s) the repository was created with (or last rotated to)")
         }
         guard chosen.count >= spec.threshold else {
-            throw PatchSyncError(.usage, "the \(role) role of \(origin) needs \(spec.threshold) signatures of its "
-                                 + "\(spec.keyids.count) keys; \(chosen.count) of them given",
-                                 remedy: "give --\(role)-key once for each of \(spec.threshold) of its keys")
+            throw PatchSyncError(
+                .usage,
+                "the \(role) role of \(origin) needs \(spec.threshold) signatures of its "
+                    + "\(spec.keyids.count) keys; \(chosen.count) of them given",
+                remedy: "give --\(role)-key once for each of \(spec.threshold) of its keys")
         }
         return chosen
     }
@@ -458,8 +530,9 @@ public struct Repository: Sendable {
     func checkOnline(_ key: SigningKey) throws(PatchSyncError) {
         let id = try key.publicKey.keyID()
         for role in ["timestamp", "snapshot"] where !(root.signed.roles[role]?.keyids.contains(id) ?? false) {
-            throw PatchSyncError(.usage, "the key \(id.prefix(12))… is not the \(role) key of \(origin)",
-                                 remedy: "sign with the online key given to `patchsync repo init` (or last rotated to)")
+            throw PatchSyncError(
+                .usage, "the key \(id.prefix(12))… is not the \(role) key of \(origin)",
+                remedy: "sign with the online key given to `patchsync repo init` (or last rotated to)")
         }
     }
 

@@ -58,23 +58,27 @@ struct TrustClient: Sendable {
 
     private func updateRoot() async throws(PatchSyncError) -> Signed<RootMetadata> {
         guard let data = try? FileSystem.read(directory + "/" + OriginLayout.rootName, limit: Int(Self.maxRootBytes)) else {
-            throw PatchSyncError(.usage, "no trusted root in \(directory)",
-                                 remedy: "run `patchsync init --root ROOT_JSON …` first")
+            throw PatchSyncError(
+                .usage, "no trusted root in \(directory)",
+                remedy: "run `patchsync init --root ROOT_JSON …` first")
         }
         var trusted: Signed<RootMetadata> = try Signed(parsing: data, name: "trusted root.json")
         // The root a client starts from must meet its own threshold, as every later root must.
-        try trusted.verify(role: try role("root", in: trusted.signed, "trusted root.json"), keys: trusted.signed.keys,
-                           name: "trusted root.json (by its own keys)")
+        try trusted.verify(
+            role: try role("root", in: trusted.signed, "trusted root.json"), keys: trusted.signed.keys,
+            name: "trusted root.json (by its own keys)")
         let original = trusted.signed
         for _ in 0..<Self.maxRootRotations {
             let version = trusted.signed.version + 1
             let name = OriginLayout.fileName(role: "root", version: version)
             guard let next = try await fetch(name, maxBytes: Self.maxRootBytes) else { break }
             let candidate: Signed<RootMetadata> = try Signed(parsing: next, name: name)
-            try candidate.verify(role: try role("root", in: trusted.signed, name), keys: trusted.signed.keys,
-                                 name: "\(name) (by the trusted root's keys)")
-            try candidate.verify(role: try role("root", in: candidate.signed, name), keys: candidate.signed.keys,
-                                 name: "\(name) (by its own keys)")
+            try candidate.verify(
+                role: try role("root", in: trusted.signed, name), keys: trusted.signed.keys,
+                name: "\(name) (by the trusted root's keys)")
+            try candidate.verify(
+                role: try role("root", in: candidate.signed, name), keys: candidate.signed.keys,
+                name: "\(name) (by its own keys)")
             guard candidate.signed.version == version else {
                 throw refusal("\(name) has version \(candidate.signed.version), expected \(version)")
             }
@@ -85,7 +89,8 @@ struct TrustClient: Sendable {
         // Fast-forward recovery (specification 5.3.11): when the timestamp or the snapshot keys were
         // rotated, both trusted files go, since either may pin versions that a compromised key inflated.
         if trusted.signed.version != original.version,
-           ["timestamp", "snapshot"].contains(where: { trusted.signed.roles[$0] != original.roles[$0] }) {
+            ["timestamp", "snapshot"].contains(where: { trusted.signed.roles[$0] != original.roles[$0] })
+        {
             Housekeeping.forgetTrustedMetadata([OriginLayout.timestampName, OriginLayout.snapshotName], in: directory)
         }
         return trusted
@@ -96,31 +101,40 @@ struct TrustClient: Sendable {
     private func updateTimestamp(root: RootMetadata) async throws(PatchSyncError) -> Signed<TimestampMetadata> {
         let name = OriginLayout.timestampName
         guard let data = try await fetch(name, maxBytes: Self.maxTimestampBytes) else {
-            throw PatchSyncError(.originUnavailable, "no mirror serves \(OriginLayout.timestamp)",
-                                 remedy: "check the remotes, or ask the publisher to run `patchsync repo refresh`")
+            throw PatchSyncError(
+                .originUnavailable, "no mirror serves \(OriginLayout.timestamp)",
+                remedy: "check the remotes, or ask the publisher to run `patchsync repo refresh`")
         }
         let new: Signed<TimestampMetadata> = try verified(data, name, role: try role("timestamp", in: root, name), keys: root.keys)
         if let old: Signed<TimestampMetadata> = trustedCopy(name, role: root.roles["timestamp"], keys: root.keys) {
             guard new.signed.version >= old.signed.version else {
-                throw refusal("timestamp.json version \(new.signed.version) is older than trusted "
-                              + "\(old.signed.version) (rollback)")
+                throw refusal(
+                    "timestamp.json version \(new.signed.version) is older than trusted "
+                        + "\(old.signed.version) (rollback)")
             }
             let oldSnap = old.signed.meta[OriginLayout.snapshotName]?.version ?? 0
             guard (new.signed.meta[OriginLayout.snapshotName]?.version ?? 0) >= oldSnap else {
                 throw refusal("timestamp.json names an older snapshot than the trusted one (rollback)")
             }
-            if new.signed.version == old.signed.version { try checkExpiry(old.signed, "timestamp"); return old }
+            if new.signed.version == old.signed.version {
+                try checkExpiry(old.signed, "timestamp")
+                return old
+            }
         }
         try checkExpiry(new.signed, "timestamp")
         try persist(data, name)
         return new
     }
 
-    private func updateSnapshot(root: RootMetadata,
-                                timestamp: TimestampMetadata) async throws(PatchSyncError) -> Signed<SnapshotMetadata> {
+    private func updateSnapshot(
+        root: RootMetadata,
+        timestamp: TimestampMetadata
+    ) async throws(PatchSyncError) -> Signed<SnapshotMetadata> {
         guard let meta = timestamp.meta[OriginLayout.snapshotName] else { throw refusal("timestamp.json names no snapshot") }
-        if let cached: Signed<SnapshotMetadata> = cachedCopy(OriginLayout.snapshotName, meta: meta, role: root.roles["snapshot"],
-                                                             keys: root.keys) {
+        if let cached: Signed<SnapshotMetadata> = cachedCopy(
+            OriginLayout.snapshotName, meta: meta, role: root.roles["snapshot"],
+            keys: root.keys)
+        {
             try checkExpiry(cached.signed, "snapshot")
             return cached
         }
@@ -142,16 +156,21 @@ struct TrustClient: Sendable {
         return new
     }
 
-    private func updateTargets(root: RootMetadata,
-                               snapshot: SnapshotMetadata) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
-        try await loadTargets("targets", role: try role("targets", in: root, OriginLayout.targetsName), keys: root.keys,
-                              snapshot: snapshot, consistent: root.consistentSnapshot)
+    private func updateTargets(
+        root: RootMetadata,
+        snapshot: SnapshotMetadata
+    ) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
+        try await loadTargets(
+            "targets", role: try role("targets", in: root, OriginLayout.targetsName), keys: root.keys,
+            snapshot: snapshot, consistent: root.consistentSnapshot)
     }
 
     /// Fetches, verifies and persists the targets metadata of `name` (top-level or delegated),
     /// at the version, length and hash that snapshot metadata pins.
-    private func loadTargets(_ name: String, role: TUFRole, keys: [String: TUFKey], snapshot: SnapshotMetadata,
-                             consistent: Bool) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
+    private func loadTargets(
+        _ name: String, role: TUFRole, keys: [String: TUFKey], snapshot: SnapshotMetadata,
+        consistent: Bool
+    ) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
         let file = Self.fileName(role: name)  // the local name; snapshot lists the role by its plain name
         guard let meta = snapshot.meta[OriginLayout.metaKey(role: name)] else { throw refusal("snapshot names no \(name).json") }
         if let cached: Signed<TargetsMetadata> = cachedCopy(file, meta: meta, role: role, keys: keys) {
@@ -186,10 +205,11 @@ struct TrustClient: Sendable {
                 guard !Self.topLevelRoles.contains(delegated.name) else {
                     throw refusal("a delegation names the top-level role \(delegated.name)")
                 }
-                metadata = try await loadTargets(delegated.name, role: delegated.role,
-                                                 keys: parent.signed.delegations?.keys ?? [:],
-                                                 snapshot: trusted.snapshot.signed,
-                                                 consistent: trusted.root.signed.consistentSnapshot)
+                metadata = try await loadTargets(
+                    delegated.name, role: delegated.role,
+                    keys: parent.signed.delegations?.keys ?? [:],
+                    snapshot: trusted.snapshot.signed,
+                    consistent: trusted.root.signed.consistentSnapshot)
             } else {
                 metadata = trusted.targets
             }
@@ -237,9 +257,11 @@ struct TrustClient: Sendable {
     }
 
     private func deadlineError(_ name: String) -> PatchSyncError {
-        PatchSyncError(.originUnavailable, "the metadata refresh passed its deadline while fetching \(name) "
-                       + "(the mirror is too slow or stalls)",
-                       remedy: "check the network and the remotes, or raise refreshDeadlineSeconds in .patchsync/config.json")
+        PatchSyncError(
+            .originUnavailable,
+            "the metadata refresh passed its deadline while fetching \(name) "
+                + "(the mirror is too slow or stalls)",
+            remedy: "check the network and the remotes, or raise refreshDeadlineSeconds in .patchsync/config.json")
     }
 
     /// Fetches metadata that the role above pins by version, and maybe length and hash.
@@ -268,20 +290,25 @@ struct TrustClient: Sendable {
             default: continue
             }
             guard actual == expected.lowercased() else {
-                throw PatchSyncError(.refusedData, "\(name) does not match its signed \(algorithm) (mix-and-match or tampering)",
-                                     remedy: "the mirror serves damaged or substituted data; nothing was changed")
+                throw PatchSyncError(
+                    .refusedData, "\(name) does not match its signed \(algorithm) (mix-and-match or tampering)",
+                    remedy: "the mirror serves damaged or substituted data; nothing was changed")
             }
             checked += 1
         }
         guard checked > 0 else {
-            throw PatchSyncError(.refusedData, "\(name) is pinned only by hash algorithms PatchSync does not know "
-                                 + "(\(hashes.keys.sorted().joined(separator: ", ")))",
-                                 remedy: "ask the publisher to include sha256 hashes")
+            throw PatchSyncError(
+                .refusedData,
+                "\(name) is pinned only by hash algorithms PatchSync does not know "
+                    + "(\(hashes.keys.sorted().joined(separator: ", ")))",
+                remedy: "ask the publisher to include sha256 hashes")
         }
     }
 
-    private func verified<T: TUFSigned>(_ data: Data, _ name: String, role: TUFRole,
-                                        keys: [String: TUFKey]) throws(PatchSyncError) -> Signed<T> {
+    private func verified<T: TUFSigned>(
+        _ data: Data, _ name: String, role: TUFRole,
+        keys: [String: TUFKey]
+    ) throws(PatchSyncError) -> Signed<T> {
         let signed: Signed<T> = try Signed(parsing: data, name: name)
         try signed.verify(role: role, keys: keys, name: name)
         return signed
@@ -290,14 +317,21 @@ struct TrustClient: Sendable {
     /// The locally trusted copy of a role when it is exactly what the role above pins now (same
     /// version, and length and hashes when pinned) and still verifies: used without a download,
     /// as the reference implementation does.
-    private func cachedCopy<T: TUFSigned>(_ file: String, meta: MetaFile, role: TUFRole?,
-                                          keys: [String: TUFKey]) -> Signed<T>? {
+    private func cachedCopy<T: TUFSigned>(
+        _ file: String, meta: MetaFile, role: TUFRole?,
+        keys: [String: TUFKey]
+    ) -> Signed<T>? {
         guard let role, let data = try? FileSystem.read(directory + "/" + file, limit: 8 << 20),
-              meta.length.map({ $0 == data.count }) ?? true else { return nil }
+            meta.length.map({ $0 == data.count }) ?? true
+        else { return nil }
         if let hashes = meta.hashes, !hashes.isEmpty,
-           (try? Self.checkHashes(data, hashes, name: file)) == nil { return nil }
+            (try? Self.checkHashes(data, hashes, name: file)) == nil
+        {
+            return nil
+        }
         guard let signed: Signed<T> = try? verified(data, file, role: role, keys: keys),
-              signed.signed.version == meta.version else { return nil }
+            signed.signed.version == meta.version
+        else { return nil }
         return signed
     }
 
@@ -314,10 +348,11 @@ struct TrustClient: Sendable {
 
     private func checkExpiry<T: TUFSigned>(_ meta: T, _ role: String) throws(PatchSyncError) {
         guard meta.expires > now else {
-            throw PatchSyncError(.refusedData,
-                                 "\(role) metadata version \(meta.version) expired at \(TUFCoding.format(meta.expires))",
-                                 remedy: "the publisher must re-sign it (`patchsync repo refresh`); "
-                                     + "if this machine's clock is wrong, correct it")
+            throw PatchSyncError(
+                .refusedData,
+                "\(role) metadata version \(meta.version) expired at \(TUFCoding.format(meta.expires))",
+                remedy: "the publisher must re-sign it (`patchsync repo refresh`); "
+                    + "if this machine's clock is wrong, correct it")
         }
     }
 
@@ -328,7 +363,9 @@ struct TrustClient: Sendable {
     }
 
     private func refusal(_ message: String) -> PatchSyncError {
-        PatchSyncError(.refusedData, message, remedy: "the origin serves metadata that fails verification; "
-                       + "nothing was changed — check the mirror or contact the publisher")
+        PatchSyncError(
+            .refusedData, message,
+            remedy: "the origin serves metadata that fails verification; "
+                + "nothing was changed — check the mirror or contact the publisher")
     }
 }

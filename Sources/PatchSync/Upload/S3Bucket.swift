@@ -61,7 +61,7 @@ public struct S3Bucket: Sendable {
         for byte in key.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 out += String(format: "%%%02X", byte)
@@ -83,9 +83,11 @@ extension S3Bucket.Credentials {
         let file = env["AWS_SHARED_CREDENTIALS_FILE"] ?? (env["HOME"] ?? NSHomeDirectory()) + "/.aws/credentials"
         let values = FileSystem.exists(file) ? try iniSection(file, profile) : [:]
         guard let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"] else {
-            throw PatchSyncError(.usage, "no S3 credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set and \(file) "
-                                 + "has no profile [\(profile)] with both keys",
-                                 remedy: "export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add them to \(file)")
+            throw PatchSyncError(
+                .usage,
+                "no S3 credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set and \(file) "
+                    + "has no profile [\(profile)] with both keys",
+                remedy: "export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add them to \(file)")
         }
         return Self(accessKeyId: id, secretAccessKey: secret, sessionToken: values["aws_session_token"])
     }
@@ -105,7 +107,10 @@ extension S3Bucket.Credentials {
         var values: [String: String] = [:], inside = false
         for raw in text.split(whereSeparator: \.isNewline) {
             let line = raw.trimmingCharacters(in: .whitespaces)
-            if line.hasPrefix("[") { inside = line == "[\(name)]"; continue }
+            if line.hasPrefix("[") {
+                inside = line == "[\(name)]"
+                continue
+            }
             guard inside, !line.hasPrefix("#"), !line.hasPrefix(";"), let eq = line.firstIndex(of: "=") else { continue }
             values[line[..<eq].trimmingCharacters(in: .whitespaces)] = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
         }

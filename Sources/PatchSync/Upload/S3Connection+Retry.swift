@@ -23,11 +23,13 @@ extension S3Connection {
         /// The machine's clock. An upload's requests block their worker thread (``S3Connection``), so
         /// the wait does too: a timed wait on a semaphore that nothing signals, for the delay the
         /// policy decided.
-        static let system = RetryClock(now: { .now }, random: { Double.random(in: 0..<1) }, wait: { delay in
-            let (seconds, attoseconds) = delay.components
-            let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
-            _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
-        })
+        static let system = RetryClock(
+            now: { .now }, random: { Double.random(in: 0..<1) },
+            wait: { delay in
+                let (seconds, attoseconds) = delay.components
+                let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+                _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+            })
     }
 
     private static let logger = Logger(label: "patchsync.upload")
@@ -38,8 +40,10 @@ extension S3Connection {
     /// ends the request at once. What `attempt` throws (an option libcurl refused, a local error) is
     /// never retried. Returns the last answer, whatever its status, for the caller to judge; throws
     /// the last failure's error when no attempt got an answer. The one place where S3 requests wait.
-    static func withRetries(_ what: String, attempts: Int = S3Connection.attempts, clock: RetryClock,
-                            _ attempt: () throws(PatchSyncError) -> Attempt) throws(PatchSyncError) -> Response {
+    static func withRetries(
+        _ what: String, attempts: Int = S3Connection.attempts, clock: RetryClock,
+        _ attempt: () throws(PatchSyncError) -> Attempt
+    ) throws(PatchSyncError) -> Response {
         var group = MirrorGroup(mirrors: 1, failureStreak: attempts)
         var policy = RetryPolicy()
         var decision = policy.start(group, now: clock.now())
@@ -57,8 +61,9 @@ extension S3Connection {
             }
             last = outcome
             logger.notice("\(what) failed: \(failure)")
-            decision = policy.next(after: failure, on: endpoint, progressed: false, group: &group, now: clock.now(),
-                                   random: clock.random())
+            decision = policy.next(
+                after: failure, on: endpoint, progressed: false, group: &group, now: clock.now(),
+                random: clock.random())
         }
         switch last {
         case .answered(let response)?: return response

@@ -55,8 +55,9 @@ final class S3Connection {
 
     /// PUT of the file `local` as `path`, with its Cache-Control and Content-Type.
     func put(_ path: String, from local: String, cacheControl: String, contentType: String) throws(PatchSyncError) {
-        let response = try send("PUT", path, headers: ["Cache-Control: " + cacheControl, "Content-Type: " + contentType],
-                                upload: local)
+        let response = try send(
+            "PUT", path, headers: ["Cache-Control: " + cacheControl, "Content-Type: " + contentType],
+            upload: local)
         guard (200..<300).contains(response.status) else { throw refusal("uploading", path, response) }
     }
 
@@ -85,8 +86,10 @@ final class S3Connection {
     /// One request, retried as ``withRetries(_:attempts:clock:_:)`` decides: after a failure to connect
     /// or a timeout, 5xx, 429 and 408. Anything thrown (an option libcurl refused, a local error) ends it
     /// at once. Returns the last answer whatever its status: the caller refuses what it cannot use.
-    private func send(_ method: String, _ path: String, headers: [String] = [], upload: String? = nil,
-                      limit: Int = 64 << 10) throws(PatchSyncError) -> Response {
+    private func send(
+        _ method: String, _ path: String, headers: [String] = [], upload: String? = nil,
+        limit: Int = 64 << 10
+    ) throws(PatchSyncError) -> Response {
         try Self.withRetries("\(method) \(bucket.url(path))", clock: clock) { () throws(PatchSyncError) -> Attempt in
             try perform(method, path, headers: headers, upload: upload, limit: limit)
         }
@@ -94,8 +97,10 @@ final class S3Connection {
 
     /// One attempt: the store's answer, or the failure before one (for the policy to judge); throws
     /// what retrying cannot help.
-    private func perform(_ method: String, _ path: String, headers: [String], upload: String?,
-                         limit: Int) throws(PatchSyncError) -> Attempt {
+    private func perform(
+        _ method: String, _ path: String, headers: [String], upload: String?,
+        limit: Int
+    ) throws(PatchSyncError) -> Attempt {
         let exchange = S3Exchange(limit: limit)
         var size: Int64?
         if let upload {
@@ -125,8 +130,9 @@ final class S3Connection {
         if let failure = exchange.failure { throw failure }
         guard code == CURLE_OK else {
             let reason = ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"
-            let error = PatchSyncError(.originUnavailable, "\(method) \(bucket.url(path)): \(reason)",
-                                       remedy: "check --endpoint and the network; run the command again, it continues where it stopped")
+            let error = PatchSyncError(
+                .originUnavailable, "\(method) \(bucket.url(path)): \(reason)",
+                remedy: "check --endpoint and the network; run the command again, it continues where it stopped")
             return .failed(code == CURLE_PEER_FAILED_VERIFICATION ? .untrusted(reason) : .network(reason), error)
         }
         var status = 0
@@ -136,8 +142,10 @@ final class S3Connection {
 
     /// Sets the request's options, SigV4 before the credentials: a libcurl that refuses one (too old for
     /// CURLOPT_AWS_SIGV4, say) ends the request before it is sent (``CurlOptions``). A PUT sends `size` bytes.
-    private func configure(_ method: String, _ path: String, headers list: UnsafeMutablePointer<curl_slist>?,
-                           exchange opaque: UnsafeMutableRawPointer, uploading size: Int64) throws(CurlOptionError) {
+    private func configure(
+        _ method: String, _ path: String, headers list: UnsafeMutablePointer<curl_slist>?,
+        exchange opaque: UnsafeMutableRawPointer, uploading size: Int64
+    ) throws(CurlOptionError) {
         let options = CurlOptions(easy: easy)
         try options.set(CURLOPT_URL, bucket.url(path))
         try options.set(CURLOPT_AWS_SIGV4, "aws:amz:\(bucket.region):s3")
@@ -179,10 +187,12 @@ final class S3Connection {
         let detail = "\(doing) \(bucket.url(path)): HTTP \(response.status)" + (what.isEmpty ? "" : " (\(what))")
         switch response.status {
         case 401, 403:
-            return PatchSyncError(.usage, detail, remedy: "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or "
-                                  + "~/.aws/credentials), --region, and that they may read, write and delete in s3://\(bucket.bucket) "
-                                  + "(s3:GetObject, s3:PutObject, s3:DeleteObject, and s3:ListBucket, without which S3 answers "
-                                  + "403 instead of 404 for a key it lacks)")
+            return PatchSyncError(
+                .usage, detail,
+                remedy: "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or "
+                    + "~/.aws/credentials), --region, and that they may read, write and delete in s3://\(bucket.bucket) "
+                    + "(s3:GetObject, s3:PutObject, s3:DeleteObject, and s3:ListBucket, without which S3 answers "
+                    + "403 instead of 404 for a key it lacks)")
         case 500..., 429, 408:
             return PatchSyncError(.originUnavailable, detail, remedy: "the store failed; run the command again, it continues where it stopped")
         default:
@@ -210,8 +220,9 @@ private let s3WriteCallback: ccurl_data_callback = { data, size, count, userdata
     let room = max(0, exchange.limit - exchange.body.count)
     exchange.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: min(room, size * count))
     guard size * count <= room else {
-        exchange.failure = PatchSyncError(.refusedData, "the store answered with more than \(exchange.limit) bytes",
-                                          remedy: "check --endpoint: it should be an S3-compatible store")
+        exchange.failure = PatchSyncError(
+            .refusedData, "the store answered with more than \(exchange.limit) bytes",
+            remedy: "check --endpoint: it should be an S3-compatible store")
         return 0
     }
     return size * count

@@ -65,18 +65,22 @@ public struct Uploader: Sendable {
     /// Uploads what the bucket lacks. `repo` is the origin already opened (and locked) by the caller,
     /// else the upload opens it, so no publish or prune changes the folder while it is read. `skipping`:
     /// files never to send (those a prune is about to remove).
-    public func run(repo: Repository? = nil, skipping: Set<String> = [],
-                    progress: @escaping @Sendable (Progress) -> Void = { _ in }) throws(PatchSyncError) -> Report {
+    public func run(
+        repo: Repository? = nil, skipping: Set<String> = [],
+        progress: @escaping @Sendable (Progress) -> Void = { _ in }
+    ) throws(PatchSyncError) -> Report {
         let held: Repository
         if let repo { held = repo } else { held = try Repository.open(origin: origin, for: "uploading") }
         defer { withExtendedLifetime(held) {} }
         let connection = try S3Connection(bucket)
         let local = try FileSystem.read(layout.timestampFile, limit: 1 << 20)
-        var report = Report(destination: bucket.publicURL, filesUploaded: 0, bytesUploaded: 0, filesSkipped: 0, requests: 1,
-                            alreadyCurrent: false)
+        var report = Report(
+            destination: bucket.publicURL, filesUploaded: 0, bytesUploaded: 0, filesSkipped: 0, requests: 1,
+            alreadyCurrent: false)
         let remote = try connection.get(OriginLayout.timestamp, limit: 1 << 20)
-        let journal = try Journal(origin: origin, destination: "s3://\(bucket.bucket)/\(bucket.prefix) \(bucket.endpoint ?? "")",
-                                  bucketState: remote.map { SHA256Hasher.hash($0).hex } ?? "empty")
+        let journal = try Journal(
+            origin: origin, destination: "s3://\(bucket.bucket)/\(bucket.prefix) \(bucket.endpoint ?? "")",
+            bucketState: remote.map { SHA256Hasher.hash($0).hex } ?? "empty")
         if remote == local {
             report.alreadyCurrent = true
             try journal.finish()
@@ -102,18 +106,20 @@ public struct Uploader: Sendable {
                 && (!present.contains($0.path) || mutable.contains($0.path))
         }
         if let large = send.first(where: { $0.bytes > Self.maxObjectBytes }) {
-            throw PatchSyncError(.usage, "\(origin)/\(large.path) is \(large.bytes) bytes, over the 5 GiB that one PUT of S3 may carry",
-                                 remedy: "split the file in the build, or upload this origin with a tool that uses multipart "
-                                     + "uploads (aws s3 sync), in the order the README gives")
+            throw PatchSyncError(
+                .usage, "\(origin)/\(large.path) is \(large.bytes) bytes, over the 5 GiB that one PUT of S3 may carry",
+                remedy: "split the file in the build, or upload this origin with a tool that uses multipart "
+                    + "uploads (aws s3 sync), in the order the README gives")
         }
         report.filesSkipped = files.count - send.count
         let total = Progress(bytes: 0, totalBytes: send.reduce(0) { $0 + $1.bytes }, files: 0, totalFiles: send.count)
         let sent = Tally(total)
         for group in Dictionary(grouping: send, by: { Self.group(of: $0.path) }).sorted(by: { $0.key < $1.key }) {
             try parallel(group.value, first: connection) { (connection, file) throws(PatchSyncError) in
-                try connection.put(file.path, from: layout.path(file.path),
-                                   cacheControl: mutable.contains(file.path) ? "public, max-age=\(options.metadataMaxAge)" : Self.immutable,
-                                   contentType: Self.contentType(file.path))
+                try connection.put(
+                    file.path, from: layout.path(file.path),
+                    cacheControl: mutable.contains(file.path) ? "public, max-age=\(options.metadataMaxAge)" : Self.immutable,
+                    contentType: Self.contentType(file.path))
                 if !mutable.contains(file.path) { try journal.record(file.path) }
                 let now = sent.state.withLock { state -> Progress in
                     state.bytes += file.bytes
@@ -138,7 +144,8 @@ public struct Uploader: Sendable {
     /// folder's file times say.
     public func servedVersions() throws(PatchSyncError) -> (snapshot: Int, targets: Int)? {
         guard let remote = try S3Connection(bucket).get(OriginLayout.timestamp, limit: 1 << 20),
-              let served = served(remoteTimestamp: remote) else { return nil }
+            let served = served(remoteTimestamp: remote)
+        else { return nil }
         return (served.snapshot, served.targets.version)
     }
 
@@ -146,10 +153,11 @@ public struct Uploader: Sendable {
     /// the origin folder holds that snapshot with the hash the timestamp pins; nil otherwise.
     private func served(remoteTimestamp data: Data) -> (snapshot: Int, targets: MetaFile)? {
         guard let stamp = try? Signed<TimestampMetadata>(parsing: data, name: OriginLayout.timestampName),
-              let snapPin = stamp.signed.meta[OriginLayout.snapshotName],
-              let snapData = pinned(OriginLayout.metadata(role: "snapshot", version: snapPin.version), snapPin),
-              let snapshot = try? Signed<SnapshotMetadata>(parsing: snapData, name: OriginLayout.snapshotName),
-              let targetsPin = snapshot.signed.meta[OriginLayout.targetsName] else { return nil }
+            let snapPin = stamp.signed.meta[OriginLayout.snapshotName],
+            let snapData = pinned(OriginLayout.metadata(role: "snapshot", version: snapPin.version), snapPin),
+            let snapshot = try? Signed<SnapshotMetadata>(parsing: snapData, name: OriginLayout.snapshotName),
+            let targetsPin = snapshot.signed.meta[OriginLayout.targetsName]
+        else { return nil }
         return (snapPin.version, targetsPin)
     }
 
@@ -159,36 +167,44 @@ public struct Uploader: Sendable {
     /// who saw the newer metadata would refuse the older one, and immutable files would fork.
     private func checkNotAhead(remote: Data, local: Data) throws(PatchSyncError) {
         guard let theirs = try? Signed<TimestampMetadata>(parsing: remote, name: OriginLayout.timestampName) else {
-            throw PatchSyncError(.refusedData, "\(bucket.publicURL)/\(OriginLayout.timestamp) is not TUF timestamp metadata",
-                                 remedy: "check the destination: it should be a bucket only patchsync uploads to (or give --force)")
+            throw PatchSyncError(
+                .refusedData, "\(bucket.publicURL)/\(OriginLayout.timestamp) is not TUF timestamp metadata",
+                remedy: "check the destination: it should be a bucket only patchsync uploads to (or give --force)")
         }
         let ours: Signed<TimestampMetadata> = try Signed(parsing: local, name: layout.timestampFile)
         let snapPin = theirs.signed.meta[OriginLayout.snapshotName]
         let snapPath = OriginLayout.metadata(role: "snapshot", version: snapPin?.version ?? 0)
-        let forked = theirs.signed.version >= ours.signed.version
+        let forked =
+            theirs.signed.version >= ours.signed.version
             || (snapPin.map { FileSystem.exists(layout.path(snapPath)) && pinned(snapPath, $0) == nil } ?? false)
         guard forked else { return }
-        throw PatchSyncError(.refusedData, "\(bucket.publicURL) serves timestamp version \(theirs.signed.version) "
-                             + "(snapshot \(snapPin?.version ?? 0)), and \(origin) has version \(ours.signed.version)"
-                             + (theirs.signed.version < ours.signed.version ? " with another snapshot \(snapPin?.version ?? 0)" : "")
-                             + ": the folder is not the one this bucket was uploaded from, or is older than it",
-                             remedy: "upload from the origin folder that publishes to this bucket (a restored backup must be "
-                                 + "brought up to date first); --force overwrites, and players who saw the bucket's newer "
-                                 + "metadata then refuse updates until a publish passes its versions")
+        throw PatchSyncError(
+            .refusedData,
+            "\(bucket.publicURL) serves timestamp version \(theirs.signed.version) "
+                + "(snapshot \(snapPin?.version ?? 0)), and \(origin) has version \(ours.signed.version)"
+                + (theirs.signed.version < ours.signed.version ? " with another snapshot \(snapPin?.version ?? 0)" : "")
+                + ": the folder is not the one this bucket was uploaded from, or is older than it",
+            remedy: "upload from the origin folder that publishes to this bucket (a restored backup must be "
+                + "brought up to date first); --force overwrites, and players who saw the bucket's newer "
+                + "metadata then refuse updates until a publish passes its versions")
     }
 
     /// What the builds the origin lists need, refused when the folder lacks any of it (deleted by hand, or
     /// a copy that stopped half way): the bucket would list a build players cannot install.
-    private func neededFiles(_ repo: Repository, files: Set<String>,
-                             contents: inout BuildContents.Memo) throws(PatchSyncError) -> Set<String> {
+    private func neededFiles(
+        _ repo: Repository, files: Set<String>,
+        contents: inout BuildContents.Memo
+    ) throws(PatchSyncError) -> Set<String> {
         var needed = BuildContents.releasedKeys(of: repo)
         for (path, file) in repo.targetFiles.sorted(by: { $0.key < $1.key }) {
             let paths = try contents.paths(in: origin, target: path, file)
             let missing = paths.subtracting(files)
             if let first = missing.sorted().first {
-                throw PatchSyncError(.refusedData, "\(origin) lacks \(first) (and \(missing.count - 1) more), which build "
-                                     + "\(file.custom?.buildId ?? path) needs; nothing was uploaded",
-                                     remedy: "restore the origin folder from a complete copy, or publish the build again")
+                throw PatchSyncError(
+                    .refusedData,
+                    "\(origin) lacks \(first) (and \(missing.count - 1) more), which build "
+                        + "\(file.custom?.buildId ?? path) needs; nothing was uploaded",
+                    remedy: "restore the origin folder from a complete copy, or publish the build again")
             }
             needed.formUnion(paths)
         }
@@ -207,8 +223,9 @@ public struct Uploader: Sendable {
     /// holds that metadata with the hashes the bucket's timestamp.json pins. Empty when it cannot tell.
     private func present(remoteTimestamp data: Data, contents: inout BuildContents.Memo) -> Set<String> {
         guard let served = served(remoteTimestamp: data),
-              let targetsData = pinned(OriginLayout.metadata(role: "targets", version: served.targets.version), served.targets),
-              let targets = try? Signed<TargetsMetadata>(parsing: targetsData, name: OriginLayout.targetsName) else { return [] }
+            let targetsData = pinned(OriginLayout.metadata(role: "targets", version: served.targets.version), served.targets),
+            let targets = try? Signed<TargetsMetadata>(parsing: targetsData, name: OriginLayout.targetsName)
+        else { return [] }
         var present = Set<String>()
         for version in 1...max(1, served.snapshot) { present.insert(OriginLayout.metadata(role: "snapshot", version: version)) }
         for version in 1...max(1, served.targets.version) { present.insert(OriginLayout.metadata(role: "targets", version: version)) }
@@ -222,16 +239,20 @@ public struct Uploader: Sendable {
     /// The bytes of the origin's `path` when they match the pin's length and SHA-256.
     private func pinned(_ path: String, _ pin: MetaFile) -> Data? {
         guard let data = try? FileSystem.read(layout.path(path), limit: 64 << 20),
-              pin.length.map({ $0 == data.count }) ?? true,
-              let hash = pin.hashes?["sha256"], hash == SHA256Hasher.hash(data).hex else { return nil }
+            pin.length.map({ $0 == data.count }) ?? true,
+            let hash = pin.hashes?["sha256"], hash == SHA256Hasher.hash(data).hex
+        else { return nil }
         return data
     }
 
     /// Runs `body` on each item on `options.connections` threads of its own (requests block), each with
     /// its own connection (the first reuses `first`); the first failure stops the others taking more work.
-    private func parallel(_ items: [(path: String, bytes: Int64)], first: S3Connection,
-                          _ body: @escaping @Sendable (S3Connection, (path: String, bytes: Int64)) throws(PatchSyncError) -> Void)
-        throws(PatchSyncError) {
+    private func parallel(
+        _ items: [(path: String, bytes: Int64)], first: S3Connection,
+        _ body: @escaping @Sendable (S3Connection, (path: String, bytes: Int64)) throws(PatchSyncError) -> Void
+    )
+        throws(PatchSyncError)
+    {
         guard !items.isEmpty else { return }
         let queue = WorkQueue()
         let done = DispatchGroup()
@@ -242,7 +263,9 @@ public struct Uploader: Sendable {
             Thread {
                 defer { done.leave() }
                 let connection: S3Connection
-                if worker == 0 { connection = firstConnection.connection } else {
+                if worker == 0 {
+                    connection = firstConnection.connection
+                } else {
                     do throws(PatchSyncError) { connection = try S3Connection(bucket) } catch { return queue.fail(error) }
                 }
                 while let index = queue.take(below: items.count) {
@@ -341,6 +364,6 @@ private final class Journal: Sendable {
     /// The upload is complete: the bucket's metadata now says what it has.
     func finish() throws(PatchSyncError) {
         file.withLock { $0 = nil }
-        do { try FileSystem.remove(path) } catch where error.code == ENOENT {} catch { throw PatchSyncError.wrap(error) }
+        do { try FileSystem.remove(path) } catch  where error.code == ENOENT {} catch { throw PatchSyncError.wrap(error) }
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("Deltas: the encoder, the instruction reader and the pack", .tags(.small))
 struct DeltaTests {

@@ -1,14 +1,16 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 /// The game starts in its build, on every glibc: with posix_spawn_file_actions_addchdir_np (2.29 and
 /// later) and through `/bin/sh` where it is missing.
 @Suite("Starting the game in its build folder", .tags(.small))
 struct GameSpawnTests {
-    @Test("a relative command runs in the build folder, with its arguments, both with addchdir and through the shell fallback",
-          arguments: [false, true])
+    @Test(
+        "a relative command runs in the build folder, with its arguments, both with addchdir and through the shell fallback",
+        arguments: [false, true])
     func startsInBuild(throughShell: Bool) throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("spawn-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder + "/bin", withIntermediateDirectories: true)
@@ -16,8 +18,9 @@ struct GameSpawnTests {
         try "#!/bin/sh\npwd > \"$1\"\necho \"$2\" >> \"$1\"\nexit 7\n".write(toFile: folder + "/bin/game", atomically: true, encoding: .utf8)
         chmod(folder + "/bin/game", 0o755)
         let out = folder + "/out.txt"
-        let pid = try GameLauncher.spawn("./bin/game", [out, "two words"], in: folder, environment: ["PATH": "/usr/bin:/bin"],
-                                         throughShell: throughShell)
+        let pid = try GameLauncher.spawn(
+            "./bin/game", [out, "two words"], in: folder, environment: ["PATH": "/usr/bin:/bin"],
+            throughShell: throughShell)
         #expect(try GameLauncher.wait(for: pid, "./bin/game") == 7, "the game's exit status is passed on")
         let lines = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(lines == [folder, "two words"])

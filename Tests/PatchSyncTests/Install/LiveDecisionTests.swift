@@ -1,15 +1,17 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 /// The one decision of what goes live, driven by tables: states built through InstallState's named
 /// transitions, channel builds as signed metadata lists them, and an injected clock.
 @Suite("What goes live: one pure decision", .tags(.small))
 struct LiveDecisionTests {
     static func build(_ id: String, _ sequence: Int, preload: Bool = false, released: Bool = false) -> ChannelBuild {
-        ChannelBuild(buildId: id, channel: "live", sequence: sequence, manifest: String(repeating: id.first.map(String.init) ?? "0", count: 64),
-                     preload: preload, released: released)
+        ChannelBuild(
+            buildId: id, channel: "live", sequence: sequence, manifest: String(repeating: id.first.map(String.init) ?? "0", count: 64),
+            preload: preload, released: released)
     }
 
     static func identity(_ build: ChannelBuild, name: String? = nil, bundles: [String]? = nil) -> DeploymentIdentity {
@@ -41,18 +43,26 @@ struct LiveDecisionTests {
 
     static let chooseCases: [ChooseCase] = [
         ChooseCase(name: "the newest build is staged", channel: [build("1", 1), build("2", 2)], seen: 1, stage: "2", preload: nil),
-        ChooseCase(name: "a newest build older than one the channel showed is refused (rollback)",
-                   channel: [build("1", 1), build("2", 2)], seen: 3, stage: nil, preload: nil, refused: true),
-        ChooseCase(name: "a locked preload never hides the live build: the build before it is staged, the preload fetched beside",
-                   channel: [build("1", 1), build("2", 2, preload: true)], seen: 1, stage: "1", preload: "2"),
-        ChooseCase(name: "a released preload is staged like any build", channel: [build("1", 1), build("2", 2, preload: true, released: true)],
-                   seen: 1, stage: "2", preload: nil),
-        ChooseCase(name: "rc1 released, rc2 locked: rc1 is staged and rc2 fetched beside it",
-                   channel: [build("1", 1), build("3", 2, preload: true, released: true), build("4", 3, preload: true)], seen: 2,
-                   stage: "3", preload: "4"),
-        ChooseCase(name: "only locked preloads: nothing to stage yet, the newest is preloaded",
-                   channel: [build("2", 2, preload: true), build("3", 3, preload: true)], seen: 0, stage: nil, preload: "3"),
-        ChooseCase(name: "an empty channel: nothing", channel: [], seen: 0, stage: nil, preload: nil),
+        ChooseCase(
+            name: "a newest build older than one the channel showed is refused (rollback)",
+            channel: [build("1", 1), build("2", 2)], seen: 3, stage: nil, preload: nil, refused: true),
+        ChooseCase(
+            name: "a locked preload never hides the live build: the build before it is staged, the preload fetched beside",
+            channel: [build("1", 1), build("2", 2, preload: true)], seen: 1, stage: "1", preload: "2"),
+        ChooseCase(
+            name: "a released preload is staged like any build", channel: [build("1", 1), build("2", 2, preload: true, released: true)],
+            seen: 1, stage: "2", preload: nil),
+        ChooseCase(
+            name: "rc1 released, rc2 locked: rc1 is staged and rc2 fetched beside it",
+            channel: [build("1", 1), build("3", 2, preload: true, released: true), build("4", 3, preload: true)], seen: 2,
+            stage: "3", preload: "4"),
+        ChooseCase(
+            name: "only locked preloads: nothing to stage yet, the newest is preloaded",
+            channel: [build("2", 2, preload: true), build("3", 3, preload: true)], seen: 0, stage: nil, preload: "3"),
+        ChooseCase(
+            name: "a locked preload on top of an older build than one the channel showed: refused (rollback behind a preload)",
+            channel: [build("1", 1), build("5", 5, preload: true)], seen: 3, stage: nil, preload: nil, refused: true),
+        ChooseCase(name: "an empty channel: nothing", channel: [], seen: 0, stage: nil, preload: nil)
     ]
 
     @Test("which build a sync stages and which preload it fetches", arguments: chooseCases)
@@ -91,14 +101,20 @@ struct LiveDecisionTests {
         var state = Self.installed(one)
         let all = ["base", "hd"]
         #expect(LiveDecision.step(&state, build: one, bundles: all, all: all, later: [], inUse: { _ in false }).outcome == .upToDate)
-        guard case .stage(let first) = LiveDecision.step(&state, build: two, bundles: ["base"], all: all, later: [all],
-                                                         inUse: { _ in false }) else {
+        guard
+            case .stage(let first) = LiveDecision.step(
+                &state, build: two, bundles: ["base"], all: all, later: [all],
+                inUse: { _ in false })
+        else {
             Issue.record("build 2's required part is staged")
             return
         }
         #expect(first.name == "2" && first.bundles == ["base"])
-        guard case .stage(let resumed) = LiveDecision.step(&state, build: two, bundles: ["base"], all: all, later: [all],
-                                                           inUse: { _ in true }) else {
+        guard
+            case .stage(let resumed) = LiveDecision.step(
+                &state, build: two, bundles: ["base"], all: all, later: [all],
+                inUse: { _ in true })
+        else {
             Issue.record("the same step resumes")
             return
         }
@@ -122,22 +138,30 @@ struct LiveDecisionTests {
         var expected: Expected
         var testDescription: String { name }
 
-        enum Expected: Sendable, Equatable { case swap, nothing, waiting(PatchSyncError.Code), refused(PatchSyncError.Code, drop: Bool) }
+        enum Expected: Sendable, Equatable {
+            case swap, nothing
+            case waiting(PatchSyncError.Code)
+            case refused(PatchSyncError.Code, drop: Bool)
+        }
     }
 
     static let applyCases: [ApplyCase] = [
         ApplyCase(name: "a ready build is swapped in", ready: true, expected: .swap),
         ApplyCase(name: "nothing ready: nothing to do", ready: false, expected: .nothing),
-        ApplyCase(name: "a ready tree changed by hand is refused (74) and dropped", ready: true, intact: false,
-                  expected: .refused(.localIO, drop: true)),
+        ApplyCase(
+            name: "a ready tree changed by hand is refused (74) and dropped", ready: true, intact: false,
+            expected: .refused(.localIO, drop: true)),
         ApplyCase(name: "while the game runs the ready build stays ready (75)", ready: true, game: true, expected: .refused(.deferred, drop: false)),
-        ApplyCase(name: "a locked preload before its release time: try later (75)", ready: false, preloadReleaseIn: 3600,
-                  expected: .waiting(.deferred)),
-        ApplyCase(name: "a locked preload less than a day past its release time: the release runs late (75)", ready: false,
-                  preloadReleaseIn: -3600, expected: .waiting(.deferred)),
-        ApplyCase(name: "a locked preload a day or more past its release time: this clock is ahead of signed metadata (65)",
-                  ready: false, preloadReleaseIn: -86400 - 60, expected: .waiting(.refusedData)),
-        ApplyCase(name: "a ready build beats a locked preload", ready: true, preloadReleaseIn: -86400 * 3, expected: .swap),
+        ApplyCase(
+            name: "a locked preload before its release time: try later (75)", ready: false, preloadReleaseIn: 3600,
+            expected: .waiting(.deferred)),
+        ApplyCase(
+            name: "a locked preload less than a day past its release time: the release runs late (75)", ready: false,
+            preloadReleaseIn: -3600, expected: .waiting(.deferred)),
+        ApplyCase(
+            name: "a locked preload a day or more past its release time: this clock is ahead of signed metadata (65)",
+            ready: false, preloadReleaseIn: -86400 - 60, expected: .waiting(.refusedData)),
+        ApplyCase(name: "a ready build beats a locked preload", ready: true, preloadReleaseIn: -86400 * 3, expected: .swap)
     ]
 
     @Test("what an apply swaps in or refuses, with an injected clock", arguments: applyCases)
@@ -150,8 +174,10 @@ struct LiveDecisionTests {
             _ = state.finishStaging("2", seal: "seal")
         }
         if let release = c.preloadReleaseIn {
-            state.recordPreload(PreloadStatus(buildId: "3", channel: "live", releaseAt: clock.now() + release, bytes: 10, bytesDone: 10,
-                                              released: false))
+            state.recordPreload(
+                PreloadStatus(
+                    buildId: "3", channel: "live", releaseAt: clock.now() + release, bytes: 10, bytesDone: 10,
+                    released: false))
         }
         let decision = LiveDecision.apply(state, readyIntact: c.intact, gameRunning: c.game, now: clock.now())
         switch (decision, c.expected) {

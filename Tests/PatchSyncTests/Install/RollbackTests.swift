@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("Rollback", .tags(.medium))
 struct RollbackTests {
@@ -61,6 +62,28 @@ struct RollbackTests {
         _ = try install.applyPendingUpdate()
         #expect(try Self.version(install) == "build a")
         #expect(try install.verify(full: true).damaged.isEmpty)
+    }
+
+    @Test("a previous build with a file deleted or truncated by hand is not made current: refused (74), the current build stays")
+    func damagedPreviousIsRefused() async throws {
+        let fixture = try Fixture()
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        try await Self.release("a", fixture, install)
+        try await Self.release("b", fixture, install)
+        let previous = install.root + "/builds/a/version.txt"
+        chmod(install.root + "/builds/a", 0o755)
+        try FileManager.default.removeItem(atPath: previous)
+        #expect {
+            try install.rollback()
+        } throws: { error in
+            (error as? PatchSyncError)?.code == .localIO && "\(error)".contains("version.txt")
+        }
+        #expect(try Self.version(install) == "build b")
+        try Data("build".utf8).write(to: URL(fileURLWithPath: previous))  // back, but shorter
+        #expect(throws: PatchSyncError.self) { try install.rollback() }
+        try Data("build a".utf8).write(to: URL(fileURLWithPath: previous))
+        _ = try install.rollback()
+        #expect(try Self.version(install) == "build a")
     }
 
     @Test("a crash between the flip and its record is reconciled from the symlink")

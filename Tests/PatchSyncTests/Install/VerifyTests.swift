@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("Verify and repair", .tags(.medium))
 struct VerifyTests {
@@ -41,8 +42,11 @@ struct VerifyTests {
         try Self.scribble(live + "textures/tex_2.dds")
         let report = try install.verify(full: false)
         let problems = Dictionary(uniqueKeysWithValues: report.damaged.map { ($0.path, $0.problem) })
-        #expect(problems == ["config/default.cfg": .missing, "audio/sfx_1.ogg": .wrongMode,
-                             "scripts/s0/script_1.lua": .wrongSize, "textures/tex_2.dds": .wrongHash])
+        #expect(
+            problems == [
+                "config/default.cfg": .missing, "audio/sfx_1.ogg": .wrongMode,
+                "scripts/s0/script_1.lua": .wrongSize, "textures/tex_2.dds": .wrongHash
+            ])
     }
 
     @Test("a change that keeps size and mtime escapes the fast check and is found by --full")

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("The build manifest")
 struct ManifestTests {
@@ -10,8 +11,9 @@ struct ManifestTests {
             .deletingLastPathComponent().deletingLastPathComponent().path
     }
 
-    @Test("what publish writes validates against manifests/manifest.schema.json (python jsonschema)",
-          .tags(.medium))
+    @Test(
+        "what publish writes validates against manifests/manifest.schema.json (python jsonschema)",
+        .tags(.medium))
     func schema() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.005), id: "1.4.2+873")
@@ -23,12 +25,15 @@ struct ManifestTests {
         for document in [json, Self.repoRoot + "/manifests/example.manifest.json"] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", """
+            process.arguments = [
+                "python3", "-c",
+                """
                 import json, sys, jsonschema
                 schema = json.load(open(sys.argv[1]))
                 jsonschema.Draft202012Validator.check_schema(schema)
                 jsonschema.validate(json.load(open(sys.argv[2])), schema)
-                """, Self.repoRoot + "/manifests/manifest.schema.json", document]
+                """, Self.repoRoot + "/manifests/manifest.schema.json", document
+            ]
             try process.run()
             process.waitUntilExit()
             #expect(process.terminationStatus == 0, "\(document) does not validate against the schema")
@@ -37,20 +42,24 @@ struct ManifestTests {
         #expect(manifest.files.allSatisfy { !$0.chunks.isEmpty || $0.size == 0 })
     }
 
-    @Test("paths that escape the install are refused",
-          .tags(.small), arguments: ["../evil", "/etc/passwd", "a/../../b", "a//b", "./a", "a\\b", ""])
+    @Test(
+        "paths that escape the install are refused",
+        .tags(.small), arguments: ["../evil", "/etc/passwd", "a/../../b", "a//b", "./a", "a\\b", ""])
     func unsafePaths(path: String) {
         #expect(throws: PatchSyncError.self) { try Manifest.checkPath(path) }
     }
 
     @Test("a manifest with special mode bits or chunks that do not tile the file is refused", .tags(.small))
     func malformed() throws {
-        let chunk = ChunkEntry(offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0,
-                               objectLength: 10, codec: .raw)
-        let file = FileEntry(path: "a", size: 10, mode: 0o644, sha256: SHA256Digest.of(Data()),
-                             object: SHA256Digest.of(Data()), bundle: "base", chunks: [chunk])
-        var manifest = Manifest(formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1,
-                                chunking: .standard, bundles: [.base], files: [file])
+        let chunk = ChunkEntry(
+            offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0,
+            objectLength: 10, codec: .raw)
+        let file = FileEntry(
+            path: "a", size: 10, mode: 0o644, sha256: SHA256Digest.of(Data()),
+            object: SHA256Digest.of(Data()), bundle: "base", chunks: [chunk])
+        var manifest = Manifest(
+            formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1,
+            chunking: .standard, bundles: [.base], files: [file])
         try manifest.validate()
         manifest.files[0].mode = 0o4755
         #expect(throws: PatchSyncError.self) { try manifest.validate() }
@@ -88,9 +97,11 @@ struct LinkResolverTests {
 
     @Test("a link stays inside only when following it and every link on its way never climbs above the root")
     func resolution() {
-        let r = resolver(["lib/a.so": "a.so.1", "data/shared": "../assets", "data/tex": "shared/x.dds",
-                          "sub/up": "..", "q": "sub/up/..", "loop1": "loop2", "loop2": "loop1", "abs": "/etc/passwd",
-                          "deep/out": "../../x"])
+        let r = resolver([
+            "lib/a.so": "a.so.1", "data/shared": "../assets", "data/tex": "shared/x.dds",
+            "sub/up": "..", "q": "sub/up/..", "loop1": "loop2", "loop2": "loop1", "abs": "/etc/passwd",
+            "deep/out": "../../x"
+        ])
         #expect(r.staysInside("lib/a.so") && r.staysInside("data/shared") && r.staysInside("data/tex") && r.staysInside("sub/up"))
         #expect(!r.staysInside("q"), "sub/up is the root, so sub/up/.. is above it")
         #expect(!r.staysInside("loop1"), "a loop is refused after 40 hops")
@@ -100,11 +111,14 @@ struct LinkResolverTests {
     @Test("a client refuses a manifest whose link escapes, or that puts a file below a link")
     func refusals() throws {
         func manifest(links: [LinkEntry], files: [String] = []) throws -> Manifest {
-            Manifest(formatVersion: 3, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
-                     bundles: [.base], files: files.map {
-                         FileEntry(path: $0, size: 0, mode: 0o644, sha256: SHA256Hasher.hash(Data()), object: SHA256Hasher.hash(Data()),
-                                   bundle: "base", chunks: [])
-                     }, links: links)
+            Manifest(
+                formatVersion: 3, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
+                bundles: [.base],
+                files: files.map {
+                    FileEntry(
+                        path: $0, size: 0, mode: 0o644, sha256: SHA256Hasher.hash(Data()), object: SHA256Hasher.hash(Data()),
+                        bundle: "base", chunks: [])
+                }, links: links)
         }
         #expect(throws: PatchSyncError.self) { try manifest(links: [LinkEntry(path: "x", target: "../y", bundle: "base")]).validate() }
         #expect(throws: PatchSyncError.self) {
@@ -120,12 +134,13 @@ struct BundleSelectionTests {
         Bundle(name: "dlc", required: false, priority: 5, paths: ["dlc/**"]),
         Bundle(name: "fr", required: false, priority: 1, paths: ["fr/**"]),
         Bundle(name: "de", required: false, priority: 1, paths: ["de/**"]),
-        Bundle(name: "core", required: true, priority: 9, paths: ["**"]),
+        Bundle(name: "core", required: true, priority: 9, paths: ["**"])
     ]
 
     static func manifest() throws -> Manifest {
-        Manifest(formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
-                 bundles: bundles, files: [])
+        Manifest(
+            formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
+            bundles: bundles, files: [])
     }
 
     @Test("required bundles first whatever their priority, then optional ones by priority, ties in the bundles file's order")

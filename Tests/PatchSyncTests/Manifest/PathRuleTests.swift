@@ -1,12 +1,14 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
 
+@testable import PatchSync
+
 @Suite("One path rule for publish, the client and staging", .tags(.small))
 struct PathRuleTests {
-    @Test("a component that starts with a combining mark, or is not NFC, is refused; NFC names in any script pass",
-          arguments: ["D/\u{301}x", "\u{301}", "a/\u{20DD}b", "e\u{301}", "caf\u{65}\u{301}/x"])
+    @Test(
+        "a component that starts with a combining mark, or is not NFC, is refused; NFC names in any script pass",
+        arguments: ["D/\u{301}x", "\u{301}", "a/\u{20DD}b", "e\u{301}", "caf\u{65}\u{301}/x"])
     func refusedComponents(path: String) {
         #expect(PathRule.problem(path) != nil)
         #expect(throws: PatchSyncError.self) { try Manifest.checkPath(path) }
@@ -40,13 +42,15 @@ struct PathRuleTests {
         try FileManager.default.createDirectory(atPath: build + "/x/y/z/w/v/u/t/s/r/q", withIntermediateDirectories: true)
         try Data("f".utf8).write(to: URL(fileURLWithPath: build + "/D/" + (combining ? "\u{301}f" : "f")))
         try FileManager.default.createSymbolicLink(atPath: build + "/d", withDestinationPath: "x/y/z/w/v/u/t/s/r/q")
-        try FileManager.default.createSymbolicLink(atPath: build + "/L",
-                                                   withDestinationPath: "D/" + String(repeating: "../", count: 10) + "tmp")
+        try FileManager.default.createSymbolicLink(
+            atPath: build + "/L",
+            withDestinationPath: "D/" + String(repeating: "../", count: 10) + "tmp")
         return build
     }
 
-    @Test("publish refuses the tester's build folder whose link L resolves outside, naming the path, and signs nothing",
-          arguments: [true, false])
+    @Test(
+        "publish refuses the tester's build folder whose link L resolves outside, naming the path, and signs nothing",
+        arguments: [true, false])
     func publishRefusesEscapingLink(combining: Bool) throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
@@ -58,11 +62,13 @@ struct PathRuleTests {
 
     @Test("a client refuses a manifest in which a link and a real folder differ only in case")
     func clientRefusesCaseClash() throws {
-        let file = FileEntry(path: "D/f", size: 0, mode: 0o644, sha256: SHA256Hasher.hash(Data()), object: SHA256Hasher.hash(Data()),
-                             bundle: "base", chunks: [])
-        let manifest = Manifest(formatVersion: 3, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
-                                bundles: [.base], files: [file],
-                                links: [LinkEntry(path: "d", target: "x", bundle: "base")])
+        let file = FileEntry(
+            path: "D/f", size: 0, mode: 0o644, sha256: SHA256Hasher.hash(Data()), object: SHA256Hasher.hash(Data()),
+            bundle: "base", chunks: [])
+        let manifest = Manifest(
+            formatVersion: 3, buildId: try BuildID("1"), channel: .live, sequence: 1, chunking: .standard,
+            bundles: [.base], files: [file],
+            links: [LinkEntry(path: "d", target: "x", bundle: "base")])
         #expect(throws: PatchSyncError.self) { try manifest.validate() }
     }
 }

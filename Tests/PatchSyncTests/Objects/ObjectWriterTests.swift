@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("Objects in the origin", .tags(.medium))
 struct ObjectWriterTests {
@@ -20,8 +21,9 @@ struct ObjectWriterTests {
         #expect(texture.chunks.allSatisfy { $0.codec == .raw && $0.objectLength == $0.length })
         for file in [level, texture] {
             #expect(file.object == (try SHA256Digest.of(file: build + "/" + file.path)))
-            let size = try FileManager.default.attributesOfItem(
-                atPath: fixture.origin + "/" + ObjectID.path(file.object))[.size] as? Int
+            let size =
+                try FileManager.default.attributesOfItem(
+                    atPath: fixture.origin + "/" + ObjectID.path(file.object))[.size] as? Int
             #expect(size == file.chunks.reduce(0) { $0 + $1.objectLength })
         }
     }
@@ -77,8 +79,9 @@ struct ObjectWriterTests {
         try FileManager.default.copyItem(atPath: build, toPath: changed)
         try Data(repeating: 0x5a, count: 300_000).write(to: URL(fileURLWithPath: changed + "/" + file.path))
         let leftover = fixture.origin + "/" + ObjectID.path(try SHA256Digest.of(file: changed + "/" + file.path))
-        try FileManager.default.createDirectory(atPath: (leftover as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (leftover as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true)
         try Data("half an object".utf8).write(to: URL(fileURLWithPath: leftover))
         try fixture.publish(changed, id: "2")
         try await Self.expectInstalls(fixture, matches: changed)
@@ -102,8 +105,10 @@ struct ObjectWriterTests {
         let build = try fixture.sampleBuild(1, scale: 0.005)
         for id in ["1", "2", "3", "4"] { try fixture.publish(build, id: id, deltaSources: 0) }
         let repo = try Repository.load(origin: fixture.origin)
-        let publisher = Publisher(options: .init(buildDirectory: build, origin: fixture.origin, buildId: try BuildID("5"),
-                                                 bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
+        let publisher = Publisher(
+            options: .init(
+                buildDirectory: build, origin: fixture.origin, buildId: try BuildID("5"),
+                bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
         let known = try KnownLayouts(targets: repo.targetFiles) { (path, target) throws(PatchSyncError) in
             try Repository.manifest(in: publisher.options.origin, path, target)
         }
@@ -127,8 +132,9 @@ struct ObjectWriterTests {
             let temp = incoming + "/\(i)"
             try content.write(to: URL(fileURLWithPath: temp))
             if i == 2 {  // a leftover at this object's path, from a publish that stopped early
-                try FileManager.default.createDirectory(atPath: (final as NSString).deletingLastPathComponent,
-                                                        withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    atPath: (final as NSString).deletingLastPathComponent,
+                    withIntermediateDirectories: true)
                 try Data("torn".utf8).write(to: URL(fileURLWithPath: final))
             }
             expected[final] = content
@@ -144,8 +150,9 @@ struct ObjectWriterTests {
     /// A fresh install of the origin's live channel syncs, applies, and matches `build`.
     /// The manifest of build `id` as published in the fixture's origin.
     static func manifest(_ fixture: Fixture, _ id: String, channel: String = "live") throws -> Manifest {
-        try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: id, channel: channel))),
-                            what: "manifest \(id)")
+        try Manifest.decode(
+            try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: id, channel: channel))),
+            what: "manifest \(id)")
     }
 
     @Test("small files go into packs: many files per object, each chunk at its offset, and a fresh install matches the build")
@@ -226,11 +233,12 @@ struct ObjectWriterTests {
     func packAcrossBundles() async throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
-        var options = Publisher.Options(buildDirectory: build, origin: fixture.origin, buildId: try BuildID("1"),
-                                        bundles: try BundleRules(bundles: [
-                                            Bundle(name: "textures", required: false, priority: 5, paths: ["textures/**"]),
-                                            Bundle(name: "base", required: true, priority: 0, paths: ["**"]),
-                                        ]))
+        var options = Publisher.Options(
+            buildDirectory: build, origin: fixture.origin, buildId: try BuildID("1"),
+            bundles: try BundleRules(bundles: [
+                Bundle(name: "textures", required: false, priority: 5, paths: ["textures/**"]),
+                Bundle(name: "base", required: true, priority: 0, paths: ["**"])
+            ]))
         options.smallFileBytes = 1 << 20
         options.packSize = 64 << 20  // one pack for all small files
         try Publisher(options: options, signers: fixture.signers).run()

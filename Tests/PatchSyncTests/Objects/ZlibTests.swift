@@ -1,6 +1,7 @@
 import Foundation
-@testable import PatchSync
 import Testing
+
+@testable import PatchSync
 
 /// The workers' inflater skips zlib's Adler-32 (a chunk's SHA-256 follows): these guard that it
 /// still refuses every stream that is not exactly the chunk, and that one refusal does not spoil
@@ -59,8 +60,9 @@ struct ZlibTests {
     @Test("a chunk whose stored bytes are damaged never verifies, even where the stream still inflates")
     func damagedChunkRefused() {
         let good = stored
-        let entry = ChunkEntry(offset: 0, length: content.count, sha256: content.withUnsafeBytes { SHA256Hasher.hash($0) },
-                               objectOffset: 0, objectLength: good.count, codec: .zlib)
+        let entry = ChunkEntry(
+            offset: 0, length: content.count, sha256: content.withUnsafeBytes { SHA256Hasher.hash($0) },
+            objectOffset: 0, objectLength: good.count, codec: .zlib)
         let inflater = Zlib.Inflater()
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: content.count, alignment: 16)
         defer { scratch.deallocate() }

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 /// Whole-file downloads (delta packs, preload ranges) are checked inside the retry policy: damaged bytes
 /// are the mirror's failure, and the next mirror is asked.
@@ -11,13 +12,14 @@ struct DownloadTests {
     func damagedOnFirstMirror() async throws {
         let fixture = try Fixture.published()
         let damaged = try MirrorRefreshTests.mirror(of: fixture, "damaged")
-        let name = try #require(try FileManager.default.subpathsOfDirectory(atPath: fixture.origin + "/objects")
-            .sorted().first { name in
-                var isFolder: ObjCBool = false
-                return !name.hasPrefix(".") && name.split(separator: "/").count == 2
-                    && FileManager.default.fileExists(atPath: fixture.origin + "/objects/" + name, isDirectory: &isFolder)
-                    && !isFolder.boolValue
-            })
+        let name = try #require(
+            try FileManager.default.subpathsOfDirectory(atPath: fixture.origin + "/objects")
+                .sorted().first { name in
+                    var isFolder: ObjCBool = false
+                    return !name.hasPrefix(".") && name.split(separator: "/").count == 2
+                        && FileManager.default.fileExists(atPath: fixture.origin + "/objects/" + name, isDirectory: &isFolder)
+                        && !isFolder.boolValue
+                })
         let path = "objects/" + name
         let good = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + path))
         var bad = good

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 /// One mirror policy, metadata: a mirror that serves stale or refused metadata is passed over for the
 /// next mirror instead of failing the refresh (``Origin/refreshTrust(directory:now:deadline:)``).

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 /// Issue: one mirror policy. The retry decisions, stepped with a timeline of instants and a fixed
 /// jitter: nothing sleeps.
@@ -10,9 +11,11 @@ struct RetryPolicyTests {
     let t0 = ContinuousClock.now
 
     /// Fails the attempt `decision` names with `failure`; returns the next decision.
-    static func fail(_ request: inout RetryPolicy, _ decision: RetryPolicy.Decision, with failure: TransferFailure,
-                     group: inout MirrorGroup, at now: ContinuousClock.Instant, progressed: Bool = false,
-                     random: Double = 0.5) -> RetryPolicy.Decision {
+    static func fail(
+        _ request: inout RetryPolicy, _ decision: RetryPolicy.Decision, with failure: TransferFailure,
+        group: inout MirrorGroup, at now: ContinuousClock.Instant, progressed: Bool = false,
+        random: Double = 0.5
+    ) -> RetryPolicy.Decision {
         guard case .attempt(let mirror, _) = decision else { return .giveUp }
         return request.next(after: failure, on: mirror, progressed: progressed, group: &group, now: now, random: random)
     }
@@ -28,8 +31,9 @@ struct RetryPolicyTests {
         }
         #expect(Self.fail(&requests[7], decisions[7], with: .network("refused"), group: &group, at: t0) == .giveUp)
         #expect(group.isExhausted)
-        #expect(Self.fail(&requests[0], decisions[0], with: .httpStatus(503), group: &group, at: t0) == .giveUp,
-                "the others give up at their next failure")
+        #expect(
+            Self.fail(&requests[0], decisions[0], with: .httpStatus(503), group: &group, at: t0) == .giveUp,
+            "the others give up at their next failure")
         #expect(requests[7].failures.map { $0.mirror } == [0])
     }
 
@@ -63,8 +67,9 @@ struct RetryPolicyTests {
         #expect(group.streak == 7)
         group.progressed()  // another request delivered
         for _ in 0..<7 { decision = Self.fail(&request, decision, with: .httpStatus(503), group: &group, at: t0) }
-        #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(14, random: 0.5)),
-                "14 failures of one request, still retried")
+        #expect(
+            decision == .attempt(mirror: 0, after: RetryPolicy.backoff(14, random: 0.5)),
+            "14 failures of one request, still retried")
     }
 
     @Test("a response cut short that delivered bytes counts as progress, and its request goes on")
@@ -73,14 +78,16 @@ struct RetryPolicyTests {
         var request = RetryPolicy()
         var decision = request.start(group, now: t0)
         for _ in 0..<7 { decision = Self.fail(&request, decision, with: .network("reset"), group: &group, at: t0) }
-        decision = Self.fail(&request, decision, with: .network("closed with 10 bytes remaining"), group: &group,
-                             at: t0, progressed: true, random: 0.999)
+        decision = Self.fail(
+            &request, decision, with: .network("closed with 10 bytes remaining"), group: &group,
+            at: t0, progressed: true, random: 0.999)
         #expect(group.streak == 0 && request.failuresInARow == 1)
         #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(1, random: 0.999)), "the first backoff again")
     }
 
-    @Test("an origin failing 30% of requests at random is never given up on, though single requests fail 3 times and more",
-          arguments: 1...20)
+    @Test(
+        "an origin failing 30% of requests at random is never given up on, though single requests fail 3 times and more",
+        arguments: 1...20)
     func thirtyPercent(seed: Int) {
         var rng = SplitMix(seed: UInt64(seed))
         var group = MirrorGroup(mirrors: 1)
@@ -117,7 +124,8 @@ struct RetryPolicyTests {
         var two = MirrorGroup(mirrors: 2)
         var other = RetryPolicy()
         let first = other.start(two, now: t0)
-        #expect(Self.fail(&other, first, with: .httpStatus(503, retryAfter: .seconds(20)), group: &two, at: t0)
+        #expect(
+            Self.fail(&other, first, with: .httpStatus(503, retryAfter: .seconds(20)), group: &two, at: t0)
                 == .attempt(mirror: 1, after: .zero))
     }
 
@@ -146,8 +154,9 @@ struct RetryPolicyTests {
         #expect(decision == .attempt(mirror: 1, after: .zero))
         #expect(group.streak == 1 && group.order(now: t0) == [1, 0], "it counts in the streak, and the mirror cools down")
         decision = Self.fail(&request, decision, with: .network("reset"), group: &group, at: t0)
-        #expect(decision == .attempt(mirror: 1, after: RetryPolicy.backoff(2, random: 0.5)),
-                "the other mirror again, though both are cooling")
+        #expect(
+            decision == .attempt(mirror: 1, after: RetryPolicy.backoff(2, random: 0.5)),
+            "the other mirror again, though both are cooling")
         decision = Self.fail(&request, decision, with: .damaged("does not match its signed SHA-256"), group: &group, at: t0)
         #expect(decision == .giveUp)
         #expect(Origin.error(fetching: "objects/x", request.failures.map { ("m\($0.mirror)", $0.failure) }).code == .refusedData)
@@ -212,7 +221,7 @@ struct RetryPolicyTests {
         ([.network("refused")], false),
         ([.httpStatus(503)], false),
         ([.tooLarge(10), .notFound], false),
-        ([.httpStatus(400), .notFound], false),
+        ([.httpStatus(400), .notFound], false)
     ]
 
     @Test("a whole file is absent (nil) only when the mirrors that answered all said not found", arguments: answers)
@@ -235,13 +244,15 @@ struct RetryPolicyTests {
         #expect(afterwards.start(group, now: t0 + .seconds(61)) == .attempt(mirror: 0, after: .zero))
 
         decision = Self.fail(&request, decision, with: .httpStatus(502), group: &group, at: t0 + .seconds(1))
-        #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(2, random: 0.5)),
-                "both cooling: the first configured, after backoff")
+        #expect(
+            decision == .attempt(mirror: 0, after: RetryPolicy.backoff(2, random: 0.5)),
+            "both cooling: the first configured, after backoff")
 
         var single = MirrorGroup(mirrors: 1)
         var alone = RetryPolicy()
         let first = alone.start(single, now: t0)
-        #expect(Self.fail(&alone, first, with: .network("reset"), group: &single, at: t0, random: 0.25)
+        #expect(
+            Self.fail(&alone, first, with: .network("reset"), group: &single, at: t0, random: 0.25)
                 == .attempt(mirror: 0, after: RetryPolicy.backoff(1, random: 0.25)))
     }
 
@@ -259,8 +270,9 @@ struct RetryPolicyTests {
         var request = RetryPolicy(deadline: t0 + .seconds(2))
         let first = request.start(group, now: t0)
         #expect(first == .attempt(mirror: 0, after: .zero))
-        #expect(Self.fail(&request, first, with: .httpStatus(503, retryAfter: .seconds(5)), group: &group, at: t0) == .giveUp,
-                "the wait would end after the deadline")
+        #expect(
+            Self.fail(&request, first, with: .httpStatus(503, retryAfter: .seconds(5)), group: &group, at: t0) == .giveUp,
+            "the wait would end after the deadline")
         var late = RetryPolicy(deadline: t0 + .seconds(2))
         #expect(late.start(group, now: t0 + .seconds(2)) == .giveUp)
         var timely = RetryPolicy(deadline: t0 + .seconds(2))
@@ -289,7 +301,7 @@ struct RetryPolicyTests {
         ("soon", nil),
         ("-1", nil),
         ("1.5", nil),
-        ("", nil),
+        ("", nil)
     ]
 
     @Test("Retry-After: seconds and the three HTTP-date forms, from now; junk is ignored", arguments: retryAfterValues)

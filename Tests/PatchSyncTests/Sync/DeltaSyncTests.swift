@@ -1,15 +1,19 @@
 import Foundation
-import Synchronization
-@testable import PatchSync
 import PatchSyncTestSupport
+import Synchronization
 import Testing
+
+@testable import PatchSync
 
 @Suite("The delta path: changed files rebuilt from the live build", .tags(.large))
 struct DeltaSyncTests {
     /// Publishes and installs build 1, publishes build 2 (with `deltaSources`), and returns the pieces.
-    static func installedOne(deltaSources: Int = 2, remote: (Fixture) throws -> String = { $0.fileRemote },
-                             configure: (inout InstallConfig) -> Void = { _ in })
-        throws -> (Fixture, Install, build2: String) {
+    static func installedOne(
+        deltaSources: Int = 2, remote: (Fixture) throws -> String = { $0.fileRemote },
+        configure: (inout InstallConfig) -> Void = { _ in }
+    )
+        throws -> (Fixture, Install, build2: String)
+    {
         let fixture = try Fixture()
         let build1 = try fixture.sampleBuild(1, scale: 0.05), build2 = try fixture.sampleBuild(2, scale: 0.05)
         try fixture.publish(build1, id: "1", deltaSources: 0)
@@ -47,8 +51,11 @@ struct DeltaSyncTests {
         #expect(Double(fetched) < 0.8 * Double(chunkPath), "fetched \(fetched); the chunks alone are \(chunkPath)")
         let wholeManifests = nginx!.requests().filter { $0.path.hasPrefix("/targets/") && $0.path.hasSuffix(".2.json.gz") }
         #expect(wholeManifests.isEmpty, "build 2's manifest is rebuilt from build 1's with a signed manifest delta")
-        #expect(routes == InstallStatus.Routes(buildId: routes?.buildId ?? "", linked: patch.filesLinked,
-                                               delta: patch.filesPatched, chunks: patch.filesAssembled - patch.filesPatched))
+        #expect(
+            routes
+                == InstallStatus.Routes(
+                    buildId: routes?.buildId ?? "", linked: patch.filesLinked,
+                    delta: patch.filesPatched, chunks: patch.filesAssembled - patch.filesPatched))
 
         // diff shows the same routes, and predicts what the sync fetched.
         let shares = try await DiffSide.deltaShares(new: manifest2, newSpec: nginx!.url, old: manifest1)
@@ -59,8 +66,9 @@ struct DeltaSyncTests {
         // by new content (its delta would be all literals) has none.
         #expect(diff.files.first { $0.path == "levels/level_2.map" }?.route == .delta)
         #expect(diff.files.first { $0.path == "textures/tex_0.dds" }?.route == .chunks)
-        #expect(abs(Double(diff.total.downloadBytes - fetched)) <= 0.05 * Double(fetched),
-                "diff predicted \(diff.total.downloadBytes), sync fetched \(fetched)")
+        #expect(
+            abs(Double(diff.total.downloadBytes - fetched)) <= 0.05 * Double(fetched),
+            "diff predicted \(diff.total.downloadBytes), sync fetched \(fetched)")
         try EndToEndTests.expectInstalled(install, matches: build2)
         #expect(!FileManager.default.fileExists(atPath: install.deltasDirectory), "the pack is removed once staged")
     }
@@ -71,15 +79,18 @@ struct DeltaSyncTests {
         _ = try await Self.syncAndApply(install)
         let published = try fixture.publish(build2, id: "2")
         let packReport = try #require(published.deltas.first)
-        let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: try Self.manifestFile(fixture, id: "2"))),
-                                           what: "manifest 2")
+        let manifest = try Manifest.decode(
+            try Data(contentsOf: URL(fileURLWithPath: try Self.manifestFile(fixture, id: "2"))),
+            what: "manifest 2")
         let pack = try #require(manifest.deltas?.first)
 
         // The download reports the bytes so far as they arrive.
         let seenBytes = Mutex<[Int64]>([])
         let origin = try Origin(mirrors: [fixture.fileRemote], client: try HTTPClient())
-        _ = try await origin.download(ObjectID.path(pack.object), to: fixture.directory + "/pack", length: pack.length,
-                                      sha256: pack.object) { have in seenBytes.withLock { $0.append(have) } }
+        _ = try await origin.download(
+            ObjectID.path(pack.object), to: fixture.directory + "/pack", length: pack.length,
+            sha256: pack.object
+        ) { have in seenBytes.withLock { $0.append(have) } }
         let bytes = seenBytes.withLock { $0 }
         #expect(!bytes.isEmpty && bytes.last == pack.length && zip(bytes, bytes.dropFirst()).allSatisfy { $0 <= $1 })
 
@@ -98,8 +109,10 @@ struct DeltaSyncTests {
     /// The manifest file of build `id` on the live channel, in the origin.
     static func manifestFile(_ fixture: Fixture, id: String, channel: String = "live") throws -> String {
         let dir = fixture.origin + "/targets/manifests/" + channel
-        return dir + "/" + (try #require(try FileManager.default.contentsOfDirectory(atPath: dir)
-            .first { $0.hasSuffix(".\(id).json.gz") }))
+        return dir + "/"
+            + (try #require(
+                try FileManager.default.contentsOfDirectory(atPath: dir)
+                    .first { $0.hasSuffix(".\(id).json.gz") }))
     }
 
     @Test("a live file that is no longer the delta's source is not patched: its chunks are fetched")
@@ -115,8 +128,9 @@ struct DeltaSyncTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o444], ofItemAtPath: edited)  // same size and mode
 
         let patch = try await Self.syncAndApply(install)
-        #expect(patch.filesPatched == report.deltas[0].files - 1 && patch.deltaFallbacks == 0,
-                "\(patch.filesPatched) patched of \(report.deltas[0].files)")
+        #expect(
+            patch.filesPatched == report.deltas[0].files - 1 && patch.deltaFallbacks == 0,
+            "\(patch.filesPatched) patched of \(report.deltas[0].files)")
         try EndToEndTests.expectInstalled(install, matches: build2)
     }
 
@@ -129,8 +143,10 @@ struct DeltaSyncTests {
         let manifest1 = try Syncer(install: install).loadManifest("1")
         var repo = try Repository.load(origin: fixture.origin)
         let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
-        let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
-                                                 bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
+        let publisher = Publisher(
+            options: .init(
+                buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
+                bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
         var manifest2 = try Repository.manifest(in: publisher.options.origin, target, repo.targetFiles[target]!)
         let before = Dictionary(uniqueKeysWithValues: manifest1.files.map { ($0.path, $0) })
         let packPath = fixture.directory + "/wrong.pack"
@@ -146,8 +162,9 @@ struct DeltaSyncTests {
             wrong.append(file.path)
         }
         let sha = try writer.finish()
-        try FileManager.default.createDirectory(atPath: fixture.origin + "/objects/" + sha.hex.prefix(2),
-                                                withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: fixture.origin + "/objects/" + sha.hex.prefix(2),
+            withIntermediateDirectories: true)
         try FileManager.default.moveItem(atPath: packPath, toPath: fixture.origin + "/" + ObjectID.path(sha))
         manifest2.deltas = [DeltaSource(from: try BuildID("1"), object: sha, length: writer.length, files: wrong.count)]
         try publisher.writeManifest(manifest2, target: target, repo: &repo)
@@ -157,8 +174,9 @@ struct DeltaSyncTests {
         #expect(patch.deltaFallbacks == wrong.count && patch.filesPatched == 0)
         let have = Set(manifest1.files.flatMap { $0.chunks.map(\.sha256) })
         let chunkPath = Set(manifest2.files.flatMap { $0.chunks.map(\.sha256) }.filter { !have.contains($0) }).count
-        #expect(patch.chunksFetched >= wrong.count && patch.chunksFetched < chunkPath,
-                "the chunks the deltas built right are kept: \(patch.chunksFetched) fetched; \(chunkPath) without deltas")
+        #expect(
+            patch.chunksFetched >= wrong.count && patch.chunksFetched < chunkPath,
+            "the chunks the deltas built right are kept: \(patch.chunksFetched) fetched; \(chunkPath) without deltas")
         try EndToEndTests.expectInstalled(install, matches: build2)
     }
 
@@ -169,8 +187,10 @@ struct DeltaSyncTests {
         let report = try fixture.publish(build2, id: "2")
         let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
         let repo = try Repository.load(origin: fixture.origin)
-        let publisher = Publisher(options: .init(buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
-                                                 bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
+        let publisher = Publisher(
+            options: .init(
+                buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
+                bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
         let pack = try #require(try Repository.manifest(in: publisher.options.origin, target, repo.targetFiles[target]!).deltas?.first)
         let manifestDelta = try #require(repo.targetFiles[target]?.custom?.manifestDeltas?.first)
         // Both the pack and the manifest delta are damaged: the sync falls back to the whole manifest and chunks.

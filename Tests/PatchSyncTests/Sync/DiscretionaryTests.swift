@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 /// `sync --discretionary` from Swift, with the clock, the power supply and the network's metered
 /// flag injected: each condition defers before any request and while transfers run, the
@@ -17,8 +18,10 @@ struct DiscretionaryTests {
         var metered: Bool? = false
 
         /// `bigFile`: the size of one more file of random bytes in the build.
-        init(scale: Double = 0.004, rate: String? = nil, chunking: ChunkingParameters = .standard, bigFile: Int = 0,
-             configure: (inout InstallConfig) -> Void = { _ in }) throws {
+        init(
+            scale: Double = 0.004, rate: String? = nil, chunking: ChunkingParameters = .standard, bigFile: Int = 0,
+            configure: (inout InstallConfig) -> Void = { _ in }
+        ) throws {
             fixture = try Fixture()
             let build = try fixture.sampleBuild(1, scale: scale)
             if bigFile > 0 {
@@ -108,7 +111,10 @@ struct DiscretionaryTests {
 
     @Test("backoff: a run before the next attempt exits at once without traffic; delays double to the cap; a completed sync resets it")
     func backoff() async throws {
-        let world = try World { $0.backoffSeconds = 100; $0.backoffMaxSeconds = 300 }
+        let world = try World {
+            $0.backoffSeconds = 100
+            $0.backoffMaxSeconds = 300
+        }
         try world.power.onBattery(true)
         var expected: [TimeInterval] = []
         for _ in 0..<4 {
@@ -129,6 +135,22 @@ struct DiscretionaryTests {
         try world.power.onBattery(false)
         #expect(try await world.deferred() == nil)
         #expect(try world.deferral == nil, "a completed sync resets the backoff")
+    }
+
+    @Test("a deferral recorded while the clock was far ahead does not stop discretionary runs once the clock is corrected")
+    func backoffFromAClockAhead() async throws {
+        let world = try World {
+            $0.backoffSeconds = 100
+            $0.backoffMaxSeconds = 300
+        }
+        let corrected = world.clock.now()
+        world.clock.set(corrected + 400 * 86400)  // the clock a year ahead when the run deferred
+        try world.power.onBattery(true)
+        _ = try await world.deferred()
+        #expect(try world.deferral != nil)
+        world.clock.set(corrected)
+        try world.power.onBattery(false)
+        #expect(try await world.deferred() == nil, "a next attempt further away than the backoff's cap came from a wrong clock")
     }
 
     @Test("the deadline passing mid-transfer stops the sync (deferred, progress kept, no backoff); the next run finishes")
@@ -169,8 +191,9 @@ struct DiscretionaryTests {
 
     @Test("while yielding, requests ask for at most a quarter second at the current rate (≤ 512 KiB) over at most two connections")
     func shortRequests() async throws {
-        let world = try World(chunking: ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10, maxSize: 256 << 10),
-                              bigFile: 4 << 20)
+        let world = try World(
+            chunking: ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10, maxSize: 256 << 10),
+            bigFile: 4 << 20)
         #expect(try await world.deferred() == nil)
         let objects = world.nginx.requests().filter { $0.path.contains("/objects/") && $0.status == 206 }
         let largest = try #require(objects.map(\.bodyBytes).max())
@@ -189,8 +212,11 @@ struct DiscretionaryTests {
         }
         try FileManager.default.removeItem(atPath: build2 + "/big.bin")
         try Data(big).write(to: URL(fileURLWithPath: build2 + "/big.bin"))
-        let report = try world.fixture.publish(build2, id: "2", chunking: ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10,
-                                                                                            maxSize: 256 << 10))
+        let report = try world.fixture.publish(
+            build2, id: "2",
+            chunking: ChunkingParameters(
+                minSize: 16 << 10, averageSize: 64 << 10,
+                maxSize: 256 << 10))
         let pack = try #require(report.deltas.first)
         #expect(pack.bytes > 1 << 20)
         let before = world.nginx.requests().count
@@ -200,20 +226,23 @@ struct DiscretionaryTests {
         #expect(parts.map(\.bodyBytes).reduce(0, +) >= pack.bytes)
     }
 
-    @Test("a running discretionary sync looks for the game on every tick (100 ms), not only on the slower checks' ticks; a plain sync never yields to it",
-          .tags(.small), arguments: Array(1...20))
+    @Test(
+        "a running discretionary sync looks for the game on every tick (100 ms), not only on the slower checks' ticks; a plain sync never yields to it",
+        .tags(.small), arguments: Array(1...20))
     func gameCheckedEveryTick(tick: Int) throws {
         let fixture = try Fixture()
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         let power = try PowerSupplies(in: fixture.directory)
         let environment = SyncEnvironment.testing(clock: ManualClock(ManualClock.utc(10)), power: power, metered: false)
-        let watch = try SyncWatch(install: install, config: try install.config(), environment: environment, deadline: nil,
-                                  discretionary: true, stop: nil)
+        let watch = try SyncWatch(
+            install: install, config: try install.config(), environment: environment, deadline: nil,
+            discretionary: true, stop: nil)
         #expect(watch.failing(tick: tick) == nil, "nothing holds the sync back before the game starts")
         let game = try install.holdRunningLock()
         #expect(watch.failing(tick: tick)?.reason == .gameRunning, "tick \(tick) did not see the running game")
-        let plain = try SyncWatch(install: install, config: try install.config(), environment: environment, deadline: nil,
-                                  discretionary: false, stop: nil)
+        let plain = try SyncWatch(
+            install: install, config: try install.config(), environment: environment, deadline: nil,
+            discretionary: false, stop: nil)
         #expect(plain.failing(tick: tick) == nil)
         withExtendedLifetime(game) {}
     }

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("Publish, sync and apply against nginx", .tags(.large))
 struct EndToEndTests {

@@ -1,15 +1,18 @@
 import Foundation
-@testable import PatchSync
 import Testing
+
+@testable import PatchSync
 
 @Suite("Planning what to fetch", .tags(.small))
 struct PlanTests {
     static func need(_ object: String, _ offset: Int64, _ length: Int, rank: Int = 0) -> Plan.Need {
         let sha = SHA256Digest.of(Data("\(object)\(offset)".utf8))
         let objectID = SHA256Digest.of(Data(object.utf8))
-        return Plan.Need(chunk: ChunkEntry(offset: 0, length: length, sha256: sha, objectOffset: offset,
-                                           objectLength: length, codec: .raw),
-                         object: objectID, destinations: [.init(path: object, index: 0, offset: 0)], rank: rank)
+        return Plan.Need(
+            chunk: ChunkEntry(
+                offset: 0, length: length, sha256: sha, objectOffset: offset,
+                objectLength: length, codec: .raw),
+            object: objectID, destinations: [.init(path: object, index: 0, offset: 0)], rank: rank)
     }
 
     @Test("adjacent chunks of one object share a request; a gap or another object starts a new one")
@@ -34,14 +37,17 @@ struct PlanTests {
 
     @Test("a chunk shared by several files is fetched once and written to each place")
     func dedup() throws {
-        let chunk = ChunkEntry(offset: 0, length: 4, sha256: SHA256Digest.of(Data("same".utf8)), objectOffset: 0,
-                               objectLength: 4, codec: .raw)
+        let chunk = ChunkEntry(
+            offset: 0, length: 4, sha256: SHA256Digest.of(Data("same".utf8)), objectOffset: 0,
+            objectLength: 4, codec: .raw)
         let files = ["x", "y"].map {
-            FileEntry(path: $0, size: 4, mode: 0o644, sha256: SHA256Digest.of(Data($0.utf8)),
-                      object: SHA256Digest.of(Data($0.utf8)), bundle: "base", chunks: [chunk])
+            FileEntry(
+                path: $0, size: 4, mode: 0o644, sha256: SHA256Digest.of(Data($0.utf8)),
+                object: SHA256Digest.of(Data($0.utf8)), bundle: "base", chunks: [chunk])
         }
-        let manifest = Manifest(formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1,
-                                chunking: .standard, bundles: [.base], files: files)
+        let manifest = Manifest(
+            formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1,
+            chunking: .standard, bundles: [.base], files: files)
         let plan = Plan(manifest: manifest, live: [:], liveChunks: [:], done: [])
         #expect(plan.fetch.count == 1)
         #expect(plan.fetch[0].destinations.map(\.path) == ["x", "y"])

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 /// Build 1 installed from the origin folder; build 2 (or any folder) published as a preload.
 private struct PreloadWorld {
@@ -21,8 +22,9 @@ private struct PreloadWorld {
 
     @discardableResult
     func publishPreload(_ build: String, id: String, releaseAt: Date = Date(timeIntervalSinceNow: 86400)) throws -> Publisher.Report {
-        var options = Publisher.Options(buildDirectory: build, origin: fixture.origin, buildId: try BuildID(id),
-                                        bundles: try BundleRules(bundles: SampleGame.bundles))
+        var options = Publisher.Options(
+            buildDirectory: build, origin: fixture.origin, buildId: try BuildID(id),
+            bundles: try BundleRules(bundles: SampleGame.bundles))
         options.preload = Publisher.Preload(releaseAt: releaseAt, contentKeys: contentKeys)
         return try Publisher(options: options, signers: fixture.signers).run()
     }
@@ -32,8 +34,9 @@ private struct PreloadWorld {
     /// Signs `keyFile` as build `build`'s released key, as a holder of the online key could, unchecked.
     func signRelease(_ keyFile: Data, build: String) throws {
         var repo = try Repository.load(origin: fixture.origin)
-        try repo.addRelease(keyFile, target: Releases.keyTarget(channel: "live", build: build), online: fixture.onlineKey,
-                            lifetimes: .init(), now: Date())
+        try repo.addRelease(
+            keyFile, target: Releases.keyTarget(channel: "live", build: build), online: fixture.onlineKey,
+            lifetimes: .init(), now: Date())
         try repo.resign(key: fixture.onlineKey, lifetimes: .init(), now: Date())
     }
 
@@ -46,9 +49,11 @@ private struct PreloadWorld {
     func expectUntouched() throws {
         #expect(install.currentDeployment()?.hasPrefix("1") == true)
         #expect(try install.status().ready == nil)
-        #expect(try treeFacts(install.root + "/current") == (try treeFacts(fixture.directory + "/build-1")).mapValues {
-            FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555)
-        })
+        #expect(
+            try treeFacts(install.root + "/current")
+                == (try treeFacts(fixture.directory + "/build-1")).mapValues {
+                    FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555)
+                })
     }
 
     /// The preloaded ranges of sealed objects (not the manifest), largest first.
@@ -174,14 +179,16 @@ struct PreloadRefusalTests {
         let now = Set(try FileManager.default.contentsOfDirectory(atPath: world.install.preloadDirectory))
         let kept = now.intersection(held).compactMap { Int64($0.split(separator: ".").last ?? "") }.reduce(0, +)
         #expect(kept > 0, "rc1's ranges that rc2 shares stay")
-        #expect(second.bytesReceived <= status.bytes - kept + (64 << 10),
-                "fetched \(second.bytesReceived) of \(status.bytes), \(kept) already here")
+        #expect(
+            second.bytesReceived <= status.bytes - kept + (64 << 10),
+            "fetched \(second.bytesReceived) of \(status.bytes), \(kept) already here")
         #expect(throws: PatchSyncError.self, "rc2 shares rc1's sealed objects: rc1's key goes first") { try world.release("2-rc2") }
         try world.release("2-rc1")
         try world.release("2-rc2")
         #expect(try await world.sync().outcome == .ready)
         #expect(try world.install.applyPendingUpdate().applied)
-        #expect(try treeFacts(world.install.root + "/current")
+        #expect(
+            try treeFacts(world.install.root + "/current")
                 == (try treeFacts(rc2)).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) })
     }
 
@@ -208,8 +215,9 @@ struct PreloadRefusalTests {
             .write(to: URL(fileURLWithPath: world.contentKeys + "/live/2.key"))
         var repo = try Repository.load(origin: world.fixture.origin)
         let before = repo.snapshotVersion
-        let outcome = try repo.refresh(key: world.fixture.onlineKey, now: Date(timeIntervalSinceNow: 7200),
-                                       contentKeys: world.contentKeys)
+        let outcome = try repo.refresh(
+            key: world.fixture.onlineKey, now: Date(timeIntervalSinceNow: 7200),
+            contentKeys: world.contentKeys)
         #expect(outcome.released.isEmpty && outcome.failed.count == 1, "\(outcome)")
         #expect(try Repository.load(origin: world.fixture.origin).snapshotVersion == before + 1)
     }
@@ -226,8 +234,9 @@ struct PreloadRefusalTests {
             try repo.rotateRoot(.init(online: newOnline.publicKey), signers: .init(root: [world.fixture.rootKey], online: newOnline))
         }
         #expect(try Repository.load(origin: world.fixture.origin).rootVersion == rootVersion)
-        try repo.rotateRoot(.init(online: newOnline.publicKey),
-                            signers: .init(root: [world.fixture.rootKey], targets: [world.fixture.targetsKey], online: newOnline))
+        try repo.rotateRoot(
+            .init(online: newOnline.publicKey),
+            signers: .init(root: [world.fixture.rootKey], targets: [world.fixture.targetsKey], online: newOnline))
         var rotated = try Repository.load(origin: world.fixture.origin)
         try rotated.release(build: "2", channel: "live", contentKeys: world.contentKeys, online: newOnline)
         #expect(try await world.sync().outcome == .ready)

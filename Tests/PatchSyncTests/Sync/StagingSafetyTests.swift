@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("Staging stays inside the install", .tags(.medium))
 struct StagingSafetyTests {
@@ -49,10 +50,12 @@ struct StagingSafetyTests {
         let folder = try #require(files.first { $0.contains("/") }.map { ($0 as NSString).deletingLastPathComponent })
         let file = try #require(files.first { !$0.hasPrefix(folder + "/") && !folder.hasPrefix($0) })
         let staged = install.stagedDirectory("2")
-        try FileManager.default.createDirectory(atPath: staged + "/" + (file as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: staged + "/" + (folder as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: staged + "/" + (file as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: staged + "/" + (folder as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + folder, withDestinationPath: outside)
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + file, withDestinationPath: victim)
         let identity = try stagingIdentity(fixture, build: "2")
@@ -119,16 +122,18 @@ struct StagingSafetyTests {
         for path in files where path.hasPrefix(folder + "/") {
             let rest = String(path.dropFirst(folder.count + 1))
             let size = try FileManager.default.attributesOfItem(atPath: build + "/" + path)[.size] as? Int ?? 0
-            try FileManager.default.createDirectory(atPath: outside + "/" + (rest as NSString).deletingLastPathComponent,
-                                                    withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: outside + "/" + (rest as NSString).deletingLastPathComponent,
+                withIntermediateDirectories: true)
             try Data(repeating: 0x5a, count: size).write(to: URL(fileURLWithPath: outside + "/" + rest))
             planted += 1
         }
         #expect(planted > 0)
         let before = try treeFacts(outside)
         let staged = install.stagedDirectory("2")
-        try FileManager.default.createDirectory(atPath: staged + "/" + (folder as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: staged + "/" + (folder as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: staged + "/" + folder, withDestinationPath: outside)
         let identity = try stagingIdentity(fixture, build: "2")
         try install.state().update { $0.beginStaging(identity, sequence: 0) }

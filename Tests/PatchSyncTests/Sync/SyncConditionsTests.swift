@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("The conditions of discretionary syncs", .tags(.small))
 struct SyncConditionsTests {

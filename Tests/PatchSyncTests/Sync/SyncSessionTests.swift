@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("The Swift API for launchers", .tags(.large))
 struct SyncSessionTests {
@@ -39,8 +40,9 @@ struct SyncSessionTests {
         try install.saveConfig(config)
         let finished = try await install.startSync().result()
         #expect(finished.outcome == .ready)
-        #expect(finished.chunksFetched <= kept.chunksTotal - kept.chunksDone + 2 * 4,
-                "only chunks not yet done (and those in flight) are fetched again")
+        #expect(
+            finished.chunksFetched <= kept.chunksTotal - kept.chunksDone + 2 * 4,
+            "only chunks not yet done (and those in flight) are fetched again")
         _ = try install.applyPendingUpdate()
         try EndToEndTests.expectInstalled(install, matches: build)
     }

@@ -1,5 +1,6 @@
-@testable import PatchSync
 import Testing
+
+@testable import PatchSync
 
 /// The discretionary rate yields when request latency shows a queue, and climbs back slowly.
 @Suite("Yielding to other traffic", .tags(.small))
@@ -8,8 +9,10 @@ struct DelayControllerTests {
 
     /// Feeds `seconds` of samples, one every `every` seconds at `delay`, from `start`; returns the end time.
     @discardableResult
-    static func feed(_ controller: inout DelayController, delay: Double, from start: Double, for seconds: Double,
-                     every: Double = 0.1) -> Double {
+    static func feed(
+        _ controller: inout DelayController, delay: Double, from start: Double, for seconds: Double,
+        every: Double = 0.1
+    ) -> Double {
         var time = start
         while time < start + seconds {
             _ = controller.observe(delay: delay, at: time)

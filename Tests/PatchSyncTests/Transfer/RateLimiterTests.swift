@@ -1,6 +1,7 @@
 import Foundation
-@testable import PatchSync
 import Testing
+
+@testable import PatchSync
 
 /// Issue 7, part 5: one bandwidth budget for all transfers (the token bucket's arithmetic).
 @Suite("Bandwidth budget", .tags(.small))

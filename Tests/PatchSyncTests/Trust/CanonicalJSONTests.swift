@@ -1,6 +1,7 @@
 import Foundation
-@testable import PatchSync
 import Testing
+
+@testable import PatchSync
 
 @Suite("Canonical JSON and signatures", .tags(.small))
 struct CanonicalJSONTests {
@@ -28,8 +29,9 @@ struct CanonicalJSONTests {
     func signAndVerify() throws {
         let key = SigningKey(try Ed25519.generate())
         let other = SigningKey(try Ed25519.generate())
-        let meta = TimestampMetadata(version: 3, expires: Date(timeIntervalSince1970: 2_000_000_000),
-                                     meta: ["snapshot.json": MetaFile(version: 2)])
+        let meta = TimestampMetadata(
+            version: 3, expires: Date(timeIntervalSince1970: 2_000_000_000),
+            meta: ["snapshot.json": MetaFile(version: 2)])
         let signed = try Signed(signing: meta, with: [key])
         let role = TUFRole(keyids: [try key.publicKey.keyID()], threshold: 1)
         let keys = [try key.publicKey.keyID(): key.publicKey]

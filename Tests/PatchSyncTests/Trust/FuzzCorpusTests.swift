@@ -1,16 +1,19 @@
 import Foundation
-@_spi(Fuzzing) @testable import PatchSync
 import Testing
+
+@_spi(Fuzzing) @testable import PatchSync
 
 /// `make test` replays the fuzzers' corpus (Fuzz/Corpus/<target>: seeds, and every crash found and
 /// fixed) through the same entry points the libFuzzer targets call: none may crash.
 @Suite("Fuzz corpus replay", .tags(.small))
 struct FuzzCorpusTests {
-    static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    static let corpus =
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().path + "/Fuzz/Corpus"
 
-    @Test("every input of every fuzz target's corpus runs through its entry point",
-          arguments: FuzzTargets.all.map(\.name))
+    @Test(
+        "every input of every fuzz target's corpus runs through its entry point",
+        arguments: FuzzTargets.all.map(\.name))
     func replay(target: String) throws {
         let run = try #require(FuzzTargets.all.first { $0.name == target }?.run)
         let folder = Self.corpus + "/" + target

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Testing
+
+@testable import PatchSync
 
 @Suite("The TUF trust chain", .tags(.medium))
 struct TrustTests {
@@ -161,18 +162,21 @@ struct TrustTests {
         try FileManager.default.createDirectory(atPath: legacy + "/metadata", withIntermediateDirectories: true)
         let root = try Signed(signing: meta, with: [fixture.rootKey])
         for name in ["1.root.json", "root.json"] { try root.serialized().write(to: URL(fileURLWithPath: legacy + "/metadata/" + name)) }
-        var repo = Repository(origin: legacy, root: root,
-                              targets: try Signed(signing: TargetsMetadata(version: 0, expires: Date(), targets: [:]), with: []),
-                              snapshot: try Signed(signing: SnapshotMetadata(version: 0, expires: Date(), meta: [:]), with: []),
-                              timestamp: try Signed(signing: TimestampMetadata(version: 0, expires: Date(), meta: [:]), with: []))
+        var repo = Repository(
+            origin: legacy, root: root,
+            targets: try Signed(signing: TargetsMetadata(version: 0, expires: Date(), targets: [:]), with: []),
+            snapshot: try Signed(signing: SnapshotMetadata(version: 0, expires: Date(), meta: [:]), with: []),
+            timestamp: try Signed(signing: TimestampMetadata(version: 0, expires: Date(), meta: [:]), with: []))
         let legacySigners = Repository.Signers(targets: [fixture.onlineKey], online: fixture.onlineKey)
         try repo.commit(targets: [:], signers: legacySigners)
-        var options = Publisher.Options(buildDirectory: try fixture.sampleBuild(1, scale: 0.01), origin: legacy,
-                                        buildId: try BuildID("1"), bundles: try BundleRules(bundles: [.base]))
+        var options = Publisher.Options(
+            buildDirectory: try fixture.sampleBuild(1, scale: 0.01), origin: legacy,
+            buildId: try BuildID("1"), bundles: try BundleRules(bundles: [.base]))
         try Publisher(options: options, signers: legacySigners).run()
-        let client = try Install.create(at: fixture.directory + "/legacy-install",
-                                        config: InstallConfig(remotes: ["file://" + legacy], channel: "live"),
-                                        trustedRoot: legacy + "/metadata/1.root.json")
+        let client = try Install.create(
+            at: fixture.directory + "/legacy-install",
+            config: InstallConfig(remotes: ["file://" + legacy], channel: "live"),
+            trustedRoot: legacy + "/metadata/1.root.json")
         #expect(try await Syncer(install: client).run().buildId == "1")
 
         repo = try Repository.load(origin: legacy)
@@ -181,8 +185,9 @@ struct TrustTests {
             try repo.rotateRoot(.init(online: newOnline.publicKey), signers: .init(root: [fixture.rootKey], online: newOnline))
         }
         #expect(kept?.remedy?.contains("--new-targets-key") == true)
-        try repo.rotateRoot(.init(targets: [fixture.targetsKey.publicKey]),
-                            signers: .init(root: [fixture.rootKey], targets: [fixture.targetsKey], online: fixture.onlineKey))
+        try repo.rotateRoot(
+            .init(targets: [fixture.targetsKey.publicKey]),
+            signers: .init(root: [fixture.rootKey], targets: [fixture.targetsKey], online: fixture.onlineKey))
         options.buildId = try BuildID("2")
         options.buildDirectory = try fixture.sampleBuild(2, scale: 0.01)
         #expect(throws: PatchSyncError.self, "the online key is no longer a targets key") {
@@ -201,8 +206,9 @@ struct TrustTests {
         forged.version += 1
         var info = ManifestTargetInfo(channel: "live", buildId: "evil", sequence: 1_000_000)
         info.files = 1
-        forged.targets["manifests/live/evil.json.gz"] = TargetFile(length: 1, hashes: ["sha256": String(repeating: "0", count: 64)],
-                                                                  custom: info)
+        forged.targets["manifests/live/evil.json.gz"] = TargetFile(
+            length: 1, hashes: ["sha256": String(repeating: "0", count: 64)],
+            custom: info)
         repo.targets = try Signed(signing: forged, with: [fixture.onlineKey])
         try repo.targets.serialized().write(to: URL(fileURLWithPath: fixture.origin + "/metadata/\(forged.version).targets.json"))
         try repo.refresh(key: fixture.onlineKey)  // snapshot and timestamp, validly signed, pin the forged targets
@@ -210,8 +216,9 @@ struct TrustTests {
         let error = #expect(throws: PatchSyncError.self) {
             try fixture.publish(try fixture.sampleBuild(2, scale: 0.003), id: "2")
         }
-        #expect(error?.code == .refusedData && error?.description.contains("not what patchsync signed") == true,
-                "\(String(describing: error))")
+        #expect(
+            error?.code == .refusedData && error?.description.contains("not what patchsync signed") == true,
+            "\(String(describing: error))")
         #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.origin + "/metadata").sorted() == before)
     }
 
@@ -221,10 +228,12 @@ struct TrustTests {
         #expect(try await Syncer(install: install).run().sequence == 2)
         // A second repository, same keys, whose only build on the channel has sequence 1.
         let replacement = fixture.directory + "/replacement"
-        var repo = try Repository.create(origin: replacement, rootKey: fixture.rootKey, targetsKey: fixture.targetsKey,
-                                         onlineKey: fixture.onlineKey)
-        var options = Publisher.Options(buildDirectory: try fixture.sampleBuild(1, scale: 0.01), origin: replacement,
-                                        buildId: try BuildID("1-again"), bundles: try BundleRules(bundles: [.base]))
+        var repo = try Repository.create(
+            origin: replacement, rootKey: fixture.rootKey, targetsKey: fixture.targetsKey,
+            onlineKey: fixture.onlineKey)
+        var options = Publisher.Options(
+            buildDirectory: try fixture.sampleBuild(1, scale: 0.01), origin: replacement,
+            buildId: try BuildID("1-again"), bundles: try BundleRules(bundles: [.base]))
         options.channel = try Channel("live")
         try Publisher(options: options, signers: fixture.signers).run()
         repo = try Repository.load(origin: replacement)

@@ -1,6 +1,7 @@
 import Foundation
-@testable import PatchSync
 import Testing
+
+@testable import PatchSync
 
 /// An upload signs its requests with AWS SigV4 or sends none: a libcurl without CURLOPT_AWS_SIGV4
 /// (before 7.75.0) takes the access key and secret as HTTP Basic authorization of every request.
@@ -11,11 +12,12 @@ struct S3ConnectionTests {
         (0x07_4A_00, "7.74.0", false),
         (0x07_4B_00, "7.75.0", true),
         (0x07_58_01, "7.88.1", true),
-        (0x08_05_00, "8.5.0", true),
+        (0x08_05_00, "8.5.0", true)
     ]
 
-    @Test("an upload refuses to start on a libcurl without AWS SigV4 (older than 7.75.0): unavailable (69), naming the release it needs, instead of sending the secret as Basic authorization",
-          arguments: releases)
+    @Test(
+        "an upload refuses to start on a libcurl without AWS SigV4 (older than 7.75.0): unavailable (69), naming the release it needs, instead of sending the secret as Basic authorization",
+        arguments: releases)
     func sigV4Required(number: UInt32, version: String, signs: Bool) {
         do throws(PatchSyncError) {
             try S3Connection.requireSigV4(libcurl: number, version: version)
@@ -30,8 +32,9 @@ struct S3ConnectionTests {
 
     @Test("the libcurl loaded here signs: a connection opens and reports its release")
     func loadedSigns() throws {
-        let bucket = try S3Bucket(url: "s3://bucket/prefix", endpoint: "http://127.0.0.1:1", region: "us-east-1",
-                                  credentials: .init(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret"))
+        let bucket = try S3Bucket(
+            url: "s3://bucket/prefix", endpoint: "http://127.0.0.1:1", region: "us-east-1",
+            credentials: .init(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret"))
         _ = try S3Connection(bucket)
         #expect(LoadedCurl.release.number >= S3Connection.sigV4Release, "libcurl \(LoadedCurl.version)")
     }

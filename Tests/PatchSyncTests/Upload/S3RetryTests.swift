@@ -1,8 +1,9 @@
 import Foundation
-@testable import PatchSync
 import PatchSyncTestSupport
 import Synchronization
 import Testing
+
+@testable import PatchSync
 
 /// A retry clock that moves only when the retries wait: each wait is recorded and added to its time,
 /// and the jitter is fixed at 0.5. Nothing sleeps.
@@ -18,12 +19,14 @@ final class SteppedRetryClock: Sendable {
     var waits: [Duration] { state.withLock { $0.waits } }
 
     var clock: S3Connection.RetryClock {
-        S3Connection.RetryClock(now: { self.state.withLock { $0.now } }, random: { 0.5 }, wait: { delay in
-            self.state.withLock { state in
-                state.now = state.now.advanced(by: delay)
-                state.waits.append(delay)
-            }
-        })
+        S3Connection.RetryClock(
+            now: { self.state.withLock { $0.now } }, random: { 0.5 },
+            wait: { delay in
+                self.state.withLock { state in
+                    state.now = state.now.advanced(by: delay)
+                    state.waits.append(delay)
+                }
+            })
     }
 
     /// The policy's backoff (jitter 0.5) before each retry after the first `failures` failures.
@@ -49,7 +52,8 @@ struct S3RetryTests {
     /// Runs one request whose attempts come to `script` in turn (the last one again once it runs out):
     /// its outcome, and the attempts made.
     static func run(_ script: [S3Connection.Attempt], clock: SteppedRetryClock)
-        -> (outcome: Result<S3Connection.Response, PatchSyncError>, attempts: Int) {
+        -> (outcome: Result<S3Connection.Response, PatchSyncError>, attempts: Int)
+    {
         var attempts = 0
         do throws(PatchSyncError) {
             let response = try S3Connection.withRetries("PUT objects/ab/cd", clock: clock.clock) { () throws(PatchSyncError) -> S3Connection.Attempt in
@@ -72,8 +76,9 @@ struct S3RetryTests {
         #expect(clock.waits == [.milliseconds(100), .milliseconds(200)])
     }
 
-    @Test("a 4xx is the store's answer, asked once; 408, 429 and 5xx are asked again",
-          arguments: [(400, 1), (401, 1), (403, 1), (404, 1), (409, 1), (408, 2), (429, 2), (500, 2), (502, 2), (503, 2)])
+    @Test(
+        "a 4xx is the store's answer, asked once; 408, 429 and 5xx are asked again",
+        arguments: [(400, 1), (401, 1), (403, 1), (404, 1), (409, 1), (408, 2), (429, 2), (500, 2), (502, 2), (503, 2)])
     func statuses(status: Int, expected: Int) throws {
         let clock = SteppedRetryClock()
         let (outcome, attempts) = Self.run([Self.answer(status), Self.answer(200)], clock: clock)
@@ -82,9 +87,12 @@ struct S3RetryTests {
         #expect(clock.waits == SteppedRetryClock.backoffs(expected - 1))
     }
 
-    @Test("a cut connection or a timeout is retried after the backoff",
-          arguments: [cut, .network("Operation timed out after 30000 milliseconds"),
-                      .network("transfer closed with 512 bytes remaining to read"), .network("Could not connect to server")])
+    @Test(
+        "a cut connection or a timeout is retried after the backoff",
+        arguments: [
+            cut, .network("Operation timed out after 30000 milliseconds"),
+            .network("transfer closed with 512 bytes remaining to read"), .network("Could not connect to server")
+        ])
     func networkRetried(failure: TransferFailure) throws {
         let clock = SteppedRetryClock()
         let (outcome, attempts) = Self.run([Self.failed(failure), Self.answer(200)], clock: clock)
@@ -130,8 +138,11 @@ struct S3RetryTests {
     @Test("a TLS certificate that does not verify is not asked again")
     func untrustedNotRetried() {
         let clock = SteppedRetryClock()
-        let (outcome, attempts) = Self.run([Self.failed(.untrusted("SSL certificate problem: unable to get local issuer certificate")),
-                                            Self.answer(200)], clock: clock)
+        let (outcome, attempts) = Self.run(
+            [
+                Self.failed(.untrusted("SSL certificate problem: unable to get local issuer certificate")),
+                Self.answer(200)
+            ], clock: clock)
         #expect(attempts == 1)
         #expect(clock.waits.isEmpty)
         #expect((try? outcome.get()) == nil, "the error is thrown")
@@ -151,16 +162,18 @@ struct S3RetryConnectionTests {
     }
 
     static func connection(_ origin: FaultOrigin, clock: SteppedRetryClock) throws -> S3Connection {
-        let bucket = try S3Bucket(url: "s3://game", endpoint: origin.url, region: "us-east-1",
-                                  credentials: .init(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret"))
+        let bucket = try S3Bucket(
+            url: "s3://game", endpoint: origin.url, region: "us-east-1",
+            credentials: .init(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret"))
         return try S3Connection(bucket, clock: clock.clock)
     }
 
     /// Each fault, and how many of the first requests it hits (and so how many retries there are).
     static let faults: [(FaultOrigin.Fault, Int)] = [(.unavailable, 2), (.closeMidBody, 1), (.missing, 0)]
 
-    @Test("a GET answered 503 twice, or cut half-way through its body, is asked again until it arrives; a 404 is asked once",
-          arguments: faults)
+    @Test(
+        "a GET answered 503 twice, or cut half-way through its body, is asked again until it arrives; a 404 is asked once",
+        arguments: faults)
     func retriedOverCurl(fault: FaultOrigin.Fault, retries: Int) throws {
         let (root, bytes) = try Self.served()
         defer { try? FileManager.default.removeItem(atPath: root) }

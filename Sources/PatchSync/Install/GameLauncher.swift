@@ -100,7 +100,9 @@ public struct GameLauncher: Sendable {
         var path = Self.path(of: executable, in: folder)
         var argvStrings = [executable] + arguments
         if throughShell {
-            // glibc before 2.29: a shell changes folder, then execs the game in its own place.
+            // glibc before 2.29: a shell changes folder, then execs the game in its own place. A command it
+            // could not run would only say 127: checked here first, so the launcher names it as posix_spawn would.
+            if path.contains("/"), access(path, X_OK) != 0 { throw cannotStart(path, in: folder, errno) }
             argvStrings = ["sh", "-c", "cd -- \"$1\" || exit 127; shift; exec \"$@\"", "sh", folder, path] + arguments
             path = "/bin/sh"
         }

@@ -27,6 +27,7 @@ extension Origin {
         // Who wrote the bytes held (-1: an earlier run). A copy that fails its hash is blamed on a mirror
         // only when that mirror wrote all of it; a copy pieced together starts over instead, unblamed.
         var writers: Set<Int> = have > 0 ? [-1] : []
+        var restarted = false
         try await withRetries(path) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Void> in
             let url = self.url(path, mirror: mirror)
             // While yielding to other traffic, in parts of the request budget (as chunk ranges go).
@@ -42,7 +43,12 @@ extension Origin {
                 if try Self.holds(output, sha256: sha256) { return .done(()) }
                 have = 0
                 defer { writers = [] }
-                if writers != [mirror] { return .more }  // pieced together: this mirror alone, from the start
+                // Pieced together: once, this mirror alone from the start (then the mirror that finished is blamed,
+                // so a connection that keeps cutting never makes this loop).
+                if writers != [mirror] && !restarted {
+                    restarted = true
+                    return .more
+                }
                 let what = offset == 0 ? url : "bytes \(offset)-\(offset + length - 1) of \(url)"
                 return .failed(.damaged("\(what) does not match its signed SHA-256"), progressed: false)
             }

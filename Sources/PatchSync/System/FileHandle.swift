@@ -17,17 +17,22 @@ final class FileDescriptor: @unchecked Sendable {
     }
 
     /// Opens a file of the install's own (a download, a preload range) without following a link at its
-    /// name: a link planted there is removed, never written through, and the file is created anew. Anything
-    /// else that is not a regular file is refused.
+    /// name: a symbolic link, a hard link to another file, a FIFO or anything else but a plain file of its
+    /// own planted there is removed, never written through or waited on, and the file is created anew.
     static func ownFile(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
-        var file: FileDescriptor
-        do { file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW, mode: mode) } catch  where error.code == ELOOP {
-            guard unlink(path) == 0 || errno == ENOENT else { throw Errno(errno, "removing the link at", path) }
-            file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_CREAT | O_EXCL, mode: mode)
-        }
         var st = stat()
+        if lstat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG || st.st_nlink > 1 {
+            guard unlink(path) == 0 || errno == ENOENT else { throw Errno(errno, "removing what stands at", path) }
+        }
+        var file: FileDescriptor
+        do { file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_NONBLOCK, mode: mode) } catch  where error.code == ELOOP {
+            guard unlink(path) == 0 || errno == ENOENT else { throw Errno(errno, "removing the link at", path) }
+            file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_NONBLOCK | O_CREAT | O_EXCL, mode: mode)
+        }
         guard fstat(file.fd, &st) == 0 else { throw Errno(errno, "checking", path) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw Errno(EISDIR, "opening (not a regular file)", path) }
+        guard (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1 else {
+            throw Errno(EEXIST, "opening (another file was put there meanwhile)", path)
+        }
         return file
     }
 

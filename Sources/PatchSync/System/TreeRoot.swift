@@ -131,20 +131,24 @@ final class TreeRoot: Sendable {
     /// with all they hold), descending only into kept real folders; returns the paths removed.
     @discardableResult
     func removeAll(except keep: Set<String>) throws(Errno) -> [String] {
+        // Compared by bytes, as the kernel names them: Swift's String equality would take an NFD twin of a
+        // kept name for it, and a name that is not UTF-8 would not round-trip.
+        let kept = Set(keep.map { Array($0.utf8) })
         var removed: [String] = []
-        func sweep(_ folder: FileDescriptor, _ prefix: String) throws(Errno) {
-            for name in try folder.names().sorted() {
-                let relative = prefix.isEmpty ? name : prefix + "/" + name
-                guard keep.contains(relative) else {
-                    try Self.removeEntry(name, in: folder)
-                    removed.append(relative)
+        func sweep(_ folder: FileDescriptor, _ prefix: [UInt8]) throws(Errno) {
+            for raw in try folder.rawNames() {
+                let name = raw.dropLast().map { UInt8(bitPattern: $0) }
+                let relative = prefix.isEmpty ? name : prefix + [UInt8(ascii: "/")] + name
+                guard kept.contains(relative) else {
+                    try Self.removeEntry(raw: raw, in: folder)
+                    removed.append(String(decoding: relative, as: UTF8.self))
                     continue
                 }
-                let fd = openat(folder.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                if fd >= 0 { try sweep(FileDescriptor(adopting: fd, path: folder.path + "/" + name), relative) }
+                let fd = openat(folder.fd, raw, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if fd >= 0 { try sweep(FileDescriptor(adopting: fd, path: folder.path + "/" + String(decoding: name, as: UTF8.self)), relative) }
             }
         }
-        try sweep(root, "")
+        try sweep(root, [])
         return removed
     }
 
@@ -167,7 +171,10 @@ final class TreeRoot: Sendable {
         }
         _ = fchmodat(folder.fd, name, 0o755, 0)
         let fd = openat(folder.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw Errno(errno, "opening folder", shown) }
+        guard fd >= 0 else {
+            if errno == ENOENT { return }  // another process deleted it meanwhile
+            throw Errno(errno, "opening folder", shown)
+        }
         let child = FileDescriptor(adopting: fd, path: shown)
         for entry in try child.rawNames() { try removeEntry(raw: entry, in: child) }
         if unlinkat(folder.fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT {

@@ -24,5 +24,8 @@ struct GameSpawnTests {
         #expect(try GameLauncher.wait(for: pid, "./bin/game") == 7, "the game's exit status is passed on")
         let lines = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(lines == [folder, "two words"])
+        #expect(throws: PatchSyncError.self, "a missing command is named, not passed on as the shell's 127") {
+            try GameLauncher.spawn("./bin/missing", [], in: folder, environment: [:], throughShell: throughShell)
+        }
     }
 }

@@ -28,4 +28,36 @@ struct RemoveTreeTests {
         #expect(!FileManager.default.fileExists(atPath: base + "/trash"))
         #expect(try String(contentsOfFile: outside + "/save", encoding: .utf8) == "keep")
     }
+
+    @Test("the staging sweep compares names by their bytes: an NFD twin of a kept NFC name and a name that is not UTF-8 are removed; the kept ones stay")
+    func sweepByBytes() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("sweep-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try FileManager.default.createDirectory(atPath: base + "/data", withIntermediateDirectories: true)
+        let nfc = "data/caf\u{E9}", nfd = "data/cafe\u{301}"
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: base + "/" + nfc))
+        try FileManager.default.createSymbolicLink(atPath: base + "/" + nfd, withDestinationPath: "/")
+        let latin1: [CChar] = Array((base + "/data/x").utf8CString.dropLast()) + [CChar(bitPattern: 0xE9), 0]
+        close(open(latin1, O_WRONLY | O_CREAT | O_EXCL, 0o644))
+        let removed = try TreeRoot(base).removeAll(except: ["data", nfc])
+        #expect(removed.count == 2)
+        let left = try FileDescriptor(path: base + "/data", flags: O_RDONLY | O_DIRECTORY).rawNames()
+        #expect(left == [Array("caf\u{E9}".utf8CString)])
+    }
+
+    @Test("a download's own file: a hard link to another file or a FIFO at its name is replaced, never written through or waited on")
+    func ownFileReplacesHardLinksAndFIFOs() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("own-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try Data("the player's file".utf8).write(to: URL(fileURLWithPath: base + "/bashrc"))
+        #expect(link(base + "/bashrc", base + "/pack") == 0)
+        let file = try FileDescriptor.ownFile(base + "/pack", flags: O_WRONLY | O_CREAT | O_TRUNC)
+        try file.write(Array("new".utf8))
+        #expect(try String(contentsOfFile: base + "/bashrc", encoding: .utf8) == "the player's file")
+        #expect(mkfifo(base + "/fifo", 0o600) == 0)
+        _ = try FileDescriptor.ownFile(base + "/fifo", flags: O_WRONLY | O_CREAT | O_APPEND)
+        var st = stat()
+        #expect(lstat(base + "/fifo", &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG)
+    }
 }

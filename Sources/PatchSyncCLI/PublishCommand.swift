@@ -50,6 +50,8 @@ struct Publish: AsyncParsableCommand {
     var keepBuilds = Publisher.Options.defaultKeepBuilds
     @Flag(help: "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build.")
     var dereferenceExternal = false
+    @Flag(help: "Refuse names Windows or macOS cannot hold (reserved names such as CON, ':', a trailing dot or space) instead of warning.")
+    var portable = false
     @Option(
         help: ArgumentHelp(
             "Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
@@ -81,6 +83,7 @@ struct Publish: AsyncParsableCommand {
         options.smallFileBytes = smallFile << 10
         options.packSize = packSize << 10
         options.dereferenceExternal = dereferenceExternal
+        options.portable = portable
         if let chunkSize {
             let average = chunkSize << 10
             options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)

@@ -16,6 +16,8 @@ public struct BuildFolder: Sendable {
     private var copied: [String] = []
     /// Folders with nothing in them.
     public var emptyFolders: [String] = []
+    /// Links that `dereferenceExternal` replaced by what they point to outside the build: path → where it points.
+    public private(set) var dereferenced: [String: String] = [:]
 
     /// Walks `root`; `dereferenceExternal` copies what escaping links point to instead of refusing them.
     public static func scan(_ root: String, dereferenceExternal: Bool = false) throws(PatchSyncError) -> BuildFolder {
@@ -79,6 +81,7 @@ public struct BuildFolder: Sendable {
                     + "which does not exist, so --dereference-external cannot copy it",
                 remedy: "install what it points to, or remove the link from the build")
         }
+        dereferenced[path] = URL(fileURLWithPath: root + "/" + path).resolvingSymlinksInPath().path
         switch st.st_mode & S_IFMT {
         case S_IFREG: files.append(path)
         case S_IFDIR:

@@ -17,6 +17,8 @@ public struct Publisher: Sendable {
         public var packSize = PackWriter.defaultTargetSize
         /// Copy what a link that escapes the build folder points to, rather than refuse the build.
         public var dereferenceExternal = false
+        /// Names Windows or macOS cannot hold are refused, not only warned about.
+        public var portable = false
         /// How many builds of each channel targets.json keeps listed (the newest by sequence); older
         /// ones can no longer be installed, and targets.json stays bounded however long the
         /// repository runs. Their objects stay in the origin.
@@ -85,6 +87,9 @@ public struct Publisher: Sendable {
         // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
         let root = sealing?.scratch ?? options.origin
         let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
+        // Every problem of the folder at once, before anything is chunked or written.
+        let check = BuildFolderCheck.of(folder, portable: options.portable)
+        if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
         let paths = folder.files
         let (links, folders) = try folder.entries(bundles: options.bundles)
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
@@ -130,7 +135,7 @@ public struct Publisher: Sendable {
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
-            report.warnings = repo.expiryWarnings(now: options.now)
+            report.warnings = check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)
             return report
         }
         let packs = try deltaPacks(for: files, from: bases, into: root)
@@ -146,7 +151,7 @@ public struct Publisher: Sendable {
         } else {
             try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
         }
-        report.warnings = repo.expiryWarnings(now: options.now)
+        report.warnings = check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)
         return report
     }
 

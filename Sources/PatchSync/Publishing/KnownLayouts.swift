@@ -12,7 +12,8 @@ import Synchronization
 /// Thread-safety: `state` guards everything; a lookup that has to read older manifests holds it
 /// meanwhile (rare, and the other workers would need the same manifests).
 final class KnownLayouts: Sendable {
-    typealias Loader = @Sendable (String, TargetFile) throws(PatchSyncError) -> Manifest
+    /// Reads a published manifest; nil when it cannot be used (skipped, as the loader reports).
+    typealias Loader = @Sendable (String, TargetFile) throws(PatchSyncError) -> Manifest?
 
     private struct State: ~Copyable {
         var layouts: [SHA256Digest: FileEntry] = [:]
@@ -41,7 +42,7 @@ final class KnownLayouts: Sendable {
         if let first, let target = targets[first] { newest.insert((first, target), at: 0) }
         var state = State(unread: older)
         for (path, target) in newest {
-            Self.add(try load(path, target), to: &state)
+            if let manifest = try load(path, target) { Self.add(manifest, to: &state) }
         }
         self.state = Mutex(state)
         self.load = load
@@ -56,7 +57,9 @@ final class KnownLayouts: Sendable {
         let found = state.withLock { state -> Result<FileEntry?, PatchSyncError> in
             while readingOlder, state.layouts[sha] == nil, !state.unread.isEmpty {
                 let (path, target) = state.unread.removeFirst()
-                do throws(PatchSyncError) { Self.add(try load(path, target), to: &state) } catch { return .failure(error) }
+                do throws(PatchSyncError) {
+                    if let manifest = try load(path, target) { Self.add(manifest, to: &state) }
+                } catch { return .failure(error) }
             }
             return .success(state.layouts[sha])
         }

@@ -27,10 +27,15 @@ extension Publisher {
             excluding: options.buildId.value, count: options.deltaSources)
         {
             let file = OriginLayout(root: options.origin).path(OriginLayout.targetFile(path, sha256: hash))
-            let json = try Zlib.gunzip(
-                try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
-                what: file)
-            bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
+            do {
+                let json = try Zlib.gunzip(
+                    try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
+                    what: file)
+                bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
+            } catch  where error.code == .refusedData {
+                // A base clients would refuse is reported and skipped: no delta from it, never a wedged publish.
+                skipped.add(path, error)
+            }
         }
         return bases
     }

@@ -71,6 +71,8 @@ public struct Publisher: Sendable {
     public let options: Options
     /// The targets keys (at least the targets threshold) and the online key.
     let signers: Repository.Signers
+    /// Published manifests this publish could not use (clients would refuse them), reported as warnings.
+    let skipped = SkippedManifests()
 
     public init(options: Options, signers: Repository.Signers) {
         self.options = options
@@ -135,7 +137,7 @@ public struct Publisher: Sendable {
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
-            report.warnings = check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)
+            report.warnings = check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
             return report
         }
         let packs = try deltaPacks(for: files, from: bases, into: root)
@@ -151,7 +153,7 @@ public struct Publisher: Sendable {
         } else {
             try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
         }
-        report.warnings = check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)
+        report.warnings = check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
         return report
     }
 
@@ -394,11 +396,19 @@ public struct Publisher: Sendable {
             guard let info = entry.value.custom, info.preload != nil else { return true }
             return sealing != nil && info.channel == options.channel.name  // its key is this channel's
         }
-        return try KnownLayouts(targets: targets, first: target) { (path, target) throws(PatchSyncError) in
+        let skipped = self.skipped
+        return try KnownLayouts(targets: targets, first: target) { (path, target) throws(PatchSyncError) -> Manifest? in
             if let manifest = loaded[path] { return manifest }
-            let manifest = try Repository.manifest(
-                in: self.options.origin, path, target,
-                contentKeys: self.options.preload?.contentKeys, released: released)
+            let manifest: Manifest
+            do throws(PatchSyncError) {
+                manifest = try Repository.manifest(
+                    in: self.options.origin, path, target,
+                    contentKeys: self.options.preload?.contentKeys, released: released)
+            } catch  where error.code == .refusedData && target.custom?.preload == nil {
+                // A published manifest clients would refuse never wedges a publish: its objects are not reused.
+                skipped.add(path, error)
+                return nil
+            }
             sealing?.learn(manifest, channel: self.options.channel)
             return manifest
         }
@@ -466,4 +476,19 @@ public struct Publisher: Sendable {
             channel.sorted { $0.info.sequence > $1.info.sequence }.dropFirst(max(1, keep)).map(\.path)
         }
     }
+}
+
+/// The published manifests a publish skipped, with why.
+///
+/// Thread-safety: a `Mutex` holds the list; known layouts are read from worker threads.
+final class SkippedManifests: Sendable {
+    private let list = Mutex<[String]>([])
+
+    func add(_ path: String, _ error: PatchSyncError) {
+        list.withLock {
+            $0.append("\(path): skipped, clients would refuse it (\(error.message)); it gives this build no deltas or objects")
+        }
+    }
+
+    var warnings: [String] { list.withLock { $0 } }
 }

@@ -200,6 +200,20 @@ struct PreloadTests {
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")))
     }
 
+    @Test("pending preloads never count toward prune's --keep nor are unlisted by it: with build 1 and preloads 2 and 3, --keep 1 keeps all three")
+    func prunePendingPreloads() throws {
+        let day = try ReleaseDay(scale: 0.005)
+        defer { day.nginx.stop() }
+        #expect(try day.publish2(["--release-at", Self.releaseAt(86400)]).status == 0)
+        let build3 = try day.fixture.sampleBuild(3, scale: 0.005)
+        #expect(try day.publish2(["--release-at", Self.releaseAt(2 * 86400)], id: "3", build: build3).status == 0)
+        let keys = ["--targets-key", day.keys + "/targets.key", "--online-key", day.keys + "/online.key"]
+        let prune = try CLI.run(["repo", "prune", "--origin", day.fixture.origin, "--keep", "1", "--grace", "0"] + keys)
+        #expect(prune.status == 0, "\(prune.stderr)")
+        let listed = Set(try Repository.load(origin: day.fixture.origin).targetFiles.values.compactMap { $0.custom?.buildId })
+        #expect(listed == ["1", "2", "3"], "prune unlisted \(Set(["1", "2", "3"]).subtracting(listed))")
+    }
+
     @Test("releasing the older of two preloads keeps the newer one's ranges: the sync that stages the older deletes none of them and fetches none again")
     func olderReleasedKeepsNewer() throws {
         let day = try ReleaseDay(scale: 0.005)

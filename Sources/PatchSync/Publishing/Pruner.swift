@@ -73,7 +73,7 @@ public struct Pruner: Sendable {
         }
         var repo = try Repository.open(origin: origin, for: "pruning")
         var unlisted: [String] = []
-        let beyond = Publisher.beyondKept(repo.targetFiles, keep: options.keep)
+        let beyond = Publisher.beyondKept(repo.targetFiles, keep: options.keep, released: repo.isReleased)
         if !beyond.isEmpty {
             unlisted = beyond.compactMap { repo.targetFiles[$0]?.custom }.map { "\($0.channel)/\($0.buildId)" }.sorted()
             if !options.dryRun {

@@ -155,7 +155,7 @@ extension Publisher {
         info.preload = PreloadInfo(releaseAt: options.preload?.releaseAt ?? options.now)
         var targets = repo.targetFiles
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
-        for old in Self.beyondKept(targets, keep: options.keepBuilds) { targets[old] = nil }
+        for old in Self.beyondKept(targets, keep: options.keepBuilds, released: repo.isReleased) { targets[old] = nil }
         try repo.commit(targets: targets, signers: signers, now: options.now, delegatingReleases: true)
         try? FileSystem.removeTree(sealing.scratch)
         var routes: [String: Int64] = [:]

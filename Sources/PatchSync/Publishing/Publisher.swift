@@ -465,13 +465,16 @@ public struct Publisher: Sendable {
         var targets = repo.targetFiles
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
         if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
-        for old in Self.beyondKept(targets, keep: options.keepBuilds) { targets[old] = nil }
+        for old in Self.beyondKept(targets, keep: options.keepBuilds, released: repo.isReleased) { targets[old] = nil }
         try repo.commit(targets: targets, signers: signers, now: options.now)
     }
 
     /// The targets of builds beyond the newest `keep` (by sequence) of their channel.
-    static func beyondKept(_ targets: [String: TargetFile], keep: Int) -> [String] {
+    static func beyondKept(_ targets: [String: TargetFile], keep: Int, released: (ManifestTargetInfo) -> Bool) -> [String] {
+        // Pending preloads (not released yet) are no installable build: they never count toward `keep`
+        // and are never unlisted by it; the newest `keep` installable builds of each channel stay.
         let builds = targets.compactMap { path, file in file.custom.map { (path: path, info: $0) } }
+            .filter { $0.info.preload == nil || released($0.info) }
         return Dictionary(grouping: builds, by: \.info.channel).values.flatMap { channel in
             channel.sorted { $0.info.sequence > $1.info.sequence }.dropFirst(max(1, keep)).map(\.path)
         }

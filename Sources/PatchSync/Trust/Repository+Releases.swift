@@ -27,6 +27,11 @@ extension Repository {
         releasedKeys[Releases.keyTarget(channel: channel, build: build)] != nil
     }
 
+    /// Whether the build a target lists is installable: not a preload, or a preload whose key is released.
+    func isReleased(_ info: ManifestTargetInfo) -> Bool {
+        info.preload == nil || isReleased(channel: info.channel, build: info.buildId)
+    }
+
     /// Releases build `build` with its key file from the publisher's key folder `contentKeys`.
     public mutating func release(
         build: String, channel: String, contentKeys: String, online: SigningKey,

@@ -106,6 +106,7 @@ public final class NginxOrigin: @unchecked Sendable {
                 scgi_temp_path \(directory)/tmp;
                 sendfile on;
                 keepalive_requests 100000;
+                keepalive_timeout 600s;
                 server {
                     \(listen)
                     root \(root);

@@ -62,7 +62,9 @@ struct EndToEndTests {
         let objectRequests = nginx.requests().filter { $0.path.hasPrefix("/objects/") }
         #expect(objectRequests.allSatisfy { $0.status == 206 && $0.range.hasPrefix("bytes=") })
         let connections = Set(objectRequests.map(\.connection)).count
-        #expect(connections <= 2 * 6 && objectRequests.count > 4 * connections, "keep-alive: \(objectRequests.count) requests on \(connections) connections")
+        // Two syncs of at most 6 connections each; on a loaded machine libcurl may drop a connection idle past
+        // its 118 s maximum age and open another, so the bound leaves room for that, and reuse is the ratio.
+        #expect(connections <= 3 * 6 && objectRequests.count > 4 * connections, "keep-alive: \(objectRequests.count) requests on \(connections) connections")
         #expect(FileManager.default.fileExists(atPath: install.root + "/builds/1.0+1"), "the previous build is kept")
 
         let again = try await Syncer(install: install).run()

@@ -69,4 +69,20 @@ struct BuildFolderCheckTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains("font.ttf: copied from ") && result.stderr.contains("system/font.ttf"), "\(result.stderr)")
     }
+
+    @Test("a URL given as --origin is refused with where it belongs, and no folder named after it is created")
+    func urlAsOrigin() throws {
+        let fixture = try Fixture()
+        let status = try CLI.run(["repo", "status", "--origin", "http://cdn.example/game"])
+        #expect(status.status == 64 && status.stderr.contains("is a URL") && status.stderr.contains("upload"), "\(status.stderr)")
+        let host = "cdn-\(UUID().uuidString).example"
+        let created = try CLI.run([
+            "repo", "init", "--origin", "https://\(host)/game", "--root-key", fixture.keyDirectory + "/root.key",
+            "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ])
+        #expect(created.status == 64, "\(created.stderr)")
+        let named = FileManager.default.currentDirectoryPath + "/https:/" + host
+        #expect(!FileManager.default.fileExists(atPath: named), "a folder named after the URL was created")
+        try? FileManager.default.removeItem(atPath: named)
+    }
 }

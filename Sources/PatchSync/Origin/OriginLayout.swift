@@ -198,4 +198,15 @@ extension OriginLayout {
     var uploadJournalFolder: String { path(".patchsync-upload") }
     /// The journal of an upload to the destination whose description has the SHA-256 `destinationHash`.
     func uploadJournal(_ destinationHash: String) -> String { uploadJournalFolder + "/" + destinationHash }
+
+    /// The publisher's commands work on the origin folder publish writes: a URL given as one is refused
+    /// with where it belongs (it would otherwise be taken for a folder named `http:`).
+    public static func refuseURL(_ origin: String) throws(PatchSyncError) {
+        guard let scheme = origin.range(of: "^[A-Za-z][A-Za-z0-9+.-]*://", options: .regularExpression) else { return }
+        throw PatchSyncError(
+            .usage,
+            "--origin \(origin) is a URL (\(origin[scheme].dropLast(3))); the publisher's commands work on the origin folder "
+                + "that publish writes, on this machine",
+            remedy: "give that folder; `patchsync upload` sends it to a bucket, and players' `--remote` takes the URL")
+    }
 }

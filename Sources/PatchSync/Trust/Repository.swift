@@ -72,6 +72,7 @@ public struct Repository: Sendable {
         origin: String, keys: KeySet, signers: Signers,
         lifetimes: Lifetimes = .init(), now: Date = Date()
     ) throws(PatchSyncError) -> Repository {
+        try OriginLayout.refuseURL(origin)
         let layout = OriginLayout(root: origin)
         guard !FileSystem.exists(layout.rootMetadataFile) else {
             throw PatchSyncError(
@@ -169,6 +170,7 @@ public struct Repository: Sendable {
     /// targets key. Targets still signed by the previous root's targets keys (a rotation stopped before
     /// it re-signed them) load, and the next commit signs them with the current keys.
     public static func load(origin: String) throws(PatchSyncError) -> Repository {
+        try OriginLayout.refuseURL(origin)
         let layout = OriginLayout(root: origin)
         func versioned(_ role: String, _ version: Int) -> String { layout.path(OriginLayout.metadata(role: role, version: version)) }
         guard FileSystem.exists(layout.timestampFile) else {

@@ -48,24 +48,18 @@ enum LiveDecision {
         let ordered = channel.sorted { $0.sequence > $1.sequence }
         guard let newest = ordered.first else { return (nil, nil) }
         let seen = state.seenSequence[newest.channel] ?? 0
-        guard newest.sequence >= seen else {
+        let stage = newest.locked ? ordered.dropFirst().first { !$0.locked } : newest
+        // One rule for what is chosen: the build staged (the newest, or the one under a locked preload), or the
+        // preload when nothing is, is never older than a build this install already staged (a rollback attack).
+        let checked = stage ?? newest
+        guard checked.sequence >= seen else {
             throw PatchSyncError(
                 .refusedData,
-                "channel \(newest.channel) offers build \(newest.buildId) with sequence "
-                    + "\(newest.sequence), lower than \(seen) already seen (rollback)",
+                "channel \(checked.channel) offers build \(checked.buildId) with sequence \(checked.sequence)"
+                    + (checked == newest ? "" : " under preload \(newest.buildId)") + ", lower than \(seen) already seen (rollback)",
                 remedy: "the origin serves an old build; nothing was changed")
         }
-        guard newest.locked else { return (newest, nil) }
-        // The build staged under a locked preload is held to the same rule: no older one than was staged before.
-        let stage = ordered.dropFirst().first { !$0.locked }
-        if let stage, stage.sequence < seen {
-            throw PatchSyncError(
-                .refusedData,
-                "channel \(stage.channel) offers build \(stage.buildId) with sequence \(stage.sequence) under preload "
-                    + "\(newest.buildId), lower than \(seen) already seen (rollback)",
-                remedy: "the origin serves an old build; nothing was changed")
-        }
-        return (stage, newest)
+        return (stage, newest.locked ? newest : nil)
     }
 
     /// The held-back rule: after a player's rollback, the build rolled back from is not staged again

@@ -100,7 +100,6 @@ public struct Publisher: Sendable {
         let bases = repo.targetFiles[target] == nil ? try deltaBases(repo, sequence: sequence) : []
         let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing)
         let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: root)
-        for path in paths { try Manifest.checkPath(path) }
         do { try ObjectWriter.prepare(origin: root) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(OriginLayout(root: root).objectsFolder)")
         }

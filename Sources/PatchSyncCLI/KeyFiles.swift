@@ -8,7 +8,13 @@ func loadKeys(_ paths: [String]) throws(PatchSyncError) -> [SigningKey] {
     return keys
 }
 
-/// The content-key folder publish and refresh use by default: `content/` beside the given key file.
+/// The content-key folder publish, release and refresh use: `given`, else the one a preload publish of
+/// `origin` recorded, else `content/` beside the given key file.
+func contentKeyFolder(_ given: String?, origin: String, beside keyFile: String) -> String {
+    given ?? Repository.recordedContentKeys(origin: origin) ?? defaultContentKeys(beside: keyFile)
+}
+
+/// `content/` beside the given key file.
 func defaultContentKeys(beside keyFile: String) -> String {
     let parent = keyFile.contains("/") ? String(keyFile[..<keyFile.lastIndex(of: "/")!]) : "."
     return parent + "/content"

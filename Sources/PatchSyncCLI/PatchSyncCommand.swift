@@ -19,6 +19,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
               patchsync init --install ~/Games/forest --remote https://cdn.example.com/forest --root root.json
               patchsync sync --install ~/Games/forest && patchsync apply --install ~/Games/forest
             """,
+        version: "patchsync \(PatchSyncVersion.current) (manifest format \(Manifest.formatVersion))",
         subcommands: [
             Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
             Rollback.self, Verify.self, Status.self, BundlesCommand.self

@@ -56,7 +56,7 @@ struct Publish: AsyncParsableCommand {
         help: ArgumentHelp(
             "Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
             valueName: "time")) var releaseAt: String?
-    @Option(help: "The folder preload content keys go to (default: content/ beside the targets key).") var contentKeys: String?
+    @Option(help: "The folder preload content keys go to (default: the folder an earlier preload publish recorded, else content/ beside the targets key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -96,8 +96,7 @@ struct Publish: AsyncParsableCommand {
             }
             options.preload = Publisher.Preload(
                 releaseAt: date,
-                contentKeys: contentKeys
-                    ?? defaultContentKeys(beside: signing.targetsKey.first ?? "."))
+                contentKeys: contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? "."))
         }
         let output = Output(json: json)
         var last = ContinuousClock.now

@@ -4,12 +4,15 @@ import PatchSync
 
 struct RepoCheck: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "check", abstract: "Exit 65 when a role of the repository expires soon (for monitoring).",
+        commandName: "check", abstract: "Exit 65 when a role expires soon or a listed build needs a fix (for monitoring).",
         discussion: """
             Root and targets are renewed by hand (`repo renew`): they count when they expire within
             --within. Snapshot and timestamp are re-signed by the `repo refresh` cron job: they count when
             less than --online-within is left, which means the job has stopped. Each one found is printed
-            with the command that renews it. Exit status: 0 nothing due, 65 something due or expired.
+            with the command that renews it. It also reads every listed build as players read it and names
+            each one they would refuse, each preload past its release time by more than --release-late
+            and not released, and each pending preload that a newer build left behind, with the command
+            that fixes it. Exit status: 0 nothing found, 65 something due, expired or to fix.
 
             Example (a daily monitoring job):
               patchsync repo check --origin out/ --within 30d || mail -s "renew the game's metadata" ops@example.com
@@ -18,29 +21,36 @@ struct RepoCheck: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @Option(help: "How far ahead to look for root and targets (30d, 12h, …).") var within: String = "30d"
     @Option(help: "The least lifetime snapshot and timestamp may have left.") var onlineWithin: String = "2d"
+    @Option(help: "How long past its release time a preload may stay unreleased (the refresh job's period).") var releaseLate: String = "1h"
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         let repo = try Repository.load(origin: origin)
-        let due = repo.expiring(within: try parseDuration(within), onlineWithin: try parseDuration(onlineWithin))
+        let due = repo.expiring(within: try parseDuration(within, allowZero: true), onlineWithin: try parseDuration(onlineWithin, allowZero: true))
+        let problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
         struct Result: Encodable {
             var origin: String
             var ok: Bool
             var due: [RepositoryStatus.Role]
+            var builds: [Repository.ListingProblem]
         }
         let output = Output(json: json)
-        guard due.isEmpty else {
-            if json { output.result(Result(origin: origin, ok: false, due: due), human: "") }
-            let names = due.map { "\($0.role) (\($0.daysLeft <= 0 ? "expired" : "\($0.daysLeft) days left"))" }
+        guard due.isEmpty && problems.isEmpty else {
+            if json { output.result(Result(origin: origin, ok: false, due: due, builds: problems), human: "") }
+            var found: [String] = []
+            if !due.isEmpty {
+                let names = due.map { "\($0.role) (\($0.daysLeft <= 0 ? "expired" : "\($0.daysLeft) days left"))" }
+                found.append("\(names.joined(separator: ", ")) must be signed again soon, or clients will refuse every update")
+            }
+            found += problems.map(\.problem)
+            let fixes = due.map(\.renewal) + problems.map(\.fix)
             throw PatchSyncError(
-                .refusedData,
-                "\(origin): \(names.joined(separator: ", ")) must be signed again soon, "
-                    + "or clients will refuse every update",
-                remedy: due.map(\.renewal).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
-                    .joined(separator: "; "))
+                .refusedData, "\(origin): " + found.joined(separator: "; "),
+                remedy: fixes.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.joined(separator: "; "))
         }
         output.result(
-            Result(origin: origin, ok: true, due: []),
-            human: "\(origin): no role expires within \(within) (snapshot and timestamp: \(onlineWithin))")
+            Result(origin: origin, ok: true, due: [], builds: []),
+            human: "\(origin): no role expires within \(within) (snapshot and timestamp: \(onlineWithin)); "
+                + "players accept every listed build")
     }
 }

@@ -5,6 +5,6 @@ struct RepoCommand: AsyncParsableCommand {
         commandName: "repo", abstract: "Create a repository, re-sign, renew or rotate its metadata, release builds, prune.",
         subcommands: [
             RepoInit.self, RepoStatus.self, RepoCheck.self, RepoRefresh.self, RepoRelease.self, RepoRenew.self, RepoRotateRoot.self,
-            RepoPromote.self, RepoRollback.self, RepoPrune.self
+            RepoPromote.self, RepoRollback.self, RepoWithdraw.self, RepoPrune.self
         ])
 }

@@ -6,8 +6,10 @@ struct RepoPromote: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "promote", abstract: "List a tested build of one channel as the newest of another (no re-chunking).",
         discussion: """
-            Writes one manifest, the same files and objects with the new channel and sequence, and signs
-            new targets. Run again, it changes nothing.
+            Writes one manifest, the same files and objects with the new channel and sequence, with delta
+            packs from the target channel's latest builds (its players patch as after a publish there),
+            and signs new targets. Run again, it changes nothing. Refused while the target channel has a
+            pending preload: release or withdraw it first.
 
             Example:
               patchsync repo promote 1.4.2+873 --from beta --to live --origin out/ \\
@@ -32,6 +34,9 @@ struct RepoPromote: AsyncParsableCommand {
             human: report.alreadyCurrent
                 ? "build \(report.buildId) is already the newest on \(report.channel); nothing written"
                 : "build \(report.buildId) of \(from) is now the newest on \(report.channel) (sequence \(report.sequence)); "
-                    + "players on \(report.channel) get it at their next sync")
+                    + "players on \(report.channel) get it at their next sync"
+                    + (report.deltas.isEmpty
+                        ? ""
+                        : ", with deltas from " + report.deltas.map { "\($0.from) (\($0.files) files)" }.joined(separator: ", ")))
     }
 }

@@ -32,7 +32,7 @@ struct RepoPrune: AsyncParsableCommand {
 
     func run() async throws {
         var options = Pruner.Options(keep: keep)
-        options.grace = grace == "0" ? 0 : try parseDuration(grace)
+        options.grace = try parseDuration(grace, allowZero: true)
         options.dryRun = dryRun
         let signers = try onlineKey.map { (path) throws(PatchSyncError) in
             Repository.Signers(targets: try loadKeys(targetsKey), online: try SigningKey.load(path: path))

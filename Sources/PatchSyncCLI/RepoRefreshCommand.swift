@@ -16,14 +16,14 @@ struct RepoRefresh: AsyncParsableCommand {
 
     @Option(help: "The origin folder.") var origin: String
     @Option(name: [.customLong("online-key"), .customLong("key")], help: "The online key file.") var key: String
-    @Option(help: "The folder of preload content keys (default: content/ beside the online key).") var contentKeys: String?
+    @Option(help: "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         var repo = try Repository.open(origin: origin, for: "refreshing its metadata")
         let outcome = try repo.refresh(
             key: try SigningKey.load(path: key),
-            contentKeys: contentKeys ?? defaultContentKeys(beside: key))
+            contentKeys: contentKeyFolder(contentKeys, origin: origin, beside: key))
         let warnings = repo.expiryWarnings()
         warn(warnings)
         struct Result: Encodable {

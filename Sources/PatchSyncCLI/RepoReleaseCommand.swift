@@ -17,14 +17,15 @@ struct RepoRelease: AsyncParsableCommand {
 
     @Argument(help: "The build id of the preload build.") var buildId: String
     @Option(help: "The origin folder.") var origin: String
-    @Option(help: "The channel.") var channel: String = "live"
+    @Option(help: "The channel (needed only when the build id is a preload on several).") var channel: String?
     @Option(help: "The online key file.") var onlineKey: String
-    @Option(help: "The folder of preload content keys (default: content/ beside the online key).") var contentKeys: String?
+    @Option(help: "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        let build = try BuildID(buildId), channelName = try Channel(channel)
+        let build = try BuildID(buildId)
         var repo = try Repository.open(origin: origin, for: "releasing \(build)")
+        let channelName = try Channel(try channel ?? Self.channel(of: build, in: repo))
         struct Result: Encodable {
             var origin: String
             var buildId: String
@@ -39,9 +40,19 @@ struct RepoRelease: AsyncParsableCommand {
         }
         try repo.release(
             build: build.value, channel: channelName.name,
-            contentKeys: contentKeys ?? defaultContentKeys(beside: onlineKey), online: try SigningKey.load(path: onlineKey))
+            contentKeys: contentKeyFolder(contentKeys, origin: origin, beside: onlineKey), online: try SigningKey.load(path: onlineKey))
         Output(json: json).result(
             Result(origin: origin, buildId: build.value, released: true, alreadyReleased: false),
             human: "released build \(build) of \(channelName): players unlock it at their next sync")
+    }
+
+    /// The one channel that lists `build` as a preload; live when none does (the release names what is missing).
+    static func channel(of build: BuildID, in repo: Repository) throws(PatchSyncError) -> String {
+        let channels = ChannelListing.all(repo).filter { $0.build(build.value)?.info.preload != nil }.map(\.channel)
+        guard channels.count <= 1 else {
+            throw PatchSyncError(
+                .usage, "build \(build) is a preload on \(channels.joined(separator: " and "))", remedy: "name one with --channel")
+        }
+        return channels.first ?? Channel.live.name
     }
 }

@@ -78,7 +78,7 @@ extension DiffSide {
         from old: Manifest, reading content: any FileContentSource, to new: Manifest,
         in folder: String
     ) throws(PatchSyncError) -> [String: Int64] {
-        let encoder = DeltaPackEncoder(source: old, sourceFiles: content, buildDirectory: folder)
+        let encoder = DeltaPackEncoder(source: old, sourceFiles: content, targetFiles: FolderReader(folder: folder))
         let candidates = encoder.candidates(for: new.files)
         guard !candidates.isEmpty else { return [:] }
         do {

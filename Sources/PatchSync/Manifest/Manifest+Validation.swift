@@ -128,8 +128,10 @@ extension Manifest {
         }
     }
 
-    /// Decodes and validates a manifest from its JSON or gzip'd JSON bytes.
-    public static func decode(_ data: Data, what: String) throws(PatchSyncError) -> Manifest {
+    /// Decodes and validates a manifest from its JSON or gzip'd JSON bytes. Without `validating`, only the
+    /// JSON is decoded: for the publisher's tools that must see what a published manifest names (prune
+    /// keeps its objects) even when clients would refuse it.
+    public static func decode(_ data: Data, what: String, validating: Bool = true) throws(PatchSyncError) -> Manifest {
         let json =
             data.starts(with: [0x1f, 0x8b])
             ? try Zlib.gunzip(data, limit: maximumInflatedSize, what: what) : data
@@ -137,7 +139,7 @@ extension Manifest {
         do { manifest = try JSONDecoder().decode(Manifest.self, from: json) } catch {
             throw PatchSyncError(.refusedData, "\(what) is not a PatchSync manifest", cause: error)
         }
-        try manifest.validate()
+        if validating { try manifest.validate() }
         return manifest
     }
 

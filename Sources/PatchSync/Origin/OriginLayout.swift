@@ -185,6 +185,9 @@ extension OriginLayout {
 extension OriginLayout {
     /// The folders a client reads, in the order they are listed.
     static let servedFolders = [objectsFolderName, targetsFolderName, metadataFolderName]
+    /// Where publish records the folder it wrote preload content keys to (one line, an absolute path), so
+    /// that release and refresh find them wherever the online key is kept. Never served or uploaded.
+    static let contentKeysRecord = ".content-keys"
 
     /// Whether a name in a served folder is served: not hidden (`objects/.incoming`) and not an unfinished
     /// write (`NAME.tmp-PID`).

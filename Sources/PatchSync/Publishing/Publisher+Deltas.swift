@@ -20,20 +20,27 @@ extension Publisher {
 
     /// The channel's latest builds before `sequence` (up to ``Options/deltaSources``), each read once.
     func deltaBases(_ repo: Repository, sequence: Int) throws(PatchSyncError) -> [DeltaBase] {
-        guard options.deltaSources > 0 else { return [] }
+        try Self.deltaBases(
+            repo, origin: options.origin, channel: options.channel.name, before: sequence, excluding: options.buildId.value,
+            count: options.deltaSources, skipped: skipped)
+    }
+
+    /// The latest `count` builds of `channel` before `sequence`, other than `buildId`, each read once. A
+    /// base clients would refuse is reported to `skipped` and left out: no delta from it, never a wedged command.
+    static func deltaBases(
+        _ repo: Repository, origin: String, channel: String, before sequence: Int, excluding buildId: String?, count: Int,
+        skipped: SkippedManifests
+    ) throws(PatchSyncError) -> [DeltaBase] {
+        guard count > 0 else { return [] }
         var bases: [DeltaBase] = []
-        for (path, hash) in Self.deltaSourceTargets(
-            repo.targetFiles, channel: options.channel.name, before: sequence,
-            excluding: options.buildId.value, count: options.deltaSources)
-        {
-            let file = OriginLayout(root: options.origin).path(OriginLayout.targetFile(path, sha256: hash))
+        for (path, hash) in deltaSourceTargets(repo.targetFiles, channel: channel, before: sequence, excluding: buildId, count: count) {
+            let file = OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash))
             do {
                 let json = try Zlib.gunzip(
                     try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
                     what: file)
                 bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
             } catch  where error.code == .refusedData {
-                // A base clients would refuse is reported and skipped: no delta from it, never a wedged publish.
                 skipped.add(path, error)
             }
         }
@@ -65,29 +72,22 @@ extension Publisher {
         for files: [FileEntry], from bases: [DeltaBase],
         into root: String
     ) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
-        var packs: [(source: DeltaSource, files: [Int])] = []
-        for base in bases {
-            if let pack = try deltaPack(from: base.manifest, to: files, into: root) { packs.append(pack) }
-        }
-        return packs
+        try Self.deltaPacks(
+            for: files, from: bases, into: root, origin: options.origin, targetFiles: FolderReader(folder: options.buildDirectory))
     }
 
-    /// A delta of the new manifest's `json` from each base's manifest JSON, stored as objects.
-    func manifestDeltas(to json: Data, from bases: [DeltaBase]) throws(PatchSyncError) -> [ManifestDelta] {
-        var deltas: [ManifestDelta] = []
-        let jsonSHA = SHA256Hasher.hash(json).hex
+    /// ``deltaPacks(for:from:into:)`` with the source builds' objects in `origin` and the new files read
+    /// by `targetFiles`: the build folder for publish, the published objects for promote.
+    static func deltaPacks(
+        for files: [FileEntry], from bases: [DeltaBase], into root: String, origin: String,
+        targetFiles: any FileContentSource
+    ) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
+        var packs: [(source: DeltaSource, files: [Int])] = []
         for base in bases {
-            guard let (instructions, stored) = Self.manifestDelta(from: base.json, to: json) else { continue }
-            let sha = SHA256Hasher.hash(stored)
-            do { try FileSystem.writeAtomically(stored, to: OriginLayout(root: options.origin).objectFile(sha)) } catch {
-                throw PatchSyncError.wrap(error).during("writing the manifest delta from \(base.manifest.buildId)")
-            }
-            deltas.append(
-                ManifestDelta(
-                    from: base.manifest.buildId.value, object: sha.hex, length: Int64(stored.count),
-                    size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
+            let encoder = DeltaPackEncoder(source: base.manifest, sourceFiles: ObjectReader(origin: origin), targetFiles: targetFiles)
+            if let pack = try deltaPack(encoder, to: files, into: root) { packs.append(pack) }
         }
-        return deltas
+        return packs
     }
 
     /// The delta of manifest JSON `json` from `base` (its instructions and their stored, deflated form), or
@@ -99,14 +99,11 @@ extension Publisher {
         return stored.count < json.count / 2 ? (instructions, stored) : nil  // else not worth a second path
     }
 
-    /// The pack from `source` to `files`, written into the origin; nil when no file gains from a delta.
-    private func deltaPack(
-        from source: Manifest, to files: [FileEntry],
-        into root: String
+    /// The pack of `encoder` to `files`, written into `root`; nil when no file gains from a delta.
+    private static func deltaPack(
+        _ encoder: DeltaPackEncoder, to files: [FileEntry], into root: String
     ) throws(PatchSyncError) -> (source: DeltaSource, files: [Int])? {
-        let encoder = DeltaPackEncoder(
-            source: source, sourceFiles: ObjectReader(origin: options.origin),
-            buildDirectory: options.buildDirectory)
+        let source = encoder.source
         let candidates = encoder.candidates(for: files)
         guard !candidates.isEmpty else { return nil }
         let layout = OriginLayout(root: root)
@@ -156,8 +153,8 @@ struct DeltaPackEncoder: Sendable {
     let source: Manifest
     /// Reads the source build's files.
     let sourceFiles: any FileContentSource
-    /// The folder that holds the files the deltas lead to.
-    let buildDirectory: String
+    /// Reads the files the deltas lead to: a build folder, or the objects of a published build (promote).
+    let targetFiles: any FileContentSource
 
     /// The files of `files` that changed at the same path, within the size limits, and have chunks the
     /// source build lacks.
@@ -219,16 +216,28 @@ struct DeltaPackEncoder: Sendable {
         return deltas
     }
 
-    /// The delta of the build folder's `file` from the source build's `old`.
+    /// The delta of the target build's `file` from the source build's `old`.
     private func delta(of file: FileEntry, from old: FileEntry) throws(PatchSyncError) -> [UInt8] {
         let original = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(old.size), alignment: 16)
         defer { original.deallocate() }
         try sourceFiles.content(of: old, into: original)
-        let full = buildDirectory + "/" + file.path
+        let target = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(file.size), alignment: 16)
+        defer { target.deallocate() }
+        try targetFiles.content(of: file, into: target)
+        return DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: UnsafeRawBufferPointer(target))
+    }
+}
+
+/// Reads files of a build folder: the target of the deltas publish and `diff` compute.
+struct FolderReader: FileContentSource {
+    let folder: String
+
+    func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
+        let full = folder + "/" + file.path
         do {
-            let target = try MappedFile(path: full)
-            guard Int64(target.bytes.count) == file.size else { throw Errno(EAGAIN, "reading (it changed since it was chunked)", full) }
-            return DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: target.bytes)
+            let handle = try FileDescriptor(path: full, flags: O_RDONLY)
+            guard try handle.status().st_size == file.size else { throw Errno(EAGAIN, "reading (it changed since it was chunked)", full) }
+            try handle.read(into: buffer, at: 0)
         } catch { throw PatchSyncError.wrap(error).during("computing the delta of \(file.path)") }
     }
 }

@@ -86,16 +86,37 @@ extension Publisher {
             if FileSystem.exists(keyFile), repo.targetFiles[target]?.custom?.preload != nil {
                 key = try ContentKey.read(try FileSystem.read(keyFile, limit: Int(Releases.maxKeyBytes)), what: keyFile, build: build)
             } else {
+                // An existing key is never overwritten: a listed preload may share objects sealed with it.
+                if FileSystem.exists(keyFile) { try setAside(keyFile, of: build, channel: channel, repo: repo) }
                 key = try ContentKey.generate()
                 try FileSystem.writeAtomically(
                     try key.file(build: build, channel: channel, releaseAt: preload.releaseAt),
                     to: keyFile, mode: 0o600)
             }
+            try Repository.recordContentKeys(origin: options.origin, folder: preload.contentKeys)
             let scratch = keyFile + ".objects"
             try FileSystem.removeTree(scratch)
             try FileSystem.makeDirectory(OriginLayout(root: scratch).objectsFolder, mode: 0o700)
             return Sealing(key: key, keyFile: keyFile, scratch: scratch)
         } catch { throw PatchSyncError.wrap(error).during("preparing the content key of \(build)") }
+    }
+
+    /// Moves the key file of a preload id that is not listed (a publish stopped before signing, or a
+    /// preload withdrawn) to `<key>.replaced-<time>`, so the new publish never overwrites it; refused when
+    /// a listed preload commits to that key (it shares objects sealed with it).
+    private func setAside(_ keyFile: String, of build: String, channel: String, repo: Repository) throws(PatchSyncError) {
+        for other in ChannelListing(repo, channel: channel).builds where other.info.preload != nil {
+            guard let plan = try? Repository.plan(in: options.origin, other.path, other.file), plan.keys[build] != nil else { continue }
+            throw PatchSyncError(
+                .usage,
+                "preload \(other.info.buildId) of \(channel) shares objects sealed with the content key of \(build) "
+                    + "(\(keyFile)): publishing \(build) again would need a new key",
+                remedy: "give this build a new --build-id; the key of \(build) stays as it is")
+        }
+        let aside = keyFile + ".replaced-\(Int(options.now.timeIntervalSince1970))"
+        guard rename(keyFile, aside) == 0 else {
+            throw PatchSyncError(.localIO, "cannot set aside the old content key \(keyFile): \(String(cString: strerror(errno)))")
+        }
     }
 
     /// Seals the new objects of `manifest` (written to the sealing folder) into the origin, seals the
@@ -155,8 +176,7 @@ extension Publisher {
         info.preload = PreloadInfo(releaseAt: options.preload?.releaseAt ?? options.now)
         var targets = repo.targetFiles
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
-        for old in Self.beyondKept(targets, keep: options.keepBuilds, released: repo.isReleased) { targets[old] = nil }
-        try repo.commit(targets: targets, signers: signers, now: options.now, delegatingReleases: true)
+        try writer.commit(targets, repo: &repo, delegatingReleases: true)
         try? FileSystem.removeTree(sealing.scratch)
         var routes: [String: Int64] = [:]
         for route in plan.routes {

@@ -440,32 +440,14 @@ public struct Publisher: Sendable {
         return manifest.sequence
     }
 
-    /// Writes `manifest` as the target `target`, with manifest deltas from `deltaBases`, and commits new
-    /// signed metadata.
-    func writeManifest(
-        _ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [DeltaBase] = [],
-        promotedFrom: String? = nil, rollback: RollbackNote? = nil,
-        withdrawing: String? = nil
-    ) throws(PatchSyncError) {
-        let json = try manifest.encoded()
-        let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
-        let data = Zlib.gzip(json)
-        let hash = SHA256Hasher.hash(data).hex
-        let file = OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash))
-        do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
-        var info = ManifestTargetInfo(
-            channel: manifest.channel.name, buildId: manifest.buildId.value,
-            sequence: manifest.sequence,
-            manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas)
-        info.files = manifest.files.count
-        info.size = manifest.totalSize
-        info.promotedFrom = promotedFrom
-        info.rollback = rollback
-        var targets = repo.targetFiles
-        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
-        if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
-        for old in Self.beyondKept(targets, keep: options.keepBuilds, released: repo.isReleased) { targets[old] = nil }
-        try repo.commit(targets: targets, signers: signers, now: options.now)
+    /// Writes `manifest` as the target `target` with ``TargetWriter``.
+    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [DeltaBase] = []) throws(PatchSyncError) {
+        try writer.write(manifest, target: target, repo: &repo, deltaBases: deltaBases)
+    }
+
+    /// The one writer of targets this publish signs with.
+    var writer: TargetWriter {
+        TargetWriter(origin: options.origin, signers: signers, keepBuilds: options.keepBuilds, now: options.now)
     }
 
     /// The targets of builds beyond the newest `keep` (by sequence) of their channel.

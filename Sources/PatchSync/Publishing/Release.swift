@@ -16,12 +16,30 @@ public struct Release: Sendable {
         /// True when the build was already the channel's (a promotion run again): nothing was written.
         public var alreadyCurrent: Bool
         public var manifestTarget: String
+        /// The delta packs written for the channel's players, one per recent build of it.
+        public var deltas: [Publisher.DeltaReport] = []
+        public var warnings: [String] = []
+    }
+
+    /// What `repo withdraw` did.
+    public struct WithdrawReport: Codable, Sendable {
+        public var buildId: String
+        public var channel: String
+        /// True for a pending preload (its key was never released): it is simply no longer listed.
+        public var wasPreload: Bool
+        /// The build the channel went back to, when the one withdrawn was the channel's current build.
+        public var relisted: String?
+        /// The relisted build's new sequence.
+        public var sequence: Int?
+        public var reason: String?
         public var warnings: [String] = []
     }
 
     public let origin: String
     public let signers: Repository.Signers
     public var keepBuilds = Publisher.Options.defaultKeepBuilds
+    /// How many of the target channel's latest builds get a delta pack to a promoted or rolled-back build.
+    public var deltaSources = 2
     public var now = Date()
 
     public init(origin: String, signers: Repository.Signers) {
@@ -29,28 +47,31 @@ public struct Release: Sendable {
         self.signers = signers
     }
 
-    /// Lists build `build` of channel `from` on channel `to` as that channel's newest build. Run again,
-    /// it changes nothing; a different build of the same id already on `to` is refused.
+    private var writer: TargetWriter { TargetWriter(origin: origin, signers: signers, keepBuilds: keepBuilds, now: now) }
+
+    /// Lists build `build` of channel `from` on channel `to` as that channel's newest build, with delta
+    /// packs and manifest deltas from `to`'s latest builds (its players come from those). Run again, it
+    /// changes nothing; a different build of the same id already on `to` is refused, and so is a promotion
+    /// above a pending preload of `to` (its players would never install the preload).
     public func promote(_ build: BuildID, from: Channel, to: Channel) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: origin, for: "promoting \(build)")
         try repo.checkSigners(signers)
         guard from != to else {
             throw PatchSyncError(.usage, "--from and --to are both \(from)", remedy: "promote from one channel to another")
         }
-        let source = Manifest.targetPath(channel: from, buildId: build)
-        guard let file = repo.targetFiles[source] else {
+        guard let entry = ChannelListing(repo, channel: from.name).build(build.value) else {
             throw PatchSyncError(
                 .usage, "channel \(from) of \(origin) lists no build \(build)",
                 remedy: "see `patchsync repo status --origin \(origin)` for the builds each channel lists")
         }
-        guard file.custom?.preload == nil else {
+        guard entry.info.preload == nil else {
             throw PatchSyncError(
                 .usage, "build \(build) of \(from) is a preload: its content is sealed with a key of \(from)",
                 remedy: "publish the build folder on \(to) (with --release-at for a preload there)")
         }
-        var manifest = try repo.manifest(source, file)
+        var manifest = try repo.manifest(entry.path, entry.file)
         let target = Manifest.targetPath(channel: to, buildId: build)
-        let newest = Self.builds(repo, on: to).first
+        let listing = ChannelListing(repo, channel: to.name)
         if let existing = repo.targetFiles[target] {
             let published = try repo.manifest(target, existing)
             guard published.files == manifest.files else {
@@ -58,34 +79,37 @@ public struct Release: Sendable {
                     .usage, "channel \(to) already lists a build \(build) with other content",
                     remedy: "publish the tested build under a new --build-id, then promote that")
             }
-            if newest?.info.buildId == build.value {
+            if listing.builds.first?.info.buildId == build.value {
                 return Report(
                     buildId: build.value, channel: to.name, sequence: published.sequence, promotedFrom: from.name,
                     alreadyCurrent: true, manifestTarget: target, warnings: repo.expiryWarnings(now: now))
             }
         }
+        try listing.refusePendingPreloads("promoting \(build)", origin: origin)
         manifest.channel = to
-        manifest.sequence = (newest?.info.sequence ?? 0) + 1
-        try write(manifest, target: target, repo: &repo, promotedFrom: from.name, rollback: nil)
-        return Report(
+        manifest.sequence = listing.highestSequence + 1
+        var report = Report(
             buildId: build.value, channel: to.name, sequence: manifest.sequence, promotedFrom: from.name,
-            alreadyCurrent: false, manifestTarget: target, warnings: repo.expiryWarnings(now: now))
+            alreadyCurrent: false, manifestTarget: target)
+        let written = try relist(&manifest, target: target, repo: &repo, promotedFrom: from.name, rollback: nil)
+        report.deltas = written.deltas
+        report.warnings = written.warnings + repo.expiryWarnings(now: now)
+        return report
     }
 
     /// Puts an earlier build back on `channel` as a new sequence, so that clients move to it with every
-    /// check intact: `to`, or by default the newest earlier build that no rollback has left.
+    /// check intact: `to`, or by default the newest earlier build that no rollback has left and whose
+    /// manifest clients accept. The build left is marked withdrawn; its manifest is never read.
     public func rollback(channel: Channel, to: BuildID? = nil, reason: String? = nil) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: origin, for: "rolling back \(channel)")
         try repo.checkSigners(signers)
-        let builds = Self.builds(repo, on: channel)
-        guard let current = builds.first else {
+        let listing = ChannelListing(repo, channel: channel.name)
+        guard let current = listing.current else {
             throw PatchSyncError(.usage, "channel \(channel) of \(origin) lists no build", remedy: "publish one first")
         }
-        let left = Set(builds.compactMap { $0.info.rollback?.from } + builds.filter { $0.info.withdrawn == true }.map(\.info.buildId))
-        let chosen: (path: String, file: TargetFile, info: ManifestTargetInfo)?
+        let left = Set(listing.builds.compactMap { $0.info.rollback?.from } + listing.builds.filter { $0.info.withdrawn == true }.map(\.info.buildId))
         if let to {
-            chosen = builds.first { $0.info.buildId == to.value }
-            guard chosen != nil else {
+            guard let chosen = listing.build(to.value) else {
                 throw PatchSyncError(
                     .usage, "channel \(channel) of \(origin) lists no build \(to)",
                     remedy: "see `patchsync repo status --origin \(origin)`; builds beyond --keep-builds are no longer listed")
@@ -93,55 +117,153 @@ public struct Release: Sendable {
             guard to.value != current.info.buildId else {
                 throw PatchSyncError(.usage, "build \(to) is already the newest on \(channel)", remedy: "name an earlier build with --to")
             }
-        } else {
-            chosen = builds.dropFirst().first { $0.info.buildId != current.info.buildId && !left.contains($0.info.buildId) }
+            try Self.refuseSealed(chosen, channel: channel)
+            try listing.refusePendingPreloads("rolling back", origin: origin)
+            var manifest = try repo.manifest(chosen.path, chosen.file)
+            return try rollback(to: chosen, &manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: [])
         }
-        guard let chosen else {
-            throw PatchSyncError(
-                .usage, "channel \(channel) lists no earlier build to go back to",
-                remedy: "publish a fixed build instead, or name one with --to")
+        var warnings: [String] = []
+        for chosen in listing.builds
+        where chosen.installable && chosen.info.sequence < current.info.sequence
+            && chosen.info.buildId != current.info.buildId && !left.contains(chosen.info.buildId)
+        {
+            try Self.refuseSealed(chosen, channel: channel)
+            let manifest: Manifest
+            do throws(PatchSyncError) { manifest = try repo.manifest(chosen.path, chosen.file) } catch  where error.code == .refusedData {
+                warnings.append("build \(chosen.info.buildId) was passed over: clients would refuse its manifest (\(error.message))")
+                continue
+            }
+            try listing.refusePendingPreloads("rolling back", origin: origin)
+            var relisted = manifest
+            return try rollback(to: chosen, &relisted, from: current, listing: listing, reason: reason, repo: &repo, warnings: warnings)
         }
-        guard chosen.info.preload == nil else {
-            throw PatchSyncError(
-                .usage,
-                "build \(chosen.info.buildId) of \(channel) was published as a preload: its content is "
-                    + "sealed, and a rollback would list it as a plain build",
-                remedy: "name another build with --to, "
-                    + "or publish the build folder again under a new --build-id")
-        }
-        var manifest = try repo.manifest(chosen.path, chosen.file)
-        manifest.sequence = current.info.sequence + 1
+        throw PatchSyncError(
+            .usage, "channel \(channel) lists no earlier build to go back to" + (warnings.isEmpty ? "" : " (\(warnings.joined(separator: "; ")))"),
+            remedy: "publish a fixed build instead, name one with --to, or take the build off with `patchsync repo withdraw "
+                + "\(current.info.buildId) --origin \(origin)`")
+    }
+
+    private func rollback(
+        to chosen: ChannelListing.Build, _ manifest: inout Manifest, from current: ChannelListing.Build, listing: ChannelListing,
+        reason: String?, repo: inout Repository, warnings: [String]
+    ) throws(PatchSyncError) -> Report {
+        manifest.sequence = listing.highestSequence + 1
         let note = RollbackNote(from: current.info.buildId, reason: reason)
-        try write(
-            manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note,
+        var report = Report(
+            buildId: chosen.info.buildId, channel: listing.channel, sequence: manifest.sequence, rollback: note,
+            alreadyCurrent: false, manifestTarget: chosen.path, warnings: warnings)
+        let written = try relist(
+            &manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note,
             withdrawing: current.path)
-        return Report(
-            buildId: chosen.info.buildId, channel: channel.name, sequence: manifest.sequence, rollback: note,
-            alreadyCurrent: false, manifestTarget: chosen.path, warnings: repo.expiryWarnings(now: now))
+        report.deltas = written.deltas
+        report.warnings += written.warnings + repo.expiryWarnings(now: now)
+        return report
     }
 
-    /// The builds `channel` lists, newest (highest sequence) first.
-    static func builds(_ repo: Repository, on channel: Channel) -> [(path: String, file: TargetFile, info: ManifestTargetInfo)] {
-        repo.targetFiles.compactMap { path, file in
-            guard let info = file.custom, info.channel == channel.name else { return nil }
-            return (path, file, info)
-        }.sorted { $0.info.sequence > $1.info.sequence }
+    /// Takes `build` off its channel without reading its manifest (which clients may refuse). A pending
+    /// preload is unlisted, unless another listed preload shares objects sealed with its key. The channel's
+    /// current build is replaced by the newest earlier build clients accept, listed again with a new
+    /// sequence (as a rollback does); with none, the channel lists no installable build until the next
+    /// publish. Any other build is unlisted. Its content stays in the origin for prune's grace period.
+    public func withdraw(_ build: BuildID, channel: Channel? = nil, reason: String? = nil) throws(PatchSyncError) -> WithdrawReport {
+        var repo = try Repository.open(origin: origin, for: "withdrawing \(build)")
+        try repo.checkSigners(signers)
+        let listings = ChannelListing.all(repo).filter { ($0.build(build.value) != nil) && (channel == nil || $0.channel == channel?.name) }
+        guard let listing = listings.first, let entry = listing.build(build.value) else {
+            throw PatchSyncError(
+                .usage, "\(origin) lists no build \(build)" + (channel.map { " on \($0)" } ?? ""),
+                remedy: "see `patchsync repo status --origin \(origin)` for the builds each channel lists")
+        }
+        guard listings.count == 1 else {
+            throw PatchSyncError(
+                .usage, "build \(build) is listed on \(listings.map(\.channel).joined(separator: " and "))",
+                remedy: "name the channel to withdraw it from with --channel")
+        }
+        var report = WithdrawReport(buildId: build.value, channel: listing.channel, wasPreload: entry.pending, reason: reason)
+        if entry.pending {
+            for other in listing.builds where other.pending && other.path != entry.path {
+                guard let plan = try? Repository.plan(in: origin, other.path, other.file), plan.keys[build.value] != nil else { continue }
+                throw PatchSyncError(
+                    .usage,
+                    "pending preload \(other.info.buildId) shares objects sealed with the key of \(build): "
+                        + "it could never be released without \(build)",
+                    remedy: "withdraw \(other.info.buildId) first (`patchsync repo withdraw \(other.info.buildId) --origin \(origin)`), "
+                        + "or release both")
+            }
+            var targets = repo.targetFiles
+            targets[entry.path] = nil
+            try writer.commit(targets, repo: &repo)
+            report.warnings = repo.expiryWarnings(now: now)
+            return report
+        }
+        guard entry.path == listing.current?.path else {
+            var targets = repo.targetFiles
+            targets[entry.path] = nil
+            try writer.commit(targets, repo: &repo)
+            report.warnings = repo.expiryWarnings(now: now)
+            return report
+        }
+        var warnings: [String] = []
+        for earlier in listing.builds
+        where earlier.installable && earlier.info.sequence < entry.info.sequence && earlier.info.preload == nil
+            && earlier.info.buildId != build.value && earlier.info.withdrawn != true
+        {
+            var manifest: Manifest
+            do throws(PatchSyncError) { manifest = try repo.manifest(earlier.path, earlier.file) } catch  where error.code == .refusedData {
+                warnings.append("build \(earlier.info.buildId) was passed over: clients would refuse its manifest (\(error.message))")
+                continue
+            }
+            try listing.refusePendingPreloads("withdrawing \(build)", origin: origin)
+            manifest.sequence = listing.highestSequence + 1
+            let note = RollbackNote(from: build.value, reason: reason ?? "build \(build.value) was withdrawn")
+            let written = try relist(
+                &manifest, target: earlier.path, repo: &repo, promotedFrom: earlier.info.promotedFrom, rollback: note,
+                unlisting: [entry.path])
+            report.relisted = earlier.info.buildId
+            report.sequence = manifest.sequence
+            report.warnings = warnings + written.warnings + repo.expiryWarnings(now: now)
+            return report
+        }
+        var targets = repo.targetFiles
+        targets[entry.path] = nil
+        try writer.commit(targets, repo: &repo)
+        report.warnings =
+            warnings + [
+                "channel \(listing.channel) lists no installable build now: players keep what they have, new players "
+                    + "get nothing until you publish a build on \(listing.channel)"
+            ] + repo.expiryWarnings(now: now)
+        return report
     }
 
-    private func write(
-        _ manifest: Manifest, target: String, repo: inout Repository, promotedFrom: String?,
-        rollback: RollbackNote?, withdrawing: String? = nil
-    ) throws(PatchSyncError) {
-        var options = Publisher.Options(
-            buildDirectory: "", origin: origin, buildId: manifest.buildId,
-            bundles: try BundleRules(bundles: manifest.bundles))
-        options.channel = manifest.channel
-        options.keepBuilds = keepBuilds
-        options.now = now
-        let publisher = Publisher(options: options, signers: signers)
-        try publisher.writeManifest(
-            manifest, target: target, repo: &repo,
-            deltaBases: try publisher.deltaBases(repo, sequence: manifest.sequence),
-            promotedFrom: promotedFrom, rollback: rollback, withdrawing: withdrawing)
+    private static func refuseSealed(_ chosen: ChannelListing.Build, channel: Channel) throws(PatchSyncError) {
+        guard chosen.info.preload != nil else { return }
+        throw PatchSyncError(
+            .usage,
+            "build \(chosen.info.buildId) of \(channel) was published as a preload: its content is "
+                + "sealed, and a rollback would list it as a plain build",
+            remedy: "name another build with --to, "
+                + "or publish the build folder again under a new --build-id")
+    }
+
+    /// Writes `manifest` (a published build listed again on its channel with a new sequence) with the
+    /// delta packs and manifest deltas its channel's players need: from the channel's latest builds,
+    /// whose manifests are read leniently. Returns the delta packs written.
+    private func relist(
+        _ manifest: inout Manifest, target: String, repo: inout Repository, promotedFrom: String?, rollback: RollbackNote?,
+        withdrawing: String? = nil, unlisting: [String] = []
+    ) throws(PatchSyncError) -> (deltas: [Publisher.DeltaReport], warnings: [String]) {
+        let skipped = SkippedManifests()
+        let bases = try Publisher.deltaBases(
+            repo, origin: origin, channel: manifest.channel.name, before: .max, excluding: manifest.buildId.value,
+            count: deltaSources, skipped: skipped)
+        let packs = try Publisher.deltaPacks(
+            for: manifest.files, from: bases, into: origin, origin: origin, targetFiles: ObjectReader(origin: origin))
+        let fresh = Set(packs.map(\.source.from))
+        let deltas = packs.map(\.source) + (manifest.deltas ?? []).filter { !fresh.contains($0.from) }
+        manifest.deltas = deltas.isEmpty ? nil : deltas
+        try writer.write(
+            manifest, target: target, repo: &repo, deltaBases: bases, promotedFrom: promotedFrom, rollback: rollback,
+            withdrawing: withdrawing, unlisting: unlisting)
+        return (packs.map { Publisher.DeltaReport(from: $0.source.from.value, files: $0.source.files, bytes: $0.source.length) }, skipped.warnings)
     }
 }

@@ -239,7 +239,7 @@ private final class TransferLoop: @unchecked Sendable {
         try options.set(CURLOPT_BUFFERSIZE, settings.bufferSize)
         try options.set(CURLOPT_TCP_KEEPALIVE, 1)
         try options.set(CURLOPT_PIPEWAIT, 1)
-        try options.set(CURLOPT_USERAGENT, "PatchSync/0.1")
+        try options.set(CURLOPT_USERAGENT, PatchSyncVersion.userAgent)
     }
 
     /// Completes every finished transfer; returns how many there were.

@@ -64,6 +64,15 @@ extension Repository {
                 remedy: "`patchsync repo status --origin \(origin)` lists the builds; a preload is "
                     + "published with --release-at")
         }
+        let listing = ChannelListing(self, channel: channel)
+        if let newer = listing.current, newer.info.sequence > (file.custom?.sequence ?? 0) {
+            throw PatchSyncError(
+                .usage,
+                "preload \(build) of \(channel) is older than build \(newer.info.buildId), which players install now: "
+                    + "released, it would never be installed",
+                remedy: "withdraw it (`patchsync repo withdraw \(build) --origin \(origin)`) and publish its build folder "
+                    + "again under a new --build-id; nothing was released")
+        }
         let plan = try Repository.plan(in: origin, target, file)
         let key = try ContentKey.read(data, what: "the key file of \(build)", build: build)
         guard plan.keys[build] == key.commitment(build: build) else {
@@ -126,7 +135,9 @@ extension Repository {
     public func dueReleases(now: Date) -> [(channel: String, build: String, releaseAt: Date)] {
         targetFiles.values.compactMap { file -> (String, String, Date)? in
             guard let info = file.custom, let preload = info.preload, preload.releaseAt <= now, info.withdrawn != true,
-                !isReleased(channel: info.channel, build: info.buildId)
+                !isReleased(channel: info.channel, build: info.buildId),
+                // A preload a newer build left behind is never released: `repo check` names it.
+                info.sequence > (ChannelListing(self, channel: info.channel).current?.info.sequence ?? 0)
             else { return nil }
             return (info.channel, info.buildId, preload.releaseAt)
         }.sorted { $0.2 < $1.2 }
@@ -136,6 +147,23 @@ extension Repository {
     static func plan(in origin: String, _ path: String, _ file: TargetFile) throws(PatchSyncError) -> PreloadPlan {
         let data = try targetData(in: origin, path, file)
         return try PreloadPlan.decode(data, what: path)
+    }
+
+    /// The content-key folder a publish of `origin` recorded (``OriginLayout/contentKeysRecord``), if any.
+    public static func recordedContentKeys(origin: String) -> String? {
+        guard let data = try? FileSystem.read(OriginLayout(root: origin).path(OriginLayout.contentKeysRecord), limit: 64 << 10),
+            let line = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !line.isEmpty
+        else { return nil }
+        return line
+    }
+
+    /// Records `folder` as the content-key folder of `origin`'s preloads, as an absolute path.
+    static func recordContentKeys(origin: String, folder: String) throws(PatchSyncError) {
+        let absolute = URL(fileURLWithPath: folder).standardizedFileURL.path
+        guard recordedContentKeys(origin: origin) != absolute else { return }
+        do { try FileSystem.writeAtomically(Data((absolute + "\n").utf8), to: OriginLayout(root: origin).path(OriginLayout.contentKeysRecord)) } catch {
+            throw PatchSyncError.wrap(error).during("recording the content-key folder of \(origin)")
+        }
     }
 
     /// Where publish keeps a preload build's content key: `<folder>/<channel>/<build>.key`.

@@ -139,10 +139,10 @@ extension Repository {
     /// targets); without either it is refused by name.
     static func manifest(
         in origin: String, _ path: String, _ file: TargetFile, contentKeys: String? = nil,
-        released: [String: TargetFile] = [:]
+        released: [String: TargetFile] = [:], validating: Bool = true
     ) throws(PatchSyncError) -> Manifest {
         let data = try targetData(in: origin, path, file)
-        guard let info = file.custom, info.preload != nil else { return try Manifest.decode(data, what: path) }
+        guard let info = file.custom, info.preload != nil else { return try Manifest.decode(data, what: path, validating: validating) }
         let plan = try PreloadPlan.decode(data, what: path)
         let keyPath = contentKeys.map { contentKeyPath($0, channel: info.channel, build: info.buildId) }
         let keyData: Data

@@ -9,6 +9,9 @@ import Synchronization
 /// folder holds those same versions (checked by their signed hashes), every file the builds they list
 /// need is in the bucket already, because an upload writes them before the metadata that names them.
 /// An upload that stopped left a journal of what it sent (`.patchsync-upload/`), which the next run skips.
+/// A bucket can lose files behind the metadata's back (a lifecycle rule, a delete by hand): `verify`
+/// lists its keys instead and sends again what it lacks or holds with another size; `force` sends every
+/// file again.
 ///
 /// The order: objects, packs and delta packs, then manifests, then new root versions, targets and
 /// snapshot versions, then `root.json` and last `timestamp.json`, each group complete before the next
@@ -21,8 +24,12 @@ public struct Uploader: Sendable {
         public var connections = 8
         /// The max-age of `timestamp.json` and `root.json`, in seconds: how long a CDN may serve an old one.
         public var metadataMaxAge = 60
-        /// Upload over a bucket whose metadata is newer than the origin's or forked from it.
+        /// Upload over a bucket whose metadata is newer than the origin's or forked from it, and send
+        /// every file again, whatever the bucket's metadata, the journal or its listing say it has.
         public var force = false
+        /// List the bucket's keys (ListObjectsV2, one request per 1,000 keys; s3:ListBucket) and send every
+        /// file it lacks or holds with another size, even when its timestamp.json is the origin's.
+        public var verify = false
         public init() {}
     }
 
@@ -38,6 +45,12 @@ public struct Uploader: Sendable {
         public var requests: Int
         /// True when the bucket's timestamp.json is the origin's: nothing was sent.
         public var alreadyCurrent: Bool
+        /// True when the bucket's keys were listed (``Options/verify``) to decide what it lacks.
+        public var verified: Bool
+        /// Files sent again that the bucket was taken to have (its metadata or timestamp.json named them,
+        /// or the journal recorded them): with `verify` those its listing lacked or held with another
+        /// size, with `force` all of them. Sorted.
+        public var resent: [String]
     }
 
     /// Progress of the transfer: bytes and files sent of those to send.
@@ -76,35 +89,30 @@ public struct Uploader: Sendable {
         let local = try FileSystem.read(layout.timestampFile, limit: 1 << 20)
         var report = Report(
             destination: bucket.publicURL, filesUploaded: 0, bytesUploaded: 0, filesSkipped: 0, requests: 1,
-            alreadyCurrent: false)
+            alreadyCurrent: false, verified: false, resent: [])
         let remote = try connection.get(OriginLayout.timestamp, limit: 1 << 20)
         let journal = try Journal(
             origin: origin, destination: "s3://\(bucket.bucket)/\(bucket.prefix) \(bucket.endpoint ?? "")",
             bucketState: remote.map { SHA256Hasher.hash($0).hex } ?? "empty")
-        if remote == local {
+        let current = remote == local
+        if current && !options.force && !options.verify {
             report.alreadyCurrent = true
             try journal.finish()
             return report
         }
-        if let remote, !options.force { try checkNotAhead(remote: remote, local: local) }
+        if let remote, !current, !options.force { try checkNotAhead(remote: remote, local: local) }
         var contents = BuildContents.Memo()  // each manifest read once, for both questions
-        var present = remote.map { self.present(remoteTimestamp: $0, contents: &contents) } ?? []
-        present.formUnion(journal.done)
         let files = try BuildContents.files(of: origin)
         // What players can ask for: the metadata, and what the builds targets.json lists need. Content of
         // builds no longer listed (held by prune's grace, or leftovers) is not sent again.
         let needed = try neededFiles(held, files: Set(files.map(\.path)), contents: &contents)
-        if remote != nil {
-            for (path, _) in files where OriginLayout.isRootVersion(path) && !present.contains(path) {
-                report.requests += 1
-                if try connection.exists(path) { present.insert(path) }
-            }
-        }
-        let mutable: Set<String> = [OriginLayout.rootMetadata, OriginLayout.timestamp]
-        let send = files.filter {
+        let wanted = files.filter {
             (OriginLayout.isMetadata($0.path) || needed.contains($0.path)) && !skipping.contains($0.path)
-                && (!present.contains($0.path) || mutable.contains($0.path))
         }
+        // What the bucket is taken to have: all of it when its timestamp.json is the origin's.
+        var believed = current ? Set(wanted.map(\.path)) : remote.map { present(remoteTimestamp: $0, contents: &contents) } ?? []
+        believed.formUnion(journal.done)
+        let send = try choose(wanted, believed: believed, current: current, remote: remote != nil, connection, &report)
         if let large = send.first(where: { $0.bytes > Self.maxObjectBytes }) {
             throw PatchSyncError(
                 .usage, "\(origin)/\(large.path) is \(large.bytes) bytes, over the 5 GiB that one PUT of S3 may carry",
@@ -112,15 +120,66 @@ public struct Uploader: Sendable {
                     + "uploads (aws s3 sync), in the order the README gives")
         }
         report.filesSkipped = files.count - send.count
-        let total = Progress(bytes: 0, totalBytes: send.reduce(0) { $0 + $1.bytes }, files: 0, totalFiles: send.count)
+        report.alreadyCurrent = current && send.isEmpty
+        try transfer(send, connection: connection, journal: journal, progress: progress)
+        try journal.finish()
+        report.filesUploaded = send.count
+        report.bytesUploaded = send.reduce(0) { $0 + $1.bytes }
+        report.requests += send.count
+        return report
+    }
+
+    /// `timestamp.json` and `root.json`: the files that change in place, sent whenever the bucket's
+    /// timestamp.json is not the origin's, and never recorded in the journal.
+    static let mutable: Set<String> = [OriginLayout.rootMetadata, OriginLayout.timestamp]
+
+    /// The files of `wanted` to send: all of them with `force`; with `verify` those the bucket's listing
+    /// lacks or holds with another size; else those not in `believed` and not found by a HEAD (root
+    /// versions). Files that change in place go whenever the bucket's timestamp.json is not the origin's
+    /// (`current`). Counts its requests in `report`, and there names the files sent again that were
+    /// `believed` to be in the bucket.
+    private func choose(
+        _ wanted: [(path: String, bytes: Int64)], believed: Set<String>, current: Bool, remote: Bool,
+        _ connection: S3Connection, _ report: inout Report
+    ) throws(PatchSyncError) -> [(path: String, bytes: Int64)] {
+        let send: [(path: String, bytes: Int64)]
+        if options.force {
+            send = wanted
+        } else if options.verify {
+            let listed = try connection.list(requests: &report.requests)
+            report.verified = true
+            send = wanted.filter { listed[$0.path] != $0.bytes || (!current && Self.mutable.contains($0.path)) }
+        } else {
+            var present = believed
+            if remote {
+                for (path, _) in wanted where OriginLayout.isRootVersion(path) && !present.contains(path) {
+                    report.requests += 1
+                    if try connection.exists(path) { present.insert(path) }
+                }
+            }
+            return wanted.filter { !present.contains($0.path) || Self.mutable.contains($0.path) }
+        }
+        report.resent = send.map(\.path).filter { believed.contains($0) }.sorted()
+        return send
+    }
+
+    /// Sends `files` group by group (``group(of:)``), each complete before the next starts, recording
+    /// each immutable one in `journal` once the store has it.
+    private func transfer(
+        _ files: [(path: String, bytes: Int64)], connection: S3Connection, journal: Journal,
+        progress: @escaping @Sendable (Progress) -> Void
+    ) throws(PatchSyncError) {
+        let total = Progress(bytes: 0, totalBytes: files.reduce(0) { $0 + $1.bytes }, files: 0, totalFiles: files.count)
         let sent = Tally(total)
-        for group in Dictionary(grouping: send, by: { Self.group(of: $0.path) }).sorted(by: { $0.key < $1.key }) {
+        let layout = self.layout, maxAge = options.metadataMaxAge
+        for group in Dictionary(grouping: files, by: { Self.group(of: $0.path) }).sorted(by: { $0.key < $1.key }) {
             try parallel(group.value, first: connection) { (connection, file) throws(PatchSyncError) in
+                let mutable = Self.mutable.contains(file.path)
                 try connection.put(
                     file.path, from: layout.path(file.path),
-                    cacheControl: mutable.contains(file.path) ? "public, max-age=\(options.metadataMaxAge)" : Self.immutable,
+                    cacheControl: mutable ? "public, max-age=\(maxAge)" : Self.immutable,
                     contentType: Self.contentType(file.path))
-                if !mutable.contains(file.path) { try journal.record(file.path) }
+                if !mutable { try journal.record(file.path) }
                 let now = sent.state.withLock { state -> Progress in
                     state.bytes += file.bytes
                     state.files += 1
@@ -129,11 +188,6 @@ public struct Uploader: Sendable {
                 progress(now)
             }
         }
-        try journal.finish()
-        report.filesUploaded = send.count
-        report.bytesUploaded = total.totalBytes
-        report.requests += send.count
-        return report
     }
 
     /// One PUT's limit in S3 (5 GiB).

@@ -1,0 +1,64 @@
+import Foundation
+
+/// The one writer of build targets: publish (normal and preload), promote, rollback and withdraw list,
+/// mark and unlist builds through it, and it signs new targets with the keep rule applied.
+struct TargetWriter: Sendable {
+    let origin: String
+    let signers: Repository.Signers
+    var keepBuilds: Int
+    var now: Date
+
+    /// Writes `manifest` as the target `target`, with manifest deltas from `deltaBases`, and commits new
+    /// signed targets. `withdrawing` is marked withdrawn (a later rollback never picks it); `unlisting`
+    /// is taken off.
+    func write(
+        _ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [Publisher.DeltaBase] = [],
+        promotedFrom: String? = nil, rollback: RollbackNote? = nil, withdrawing: String? = nil, unlisting: [String] = []
+    ) throws(PatchSyncError) {
+        let json = try manifest.encoded()
+        let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
+        let data = Zlib.gzip(json)
+        let hash = SHA256Hasher.hash(data).hex
+        let file = OriginLayout(root: origin).path(OriginLayout.targetFile(target, sha256: hash))
+        do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
+        var info = ManifestTargetInfo(
+            channel: manifest.channel.name, buildId: manifest.buildId.value,
+            sequence: manifest.sequence,
+            manifestDeltas: manifestDeltas.isEmpty ? nil : manifestDeltas)
+        info.files = manifest.files.count
+        info.size = manifest.totalSize
+        info.promotedFrom = promotedFrom
+        info.rollback = rollback
+        var targets = repo.targetFiles
+        for path in unlisting { targets[path] = nil }
+        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
+        if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
+        try commit(targets, repo: &repo)
+    }
+
+    /// Signs `targets` as the new targets metadata, without the builds beyond the newest `keepBuilds` of
+    /// each channel (``Publisher/beyondKept(_:keep:released:)``).
+    func commit(_ targets: [String: TargetFile], repo: inout Repository, delegatingReleases: Bool = false) throws(PatchSyncError) {
+        var targets = targets
+        for old in Publisher.beyondKept(targets, keep: keepBuilds, released: repo.isReleased) { targets[old] = nil }
+        try repo.commit(targets: targets, signers: signers, now: now, delegatingReleases: delegatingReleases)
+    }
+
+    /// A delta of the new manifest's `json` from each base's manifest JSON, stored as objects.
+    func manifestDeltas(to json: Data, from bases: [Publisher.DeltaBase]) throws(PatchSyncError) -> [ManifestDelta] {
+        var deltas: [ManifestDelta] = []
+        let jsonSHA = SHA256Hasher.hash(json).hex
+        for base in bases {
+            guard let (instructions, stored) = Publisher.manifestDelta(from: base.json, to: json) else { continue }
+            let sha = SHA256Hasher.hash(stored)
+            do { try FileSystem.writeAtomically(stored, to: OriginLayout(root: origin).objectFile(sha)) } catch {
+                throw PatchSyncError.wrap(error).during("writing the manifest delta from \(base.manifest.buildId)")
+            }
+            deltas.append(
+                ManifestDelta(
+                    from: base.manifest.buildId.value, object: sha.hex, length: Int64(stored.count),
+                    size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
+        }
+        return deltas
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// One channel as signed targets metadata lists it, read the way players read it: the builds newest
+/// (highest sequence) first, which of them a player can install (a plain build, or a preload whose key
+/// the releases role lists) and which are pending preloads (sealed, key not released). Publish, promote,
+/// rollback, withdraw, prune, release and `repo check` decide on this one listing.
+public struct ChannelListing: Sendable {
+    /// One listed build.
+    public struct Build: Sendable {
+        public var path: String
+        public var file: TargetFile
+        public var info: ManifestTargetInfo
+        /// A plain build, or a preload whose content key is released.
+        public var installable: Bool
+        /// A preload whose key is not released yet.
+        public var pending: Bool { !installable }
+    }
+
+    public let channel: String
+    /// Newest (highest sequence) first.
+    public let builds: [Build]
+
+    public init(_ repo: Repository, channel: String) {
+        self.channel = channel
+        builds = Self.builds(repo.targetFiles, channel: channel, released: repo.isReleased)
+    }
+
+    static func builds(_ targets: [String: TargetFile], channel: String, released: (ManifestTargetInfo) -> Bool) -> [Build] {
+        targets.compactMap { path, file -> Build? in
+            guard let info = file.custom, info.channel == channel else { return nil }
+            return Build(path: path, file: file, info: info, installable: released(info))
+        }.sorted { $0.info.sequence > $1.info.sequence }
+    }
+
+    /// Every channel the repository lists, by name.
+    public static func all(_ repo: Repository) -> [ChannelListing] {
+        Set(repo.targetFiles.values.compactMap { $0.custom?.channel }).sorted().map { ChannelListing(repo, channel: $0) }
+    }
+
+    /// The build players of this channel install now: the newest installable one.
+    public var current: Build? { builds.first { $0.installable } }
+
+    /// The preloads players fetch beside the current build: pending, and newer than every installable
+    /// build (a pending preload below an installable build is never installed).
+    public var pendingPreloads: [Build] { builds.filter { $0.pending && $0.info.sequence > (current?.info.sequence ?? 0) } }
+
+    /// Pending preloads that a newer installable build left behind: players never install them.
+    public var strandedPreloads: [Build] { builds.filter { $0.pending && $0.info.sequence < (current?.info.sequence ?? 0) } }
+
+    /// The highest sequence the channel lists (preloads too): the next build listed takes one more.
+    public var highestSequence: Int { builds.first?.info.sequence ?? 0 }
+
+    /// The listed build `build`.
+    public func build(_ build: String) -> Build? { builds.first { $0.info.buildId == build } }
+
+    /// Refuses listing an installable build above the channel's pending preloads: players would never
+    /// fetch them, and releasing them later would change nothing. `doing` says what was asked.
+    public func refusePendingPreloads(_ doing: String, origin: String) throws(PatchSyncError) {
+        guard let preload = pendingPreloads.first else { return }
+        throw PatchSyncError(
+            .usage,
+            "channel \(channel) has pending preload \(preload.info.buildId) (release "
+                + "\(Repository.day(preload.info.preload?.releaseAt ?? Date()))): \(doing) would list a newer build "
+                + "above it, and players would never install the preload",
+            remedy: "release it first (`patchsync repo release \(preload.info.buildId) --origin \(origin)`), "
+                + "or withdraw it (`patchsync repo withdraw \(preload.info.buildId) --origin \(origin)`), then run this again")
+    }
+}

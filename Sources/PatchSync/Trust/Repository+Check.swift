@@ -1,0 +1,63 @@
+import Foundation
+
+extension Repository {
+    /// One thing `repo check` found wrong with the builds a repository lists, with the command that fixes it.
+    public struct ListingProblem: Codable, Sendable, Equatable {
+        public enum Kind: String, Codable, Sendable {
+            /// Clients refuse the build's manifest (or preload plan): its channel cannot be installed.
+            case refusedByClients
+            /// A preload whose release time has passed and whose key is not released.
+            case overduePreload
+            /// A pending preload below the build players install: released, it would never be installed.
+            case strandedPreload
+        }
+        public var kind: Kind
+        public var channel: String
+        public var buildId: String
+        public var problem: String
+        public var fix: String
+    }
+
+    /// Every listed build a client would refuse, every preload overdue by more than `late` at `now`, and
+    /// every pending preload a newer build left behind. Manifests are read as clients read them; a
+    /// sealed one is opened with its released key, or only its plan is read while it is pending.
+    public func listingProblems(now: Date, late: TimeInterval) -> [ListingProblem] {
+        var found: [ListingProblem] = []
+        for listing in ChannelListing.all(self) {
+            for build in listing.builds {
+                let (channel, id) = (listing.channel, build.info.buildId)
+                do throws(PatchSyncError) {
+                    if build.pending {
+                        _ = try Repository.plan(in: origin, build.path, build.file)
+                    } else {
+                        _ = try Repository.manifest(in: origin, build.path, build.file, released: releasedKeys)
+                    }
+                } catch {
+                    found.append(
+                        ListingProblem(
+                            kind: .refusedByClients, channel: channel, buildId: id,
+                            problem: "players would refuse build \(id) of \(channel): \(error.message)",
+                            fix: "patchsync repo withdraw \(id) --channel \(channel) --origin \(origin) --targets-key … --online-key …"))
+                    continue
+                }
+                guard build.pending, let releaseAt = build.info.preload?.releaseAt else { continue }
+                if build.info.sequence < (listing.current?.info.sequence ?? 0) {
+                    found.append(
+                        ListingProblem(
+                            kind: .strandedPreload, channel: channel, buildId: id,
+                            problem: "preload \(id) of \(channel) is older than build \(listing.current?.info.buildId ?? ""), "
+                                + "which players install: it would never be installed",
+                            fix: "patchsync repo withdraw \(id) --channel \(channel) --origin \(origin) --targets-key … --online-key …"))
+                } else if releaseAt.addingTimeInterval(late) < now {
+                    found.append(
+                        ListingProblem(
+                            kind: .overduePreload, channel: channel, buildId: id,
+                            problem: "preload \(id) of \(channel) was due at \(Repository.day(releaseAt)) and is not released "
+                                + "(is the `repo refresh` job running, with the content keys at hand?)",
+                            fix: "patchsync repo release \(id) --channel \(channel) --origin \(origin) --online-key …"))
+                }
+            }
+        }
+        return found
+    }
+}

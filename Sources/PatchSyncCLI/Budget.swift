@@ -38,6 +38,17 @@ struct Budget {
         return Int64(bytes)
     }
 
+    /// The verdict on these budgets for `report`; nil when no budget was given.
+    func verdict(_ report: PatchDiff) -> PatchDiff.BudgetVerdict? {
+        var limits: [PatchDiff.BudgetVerdict.Limit] = []
+        if let total { limits.append(.init(name: "total", limit: total, bytes: report.allDownloadBytes, within: report.allDownloadBytes <= total)) }
+        for (bundle, limit) in bundles.sorted(by: { $0.key < $1.key }) {
+            let bytes = report.bundles[bundle]?.downloadBytes ?? 0
+            limits.append(.init(name: "bundle \(bundle)", limit: limit, bytes: bytes, within: bytes <= limit))
+        }
+        return limits.isEmpty ? nil : PatchDiff.BudgetVerdict(limits: limits)
+    }
+
     /// The error that stops a pipeline when the patch exceeds a budget, explaining by how much and why.
     func overrun(_ report: PatchDiff) -> PatchSyncError? {
         var lines: [String] = []

@@ -62,6 +62,7 @@ struct Diff: AsyncParsableCommand {
         report.metadataBytes = try DiffSide.predictedMetadataBytes(
             from: before, to: after,
             packBytes: deltas.values.reduce(0, +))
+        report.budget = budgets.verdict(report)
         if let html {
             do { try Data(DiffHTML.render(report).utf8).write(to: URL(fileURLWithPath: html)) } catch {
                 throw PatchSyncError(

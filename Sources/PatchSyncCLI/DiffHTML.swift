@@ -17,12 +17,14 @@ enum DiffHTML {
             table { border-collapse: collapse; } th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; }
             th { cursor: pointer; background: #f3f4f6; text-align: left; } td.n { text-align: right; }
             .charts { display: flex; gap: 40px; flex-wrap: wrap; }
+            .within { color: #065f46; } .over { color: #b91c1c; }
             </style></head><body>
             <h1>Patch \(escape(r.old)) → \(escape(r.new))</h1>
             <p>Download <b>\(ByteCount.format(r.allDownloadBytes))</b> · written \(ByteCount.format(r.total.writtenBytes))
              · disk change \(ByteCount.format(r.total.diskDeltaBytes)) · files: \(r.total.filesAdded) added,
              \(r.total.filesRemoved) removed, \(r.total.filesChanged) changed, \(r.total.filesUnchanged) unchanged</p>
             <p>Bundles costed: \(escape(r.selection?.joined(separator: ", ") ?? "all"))</p>
+            \(r.budget.map { "<p id=\"budget\" class=\"\($0.within ? "within" : "over")\"><b>\(escape($0.verdict))</b></p>" } ?? "")
             <div class="charts">
             <div><h2>Download per bundle</h2>\(chart(Array(bundles), id: "bundles"))</div>
             <div><h2>Download per folder</h2>\(chart(Array(folders), id: "folders"))</div>
@@ -32,6 +34,8 @@ enum DiffHTML {
             <th>reused</th><th>new</th><th>download</th></tr></thead><tbody>
             \(r.files.map(fileRow).joined(separator: "\n"))
             </tbody></table>
+            <h2>Files removed (\(r.removed.count))</h2>
+            <ul id="removed">\(r.removed.map { "<li>\(escape($0))</li>" }.joined())</ul>
             <script>
             document.querySelectorAll('#files th').forEach((th, col) => th.addEventListener('click', () => {
               const body = th.closest('table').tBodies[0];

@@ -41,6 +41,10 @@ enum DiffTable {
                         + "new \(ByteCount.format(f.newBytes)))")
             }
         }
+        if !r.removed.isEmpty {
+            lines += ["", "removed: " + r.removed.prefix(10).joined(separator: ", ") + (r.removed.count > 10 ? " and \(r.removed.count - 10) more" : "")]
+        }
+        if let budget = r.budget { lines += ["", budget.verdict] }
         return lines.joined(separator: "\n")
     }
 

@@ -30,6 +30,7 @@ struct Publish: AsyncParsableCommand {
 
     @Argument(help: "The build folder.") var buildDirectory: String
     @Option(help: "The origin folder (created with `repo init`).") var origin: String
+    @OptionGroup var originWait: OriginWait
     @Option(help: "The build id, e.g. 1.4.2+873.") var buildId: String
     @OptionGroup var signing: TargetsSigning
     @Option(help: "The channel.") var channel: String = "live"
@@ -60,6 +61,7 @@ struct Publish: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         guard smallFile >= 0, packSize >= 1 else {
             throw PatchSyncError(
                 .usage, "--small-file \(smallFile) and --pack-size \(packSize) must be 0 or more and 1 or more",

@@ -20,11 +20,13 @@ struct RepoPromote: AsyncParsableCommand {
     @Option(help: "The channel that lists it.") var from: String
     @Option(help: "The channel to list it on.") var to: String
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
     @Option(help: "How many builds of each channel targets.json keeps listed.") var keepBuilds = Publisher.Options.defaultKeepBuilds
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         var release = Release(origin: origin, signers: try signing.signers())
         release.keepBuilds = keepBuilds
         let report = try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))

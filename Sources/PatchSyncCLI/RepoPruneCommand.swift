@@ -19,6 +19,7 @@ struct RepoPrune: AsyncParsableCommand {
             """)
 
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @Option(help: "How many builds of each channel stay listed and installable.") var keep: Int
     @Option(help: "How long content stays after the last metadata that listed it went (7d, 12h, 0).") var grace: String = "7d"
     @Option(help: "A targets key file (repeat up to the targets threshold), when builds are to be unlisted.")
@@ -31,6 +32,7 @@ struct RepoPrune: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         var options = Pruner.Options(keep: keep)
         options.grace = try parseDuration(grace, allowZero: true)
         options.dryRun = dryRun

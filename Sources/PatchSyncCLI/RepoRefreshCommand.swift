@@ -15,11 +15,13 @@ struct RepoRefresh: AsyncParsableCommand {
             """)
 
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @Option(name: [.customLong("online-key"), .customLong("key")], help: "The online key file.") var key: String
     @Option(help: "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         var repo = try Repository.open(origin: origin, for: "refreshing its metadata")
         let outcome = try repo.refresh(
             key: try SigningKey.load(path: key),

@@ -17,12 +17,14 @@ struct RepoRelease: AsyncParsableCommand {
 
     @Argument(help: "The build id of the preload build.") var buildId: String
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @Option(help: "The channel (needed only when the build id is a preload on several).") var channel: String?
     @Option(help: "The online key file.") var onlineKey: String
     @Option(help: "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key).") var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         let build = try BuildID(buildId)
         var repo = try Repository.open(origin: origin, for: "releasing \(build)")
         let channelName = try Channel(try channel ?? Self.channel(of: build, in: repo))

@@ -16,6 +16,7 @@ struct RepoRenew: AsyncParsableCommand {
             """)
 
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @Option(help: "A root key file (repeat up to the root threshold): renews root.") var rootKey: [String] = []
     @Option(help: "A targets key file (repeat up to the targets threshold): renews targets.") var targetsKey: [String] = []
     @Option(help: "The online key file (re-signs snapshot and timestamp after targets).") var onlineKey: String?
@@ -24,6 +25,7 @@ struct RepoRenew: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         guard !rootKey.isEmpty || !targetsKey.isEmpty else {
             throw PatchSyncError(.usage, "nothing to renew", remedy: "give --targets-key (with --online-key), --root-key, or both")
         }

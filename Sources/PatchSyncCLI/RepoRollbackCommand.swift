@@ -19,10 +19,12 @@ struct RepoRollback: AsyncParsableCommand {
     @Option(help: "The build id to go back to (default: the previous one).") var to: String?
     @Option(help: "Why, shown to players by `patchsync status`.") var reason: String?
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         let release = Release(origin: origin, signers: try signing.signers())
         let report = try release.rollback(
             channel: try Channel(channel), to: try to.map { t throws(PatchSyncError) in try BuildID(t) },

@@ -23,6 +23,7 @@ struct RepoRotateRoot: AsyncParsableCommand {
 
     @Option(help: "A current root key file (repeat up to the current root threshold).") var rootKey: [String] = []
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @Option(help: "A new root key file (repeat for several); replaces the root keys.") var newRootKey: [String] = []
     @Option(help: "How many root keys must sign from now on.") var rootThreshold: Int?
     @Option(help: "A new targets key file (repeat for several); replaces the targets keys.") var newTargetsKey: [String] = []
@@ -35,6 +36,7 @@ struct RepoRotateRoot: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(expires)
         var repo = try Repository.open(origin: origin, for: "rotating its root")

@@ -21,10 +21,12 @@ struct RepoWithdraw: AsyncParsableCommand {
     @Option(help: "The channel (needed only when the build id is listed on several).") var channel: String?
     @Option(help: "Why, shown to players by `patchsync status`.") var reason: String?
     @Option(help: "The origin folder.") var origin: String
+    @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         let release = Release(origin: origin, signers: try signing.signers())
         let report = try release.withdraw(
             try BuildID(buildId), channel: try channel.map { c throws(PatchSyncError) in try Channel(c) }, reason: reason)

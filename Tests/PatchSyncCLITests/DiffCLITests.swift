@@ -35,11 +35,18 @@ struct DiffCLITests {
         #expect(status == 0, "\(output)")
     }
 
-    @Test("a patch over its budget exits 65 and explains the overrun, in total and per bundle")
+    @Test("a patch over its budget exits 65 and explains the overrun, in total and per bundle; the verdict is printed in text, JSON and HTML (with the removed files) when it passes too")
     func budget() throws {
         let fixture = try Fixture()
         let old = try fixture.sampleBuild(1, scale: 0.005), new = try fixture.sampleBuild(2, scale: 0.005)
-        #expect(try CLI.run(["diff", old, new, "--budget", "100M"]).status == 0)
+        let within = try CLI.run(["diff", old, new, "--budget", "100M", "--html", fixture.directory + "/patch.html"])
+        #expect(within.status == 0 && within.stdout.contains("within budget: total "), "a passing budget says so: \(within.stdout)")
+        let page = try String(contentsOfFile: fixture.directory + "/patch.html", encoding: .utf8)
+        #expect(page.contains("id=\"budget\" class=\"within\"") && page.contains("<ul id=\"removed\"><li>"), "the page shows the verdict and the removed files")
+        let lines = try CLI.run(["diff", old, new, "--budget", "100M", "--budget", "base=1K", "--json"]).stdout.split(separator: "\n")
+        let json = try lastJSON(String(try #require(lines.first)))  // the report; the error object follows it
+        let verdict = try #require(json["budget"] as? [String: Any])
+        #expect(verdict["within"] as? Bool == false && (verdict["limits"] as? [Any])?.count == 2, "\(verdict)")
         let over = try CLI.run(["diff", old, new, "--budget", "10K"])
         #expect(over.status == 65)
         #expect(over.stderr.contains("over the 10.0 KiB budget"))

@@ -124,7 +124,7 @@ struct PruneTests {
         #expect(again.status == 0 && again.stdout.contains("\"bytesFreed\":0"), "a second prune has nothing left to do: \(again.stdout.prefix(300))")
     }
 
-    @Test("a publish, refresh or prune waits its turn: while one holds the origin's lock the others exit 75 and write nothing")
+    @Test("a publish, refresh or prune waits its turn: while one holds the origin's lock the others exit 75 and write nothing; with --wait they take their turn when it ends, or exit 75 at the deadline")
     func originLock() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
@@ -136,8 +136,42 @@ struct PruneTests {
         #expect(prune.status == 75, "\(prune.stderr)")
         #expect(throws: PatchSyncError.self) { try fixture.publish(try fixture.sampleBuild(2, scale: 0.002), id: "2") }
         #expect(try Self.files(fixture.origin) == files, "nothing was written")
+        let waited = try CLI.run(["repo", "refresh", "--wait", "1s", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"])
+        #expect(waited.status == 75 && waited.stderr.contains("waited 1 s"), "--wait gives up at its deadline: \(waited.stderr)")
+        // With --wait, the command takes its turn once the holder finishes.
+        let queued = try CLI.start(["repo", "refresh", "--wait", "60s", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"])
+        Thread.sleep(forTimeInterval: 1)
+        #expect(queued.process.isRunning, "it waits for the lock")
         #expect(lock != nil)
         lock = nil
+        queued.process.waitUntilExit()
+        #expect(queued.process.terminationStatus == 0)
         #expect(try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"]).status == 0)
+    }
+
+    @Test("the grace runs from when a targets version stopped being current (its successor's write), not from its own write: versions ten days old, succeeded now, keep build 0's manifest and objects under --grace 7d; with --grace 0s they go")
+    func graceFromSuccessor() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try Self.zerothBuild(fixture), id: "0")
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
+        let repo = try Repository.load(origin: fixture.origin)
+        let zero = try #require(repo.targetFiles.first { $0.value.custom?.buildId == "0" })
+        let needed = try Self.needs(fixture.origin, zero.key, zero.value)
+        // Everything the origin holds was written ten days ago; the prune writes the next targets version now.
+        let old = Date(timeIntervalSinceNow: -10 * 86400)
+        for path in try FileManager.default.subpathsOfDirectory(atPath: fixture.origin) {
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: fixture.origin + "/" + path)
+        }
+        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let prune = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "7d", "--json"] + keys)
+        #expect(prune.status == 0, "\(prune.stderr)")
+        let lost = needed.subtracting(try Self.files(fixture.origin))
+        #expect(lost.isEmpty, "a client that read targets until now may still fetch build 0: \(lost.sorted())")
+        #expect(try lastJSON(prune.stdout)["held"] as? [String] == ["live/0"], "\(prune.stdout)")
+
+        let none = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "0s"] + keys)
+        #expect(none.status == 0, "\(none.stderr)")
+        let only0 = needed.filter { $0.hasPrefix("targets/") || $0.contains("objects/") }
+        #expect(!only0.subtracting(try Self.files(fixture.origin)).isEmpty, "with no grace, build 0's own files go")
     }
 }

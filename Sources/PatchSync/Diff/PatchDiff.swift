@@ -61,6 +61,39 @@ public struct PatchDiff: Codable, Sendable {
     public var selection: [String]?
     /// Symbolic links and empty folders added or changed (`path -> target`, `path/`); removed ones are in `removed`.
     public var entries: [String] = []
+    /// The verdict on the budgets given (`diff --budget`): absent when none was.
+    public var budget: BudgetVerdict?
+
+    /// Whether the patch fits its budgets: each limit, what the patch downloads against it, and a sentence.
+    public struct BudgetVerdict: Codable, Sendable, Equatable {
+        public struct Limit: Codable, Sendable, Equatable {
+            /// "total", or a bundle's name.
+            public var name: String
+            public var limit: Int64
+            public var bytes: Int64
+            public var within: Bool
+            public init(name: String, limit: Int64, bytes: Int64, within: Bool) {
+                self.name = name
+                self.limit = limit
+                self.bytes = bytes
+                self.within = within
+            }
+        }
+        public var within: Bool
+        public var limits: [Limit]
+        public var verdict: String
+
+        public init(limits: [Limit]) {
+            self.limits = limits
+            within = limits.allSatisfy(\.within)
+            verdict =
+                (within ? "within budget: " : "over budget: ")
+                + limits.map { limit in
+                    "\(limit.name) \(ByteCount.format(limit.bytes)) of \(ByteCount.format(limit.limit))"
+                        + (limit.within ? "" : " (over by \(ByteCount.format(limit.bytes - limit.limit)))")
+                }.joined(separator: ", ")
+        }
+    }
 
     /// Everything a player downloads: the content and, when predicted, the manifest and metadata.
     public var allDownloadBytes: Int64 { total.downloadBytes + (metadataBytes ?? 0) }

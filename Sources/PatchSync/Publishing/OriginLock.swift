@@ -1,5 +1,6 @@
 internal import CLinux
 import Foundation
+import Synchronization
 
 /// An flock(2) on `<origin>/.patchsync-origin.lock`, held by every command that writes an origin's
 /// metadata or deletes from it (publish, promote, rollback, refresh, renew, rotate-root, prune), from
@@ -14,16 +15,30 @@ public final class OriginLock: Sendable {
     public static let fileName = OriginLayout.lockFileName
     private let file: FileDescriptor
 
-    /// Takes the lock without waiting; a holder elsewhere makes it fail as deferred (exit 75).
+    /// How long a command waits for the lock held elsewhere (`--wait`); 0: not at all.
+    public static var wait: TimeInterval {
+        get { waitSetting.withLock { $0 } }
+        set { waitSetting.withLock { $0 = newValue } }
+    }
+    private static let waitSetting = Mutex<TimeInterval>(0)
+
+    /// Takes the lock, waiting up to ``wait`` for a holder elsewhere; still held then, it fails as
+    /// deferred (exit 75).
     public init(origin: String, purpose: String) throws(PatchSyncError) {
         let path = OriginLayout(root: origin).lockFile
         do { file = try FileDescriptor(path: path, flags: O_RDONLY | O_CREAT | O_NOFOLLOW, mode: 0o664) } catch {
             throw PatchSyncError.wrap(error).during("locking \(origin) for \(purpose)")
         }
-        guard flock(file.fd, LOCK_EX | LOCK_NB) == 0 else {
-            throw PatchSyncError(
-                .deferred, "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait",
-                remedy: "run it again when that publish, refresh or prune has finished")
+        let deadline = Date().addingTimeInterval(Self.wait)
+        while flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
+            guard Date() < deadline else {
+                throw PatchSyncError(
+                    .deferred,
+                    "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait"
+                        + (Self.wait > 0 ? " (waited \(Int(Self.wait)) s)" : ""),
+                    remedy: "run it again when that publish, refresh or prune has finished, or give --wait 10m")
+            }
+            usleep(100_000)  // polled: flock(2) itself cannot time out without a signal
         }
     }
 

@@ -58,6 +58,9 @@ struct Publish: AsyncParsableCommand {
             "Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
             valueName: "time")) var releaseAt: String?
     @Option(help: "The folder preload content keys go to (default: the folder an earlier preload publish recorded, else content/ beside the targets key).") var contentKeys: String?
+    @Flag(help: "Check the folder and cost the patch from the channel's current build; write nothing.") var dryRun = false
+    @Flag(help: "Publish a build that drops most of the current build's files (refused otherwise, as the wrong folder).")
+    var replaceMost = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -86,6 +89,8 @@ struct Publish: AsyncParsableCommand {
         options.packSize = packSize << 10
         options.dereferenceExternal = dereferenceExternal
         options.portable = portable
+        options.dryRun = dryRun
+        options.replaceMost = replaceMost
         if let chunkSize {
             let average = chunkSize << 10
             options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)
@@ -111,17 +116,25 @@ struct Publish: AsyncParsableCommand {
                     filesDone: done, filesTotal: total))
         }
         let human =
-            report.alreadyPublished
-            ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"
-            : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
+            report.dryRun
+            ? "dry run, nothing written: build \(report.buildId) would be sequence \(report.sequence) of \(report.channel), "
                 + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
-                + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
-                + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
-                + (report.preload.map { preload in
-                    "\npreload: sealed until \(TUFDate.format(preload.releaseAt)); content key in \(preload.keyFile) "
-                        + "(keep it private: `repo release` or `repo refresh` publishes it at the release)"
-                        + preload.routes.sorted { $0.key < $1.key }.map { "\n  players on \($0.key) preload \(ByteCount.format($0.value))" }.joined()
+                + (report.patch.map { patch in
+                    "players of \(patch.old) would download \(ByteCount.format(patch.total.downloadBytes)) "
+                        + "(\(patch.total.filesAdded) added, \(patch.total.filesChanged) changed, \(patch.total.filesRemoved) removed; "
+                        + "deltas can only lower it)"
                 } ?? "")
+            : report.alreadyPublished
+                ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"
+                : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
+                    + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
+                    + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
+                    + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
+                    + (report.preload.map { preload in
+                        "\npreload: sealed until \(TUFDate.format(preload.releaseAt)); content key in \(preload.keyFile) "
+                            + "(keep it private: `repo release` or `repo refresh` publishes it at the release)"
+                            + preload.routes.sorted { $0.key < $1.key }.map { "\n  players on \($0.key) preload \(ByteCount.format($0.value))" }.joined()
+                    } ?? "")
         warn(report.warnings)
         output.result(report, human: human)
     }

@@ -57,11 +57,24 @@ struct RepoRotateRoot: AsyncParsableCommand {
             var origin: String
             var rootVersion: Int
             var root: String
+            /// What each host must hold from now on: the key files, by role.
+            var hosts: [String: [String]]
         }
         let root = OriginLayout(root: origin).rootMetadataFile
+        var hosts: [String: [String]] = [:]
+        if !newRootKey.isEmpty { hosts["offline (root)"] = newRootKey }
+        if !newTargetsKey.isEmpty { hosts["release machine (targets, for publish, promote, rollback, withdraw, prune, renew)"] = newTargetsKey }
+        if let newOnlineKey {
+            hosts["cron host (online, for repo refresh and release) and release machine (online, beside targets)"] = [newOnlineKey]
+        }
+        let keys = Repository.recordedContentKeys(origin: origin)
+        let holds = hosts.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value.joined(separator: ", "))" }
         Output(json: json).result(
-            Result(origin: origin, rootVersion: repo.rootVersion, root: root),
+            Result(origin: origin, rootVersion: repo.rootVersion, root: root, hosts: hosts),
             human: "signed root version \(repo.rootVersion) of \(origin)\n"
-                + "clients move to it on their next sync; ship \(root) with new game builds")
+                + "clients move to it on their next sync; ship \(root) with new game builds"
+                + (holds.isEmpty ? "" : "\nthe old keys of the roles changed stop working; from now on each host holds:\n" + holds.joined(separator: "\n"))
+                + (newOnlineKey != nil && keys != nil
+                    ? "\nthe cron host also needs the preload content keys in \(keys ?? "") (or --content-keys where it keeps them)" : ""))
     }
 }

@@ -10,6 +10,8 @@ struct ObjectWriter: Sendable {
     let chunker: Chunker
     /// The origin root; objects go to `objects/…` inside it.
     let origin: String
+    /// Where each finished object is recorded, for the next publish after a kill (``LayoutJournal``).
+    var journal: LayoutJournal? = nil
 
     /// What writing one file produced.
     struct Result {
@@ -40,7 +42,9 @@ struct ObjectWriter: Sendable {
             let input = try FileDescriptor(path: path, flags: O_RDONLY)
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var result = try store(input, into: output, knownHash: knownHash)
-            result.pending = Pending(temp: temp, final: OriginLayout(root: origin).objectFile(result.sha256))
+            let pending = Pending(temp: temp, final: OriginLayout(root: origin).objectFile(result.sha256))
+            result.pending = pending
+            journal?.record(pending, sha256: result.sha256, size: result.size, chunks: result.chunks)
             return result
         } catch {
             try? FileSystem.remove(temp)

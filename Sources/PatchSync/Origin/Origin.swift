@@ -188,6 +188,15 @@ final class Origin: MetadataSource, Sendable {
             default: return false
             }
         }
+        if !refused, allAbsent(failures) {
+            // Every mirror that answered lacks a file signed metadata lists: the bucket lost it, or an
+            // upload stopped before it; the network is not to blame.
+            return PatchSyncError(
+                .originUnavailable,
+                "the origin lacks \(what), which signed metadata lists (every mirror that answered: not found): \(list)",
+                remedy: "the publisher must upload it again (`patchsync upload ORIGIN BUCKET --verify`); "
+                    + "run sync again after that; progress is kept")
+        }
         return PatchSyncError(
             refused ? .refusedData : .originUnavailable, "fetching \(what) failed on every mirror: \(list)",
             remedy: refused

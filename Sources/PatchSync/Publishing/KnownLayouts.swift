@@ -30,7 +30,12 @@ final class KnownLayouts: Sendable {
 
     /// Reads the newest manifest (by sequence) of each channel among `targets`, and `first` (the target
     /// being published again, whose content is all in the origin already) before them.
-    init(targets: [String: TargetFile], first: String? = nil, load: @escaping Loader) throws(PatchSyncError) {
+    /// `recovered`: layouts of objects a publish killed before its manifest stored (``LayoutJournal``),
+    /// used where no manifest describes the content.
+    init(
+        targets: [String: TargetFile], first: String? = nil, recovered: [SHA256Digest: FileEntry] = [:],
+        load: @escaping Loader
+    ) throws(PatchSyncError) {
         let manifests = targets.compactMap { path, target in target.custom.map { (path, target, $0) } }
             .sorted { ($0.2.sequence, $0.0) > ($1.2.sequence, $1.0) }
         var newest: [(String, TargetFile)] = [], older: [(String, TargetFile)] = []
@@ -44,9 +49,10 @@ final class KnownLayouts: Sendable {
         for (path, target) in newest {
             if let manifest = try load(path, target) { Self.add(manifest, to: &state) }
         }
+        for (sha, file) in recovered where state.layouts[sha] == nil { state.layouts[sha] = file }
         self.state = Mutex(state)
         self.load = load
-        isEmpty = manifests.isEmpty
+        isEmpty = manifests.isEmpty && recovered.isEmpty
     }
 
     /// The layout (object and chunks) a manifest in the origin gives content `sha`: from the manifests

@@ -255,28 +255,55 @@ struct ObjectReader: FileContentSource {
 
     /// Inflates the chunks of `file`'s object into `buffer` (exactly the file's size), checking each chunk's hash.
     func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
-        let path = OriginLayout(root: origin).objectFile(file.object)
+        do { try StoredObject(path: OriginLayout(root: origin).objectFile(file.object)).read(file, into: buffer) } catch {
+            throw PatchSyncError(
+                .localIO, "object \(file.object) of \(file.path) in \(origin) is damaged or missing: \(error)",
+                remedy: "publish the build it belongs to again, or give it no delta with --delta-sources 0")
+        }
+    }
+}
+
+/// One stored object file, read back: each chunk as stored (raw or deflated) at its place, inflated and
+/// checked against its SHA-256.
+struct StoredObject: FileContentSource {
+    let path: String
+
+    func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
+        do { try read(file, into: buffer) } catch { throw PatchSyncError.wrap(error) }
+    }
+
+    /// Whether every chunk of `file` reads back with its hash, one chunk in memory at a time.
+    func isWhole(_ file: FileEntry) -> Bool {
+        let largest = file.chunks.map(\.length).max() ?? 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
+        defer { buffer.deallocate() }
+        for chunk in file.chunks {
+            var one = chunk
+            one.offset = 0
+            let single = FileEntry(
+                path: file.path, size: Int64(chunk.length), mode: file.mode, sha256: file.sha256, object: file.object,
+                bundle: file.bundle, chunks: [one])
+            guard (try? read(single, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<chunk.length]))) != nil else { return false }
+        }
+        return true
+    }
+
+    func read(_ file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) {
         let inflater = Zlib.Inflater()
         let largest = file.chunks.map(\.objectLength).max() ?? 0
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
         defer { stored.deallocate() }
-        do {
-            let object = try FileDescriptor(path: path, flags: O_RDONLY)
-            for chunk in file.chunks {
-                let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
-                let packed = UnsafeMutableRawBufferPointer(rebasing: stored[..<chunk.objectLength])
-                try object.read(into: chunk.codec == .raw ? slice : packed, at: chunk.objectOffset)
-                guard chunk.codec == .raw || inflater.inflate(UnsafeRawBufferPointer(packed), into: slice) else {
-                    throw Errno(EIO, "inflating a chunk of", path)
-                }
-                guard SHA256Hasher.hash(UnsafeRawBufferPointer(slice)) == chunk.sha256 else {
-                    throw Errno(EIO, "verifying a chunk of", path)
-                }
+        let object = try FileDescriptor(path: path, flags: O_RDONLY)
+        for chunk in file.chunks {
+            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
+            let packed = UnsafeMutableRawBufferPointer(rebasing: stored[..<chunk.objectLength])
+            try object.read(into: chunk.codec == .raw ? slice : packed, at: chunk.objectOffset)
+            guard chunk.codec == .raw || inflater.inflate(UnsafeRawBufferPointer(packed), into: slice) else {
+                throw Errno(EIO, "inflating a chunk of", path)
             }
-        } catch {
-            throw PatchSyncError(
-                .localIO, "object \(file.object) of \(file.path) in \(origin) is damaged or missing: \(error)",
-                remedy: "publish the build it belongs to again, or give it no delta with --delta-sources 0")
+            guard SHA256Hasher.hash(UnsafeRawBufferPointer(slice)) == chunk.sha256 else {
+                throw Errno(EIO, "verifying a chunk of", path)
+            }
         }
     }
 }

@@ -29,6 +29,11 @@ public struct Publisher: Sendable {
         public var now = Date()
         /// Set for a preload build: new content is sealed until the release (``Preload``).
         public var preload: Preload?
+        /// Publish a build that removes most of the channel's current build (more than half its files or
+        /// bytes); without it such a build is refused as the wrong folder.
+        public var replaceMost = false
+        /// Check the folder and cost the patch from the channel's current build; write nothing.
+        public var dryRun = false
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
             self.buildDirectory = buildDirectory
@@ -66,6 +71,11 @@ public struct Publisher: Sendable {
         public var warnings: [String] = []
         /// For a preload build: when it is released, where its content key is, and what a preload costs.
         public var preload: PreloadReport?
+        /// Set by a dry run: nothing was written.
+        public var dryRun = false
+        /// For a dry run: what players of the channel's current build would download (chunks only;
+        /// deltas, which publish adds, can only lower it).
+        public var patch: PatchDiff?
     }
 
     public let options: Options
@@ -83,6 +93,7 @@ public struct Publisher: Sendable {
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
+        if options.dryRun { return try dryRun(repo) }
         let sealing = try options.preload.map { preload throws(PatchSyncError) in try prepareSealing(preload, repo: repo) }
         defer { if let sealing { try? FileSystem.removeTree(sealing.scratch) } }  // plain new content, beside the key
         if sealing == nil { try checkNoPendingPreload(repo) }
@@ -92,14 +103,20 @@ public struct Publisher: Sendable {
         // Every problem of the folder at once, before anything is chunked or written.
         let check = BuildFolderCheck.of(folder, portable: options.portable)
         if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
+        try checkReplaceMost(folder, repo: repo)
         let paths = folder.files
         let (links, folders) = try folder.entries(bundles: options.bundles)
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
         let sequence = nextSequence(repo)
         // Read once, for the delta packs and the manifest deltas, and as known layouts (a republish needs none).
         let bases = repo.targetFiles[target] == nil ? try deltaBases(repo, sequence: sequence) : []
-        let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing)
-        let writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: root)
+        // What a publish killed before its manifest stored is put in place and reused (not for a preload:
+        // its new objects are sealed from a scratch folder).
+        let journal = sealing == nil ? LayoutJournal(origin: options.origin) : nil
+        let recovered = sealing == nil ? LayoutJournal.recover(origin: options.origin) : [:]
+        let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing, recovered: recovered)
+        var writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: root)
+        writer.journal = journal
         do { try ObjectWriter.prepare(origin: root) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(OriginLayout(root: root).objectsFolder)")
         }
@@ -116,6 +133,7 @@ public struct Publisher: Sendable {
         }
         let files = entries.map(\.0)
         let stored = entries.map { ($0.1, $0.2) }
+        CrashPoint.publishStored.reached()
         let dropped: Set<String>
         do { dropped = try placer.finish() } catch {
             throw PatchSyncError.wrap(error).during("placing the new objects")
@@ -137,6 +155,7 @@ public struct Publisher: Sendable {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
             report.warnings = check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
+            journal?.finish(origin: options.origin)
             return report
         }
         let packs = try deltaPacks(for: files, from: bases, into: root)
@@ -151,8 +170,59 @@ public struct Publisher: Sendable {
             report.objectBytesWritten = sealing.bytesWritten
         } else {
             try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
+            journal?.finish(origin: options.origin)
         }
         report.warnings = check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
+        return report
+    }
+
+    /// The channel's current build, as the publisher's tools read it (nil when there is none, it is a
+    /// preload, or its manifest cannot be read).
+    private func currentManifest(_ repo: Repository) -> Manifest? {
+        guard let current = ChannelListing(repo, channel: options.channel.name).current, current.info.preload == nil else { return nil }
+        return try? Repository.manifest(in: options.origin, current.path, current.file, validating: false)
+    }
+
+    /// Refuses, unless ``Options/replaceMost``, a folder that lacks more than half the files (by count
+    /// or by bytes) of the channel's current build: most likely the wrong folder.
+    private func checkReplaceMost(_ folder: BuildFolder, repo: Repository) throws(PatchSyncError) {
+        guard !options.replaceMost, let current = currentManifest(repo), current.files.count >= 4,
+            current.buildId != options.buildId
+        else { return }
+        let kept = Set(folder.files)
+        let removed = current.files.filter { !kept.contains($0.path) }
+        let removedBytes = removed.reduce(Int64(0)) { $0 + $1.size }
+        guard removed.count * 2 > current.files.count || removedBytes * 2 > current.totalSize else { return }
+        throw PatchSyncError(
+            .usage,
+            "\(options.buildDirectory) would remove \(removed.count) of the \(current.files.count) files "
+                + "(\(ByteCount.format(removedBytes)) of \(ByteCount.format(current.totalSize))) of build \(current.buildId), "
+                + "current on \(options.channel): is it the right folder?",
+            remedy: "check the folder (`patchsync publish … --dry-run` shows the patch); if the build really drops "
+                + "most files, publish again with --replace-most")
+    }
+
+    /// A dry run: the folder's checks (every refusal at once, as a publish would stop), the replace-most
+    /// check, and the patch from the channel's current build, computed without writing anything.
+    private func dryRun(_ repo: Repository) throws(PatchSyncError) -> Report {
+        let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
+        let check = BuildFolderCheck.of(folder, portable: options.portable)
+        if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
+        try checkReplaceMost(folder, repo: repo)
+        var manifest = try Self.describe(
+            buildDirectory: options.buildDirectory, bundles: options.bundles, chunking: options.chunking,
+            dereferenceExternal: options.dereferenceExternal)
+        manifest.buildId = options.buildId
+        manifest.channel = options.channel
+        let current = currentManifest(repo)
+        var report = Report(
+            buildId: options.buildId.value, channel: options.channel.name, sequence: nextSequence(repo), files: manifest.files.count,
+            totalBytes: manifest.totalSize, objectsWritten: 0, objectBytesWritten: 0, alreadyPublished: false,
+            manifestTarget: Manifest.targetPath(channel: options.channel, buildId: options.buildId))
+        report.dryRun = true
+        report.patch = PatchDiff(
+            old: current, new: manifest, oldName: current?.buildId.value ?? "nothing", newName: options.buildId.value)
+        report.warnings = check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)
         return report
     }
 
@@ -387,7 +457,7 @@ public struct Publisher: Sendable {
     /// may share their sealed objects; any other publish leaves preloads out (their objects are sealed).
     private func knownObjects(
         _ repo: Repository, loaded bases: [DeltaBase], republishing target: String,
-        sealing: Sealing?
+        sealing: Sealing?, recovered: [SHA256Digest: FileEntry]
     ) throws(PatchSyncError) -> KnownLayouts {
         let loaded = Dictionary(bases.map { ($0.path, $0.manifest) }, uniquingKeysWith: { a, _ in a })
         let released = repo.releasedKeys
@@ -396,7 +466,7 @@ public struct Publisher: Sendable {
             return sealing != nil && info.channel == options.channel.name  // its key is this channel's
         }
         let skipped = self.skipped
-        return try KnownLayouts(targets: targets, first: target) { (path, target) throws(PatchSyncError) -> Manifest? in
+        return try KnownLayouts(targets: targets, first: target, recovered: recovered) { (path, target) throws(PatchSyncError) -> Manifest? in
             if let manifest = loaded[path] { return manifest }
             let manifest: Manifest
             do throws(PatchSyncError) {

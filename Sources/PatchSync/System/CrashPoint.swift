@@ -22,6 +22,8 @@ enum CrashPoint: String, CaseIterable, Sendable {
     case rollbackFlipped
     /// Apply or sync moved retired builds to trash/, before emptying it.
     case retired
+    /// Publish stored every new object, before putting the last ones in place and signing its manifest.
+    case publishStored
 
     private static let armed: (name: String, at: Int)? = {
         guard let text = ProcessInfo.processInfo.environment["PATCHSYNC_CRASH_AT"] else { return nil }

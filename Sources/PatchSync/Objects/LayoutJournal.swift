@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+
+/// What a publish has stored so far, so that a publish killed before its manifest leaves objects the
+/// next publish reuses instead of writing them again.
+///
+/// Each object ``ObjectWriter`` finishes appends one line to `objects/.incoming/layouts-<pid>-<n>.jsonl`:
+/// its temporary file, the file's SHA-256 and size, and the chunks as stored. The next publish holds the
+/// origin's lock, so every journal it finds is from a publish that has ended: ``recover(origin:)`` checks
+/// each object the journal names (in place, or still a temporary file, whose chunks are read back and
+/// checked against their hashes), puts it in place, and gives its layout to ``KnownLayouts``. A publish
+/// that signs its manifest removes the journals (the manifest describes the objects then); `repo prune`
+/// removes old ones with the other temporary files.
+///
+/// Thread-safety: `file` is written under its lock by the workers that store objects.
+final class LayoutJournal: Sendable {
+    struct Entry: Codable, Sendable {
+        /// The temporary file, relative to `objects/.incoming`.
+        var temp: String
+        var sha256: SHA256Digest
+        var size: Int64
+        var chunks: [ChunkEntry]
+
+        /// The stored length the chunks add up to.
+        var storedLength: Int64 { chunks.reduce(0) { $0 + Int64($1.objectLength) } }
+    }
+
+    static let prefix = "layouts-"
+    private let file: Mutex<FileDescriptor?>
+    private let path: String
+
+    /// A journal for this publish in `origin`; the file is made at the first entry.
+    init(origin: String) {
+        path = OriginLayout(root: origin).incomingFolder + "/\(Self.prefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max)).jsonl"
+        file = Mutex(nil)
+    }
+
+    /// Records a finished temporary object (any thread). A journal that cannot be written only costs
+    /// the next publish after a kill the rewriting it would do anyway.
+    func record(_ pending: ObjectWriter.Pending, sha256: SHA256Digest, size: Int64, chunks: [ChunkEntry]) {
+        let entry = Entry(temp: String(pending.temp.dropFirst(FileSystem.parent(of: path).count + 1)), sha256: sha256, size: size, chunks: chunks)
+        guard var line = try? JSONEncoder().encode(entry) else { return }
+        line.append(0x0a)
+        file.withLock { file in
+            if file == nil { file = try? FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o644) }
+            try? file?.write([UInt8](line))
+        }
+    }
+
+    /// Removes this publish's journal and every other one (its manifest is signed: what they recorded
+    /// is described now, or a leftover like any other).
+    func finish(origin: String) {
+        file.withLock { $0 = nil }
+        Self.removeAll(origin: origin)
+    }
+
+    static func removeAll(origin: String) {
+        let folder = OriginLayout(root: origin).incomingFolder
+        for name in (try? FileSystem.list(folder)) ?? [] where name.hasPrefix(prefix) { try? FileSystem.remove(folder + "/" + name) }
+    }
+
+    /// The layouts of the objects that journals of ended publishes recorded and that are whole: already
+    /// in place with the length the chunks add up to, or a temporary file whose chunks read back with
+    /// their hashes, which is then put in place (one syncfs for all). The journals stay until a publish
+    /// signs its manifest.
+    static func recover(origin: String) -> [SHA256Digest: FileEntry] {
+        let layout = OriginLayout(root: origin)
+        let folder = layout.incomingFolder
+        var found: [SHA256Digest: FileEntry] = [:]
+        var moved = false
+        for name in (try? FileSystem.list(folder)) ?? [] where name.hasPrefix(prefix) && name.hasSuffix(".jsonl") {
+            guard let data = try? FileSystem.read(folder + "/" + name, limit: 256 << 20) else { continue }
+            for line in data.split(separator: 0x0a) {
+                guard let entry = try? JSONDecoder().decode(Entry.self, from: Data(line)), found[entry.sha256] == nil,
+                    !entry.temp.contains(".."), entry.chunks.last.map({ $0.offset + Int64($0.length) }) ?? 0 == entry.size
+                else { continue }  // a line torn by the kill, or one already seen
+                let final = layout.objectFile(entry.sha256), temp = folder + "/" + entry.temp
+                let file = FileEntry(
+                    path: "", size: entry.size, mode: 0o644, sha256: entry.sha256, object: entry.sha256, bundle: "",
+                    chunks: entry.chunks)
+                if let st = try? FileSystem.status(final), Int64(st.st_size) == entry.storedLength {
+                    found[entry.sha256] = file
+                } else if let st = try? FileSystem.status(temp), (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == entry.storedLength,
+                    wholeChunks(temp, file)
+                {
+                    do {
+                        try ObjectWriter.place(temp, as: final)
+                        moved = true
+                        found[entry.sha256] = file
+                    } catch { continue }
+                }
+            }
+        }
+        if moved { try? FileSystem.syncFileSystem(of: layout.objectsFolder) }
+        return found
+    }
+
+    /// Whether every chunk of `file` reads back from `path` with its hash.
+    private static func wholeChunks(_ path: String, _ file: FileEntry) -> Bool { StoredObject(path: path).isWhole(file) }
+}

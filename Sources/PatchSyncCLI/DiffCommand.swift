@@ -8,7 +8,8 @@ struct Diff: AsyncParsableCommand {
         discussion: """
             OLD and NEW are each a manifest file, a build folder (chunked on the fly, nothing
             published), an install (its current build), or an origin URL verified through --root
-            (URL#BUILD for a given build, else the channel's newest). Download bytes are what a
+            (URL#BUILD for a given build, else the channel's newest; URL#BUILD@CHANNEL for one of another
+            channel: with a file:// origin, the delta packs `repo promote` would write). Download bytes are what a
             player on OLD fetches: the compressed chunks NEW needs that OLD lacks, each once, and
             for a changed file that a delta pack from OLD rebuilds, its share of the pack instead
             (route delta). The pack is the one NEW's origin has from OLD; for a build folder NEW,

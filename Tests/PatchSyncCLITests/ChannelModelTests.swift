@@ -139,17 +139,23 @@ struct ChannelModelTests {
         #expect(again.status == 0 && again.stdout.contains("already released"), "\(again.stdout) \(again.stderr)")
     }
 
-    @Test("promote writes delta packs from the target channel's builds: live players patch the promoted build by deltas")
+    @Test("promote writes delta packs from the target channel's builds: live players patch the promoted build by deltas, as diff of live's build and the beta build (#BUILD@CHANNEL) predicts")
     func promoteWritesDeltas() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
         let origin = day.fixture.origin
         let beta = try day.publish2(["--channel", "beta", "--json"], id: "2")
         #expect(beta.status == 0, "\(beta.stderr)")
+        // diff predicts the promote's route: OLD live's build, NEW the beta build (`#BUILD@CHANNEL`).
+        let predicted = try CLI.run(["diff", "file://\(origin)#1", "file://\(origin)#2@beta", "--root", day.fixture.rootMetadata, "--json"])
+        #expect(predicted.status == 0, "\(predicted.stderr)")
+        let predictedPatched = try #require((try lastJSON(predicted.stdout)["total"] as? [String: Any])?["filesPatched"] as? Int)
         let promote = try CLI.run(["repo", "promote", "2", "--from", "beta", "--to", "live", "--origin", origin, "--json"] + Self.keys(day))
         #expect(promote.status == 0, "\(promote.stderr)")
         let deltas = try #require(try lastJSON(promote.stdout)["deltas"] as? [[String: Any]])
         #expect(deltas.contains { $0["from"] as? String == "1" }, "a pack from live's build 1: \(promote.stdout)")
+        let fromOne = try #require(deltas.first { $0["from"] as? String == "1" })
+        #expect(fromOne["files"] as? Int == predictedPatched, "diff predicted \(predictedPatched) files by delta: \(promote.stdout)")
         let sync = try CLI.run(["sync", "--install", day.root, "--json"])
         #expect(sync.status == 0, "\(sync.stderr)")
         let patched = try lastJSON(sync.stdout)["filesPatched"] as? Int ?? 0

@@ -9,7 +9,11 @@ extension DiffSide {
     /// (``deltaShares(new:newSpec:old:)``). Empty when a player on `old` gets no pack.
     public static func deltaShares(from old: DiffSide, to new: DiffSide) async throws(PatchSyncError) -> [String: Int64] {
         if let folder = new.buildFolder, let content = old.content {
-            return try predictedShares(from: old.manifest, reading: content, to: new.manifest, in: folder)
+            return try predictedShares(from: old.manifest, reading: content, to: new.manifest, targets: BuildFolderReader(directory: folder))
+        }
+        // A build of another channel, promoted onto old's: `repo promote` writes the pack from old's build.
+        if new.manifest.channel != old.manifest.channel, let content = old.content, let objects = new.objects {
+            return try predictedShares(from: old.manifest, reading: content, to: new.manifest, targets: objects)
         }
         return try await deltaShares(new: new.manifest, newSpec: new.spec, old: old.manifest)
     }
@@ -72,13 +76,13 @@ extension DiffSide {
         return shares(sizes, of: pack.length)
     }
 
-    /// The shares of the pack that a publish of the build folder `folder` (described by `new`) would write
-    /// from `old`, whose files `content` reads. The pack goes to /dev/null: only its length is kept.
+    /// The shares of the pack that a publish of a build folder, or a promote of an origin's build
+    /// (described by `new`, whose files `targets` reads), would write from `old`, whose files `content` reads. The pack goes to /dev/null: only its length is kept.
     static func predictedShares(
         from old: Manifest, reading content: any FileContentSource, to new: Manifest,
-        in folder: String
+        targets: any FileContentSource
     ) throws(PatchSyncError) -> [String: Int64] {
-        let encoder = DeltaPackEncoder(source: old, sourceFiles: content, targetFiles: FolderReader(folder: folder))
+        let encoder = DeltaPackEncoder(source: old, sourceFiles: content, targetFiles: targets)
         let candidates = encoder.candidates(for: new.files)
         guard !candidates.isEmpty else { return [:] }
         do {

@@ -16,9 +16,12 @@ public struct DiffSide: Sendable {
     /// For an origin's build: the bytes of its signed top-level metadata (timestamp, snapshot, targets),
     /// which a player fetches again when a build is published.
     var signedMetadataBytes: Int64? = nil
+    /// For a `file://` origin's build: its files, read from the origin's objects (the target of the delta
+    /// packs `repo promote` writes when it lists this build on another channel).
+    var objects: (any FileContentSource)? = nil
 
     /// Loads a side from `spec`: an origin URL (`http(s)://` or `file://`, with `#BUILD` for a given build,
-    /// else the channel's newest), verified through the TUF chain from `root`; an install folder (its current
+    /// else the channel's newest; `#BUILD@CHANNEL` for one of another channel), verified through the TUF chain from `root`; an install folder (its current
     /// build); a build folder (chunked on the fly, nothing written); or a manifest file (`.json` or `.json.gz`).
     /// `deltaSources` is publish's option: how many of the channel's latest builds get a delta pack to a
     /// newly published build (0: none, and no side is a delta's source).
@@ -67,7 +70,14 @@ public struct DiffSide: Sendable {
                 .usage, "\(spec) is an origin: its manifest is verified from a trusted root",
                 remedy: "add --root ROOT_JSON (the root.json the game ships)")
         }
-        let parts = spec.split(separator: "#", maxSplits: 1).map(String.init)
+        var parts = spec.split(separator: "#", maxSplits: 1).map(String.init)
+        // `#BUILD@CHANNEL` reads the build of another channel (a build id never holds '@'): the route of a promote.
+        var channel = channel
+        if parts.count > 1, let at = parts[1].lastIndex(of: "@") {
+            channel = try Channel(String(parts[1][parts[1].index(after: at)...]))
+            parts[1] = String(parts[1][..<at])
+            if parts[1].isEmpty { parts.removeLast() }
+        }
         let metadata = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)"
         defer { try? FileSystem.removeTree(metadata) }
         do {
@@ -84,8 +94,9 @@ public struct DiffSide: Sendable {
         let targetsBytes = trusted.snapshot.signed.meta[OriginLayout.targetsName]?.length ?? 0
         side.signedMetadataBytes = Int64(try trusted.timestamp.serialized().count + snapshotBytes + targetsBytes)
         let sources = Publisher.deltaSourceTargets(trusted.targets.signed.targets, channel: channel.name, count: deltaSources)
-        if let folder = localFolder(of: parts[0]), sources.contains(where: { $0.path == target.path }) {
-            side.content = ObjectReader(origin: folder)
+        if let folder = localFolder(of: parts[0]) {
+            side.objects = ObjectReader(origin: folder)
+            if sources.contains(where: { $0.path == target.path }) { side.content = ObjectReader(origin: folder) }
         }
         return side
     }

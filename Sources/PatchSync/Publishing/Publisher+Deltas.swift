@@ -73,7 +73,7 @@ extension Publisher {
         into root: String
     ) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
         try Self.deltaPacks(
-            for: files, from: bases, into: root, origin: options.origin, targetFiles: FolderReader(folder: options.buildDirectory))
+            for: files, from: bases, into: root, origin: options.origin, targetFiles: BuildFolderReader(directory: options.buildDirectory))
     }
 
     /// ``deltaPacks(for:from:into:)`` with the source builds' objects in `origin` and the new files read
@@ -225,20 +225,6 @@ struct DeltaPackEncoder: Sendable {
         defer { target.deallocate() }
         try targetFiles.content(of: file, into: target)
         return DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: UnsafeRawBufferPointer(target))
-    }
-}
-
-/// Reads files of a build folder: the target of the deltas publish and `diff` compute.
-struct FolderReader: FileContentSource {
-    let folder: String
-
-    func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
-        let full = folder + "/" + file.path
-        do {
-            let handle = try FileDescriptor(path: full, flags: O_RDONLY)
-            guard try handle.status().st_size == file.size else { throw Errno(EAGAIN, "reading (it changed since it was chunked)", full) }
-            try handle.read(into: buffer, at: 0)
-        } catch { throw PatchSyncError.wrap(error).during("computing the delta of \(file.path)") }
     }
 }
 

@@ -11,7 +11,7 @@ import Foundation
 /// are serialized); the log is a file the proxy appends to and ``requests()`` reads whole.
 public final class S3FaultProxy: @unchecked Sendable {
     /// One request as the proxy's log records it, in the order the proxy decided them.
-    public struct Request: Sendable, Equatable, CustomStringConvertible {
+    public struct Request: Sendable, Equatable {
         public var method: String
         /// The request target as sent: percent-encoded, with its query.
         public var target: String
@@ -24,16 +24,6 @@ public final class S3FaultProxy: @unchecked Sendable {
         public var applied: Bool { storeStatus.map { (200..<300).contains($0) } ?? false }
         /// The client got the store's 2xx answer whole.
         public var acknowledged: Bool { applied && (fault == "none" || fault == "slow") }
-
-        /// The key in `bucket` that the target names, percent-decoded and without a query
-        /// (`forest/objects/ab/…`); nil for a request to another bucket or to the bucket itself.
-        public func key(in bucket: String) -> String? {
-            let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            guard path.hasPrefix("/\(bucket)/") else { return nil }
-            return String(path.dropFirst(bucket.count + 2)).removingPercentEncoding
-        }
-
-        public var description: String { "\(method) \(target) \(fault) \(storeStatus.map(String.init) ?? "-")" }
     }
 
     /// What clients are pointed at: `http://127.0.0.1:PORT`.

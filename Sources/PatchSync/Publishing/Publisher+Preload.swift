@@ -320,12 +320,8 @@ extension Publisher {
     /// it would come after the preload, so players would never move on to the preload when it unlocks.
     func checkNoPendingPreload(_ repo: Repository) throws(PatchSyncError) {
         let channel = options.channel.name
-        guard
-            let pending = repo.targetFiles.values.compactMap(\.custom)
-                .filter({ $0.channel == channel && $0.buildId != options.buildId.value })
-                .max(by: { $0.sequence < $1.sequence }),
-            let preload = pending.preload, pending.withdrawn != true,
-            !repo.isReleased(channel: channel, build: pending.buildId)
+        guard let pending = ChannelListing(repo, channel: channel).pendingPreloads.first(where: { $0.info.buildId != options.buildId.value })?.info,
+            let preload = pending.preload
         else { return }
         throw PatchSyncError(
             .usage,

@@ -484,8 +484,7 @@ public struct Publisher: Sendable {
     }
 
     private func nextSequence(_ repo: Repository) -> Int {
-        let seqs = repo.targetFiles.values.compactMap { $0.custom }.filter { $0.channel == options.channel.name }
-        return (seqs.map(\.sequence).max() ?? 0) + 1
+        ChannelListing(repo, channel: options.channel.name).highestSequence + 1
     }
 
     /// A build id published before must have the same content: re-running publish is a no-op.

@@ -55,13 +55,34 @@ public struct S3Bucket: Sendable {
         baseURL + "/" + Self.encode(prefix.isEmpty ? path : prefix + "/" + path)
     }
 
-    /// RFC 3986 encoding of every byte but the unreserved ones and "/": "+" must be %2B, as S3 signs it.
-    static func encode(_ key: String) -> String {
+    /// The URL of a ListObjectsV2 request for the keys under the prefix, from the page `continuation`
+    /// names on. Its query is written in SigV4's canonical form (parameters sorted by name, values
+    /// encoded, "/" too), which libcurl before 8.3 signs as it is written.
+    func listURL(continuation: String?) -> String {
+        var query: [String] = []
+        if let continuation { query.append("continuation-token=" + Self.encode(continuation, slash: false)) }
+        query.append("list-type=2")
+        if !prefix.isEmpty { query.append("prefix=" + Self.encode(prefix + "/", slash: false)) }
+        return baseURL + (endpoint == nil ? "/" : "") + "?" + query.joined(separator: "&")
+    }
+
+    /// The path relative to the origin of the bucket's `key`; nil for a key outside the prefix.
+    func path(ofKey key: String) -> String? {
+        guard !prefix.isEmpty else { return key }
+        guard key.hasPrefix(prefix + "/") else { return nil }
+        return String(key.dropFirst(prefix.count + 1))
+    }
+
+    /// RFC 3986 encoding of every byte but the unreserved ones and (unless `slash` is false, as in a
+    /// query) "/": "+" must be %2B, as S3 signs it.
+    static func encode(_ key: String, slash: Bool = true) -> String {
         var out = ""
         for byte in key.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "/") where slash:
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 out += String(format: "%%%02X", byte)

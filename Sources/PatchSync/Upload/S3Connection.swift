@@ -58,14 +58,14 @@ final class S3Connection {
         let response = try send(
             "PUT", path, headers: ["Cache-Control: " + cacheControl, "Content-Type: " + contentType],
             upload: local)
-        guard (200..<300).contains(response.status) else { throw refusal("uploading", path, response) }
+        guard (200..<300).contains(response.status) else { throw refusal("uploading", bucket.url(path), response) }
     }
 
     /// GET of `path`: its bytes, nil when the bucket has no such key.
     func get(_ path: String, limit: Int) throws(PatchSyncError) -> Data? {
         let response = try send("GET", path, limit: limit)
         if response.status == 404 { return nil }
-        guard response.status == 200 else { throw refusal("reading", path, response) }
+        guard response.status == 200 else { throw refusal("reading", bucket.url(path), response) }
         return response.body
     }
 
@@ -73,32 +73,65 @@ final class S3Connection {
     func exists(_ path: String) throws(PatchSyncError) -> Bool {
         let response = try send("HEAD", path)
         if response.status == 404 { return false }
-        guard response.status == 200 else { throw refusal("looking for", path, response) }
+        guard response.status == 200 else { throw refusal("looking for", bucket.url(path), response) }
         return true
     }
 
     /// DELETE of `path` (S3 answers 204 whether it was there or not).
     func delete(_ path: String) throws(PatchSyncError) {
         let response = try send("DELETE", path)
-        guard (200..<300).contains(response.status) || response.status == 404 else { throw refusal("deleting", path, response) }
+        guard (200..<300).contains(response.status) || response.status == 404 else { throw refusal("deleting", bucket.url(path), response) }
+    }
+
+    /// The keys under the origin's prefix, each relative to it (``S3Bucket/path(ofKey:)``), with its size:
+    /// ListObjectsV2, page by page (up to 1,000 keys a request, each counted in `requests`). Needs
+    /// s3:ListBucket.
+    func list(requests: inout Int) throws(PatchSyncError) -> [String: Int64] {
+        var listed: [String: Int64] = [:]
+        var token: String?
+        repeat {
+            let url = bucket.listURL(continuation: token)
+            let response = try send("GET", url: url, limit: 16 << 20)
+            requests += 1
+            guard response.status == 200 else { throw refusal("listing", url, response) }
+            let page = try S3Listing(parsing: response.body, from: url)
+            for (key, size) in page.objects {
+                if let path = bucket.path(ofKey: key) { listed[path] = size }
+            }
+            if let next = page.next, next == token {
+                throw PatchSyncError(
+                    .refusedData, "\(url) answered the same continuation token again",
+                    remedy: "check --endpoint: it should be an S3-compatible store that pages ListObjectsV2")
+            }
+            token = page.next
+        } while token != nil
+        return listed
+    }
+
+    /// One request for the object `path`, as ``send(_:url:headers:upload:limit:)`` sends it.
+    private func send(
+        _ method: String, _ path: String, headers: [String] = [], upload: String? = nil,
+        limit: Int = 64 << 10
+    ) throws(PatchSyncError) -> Response {
+        try send(method, url: bucket.url(path), headers: headers, upload: upload, limit: limit)
     }
 
     /// One request, retried as ``withRetries(_:attempts:clock:_:)`` decides: after a failure to connect
     /// or a timeout, 5xx, 429 and 408. Anything thrown (an option libcurl refused, a local error) ends it
     /// at once. Returns the last answer whatever its status: the caller refuses what it cannot use.
     private func send(
-        _ method: String, _ path: String, headers: [String] = [], upload: String? = nil,
+        _ method: String, url: String, headers: [String] = [], upload: String? = nil,
         limit: Int = 64 << 10
     ) throws(PatchSyncError) -> Response {
-        try Self.withRetries("\(method) \(bucket.url(path))", clock: clock) { () throws(PatchSyncError) -> Attempt in
-            try perform(method, path, headers: headers, upload: upload, limit: limit)
+        try Self.withRetries("\(method) \(url)", clock: clock) { () throws(PatchSyncError) -> Attempt in
+            try perform(method, url, headers: headers, upload: upload, limit: limit)
         }
     }
 
     /// One attempt: the store's answer, or the failure before one (for the policy to judge); throws
     /// what retrying cannot help.
     private func perform(
-        _ method: String, _ path: String, headers: [String], upload: String?,
+        _ method: String, _ url: String, headers: [String], upload: String?,
         limit: Int
     ) throws(PatchSyncError) -> Attempt {
         let exchange = S3Exchange(limit: limit)
@@ -122,16 +155,16 @@ final class S3Connection {
         defer { Unmanaged<S3Exchange>.fromOpaque(opaque).release() }
         ccurl_easy_reset(easy)
         do throws(CurlOptionError) {
-            try configure(method, path, headers: list, exchange: opaque, uploading: size ?? 0)
+            try configure(method, url, headers: list, exchange: opaque, uploading: size ?? 0)
         } catch {
-            throw error.libraryError().during("\(method) \(bucket.url(path))")
+            throw error.libraryError().during("\(method) \(url)")
         }
         let code = ccurl_easy_perform(easy)
         if let failure = exchange.failure { throw failure }
         guard code == CURLE_OK else {
             let reason = ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"
             let error = PatchSyncError(
-                .originUnavailable, "\(method) \(bucket.url(path)): \(reason)",
+                .originUnavailable, "\(method) \(url): \(reason)",
                 remedy: "check --endpoint and the network; run the command again, it continues where it stopped")
             return .failed(code == CURLE_PEER_FAILED_VERIFICATION ? .untrusted(reason) : .network(reason), error)
         }
@@ -143,11 +176,11 @@ final class S3Connection {
     /// Sets the request's options, SigV4 before the credentials: a libcurl that refuses one (too old for
     /// CURLOPT_AWS_SIGV4, say) ends the request before it is sent (``CurlOptions``). A PUT sends `size` bytes.
     private func configure(
-        _ method: String, _ path: String, headers list: UnsafeMutablePointer<curl_slist>?,
+        _ method: String, _ url: String, headers list: UnsafeMutablePointer<curl_slist>?,
         exchange opaque: UnsafeMutableRawPointer, uploading size: Int64
     ) throws(CurlOptionError) {
         let options = CurlOptions(easy: easy)
-        try options.set(CURLOPT_URL, bucket.url(path))
+        try options.set(CURLOPT_URL, url)
         try options.set(CURLOPT_AWS_SIGV4, "aws:amz:\(bucket.region):s3")
         try options.set(CURLOPT_USERNAME, bucket.credentials.accessKeyId)
         try options.set(CURLOPT_PASSWORD, bucket.credentials.secretAccessKey)
@@ -175,8 +208,9 @@ final class S3Connection {
         }
     }
 
-    /// The error for a response S3 refused, with the code and message of its XML error body.
-    private func refusal(_ doing: String, _ path: String, _ response: Response) -> PatchSyncError {
+    /// The error for a response S3 refused to the request for `url`, with the code and message of its
+    /// XML error body.
+    private func refusal(_ doing: String, _ url: String, _ response: Response) -> PatchSyncError {
         let text = String(decoding: response.body.prefix(4096), as: UTF8.self)
         func element(_ name: String) -> String? {
             guard let start = text.range(of: "<\(name)>"), let end = text.range(of: "</\(name)>", range: start.upperBound..<text.endIndex)
@@ -184,7 +218,7 @@ final class S3Connection {
             return String(text[start.upperBound..<end.lowerBound])
         }
         let what = [element("Code"), element("Message")].compactMap { $0 }.joined(separator: ": ")
-        let detail = "\(doing) \(bucket.url(path)): HTTP \(response.status)" + (what.isEmpty ? "" : " (\(what))")
+        let detail = "\(doing) \(url): HTTP \(response.status)" + (what.isEmpty ? "" : " (\(what))")
         switch response.status {
         case 401, 403:
             return PatchSyncError(

@@ -41,7 +41,8 @@ public struct Uploader: Sendable {
         /// Files of the origin not sent: the bucket has them (known from its metadata or the journal), or
         /// no build targets.json lists needs them.
         public var filesSkipped: Int
-        /// Every request sent: the PUTs, the GET of the bucket's timestamp.json and HEADs of root versions.
+        /// Every request sent: the PUTs, the GET of the bucket's timestamp.json, HEADs of root versions and
+        /// the pages of its listing (``Options/verify``).
         public var requests: Int
         /// True when the bucket's timestamp.json is the origin's: nothing was sent.
         public var alreadyCurrent: Bool
@@ -110,7 +111,12 @@ public struct Uploader: Sendable {
             (OriginLayout.isMetadata($0.path) || needed.contains($0.path)) && !skipping.contains($0.path)
         }
         // What the bucket is taken to have: all of it when its timestamp.json is the origin's.
-        var believed = current ? Set(wanted.map(\.path)) : remote.map { present(remoteTimestamp: $0, contents: &contents) } ?? []
+        var believed: Set<String> = []
+        if current {
+            believed = Set(wanted.map(\.path))
+        } else if let remote {
+            believed = present(remoteTimestamp: remote, contents: &contents)
+        }
         believed.formUnion(journal.done)
         let send = try choose(wanted, believed: believed, current: current, remote: remote != nil, connection, &report)
         if let large = send.first(where: { $0.bytes > Self.maxObjectBytes }) {
@@ -171,13 +177,12 @@ public struct Uploader: Sendable {
     ) throws(PatchSyncError) {
         let total = Progress(bytes: 0, totalBytes: files.reduce(0) { $0 + $1.bytes }, files: 0, totalFiles: files.count)
         let sent = Tally(total)
-        let layout = self.layout, maxAge = options.metadataMaxAge
         for group in Dictionary(grouping: files, by: { Self.group(of: $0.path) }).sorted(by: { $0.key < $1.key }) {
             try parallel(group.value, first: connection) { (connection, file) throws(PatchSyncError) in
                 let mutable = Self.mutable.contains(file.path)
                 try connection.put(
                     file.path, from: layout.path(file.path),
-                    cacheControl: mutable ? "public, max-age=\(maxAge)" : Self.immutable,
+                    cacheControl: mutable ? "public, max-age=\(options.metadataMaxAge)" : Self.immutable,
                     contentType: Self.contentType(file.path))
                 if !mutable { try journal.record(file.path) }
                 let now = sent.state.withLock { state -> Progress in

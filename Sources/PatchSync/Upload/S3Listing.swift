@@ -1,0 +1,93 @@
+import Foundation
+
+/// One page of a ListObjectsV2 answer (S3's `ListBucketResult` XML): each key with its size, and the
+/// token of the next page. Read as text, element by element: S3 escapes `<` and `&` in keys, so an
+/// element's tags never occur inside another's text.
+struct S3Listing {
+    /// The page's keys (whole, with the prefix), with their sizes in bytes.
+    var objects: [(key: String, size: Int64)] = []
+    /// The NextContinuationToken of a truncated listing; nil on its last page.
+    var next: String?
+
+    /// Parses `body`, the answer to the request for `url`; refuses what is not such a page.
+    init(parsing body: Data, from url: String) throws(PatchSyncError) {
+        let text = String(decoding: body, as: UTF8.self)
+        guard text.contains("<ListBucketResult") else {
+            throw Self.refusal(url, "answered without a ListBucketResult")
+        }
+        var from = text.startIndex
+        while let open = text.range(of: "<Contents>", range: from..<text.endIndex),
+            let close = text.range(of: "</Contents>", range: open.upperBound..<text.endIndex)
+        {
+            let entry = String(text[open.upperBound..<close.lowerBound])
+            guard let key = Self.element("Key", in: entry), let size = Self.element("Size", in: entry).flatMap({ Int64($0) }) else {
+                throw Self.refusal(url, "listed an object without a Key or a Size")
+            }
+            objects.append((Self.unescape(key), size))
+            from = close.upperBound
+        }
+        guard Self.element("IsTruncated", in: text) == "true" else { return }
+        guard let token = Self.element("NextContinuationToken", in: text), !token.isEmpty else {
+            throw Self.refusal(url, "answered a truncated listing without a NextContinuationToken")
+        }
+        next = Self.unescape(token)
+    }
+
+    private static func refusal(_ url: String, _ what: String) -> PatchSyncError {
+        PatchSyncError(
+            .refusedData, "listing \(url): the store \(what)",
+            remedy: "check --endpoint: it should be an S3-compatible store that answers ListObjectsV2")
+    }
+
+    /// The text of the first `<name>` element of `text`, as written (escaped).
+    static func element(_ name: String, in text: String) -> String? {
+        guard let start = text.range(of: "<\(name)>"),
+            let end = text.range(of: "</\(name)>", range: start.upperBound..<text.endIndex)
+        else { return nil }
+        return String(text[start.upperBound..<end.lowerBound])
+    }
+
+    /// `text` with XML's five named entities and its numeric character references replaced; an
+    /// unknown entity is kept as written.
+    static func unescape(_ text: String) -> String {
+        var out = ""
+        var rest = text[...]
+        while let amp = rest.firstIndex(of: "&") {
+            out.append(contentsOf: rest[..<amp])
+            guard let semicolon = rest[amp...].firstIndex(of: ";") else {
+                rest = rest[amp...]
+                break
+            }
+            let reference = rest[rest.index(after: amp)..<semicolon]
+            if let scalar = character(reference) {
+                out.unicodeScalars.append(scalar)
+            } else {
+                out.append(contentsOf: rest[amp...semicolon])
+            }
+            rest = rest[rest.index(after: semicolon)...]
+        }
+        out.append(contentsOf: rest)
+        return out
+    }
+
+    /// The character an entity or character reference (between `&` and `;`) stands for.
+    private static func character(_ reference: Substring) -> Unicode.Scalar? {
+        switch reference {
+        case "amp": return "&"
+        case "lt": return "<"
+        case "gt": return ">"
+        case "quot": return "\""
+        case "apos": return "'"
+        default:
+            let number: UInt32?
+            if reference.hasPrefix("#x") || reference.hasPrefix("#X") {
+                number = UInt32(reference.dropFirst(2), radix: 16)
+            } else if reference.hasPrefix("#") {
+                number = UInt32(reference.dropFirst(), radix: 10)
+            } else {
+                number = nil
+            }
+            return number.flatMap { Unicode.Scalar($0) }
+        }
+    }
+}

@@ -12,7 +12,8 @@ struct RepoCheck: AsyncParsableCommand {
             with the command that renews it. It also reads every listed build as players read it and names
             each one they would refuse, each preload past its release time by more than --release-late
             and not released, and each pending preload that a newer build left behind, with the command
-            that fixes it. Exit status: 0 nothing found, 65 something due, expired or to fix.
+            that fixes it. With --bucket, it lists the bucket and fails on every signed file players may
+            ask for that the bucket lacks. Exit status: 0 nothing found, 65 something due, expired or to fix.
 
             Example (a daily monitoring job):
               patchsync repo check --origin out/ --within 30d || mail -s "renew the game's metadata" ops@example.com
@@ -22,12 +23,25 @@ struct RepoCheck: AsyncParsableCommand {
     @Option(help: "How far ahead to look for root and targets (30d, 12h, …).") var within: String = "30d"
     @Option(help: "The least lifetime snapshot and timestamp may have left.") var onlineWithin: String = "2d"
     @Option(help: "How long past its release time a preload may stay unreleased (the refresh job's period).") var releaseLate: String = "1h"
+    @Option(help: "A bucket serving this origin (s3://BUCKET/PREFIX): fail when it lacks a signed file players may ask for.")
+    var bucket: String?
+    @OptionGroup var store: BucketOptions
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         let repo = try Repository.load(origin: origin)
         let due = repo.expiring(within: try parseDuration(within, allowZero: true), onlineWithin: try parseDuration(onlineWithin, allowZero: true))
-        let problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
+        var problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
+        if let bucket {
+            let state = try Uploader(origin: origin, bucket: try store.bucket(bucket)).inspect()
+            for path in state.missing {
+                problems.append(
+                    Repository.ListingProblem(
+                        kind: .missingFromBucket, channel: "", buildId: "",
+                        problem: "\(state.destination) lacks \(path), which signed metadata it serves names",
+                        fix: "patchsync upload \(origin) \(state.destination) --verify"))
+            }
+        }
         struct Result: Encodable {
             var origin: String
             var ok: Bool

@@ -5,9 +5,19 @@ import PatchSync
 struct RepoStatus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status", abstract: "List a repository's channels, builds, sizes and every role's expiry.",
-        discussion: "Example:\n  patchsync repo status --origin out/ --json")
+        discussion: """
+            With --bucket, also what the bucket serves players: its timestamp, snapshot and targets
+            versions next to the folder's, and every signed file players may ask for that the bucket
+            lacks (`upload --verify` sends them again). JSON then holds {"repository": …, "bucket": …}.
+
+            Examples:
+              patchsync repo status --origin out/ --json
+              patchsync repo status --origin out/ --bucket s3://game-cdn/forest --endpoint https://s3.example.com
+            """)
 
     @Option(help: "The origin folder.") var origin: String
+    @Option(help: "A bucket serving this origin (s3://BUCKET/PREFIX): show what players see there.") var bucket: String?
+    @OptionGroup var store: BucketOptions
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -34,7 +44,35 @@ struct RepoStatus: AsyncParsableCommand {
             }
         }
         warn(repo.expiryWarnings())
-        Output(json: json).result(status, human: lines.joined(separator: "\n"))
+        guard let bucket else {
+            Output(json: json).result(status, human: lines.joined(separator: "\n"))
+            return
+        }
+        let state = try Uploader(origin: origin, bucket: try store.bucket(bucket)).inspect()
+        lines.append(Self.describe(state))
+        struct Both: Encodable {
+            var repository: RepositoryStatus
+            var bucket: Uploader.BucketState
+        }
+        Output(json: json).result(Both(repository: status, bucket: state), human: lines.joined(separator: "\n"))
+    }
+
+    /// What players see in the bucket, in one paragraph.
+    static func describe(_ state: Uploader.BucketState) -> String {
+        var text = "bucket \(state.destination): "
+        if let served = state.servedTimestamp {
+            text += "timestamp version \(served)" + (state.servedTargets.map { ", targets version \($0)" } ?? "")
+            text += state.current ? ", the same as the folder" : "; the folder is at version \(state.originTimestamp): run upload"
+        } else {
+            text += "serves nothing yet (no timestamp.json): run upload"
+        }
+        if !state.missing.isEmpty {
+            text +=
+                "\n  lacks \(state.missing.count) signed file(s) players may ask for: "
+                + state.missing.prefix(5).joined(separator: ", ") + (state.missing.count > 5 ? ", …" : "")
+                + "\n  send them again: patchsync upload ORIGIN \(state.destination) --verify"
+        }
+        return text
     }
 
     static func day(_ date: Date) -> String {

@@ -37,7 +37,7 @@ struct UploadFaultTests {
         try Self.expectInstalled(player, "2", from: second)
     }
 
-    @Test("a bucket that lost files behind upload's back: upload says up to date and sends nothing; upload --verify sends again exactly the files it lacks or holds with another size, and next to a new build's, metadata before timestamp.json; players then sync byte-exact; --force sends every file again")
+    @Test("a bucket that lost files behind upload's back: repo check --bucket fails naming them and repo status --bucket lists them; upload says up to date and sends nothing; upload --verify sends again exactly the files it lacks or holds with another size, and next to a new build's, metadata before timestamp.json; players then sync byte-exact; --force sends every file again")
     func verify() throws {
         let fixture = try Fixture.published(packs: false)
         let server = try S3Server()
@@ -64,6 +64,16 @@ struct UploadFaultTests {
         #expect(plain.status == 0 && plain.stdout.contains("is up to date"), "\(plain.stdout) \(plain.stderr)")
         #expect(putsSince(mark).isEmpty, "a plain upload goes by the bucket's timestamp.json, and sends nothing")
 
+        // Monitoring sees it: repo check --bucket fails naming both files, repo status --bucket shows them.
+        let bucketArgs = ["--bucket", "s3://\(server.bucket)/\(Self.prefix)", "--endpoint", server.endpoint]
+        let check = try CLI.run(["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials)
+        #expect(
+            check.status == 65 && check.stderr.contains(lost) && check.stderr.contains(shortened) && check.stderr.contains("--verify"),
+            "\(check.stderr)")
+        let status = try CLI.run(["repo", "status", "--origin", fixture.origin, "--json"] + bucketArgs, environment: server.credentials)
+        let seen = try #require(try UploadTests.json(status.stdout)["bucket"] as? [String: Any])
+        #expect(Set(seen["missing"] as? [String] ?? []) == [lost, shortened] && seen["current"] as? Bool == true, "\(status.stdout)")
+
         mark = server.requests().count
         let verified = try upload(["--verify"])
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
@@ -72,6 +82,7 @@ struct UploadFaultTests {
             verified.stdout.contains("re-sent 2 files") && verified.stdout.contains(lost) && verified.stdout.contains(shortened),
             "\(verified.stdout)")
         #expect(try Self.differing(server, origin: fixture.origin).isEmpty, "the bucket holds every file byte-exact")
+        #expect(try CLI.run(["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials).status == 0)
         let player = try fixture.makeInstall(remotes: ["\(server.endpoint)/\(server.bucket)/\(Self.prefix)"])
         try Self.expectInstalled(player, "1", from: try fixture.sampleBuild(1, scale: 0.002))
 

@@ -10,12 +10,22 @@ extension Repository {
             case overduePreload
             /// A pending preload below the build players install: released, it would never be installed.
             case strandedPreload
+            /// A bucket serving the origin lacks a signed file players may ask for (`repo check --bucket`).
+            case missingFromBucket
         }
         public var kind: Kind
         public var channel: String
         public var buildId: String
         public var problem: String
         public var fix: String
+
+        public init(kind: Kind, channel: String, buildId: String, problem: String, fix: String) {
+            self.kind = kind
+            self.channel = channel
+            self.buildId = buildId
+            self.problem = problem
+            self.fix = fix
+        }
     }
 
     /// Every listed build a client would refuse, every preload overdue by more than `late` at `now`, and

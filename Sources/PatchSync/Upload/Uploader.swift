@@ -210,7 +210,7 @@ public struct Uploader: Sendable {
 
     /// The snapshot version the bucket's timestamp.json names and the targets pin of that snapshot, when
     /// the origin folder holds that snapshot with the hash the timestamp pins; nil otherwise.
-    private func served(remoteTimestamp data: Data) -> (snapshot: Int, targets: MetaFile)? {
+    func served(remoteTimestamp data: Data) -> (snapshot: Int, targets: MetaFile)? {
         guard let stamp = try? Signed<TimestampMetadata>(parsing: data, name: OriginLayout.timestampName),
             let snapPin = stamp.signed.meta[OriginLayout.snapshotName],
             let snapData = pinned(OriginLayout.metadata(role: "snapshot", version: snapPin.version), snapPin),
@@ -250,7 +250,7 @@ public struct Uploader: Sendable {
 
     /// What the builds the origin lists need, refused when the folder lacks any of it (deleted by hand, or
     /// a copy that stopped half way): the bucket would list a build players cannot install.
-    private func neededFiles(
+    func neededFiles(
         _ repo: Repository, files: Set<String>,
         contents: inout BuildContents.Memo
     ) throws(PatchSyncError) -> Set<String> {
@@ -280,7 +280,7 @@ public struct Uploader: Sendable {
 
     /// The files the bucket has for sure: those the builds of its metadata need, when the origin folder
     /// holds that metadata with the hashes the bucket's timestamp.json pins. Empty when it cannot tell.
-    private func present(remoteTimestamp data: Data, contents: inout BuildContents.Memo) -> Set<String> {
+    func present(remoteTimestamp data: Data, contents: inout BuildContents.Memo) -> Set<String> {
         guard let served = served(remoteTimestamp: data),
             let targetsData = pinned(OriginLayout.metadata(role: "targets", version: served.targets.version), served.targets),
             let targets = try? Signed<TargetsMetadata>(parsing: targetsData, name: OriginLayout.targetsName)

@@ -15,18 +15,19 @@ struct JSONShapeTests {
         "keygen --role root": ["rootKey"],
         "repo init": ["origin", "root"],
         "publish": [
-            "alreadyPublished", "buildId", "channel", "deltas", "files", "manifestTarget", "objectBytesWritten",
+            "alreadyPublished", "buildId", "channel", "deltas", "dryRun", "files", "manifestTarget", "objectBytesWritten",
             "objectsWritten", "sequence", "totalBytes", "warnings"
         ],
-        "repo promote": ["alreadyCurrent", "buildId", "channel", "manifestTarget", "promotedFrom", "sequence", "warnings"],
-        "repo rollback": ["alreadyCurrent", "buildId", "channel", "manifestTarget", "rollback", "sequence", "warnings"],
+        "repo promote": ["alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "promotedFrom", "sequence", "warnings"],
+        "repo rollback": ["alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "rollback", "sequence", "warnings"],
+        "repo withdraw": ["buildId", "channel", "wasPreload", "warnings"],
         "repo status": ["channels", "origin", "roles"],
-        "repo check": ["due", "ok", "origin"],
+        "repo check": ["builds", "due", "ok", "origin"],
         "repo refresh": ["failed", "missingKeys", "origin", "refreshed", "released", "warnings"],
         "repo renew": ["origin", "renewed"],
         "repo prune --dry-run": ["bytesFreed", "dryRun", "held", "listed", "origin", "removed", "unlisted", "warnings"],
         "diff": ["bundles", "entries", "files", "folders", "metadataBytes", "new", "old", "removed", "total"],
-        "repo rotate-root": ["origin", "root", "rootVersion"]
+        "repo rotate-root": ["hosts", "origin", "root", "rootVersion"]
     ]
 
     /// The keys of the result (the last line) of each player verb with `--json`.
@@ -57,7 +58,7 @@ struct JSONShapeTests {
         "filesDone", "filesTotal", "message", "preload"
     ]
 
-    @Test("the publisher verbs' --json objects keep their keys: keygen, repo init, publish, promote, rollback, status, check, refresh, renew, prune, diff, rotate-root")
+    @Test("the publisher verbs' --json objects keep their keys: keygen, repo init, publish, promote, rollback, withdraw, status, check, refresh, renew, prune, diff, rotate-root")
     func publisherVerbs() throws {
         let fixture = try Fixture()  // its folder and sample builds; the keys and origin here are the CLI's own
         let keys = fixture.directory + "/cli-keys", origin = fixture.directory + "/cli-origin"
@@ -71,6 +72,7 @@ struct JSONShapeTests {
         #expect(beta.status == 0, "\(beta.stderr)")
         try shapes.check("repo promote", ["repo", "promote", "2", "--from", "beta", "--to", "live", "--origin", origin, "--json"] + signing)
         try shapes.check("repo rollback", ["repo", "rollback", "--channel", "live", "--origin", origin, "--json"] + signing)
+        try shapes.check("repo withdraw", ["repo", "withdraw", "2", "--channel", "beta", "--origin", origin, "--json"] + signing)
         try shapes.check("repo status", ["repo", "status", "--origin", origin, "--json"])
         try shapes.check("repo check", ["repo", "check", "--origin", origin, "--json"])
         try shapes.check("repo refresh", ["repo", "refresh", "--origin", origin, "--online-key", keys + "/online.key", "--json"])

@@ -13,7 +13,8 @@ struct ChannelModelTests {
     }
 
     static func later(_ offset: String, _ arguments: [String]) throws -> CLI.Result {
-        try CLI.runProgram("/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", offset, CLI.executable] + arguments)
+        ShiftedClock.removeStaleSemaphores()
+        return try CLI.runProgram("/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", offset, CLI.executable] + arguments)
     }
 
     /// Plants build `id` on live: build 1's manifest with a second path that differs only in case, signed
@@ -162,5 +163,29 @@ struct ChannelModelTests {
         #expect(patched > 0, "live players patch by deltas: \(sync.stdout)")
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")))
+    }
+
+    @Test("regression: withdrawing a channel's only build, or the build a rollback put back, never makes a sequence go back: what stays listed is never below what players saw, and the next publish takes a sequence above the withdrawn one")
+    func withdrawNeverGoesBack() throws {
+        let day = try ReleaseDay(scale: 0.005)
+        defer { day.nginx.stop() }
+        let origin = day.fixture.origin
+        #expect(try day.publish2([], id: "2").status == 0)
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+        // Rollback lists 1 again (sequence 3) and marks 2 withdrawn; withdrawing 1 must not leave 2 (sequence 2) current.
+        #expect(try CLI.run(["repo", "rollback", "--channel", "live", "--origin", origin] + Self.keys(day)).status == 0)
+        let withdraw = try CLI.run(["repo", "withdraw", "1", "--origin", origin] + Self.keys(day))
+        #expect(withdraw.status == 0 && withdraw.stderr.contains("taken off too"), "\(withdraw.stderr)")
+        #expect(ChannelListing(try Repository.load(origin: origin), channel: "live").builds.isEmpty, "nothing below stays listed")
+        let idle = try CLI.run(["sync", "--install", day.root])
+        #expect(idle.status != 65, "no rollback for players to refuse: \(idle.stderr)")
+
+        let three = try day.publish2(["--json"], id: "3", build: try day.fixture.sampleBuild(3, scale: 0.005))
+        #expect(three.status == 0, "\(three.stderr)")
+        #expect(try lastJSON(three.stdout)["sequence"] as? Int == 4, "above the 3 players saw: \(three.stdout)")
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+        #expect(try treeListing(day.root + "/current/") == (try treeListing(day.fixture.directory + "/build-3/")))
     }
 }

@@ -31,6 +31,7 @@ struct PruneTests {
     /// Runs `patchsync ARGS…` eight days from now (libfaketime), with the files' times left as they are;
     /// `stdout` keeps only its JSON line (warnings, on stderr, go to `stderr`).
     static func weekLater(_ arguments: [String]) throws -> CLI.Result {
+        ShiftedClock.removeStaleSemaphores()
         var result = try CLI.runProgram("/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", "+8d", CLI.executable] + arguments)
         let lines = result.stdout.split(separator: "\n")
         result.stderr = lines.filter { !$0.hasPrefix("{") }.joined(separator: "\n")
@@ -173,5 +174,21 @@ struct PruneTests {
         #expect(none.status == 0, "\(none.stderr)")
         let only0 = needed.filter { $0.hasPrefix("targets/") || $0.contains("objects/") }
         #expect(!only0.subtracting(try Self.files(fixture.origin)).isEmpty, "with no grace, build 0's own files go")
+    }
+
+    @Test("regression: a prune stopped after deleting a manifest that an older targets version lists is finished by a prune with a longer grace (it read that manifest and failed with 74)")
+    func longerGraceAfterStoppedPrune() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try Self.zerothBuild(fixture), id: "0")
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
+        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let repo = try Repository.load(origin: fixture.origin)
+        let zero = try #require(repo.targetFiles.first { $0.value.custom?.buildId == "0" })
+        let manifest = try #require(try Self.needs(fixture.origin, zero.key, zero.value).first { $0.hasPrefix("targets/") })
+        #expect(try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "7d"] + keys).status == 0)
+        // What a prune with no grace, stopped half way, leaves: build 0's manifest gone, older metadata still there.
+        try FileManager.default.removeItem(atPath: fixture.origin + "/" + manifest)
+        let longer = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "30d"] + keys)
+        #expect(longer.status == 0, "\(longer.stderr)")
     }
 }

@@ -6,9 +6,10 @@ import Synchronization
 ///
 /// Each object ``ObjectWriter`` finishes appends one line to `objects/.incoming/layouts-<pid>-<n>.jsonl`:
 /// its temporary file, the file's SHA-256 and size, and the chunks as stored. The next publish holds the
-/// origin's lock, so every journal it finds is from a publish that has ended: ``recover(origin:)`` checks
-/// each object the journal names (in place, or still a temporary file, whose chunks are read back and
-/// checked against their hashes), puts it in place, and gives its layout to ``KnownLayouts``. A publish
+/// origin's lock, so every journal it finds is from a publish that has ended: ``recover(origin:)`` reads
+/// back each object the journal names (in place, or still a temporary file) and checks every chunk
+/// against its hash, puts a temporary one in place (never over an existing object), and gives the
+/// layouts to ``KnownLayouts``. A publish
 /// that signs its manifest removes the journals (the manifest describes the objects then); `repo prune`
 /// removes old ones with the other temporary files.
 ///
@@ -67,31 +68,45 @@ final class LayoutJournal: Sendable {
         let layout = OriginLayout(root: origin)
         let folder = layout.incomingFolder
         var found: [SHA256Digest: FileEntry] = [:]
-        var moved = false
+        var toPlace: [(temp: String, final: String, file: FileEntry)] = []
         for name in (try? FileSystem.list(folder)) ?? [] where name.hasPrefix(prefix) && name.hasSuffix(".jsonl") {
             guard let data = try? FileSystem.read(folder + "/" + name, limit: 256 << 20) else { continue }
             for line in data.split(separator: 0x0a) {
                 guard let entry = try? JSONDecoder().decode(Entry.self, from: Data(line)), found[entry.sha256] == nil,
-                    !entry.temp.contains(".."), entry.chunks.last.map({ $0.offset + Int64($0.length) }) ?? 0 == entry.size
+                    !entry.temp.contains(".."), !entry.temp.hasPrefix("/"),
+                    entry.chunks.last.map({ $0.offset + Int64($0.length) }) ?? 0 == entry.size
                 else { continue }  // a line torn by the kill, or one already seen
                 let final = layout.objectFile(entry.sha256), temp = folder + "/" + entry.temp
                 let file = FileEntry(
                     path: "", size: entry.size, mode: 0o644, sha256: entry.sha256, object: entry.sha256, bundle: "",
                     chunks: entry.chunks)
-                if let st = try? FileSystem.status(final), Int64(st.st_size) == entry.storedLength {
-                    found[entry.sha256] = file
-                } else if let st = try? FileSystem.status(temp), (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == entry.storedLength,
-                    wholeChunks(temp, file)
-                {
-                    do {
-                        try ObjectWriter.place(temp, as: final)
-                        moved = true
+                // Every chunk is read back against its hash, in place or not: a length proves nothing after a crash.
+                if FileSystem.exists(final) {
+                    // Never replaced: an object in place may be one a manifest describes with another layout.
+                    if let st = try? FileSystem.status(final), Int64(st.st_size) == entry.storedLength, wholeChunks(final, file) {
                         found[entry.sha256] = file
-                    } catch { continue }
+                    }
+                } else if let st = try? FileSystem.status(temp), (st.st_mode & S_IFMT) == S_IFREG,
+                    Int64(st.st_size) == entry.storedLength, wholeChunks(temp, file)
+                {
+                    toPlace.append((temp, final, file))
+                    found[entry.sha256] = file
                 }
             }
         }
-        if moved { try? FileSystem.syncFileSystem(of: layout.objectsFolder) }
+        guard !toPlace.isEmpty else { return found }
+        // As ObjectPlacer does: the contents durable first, then the renames, then the renames durable.
+        do { try FileSystem.syncFileSystem(of: layout.objectsFolder) } catch {
+            for item in toPlace { found[item.file.sha256] = nil }
+            return found
+        }
+        for item in toPlace {
+            do {
+                try FileSystem.makeDirectory(FileSystem.parent(of: item.final))
+                try FileSystem.rename(item.temp, item.final)
+            } catch { found[item.file.sha256] = nil }
+        }
+        try? FileSystem.syncFileSystem(of: layout.objectsFolder)
         return found
     }
 

@@ -188,6 +188,9 @@ extension OriginLayout {
     /// Where publish records the folder it wrote preload content keys to (one line, an absolute path), so
     /// that release and refresh find them wherever the online key is kept. Never served or uploaded.
     static let contentKeysRecord = ".content-keys"
+    /// The highest sequence each channel ever listed (`{"live": 7}`), so that a build listed after a
+    /// withdrawal never takes a sequence players have already seen. Never served or uploaded.
+    static let sequencesRecord = ".sequences.json"
 
     /// Whether a name in a served folder is served: not hidden (`objects/.incoming`) and not an unfinished
     /// write (`NAME.tmp-PID`).

@@ -97,6 +97,13 @@ public struct Pruner: Sendable {
             for (path, file) in targets {
                 guard let info = file.custom else { continue }
                 builds.insert("\(info.channel)/\(info.buildId)")
+                // A build only an older version lists, whose manifest an earlier prune (stopped half way, or
+                // with a shorter grace) already removed, has nothing left to keep.
+                if version != repo.targetsVersion, let hash = file.hashes["sha256"],
+                    !FileSystem.exists(layout.path(OriginLayout.targetFile(path, sha256: hash)))
+                {
+                    continue
+                }
                 try need(path, file, into: &needed)
             }
         }

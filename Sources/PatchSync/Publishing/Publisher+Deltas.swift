@@ -40,8 +40,8 @@ extension Publisher {
                     try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
                     what: file)
                 bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
-            } catch  where error.code == .refusedData {
-                skipped.add(path, error)
+            } catch {
+                skipped.add(path, error)  // refused by clients, or its file damaged or deleted by hand
             }
         }
         return bases

@@ -93,7 +93,6 @@ extension Publisher {
                     try key.file(build: build, channel: channel, releaseAt: preload.releaseAt),
                     to: keyFile, mode: 0o600)
             }
-            try Repository.recordContentKeys(origin: options.origin, folder: preload.contentKeys)
             let scratch = keyFile + ".objects"
             try FileSystem.removeTree(scratch)
             try FileSystem.makeDirectory(OriginLayout(root: scratch).objectsFolder, mode: 0o700)
@@ -105,18 +104,22 @@ extension Publisher {
     /// preload withdrawn) to `<key>.replaced-<time>`, so the new publish never overwrites it; refused when
     /// a listed preload commits to that key (it shares objects sealed with it).
     private func setAside(_ keyFile: String, of build: String, channel: String, repo: Repository) throws(PatchSyncError) {
-        for other in ChannelListing(repo, channel: channel).builds where other.info.preload != nil {
-            guard let plan = try? Repository.plan(in: options.origin, other.path, other.file), plan.keys[build] != nil else { continue }
+        if let other = ChannelListing(repo, channel: channel).preloadSharingKey(of: build, origin: options.origin, pendingOnly: false) {
             throw PatchSyncError(
                 .usage,
                 "preload \(other.info.buildId) of \(channel) shares objects sealed with the content key of \(build) "
                     + "(\(keyFile)): publishing \(build) again would need a new key",
                 remedy: "give this build a new --build-id; the key of \(build) stays as it is")
         }
-        let aside = keyFile + ".replaced-\(Int(options.now.timeIntervalSince1970))"
-        guard rename(keyFile, aside) == 0 else {
-            throw PatchSyncError(.localIO, "cannot set aside the old content key \(keyFile): \(String(cString: strerror(errno)))")
+        // link(2) never replaces a file: two runs in one second each keep their key.
+        var attempt = 0
+        while link(keyFile, keyFile + ".replaced-\(Int(options.now.timeIntervalSince1970))" + (attempt == 0 ? "" : "-\(attempt)")) != 0 {
+            guard errno == EEXIST, attempt < 1000 else {
+                throw PatchSyncError(.localIO, "cannot set aside the old content key \(keyFile): \(String(cString: strerror(errno)))")
+            }
+            attempt += 1
         }
+        try? FileSystem.remove(keyFile)
     }
 
     /// Seals the new objects of `manifest` (written to the sealing folder) into the origin, seals the
@@ -177,6 +180,8 @@ extension Publisher {
         var targets = repo.targetFiles
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
         try writer.commit(targets, repo: &repo, delegatingReleases: true)
+        // Where release and refresh find the key, recorded once the build is listed.
+        try Repository.recordContentKeys(origin: options.origin, folder: options.preload?.contentKeys ?? "")
         try? FileSystem.removeTree(sealing.scratch)
         var routes: [String: Int64] = [:]
         for route in plan.routes {

@@ -93,17 +93,17 @@ public struct Publisher: Sendable {
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
-        if options.dryRun { return try dryRun(repo) }
-        let sealing = try options.preload.map { preload throws(PatchSyncError) in try prepareSealing(preload, repo: repo) }
-        defer { if let sealing { try? FileSystem.removeTree(sealing.scratch) } }  // plain new content, beside the key
-        if sealing == nil { try checkNoPendingPreload(repo) }
-        // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
-        let root = sealing?.scratch ?? options.origin
+        if options.preload == nil { try checkNoPendingPreload(repo) }
+        // Every problem of the folder at once, before anything is chunked or written (a preload's key too).
         let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
-        // Every problem of the folder at once, before anything is chunked or written.
         let check = BuildFolderCheck.of(folder, portable: options.portable)
         if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
         try checkReplaceMost(folder, repo: repo)
+        if options.dryRun { return try dryRun(repo, folder: folder, check: check) }
+        let sealing = try options.preload.map { preload throws(PatchSyncError) in try prepareSealing(preload, repo: repo) }
+        defer { if let sealing { try? FileSystem.removeTree(sealing.scratch) } }  // plain new content, beside the key
+        // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
+        let root = sealing?.scratch ?? options.origin
         let paths = folder.files
         let (links, folders) = try folder.entries(bundles: options.bundles)
         let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
@@ -202,13 +202,10 @@ public struct Publisher: Sendable {
                 + "most files, publish again with --replace-most")
     }
 
-    /// A dry run: the folder's checks (every refusal at once, as a publish would stop), the replace-most
-    /// check, and the patch from the channel's current build, computed without writing anything.
-    private func dryRun(_ repo: Repository) throws(PatchSyncError) -> Report {
-        let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
-        let check = BuildFolderCheck.of(folder, portable: options.portable)
-        if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
-        try checkReplaceMost(folder, repo: repo)
+    /// A dry run, after the checks a publish makes first (the folder's refusals, all at once, the
+    /// replace-most check, a pending preload): the patch from the channel's current build, computed
+    /// without writing anything.
+    private func dryRun(_ repo: Repository, folder: BuildFolder, check: BuildFolderCheck) throws(PatchSyncError) -> Report {
         var manifest = try Self.describe(
             buildDirectory: options.buildDirectory, bundles: options.bundles, chunking: options.chunking,
             dereferenceExternal: options.dereferenceExternal)
@@ -539,7 +536,8 @@ final class SkippedManifests: Sendable {
 
     func add(_ path: String, _ error: PatchSyncError) {
         list.withLock {
-            $0.append("\(path): skipped, clients would refuse it (\(error.message)); it gives this build no deltas or objects")
+            let why = error.code == .refusedData ? "clients would refuse it" : "it cannot be read"
+            $0.append("\(path): skipped, \(why) (\(error.message)); it gives this build no deltas or objects")
         }
     }
 

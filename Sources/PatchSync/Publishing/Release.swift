@@ -122,20 +122,10 @@ public struct Release: Sendable {
             var manifest = try repo.manifest(chosen.path, chosen.file)
             return try rollback(to: chosen, &manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: [])
         }
-        var warnings: [String] = []
-        for chosen in listing.builds
-        where chosen.installable && chosen.info.sequence < current.info.sequence
-            && chosen.info.buildId != current.info.buildId && !left.contains(chosen.info.buildId)
-        {
-            try Self.refuseSealed(chosen, channel: channel)
-            let manifest: Manifest
-            do throws(PatchSyncError) { manifest = try repo.manifest(chosen.path, chosen.file) } catch  where error.code == .refusedData {
-                warnings.append("build \(chosen.info.buildId) was passed over: clients would refuse its manifest (\(error.message))")
-                continue
-            }
+        let (earlier, warnings) = earlierBuild(in: listing, below: current, skipping: left, repo: repo)
+        if var found = earlier {
             try listing.refusePendingPreloads("rolling back", origin: origin)
-            var relisted = manifest
-            return try rollback(to: chosen, &relisted, from: current, listing: listing, reason: reason, repo: &repo, warnings: warnings)
+            return try rollback(to: found.build, &found.manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: warnings)
         }
         throw PatchSyncError(
             .usage, "channel \(channel) lists no earlier build to go back to" + (warnings.isEmpty ? "" : " (\(warnings.joined(separator: "; ")))"),
@@ -180,59 +170,69 @@ public struct Release: Sendable {
                 remedy: "name the channel to withdraw it from with --channel")
         }
         var report = WithdrawReport(buildId: build.value, channel: listing.channel, wasPreload: entry.pending, reason: reason)
-        if entry.pending {
-            for other in listing.builds where other.pending && other.path != entry.path {
-                guard let plan = try? Repository.plan(in: origin, other.path, other.file), plan.keys[build.value] != nil else { continue }
-                throw PatchSyncError(
-                    .usage,
-                    "pending preload \(other.info.buildId) shares objects sealed with the key of \(build): "
-                        + "it could never be released without \(build)",
-                    remedy: "withdraw \(other.info.buildId) first (`patchsync repo withdraw \(other.info.buildId) --origin \(origin)`), "
-                        + "or release both")
-            }
-            var targets = repo.targetFiles
-            targets[entry.path] = nil
-            try writer.commit(targets, repo: &repo)
-            report.warnings = repo.expiryWarnings(now: now)
-            return report
+        if entry.pending, let other = listing.preloadSharingKey(of: build.value, origin: origin, pendingOnly: true) {
+            throw PatchSyncError(
+                .usage,
+                "pending preload \(other.info.buildId) shares objects sealed with the key of \(build): "
+                    + "it could never be released without \(build)",
+                remedy: "withdraw \(other.info.buildId) first (`patchsync repo withdraw \(other.info.buildId) --origin \(origin)`), "
+                    + "or release both")
         }
-        guard entry.path == listing.current?.path else {
-            var targets = repo.targetFiles
-            targets[entry.path] = nil
-            try writer.commit(targets, repo: &repo)
-            report.warnings = repo.expiryWarnings(now: now)
-            return report
-        }
-        var warnings: [String] = []
-        for earlier in listing.builds
-        where earlier.installable && earlier.info.sequence < entry.info.sequence && earlier.info.preload == nil
-            && earlier.info.buildId != build.value && earlier.info.withdrawn != true
-        {
-            var manifest: Manifest
-            do throws(PatchSyncError) { manifest = try repo.manifest(earlier.path, earlier.file) } catch  where error.code == .refusedData {
-                warnings.append("build \(earlier.info.buildId) was passed over: clients would refuse its manifest (\(error.message))")
-                continue
+        var warnings: [String] = [], unlisting: [String] = []
+        if !entry.pending, entry.path == listing.current?.path {
+            let found: (build: ChannelListing.Build, manifest: Manifest)?
+            (found, warnings) = earlierBuild(in: listing, below: entry, skipping: [], repo: repo)
+            if var found {
+                try listing.refusePendingPreloads("withdrawing \(build)", origin: origin)
+                found.manifest.sequence = listing.highestSequence + 1
+                let note = RollbackNote(from: build.value, reason: reason ?? "build \(build.value) was withdrawn")
+                let written = try relist(
+                    &found.manifest, target: found.build.path, repo: &repo, promotedFrom: found.build.info.promotedFrom, rollback: note,
+                    unlisting: [entry.path])
+                report.relisted = found.build.info.buildId
+                report.sequence = found.manifest.sequence
+                report.warnings = warnings + written.warnings + repo.expiryWarnings(now: now)
+                return report
             }
-            try listing.refusePendingPreloads("withdrawing \(build)", origin: origin)
-            manifest.sequence = listing.highestSequence + 1
-            let note = RollbackNote(from: build.value, reason: reason ?? "build \(build.value) was withdrawn")
-            let written = try relist(
-                &manifest, target: earlier.path, repo: &repo, promotedFrom: earlier.info.promotedFrom, rollback: note,
-                unlisting: [entry.path])
-            report.relisted = earlier.info.buildId
-            report.sequence = manifest.sequence
-            report.warnings = warnings + written.warnings + repo.expiryWarnings(now: now)
-            return report
+            // What stays listed must never look like a rollback to players: a build below the one withdrawn
+            // (withdrawn by a rollback, or one clients refuse) is taken off with it.
+            let below = listing.builds.filter { $0.installable && $0.path != entry.path }
+            unlisting += below.map(\.path)
+            warnings.append(
+                "channel \(listing.channel) lists no installable build now"
+                    + (below.isEmpty ? "" : " (\(below.map(\.info.buildId).joined(separator: ", ")) taken off too: none can be listed again)")
+                    + ": players keep what they have, new players get nothing until you publish a build on \(listing.channel)")
         }
         var targets = repo.targetFiles
+        for path in unlisting { targets[path] = nil }
         targets[entry.path] = nil
         try writer.commit(targets, repo: &repo)
-        report.warnings =
-            warnings + [
-                "channel \(listing.channel) lists no installable build now: players keep what they have, new players "
-                    + "get nothing until you publish a build on \(listing.channel)"
-            ] + repo.expiryWarnings(now: now)
+        report.warnings = warnings + repo.expiryWarnings(now: now)
         return report
+    }
+
+    /// The newest build of `listing` below `build` that can be listed again: installable, not a preload
+    /// (its content is sealed), not in `skipping`, not withdrawn, with a manifest that reads as clients
+    /// read it. Each one passed over is named in the warnings.
+    private func earlierBuild(
+        in listing: ChannelListing, below build: ChannelListing.Build, skipping: Set<String>, repo: Repository
+    ) -> (found: (build: ChannelListing.Build, manifest: Manifest)?, warnings: [String]) {
+        var warnings: [String] = []
+        for earlier in listing.builds
+        where earlier.installable && earlier.info.sequence < build.info.sequence && earlier.info.buildId != build.info.buildId
+            && earlier.info.withdrawn != true && !skipping.contains(earlier.info.buildId)
+        {
+            guard earlier.info.preload == nil else {
+                warnings.append("build \(earlier.info.buildId) was passed over: it was published as a preload (its content is sealed)")
+                continue
+            }
+            do throws(PatchSyncError) {
+                return ((earlier, try repo.manifest(earlier.path, earlier.file)), warnings)
+            } catch {
+                warnings.append("build \(earlier.info.buildId) was passed over: its manifest cannot be used (\(error.message))")
+            }
+        }
+        return (nil, warnings)
     }
 
     private static func refuseSealed(_ chosen: ChannelListing.Build, channel: Channel) throws(PatchSyncError) {
@@ -256,14 +256,24 @@ public struct Release: Sendable {
         let bases = try Publisher.deltaBases(
             repo, origin: origin, channel: manifest.channel.name, before: .max, excluding: manifest.buildId.value,
             count: deltaSources, skipped: skipped)
-        let packs = try Publisher.deltaPacks(
-            for: manifest.files, from: bases, into: origin, origin: origin, targetFiles: ObjectReader(origin: origin))
+        // Delta packs save players bytes; one that cannot be written (an object damaged by hand) never
+        // stops the build being listed: its players fetch chunks instead.
+        var packs: [(source: DeltaSource, files: [Int])] = []
+        var warnings: [String] = []
+        for base in bases {
+            do throws(PatchSyncError) {
+                packs += try Publisher.deltaPacks(
+                    for: manifest.files, from: [base], into: origin, origin: origin, targetFiles: ObjectReader(origin: origin))
+            } catch {
+                warnings.append("no delta pack from \(base.manifest.buildId): \(error.message)")
+            }
+        }
         let fresh = Set(packs.map(\.source.from))
         let deltas = packs.map(\.source) + (manifest.deltas ?? []).filter { !fresh.contains($0.from) }
         manifest.deltas = deltas.isEmpty ? nil : deltas
         try writer.write(
             manifest, target: target, repo: &repo, deltaBases: bases, promotedFrom: promotedFrom, rollback: rollback,
             withdrawing: withdrawing, unlisting: unlisting)
-        return (packs.map { Publisher.DeltaReport(from: $0.source.from.value, files: $0.source.files, bytes: $0.source.length) }, skipped.warnings)
+        return (packs.map { Publisher.DeltaReport(from: $0.source.from.value, files: $0.source.files, bytes: $0.source.length) }, skipped.warnings + warnings)
     }
 }

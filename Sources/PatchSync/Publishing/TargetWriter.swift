@@ -41,6 +41,7 @@ struct TargetWriter: Sendable {
     func commit(_ targets: [String: TargetFile], repo: inout Repository, delegatingReleases: Bool = false) throws(PatchSyncError) {
         var targets = targets
         for old in Publisher.beyondKept(targets, keep: keepBuilds, released: repo.isReleased) { targets[old] = nil }
+        try ChannelListing.recordSequences(origin: origin, repo.targetFiles, targets)
         try repo.commit(targets: targets, signers: signers, now: now, delegatingReleases: delegatingReleases)
     }
 

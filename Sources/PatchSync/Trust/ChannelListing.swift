@@ -20,9 +20,37 @@ public struct ChannelListing: Sendable {
     /// Newest (highest sequence) first.
     public let builds: [Build]
 
+    /// The highest sequence the channel ever listed, withdrawn builds included (``OriginLayout/sequencesRecord``).
+    let floor: Int
+
     public init(_ repo: Repository, channel: String) {
         self.channel = channel
         builds = Self.builds(repo.targetFiles, channel: channel, released: repo.isReleased)
+        floor = Self.recordedSequences(origin: repo.origin)[channel] ?? 0
+    }
+
+    /// The sequences recorded in `origin` by channel.
+    static func recordedSequences(origin: String) -> [String: Int] {
+        guard let data = try? FileSystem.read(OriginLayout(root: origin).path(OriginLayout.sequencesRecord), limit: 1 << 20),
+            let record = try? JSONDecoder().decode([String: Int].self, from: data)
+        else { return [:] }
+        return record
+    }
+
+    /// Records, before targets that may list fewer builds are signed, the highest sequence of each channel
+    /// in `before` and `after` (and recorded already).
+    static func recordSequences(origin: String, _ before: [String: TargetFile], _ after: [String: TargetFile]) throws(PatchSyncError) {
+        var record = recordedSequences(origin: origin)
+        let old = record
+        for info in (Array(before.values) + Array(after.values)).compactMap(\.custom) {
+            record[info.channel] = max(record[info.channel] ?? 0, info.sequence)
+        }
+        guard record != old else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            try FileSystem.writeAtomically(try encoder.encode(record), to: OriginLayout(root: origin).path(OriginLayout.sequencesRecord))
+        } catch { throw PatchSyncError(.localIO, "recording the sequences of \(origin): \(error)") }
     }
 
     static func builds(_ targets: [String: TargetFile], channel: String, released: (ManifestTargetInfo) -> Bool) -> [Build] {
@@ -47,8 +75,20 @@ public struct ChannelListing: Sendable {
     /// Pending preloads that a newer installable build left behind: players never install them.
     public var strandedPreloads: [Build] { builds.filter { $0.pending && $0.info.sequence < (current?.info.sequence ?? 0) } }
 
-    /// The highest sequence the channel lists (preloads too): the next build listed takes one more.
-    public var highestSequence: Int { builds.first?.info.sequence ?? 0 }
+    /// The highest sequence the channel lists (preloads too) or ever listed: the next build listed takes
+    /// one more, so players who saw a withdrawn build never see a sequence go back.
+    public var highestSequence: Int { max(builds.first?.info.sequence ?? 0, floor) }
+
+    /// A listed preload (pending only, when `pendingOnly`) other than `build` whose plan commits to
+    /// `build`'s content key: it shares objects sealed with that key. A plan that cannot be read counts
+    /// as sharing: a key is kept, never lost, when in doubt.
+    public func preloadSharingKey(of build: String, origin: String, pendingOnly: Bool) -> Build? {
+        builds.first { other in
+            guard other.info.preload != nil, other.info.buildId != build, !pendingOnly || other.pending else { return false }
+            guard let plan = try? Repository.plan(in: origin, other.path, other.file) else { return true }
+            return plan.keys[build] != nil
+        }
+    }
 
     /// The listed build `build`.
     public func build(_ build: String) -> Build? { builds.first { $0.info.buildId == build } }

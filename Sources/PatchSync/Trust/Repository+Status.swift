@@ -53,8 +53,9 @@ extension Repository {
         for (path, file) in targetFiles {
             guard let info = file.custom else { continue }
             var files = info.files, size = info.size
-            if (files == nil || size == nil) && info.preload == nil {  // a preload's manifest is sealed
-                let manifest = try manifest(path, file)
+            if (files == nil || size == nil) && info.preload == nil,  // a preload's manifest is sealed
+                let manifest = try? Self.manifest(in: origin, path, file, validating: false)  // status never wedges
+            {
                 (files, size) = (manifest.files.count, manifest.totalSize)
             }
             channels[info.channel, default: []].append(
@@ -66,7 +67,9 @@ extension Repository {
         }
         let listed = channels.keys.sorted().map { name in
             var builds = (channels[name] ?? []).sorted { $0.sequence > $1.sequence }
-            if !builds.isEmpty { builds[0].current = true }
+            // The build players install: the newest installable one (a pending preload is not yet).
+            let current = ChannelListing(self, channel: name).current?.info.buildId
+            if let index = builds.firstIndex(where: { $0.buildId == current }) { builds[index].current = true }
             return RepositoryStatus.Channel(channel: name, builds: builds)
         }
         return RepositoryStatus(origin: origin, roles: roleExpiries(now: now), channels: listed)

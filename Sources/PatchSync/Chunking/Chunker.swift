@@ -43,6 +43,20 @@ public struct Chunker: Sendable {
         }
     }
 
+    /// Calls `body` with each chunk of `bytes` (a whole file read once) and its offset, in order.
+    func forEachChunk(
+        of bytes: UnsafeRawBufferPointer,
+        _ body: (UnsafeRawBufferPointer, Int64) throws(PatchSyncError) -> Void
+    ) throws(PatchSyncError) {
+        var start = 0
+        while start < bytes.count {
+            let window = UnsafeRawBufferPointer(rebasing: bytes[start...])
+            let length = cutPoint(window)
+            try body(UnsafeRawBufferPointer(rebasing: window[0..<length]), Int64(start))
+            start += length
+        }
+    }
+
     /// Streams `file` and calls `body` with each chunk's bytes and offset, in order.
     /// Memory stays bounded by a buffer of a few times the maximum chunk size.
     func forEachChunk(

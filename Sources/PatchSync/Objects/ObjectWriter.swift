@@ -25,6 +25,13 @@ struct ObjectWriter: Sendable {
         var pending: Pending?
     }
 
+    /// Where a file's bytes come from: read from its descriptor as chunked, or already in memory (a
+    /// publish that hashed the file first reads it once: ``Publisher``).
+    enum Input {
+        case file(FileDescriptor)
+        case bytes(UnsafeRawBufferPointer)
+    }
+
     /// A written object not yet in place: ``ObjectPlacer`` syncs and renames it with others.
     struct Pending: Sendable {
         var temp: String
@@ -35,11 +42,11 @@ struct ObjectWriter: Sendable {
     /// ``ObjectPlacer`` to put in place with others (``Result/pending``). The caller decides that
     /// the object is to be written: one that a manifest describes is reused, never written again.
     /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
-    func write(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> Result {
+    func write(file path: String, knownHash: SHA256Digest? = nil, bytes: UnsafeRawBufferPointer? = nil) throws(PatchSyncError) -> Result {
         // Spread over 16 folders: threads creating files in one folder wait for its lock.
         let temp = OriginLayout(root: origin).incomingObject(UInt64.random(in: 0...UInt64.max))
         do {
-            let input = try FileDescriptor(path: path, flags: O_RDONLY)
+            let input: Input = try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var result = try store(input, into: output, knownHash: knownHash)
             let pending = Pending(temp: temp, final: OriginLayout(root: origin).objectFile(result.sha256))
@@ -81,25 +88,26 @@ struct ObjectWriter: Sendable {
 
     /// Chunks and compresses `path` as `write(file:)` would, writing nothing: what its object would be.
     func describe(file path: String) throws(PatchSyncError) -> Result {
-        do { return try store(try FileDescriptor(path: path, flags: O_RDONLY), into: nil, knownHash: nil) } catch {
+        do { return try store(.file(try FileDescriptor(path: path, flags: O_RDONLY)), into: nil, knownHash: nil) } catch {
             throw PatchSyncError.wrap(error).during("reading \(path)")
         }
     }
 
     /// Chunks and compresses a small file into memory, for a pack (``PackWriter``): its result, with
     /// chunk offsets from 0, and the stored bytes.
-    func collect(file path: String, knownHash: SHA256Digest? = nil) throws(PatchSyncError) -> (Result, [UInt8]) {
+    func collect(file path: String, knownHash: SHA256Digest? = nil, bytes content: UnsafeRawBufferPointer? = nil) throws(PatchSyncError)
+        -> (Result, [UInt8])
+    {
         var bytes: [UInt8]? = []
         do {
-            let result = try store(
-                try FileDescriptor(path: path, flags: O_RDONLY), into: nil, knownHash: knownHash,
-                collecting: &bytes)
+            let input: Input = try content.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
+            let result = try store(input, into: nil, knownHash: knownHash, collecting: &bytes)
             return (result, bytes ?? [])
         } catch { throw PatchSyncError.wrap(error).during("storing \(path)") }
     }
 
     private func store(
-        _ input: FileDescriptor, into output: FileDescriptor?,
+        _ input: Input, into output: FileDescriptor?,
         knownHash: SHA256Digest?
     ) throws(PatchSyncError) -> Result {
         var none: [UInt8]? = nil
@@ -107,13 +115,13 @@ struct ObjectWriter: Sendable {
     }
 
     private func store(
-        _ input: FileDescriptor, into output: FileDescriptor?, knownHash: SHA256Digest?,
+        _ input: Input, into output: FileDescriptor?, knownHash: SHA256Digest?,
         collecting collected: inout [UInt8]?
     ) throws(PatchSyncError) -> Result {
         let fileHasher = knownHash == nil ? SHA256Hasher() : nil
         var chunks: [ChunkEntry] = []
         var objectOffset: Int64 = 0
-        try chunker.forEachChunk(of: input) { (bytes, offset) throws(PatchSyncError) in
+        let each = { (bytes: UnsafeRawBufferPointer, offset: Int64) throws(PatchSyncError) in
             fileHasher?.update(bytes)
             let packed = Self.mayCompress(bytes) ? Zlib.deflate(bytes) : []
             let useZlib = !packed.isEmpty && Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
@@ -130,6 +138,10 @@ struct ObjectWriter: Sendable {
                     objectOffset: objectOffset, objectLength: stored,
                     codec: useZlib ? .zlib : .raw))
             objectOffset += Int64(stored)
+        }
+        switch input {
+        case .file(let descriptor): try chunker.forEachChunk(of: descriptor, each)
+        case .bytes(let bytes): try chunker.forEachChunk(of: bytes, each)
         }
         let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0
         guard let sha = knownHash ?? fileHasher?.finish() else { throw PatchSyncError(.internal, "no file hash") }

@@ -407,6 +407,9 @@ public struct Publisher: Sendable {
     ) throws(PatchSyncError) -> Prepared {
         let full = options.buildDirectory + "/" + path
         let mode: UInt32, sha: SHA256Digest?, size: Int64
+        // One read per byte: a file up to `wholeFileBytes` is read once into memory, hashed, and chunked
+        // from there when its content is new; a larger one is hashed, then read again only when new.
+        var content: [UInt8]? = nil
         do {
             // Through a link that --dereference-external copies: what it points to.
             var st = stat()
@@ -414,7 +417,15 @@ public struct Publisher: Sendable {
             mode = UInt32(st.st_mode) & 0o755
             size = Int64(st.st_size)
             // Hashing first only pays when a manifest in the origin may already describe this content.
-            sha = known.isEmpty ? nil : try SHA256Hasher.hash(file: full)
+            if known.isEmpty {
+                sha = nil
+            } else if size <= Self.wholeFileBytes {
+                let bytes = try Self.readWhole(full, size: size)
+                sha = bytes.withUnsafeBytes { SHA256Hasher.hash($0) }
+                content = bytes
+            } else {
+                sha = try SHA256Hasher.hash(file: full)
+            }
         } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
         let bundle = try options.bundles.bundle(for: path).name
         let origin = OriginLayout(root: options.origin)
@@ -436,17 +447,42 @@ public struct Publisher: Sendable {
                     chunks: old.chunks), 0, nil)
         }
         if size <= Int64(options.smallFileBytes) {
-            let (result, stored) = try writer.collect(file: full, knownHash: sha)
+            let (result, stored) = try Self.withContent(content) { bytes throws(PatchSyncError) in
+                try writer.collect(file: full, knownHash: sha, bytes: bytes)
+            }
             return .small(
                 FileEntry(
                     path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
                     bundle: bundle, chunks: result.chunks), stored)
         }
-        let result = try writer.write(file: full, knownHash: sha)
+        let result = try Self.withContent(content) { bytes throws(PatchSyncError) in
+            try writer.write(file: full, knownHash: sha, bytes: bytes)
+        }
         return .entry(
             FileEntry(
                 path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
                 bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
+    }
+
+    /// Files up to this size are read once into memory to be hashed and, when new, chunked from there.
+    static let wholeFileBytes: Int64 = 32 << 20
+
+    /// The whole content of `path`, `size` bytes (a file that changes meanwhile is refused).
+    static func readWhole(_ path: String, size: Int64) throws(Errno) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        let read = bytes.withUnsafeMutableBytes { buffer in Result { () throws(Errno) -> Int in try file.readFully(into: buffer) } }
+        guard try read.get() == Int(size) else { throw Errno(EAGAIN, "reading (it changed while it was read)", path) }
+        return bytes
+    }
+
+    /// Runs `body` with `content`'s bytes, or nil when there is none (the file is read as it is chunked).
+    static func withContent<T>(
+        _ content: [UInt8]?, _ body: (UnsafeRawBufferPointer?) throws(PatchSyncError) -> T
+    ) throws(PatchSyncError) -> T {
+        guard let content else { return try body(nil) }
+        let result = content.withUnsafeBytes { bytes in Result { () throws(PatchSyncError) -> T in try body(bytes) } }
+        return try result.get()
     }
 
     /// The layouts of the objects that manifests in the origin describe (``KnownLayouts``).

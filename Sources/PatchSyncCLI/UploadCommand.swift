@@ -26,6 +26,7 @@ struct Upload: AsyncParsableCommand {
 
     @Argument(help: "The origin folder (what publish wrote).") var origin: String
     @Argument(help: "The destination, s3://BUCKET/PREFIX.") var destination: String
+    @OptionGroup var originWait: OriginWait
     @OptionGroup var store: BucketOptions
     @Option(help: "Seconds a CDN may serve an old timestamp.json or root.json.") var metadataMaxAge: Int = 60
     @Flag(help: "List the bucket and send again every file it lacks or holds with another size.") var verify = false
@@ -34,6 +35,7 @@ struct Upload: AsyncParsableCommand {
     @Flag(help: "Print progress events and the result as JSON.") var json = false
 
     func run() async throws {
+        try originWait.apply()
         var options = Uploader.Options()
         options.connections = max(1, store.connections)
         options.metadataMaxAge = max(0, metadataMaxAge)

@@ -46,7 +46,7 @@ struct ReleaseHistoryTests {
         try #require(
             FileManager.default.isExecutableFile(atPath: HistoryRun.python),
             "python-tuf is not installed in \(HistoryRun.python): run `make test`, which installs it")
-        var ran = 0, steps = 0, installs = 0, refusals = 0, releases = 0
+        var ran = 0, steps = 0, installs = 0, refusals = 0, releases = 0, uploads = 0
         for index in stride(from: shard, to: Self.sequences, by: Self.shards) {
             let seed = Self.baseSeed &+ UInt64(index)
             let ops = HistoryRun.generate(seed: seed)
@@ -57,6 +57,7 @@ struct ReleaseHistoryTests {
             installs += run.installs
             refusals += run.refusals
             releases += run.releases
+            uploads += run.uploads
             guard let failure else { continue }
             let shortest = try HistoryRun.shrink(seed: seed, ops, failure: failure)
             Issue.record(
@@ -69,7 +70,7 @@ struct ReleaseHistoryTests {
         }
         print(
             "release history shard \(shard): \(ran) sequences, \(steps) steps (\(installs) builds installed by players, "
-                + "\(releases) preloads released, \(refusals) refusals the model predicted), all invariants held")
+                + "\(releases) preloads released, \(uploads) uploads to S3, \(refusals) refusals the model predicted), all invariants held")
         #expect(ran == 0 || installs > 0, "no player ever installed a build: the model checked nothing")
     }
 }
@@ -102,6 +103,8 @@ enum HistoryOp: CustomStringConvertible, Equatable {
     case catchUp(channel: String)
     /// The player left behind on `channel` syncs and is killed when it writes its first batch of chunks.
     case syncKilled(channel: String)
+    /// `patchsync upload` to the S3 server; a player of live reading the bucket then syncs and applies.
+    case upload
 
     var description: String {
         switch self {
@@ -120,6 +123,7 @@ enum HistoryOp: CustomStringConvertible, Equatable {
         case .advance(let days): return "the clock moves \(days) days on (refresh job, repo check, renewals)"
         case .catchUp(let channel): return "the player left behind on \(channel): sync && apply"
         case .syncKilled(let channel): return "the player left behind on \(channel): sync, killed at its first batch"
+        case .upload: return "patchsync upload to the S3 bucket, and a player of the bucket syncs"
         }
     }
 }
@@ -286,6 +290,9 @@ struct HistoryRun {
     var installs = 0
     var refusals = 0
     var releases = 0
+    var uploads = 0
+    /// The S3 server `upload` steps send to, started at the first; its player is `players`' last once made.
+    var bucket: S3Server?
 
     init(seed: UInt64) throws {
         self.seed = seed
@@ -331,7 +338,8 @@ struct HistoryRun {
             (1, { .rotateRoot(HistoryRotation.allCases[Int($0.next() % 4)]) }),
             (3, { .advance(days: [1, 1, 3, 6, 8, 31, 120, 400, 800][Int($0.next() % 9)]) }),
             (2, { .catchUp(channel: Self.channel(&$0)) }),
-            (1, { .syncKilled(channel: Self.channel(&$0)) })
+            (1, { .syncKilled(channel: Self.channel(&$0)) }),
+            (2, { _ in .upload })
         ]
         let total = weighted.reduce(0) { $0 + $1.0 }
         var ops: [HistoryOp] = [.publish(channel: "live", bundles: true)]
@@ -455,6 +463,7 @@ struct HistoryRun {
             return succeeded(try patchsync(arguments), "repo renew")
         case .rotateRoot(let rotation): return try rotate(rotation)
         case .advance(let days): return try advance(days: days)
+        case .upload: return try upload()
         case .catchUp(let channel):
             guard let index = players.firstIndex(where: { $0.channel == channel && !$0.follows }) else { return nil }
             return try update(index)
@@ -877,6 +886,30 @@ struct HistoryRun {
             players[index].installed = current.build
         }
         return try compare(player.root, with: players[index].installed, what: "the \(player.name) player")
+    }
+
+    /// `patchsync upload` of the origin to the S3 server; then a player of live that
+    /// reads only the bucket syncs and applies, and holds live's current build byte for byte.
+    private mutating func upload() throws -> String? {
+        if bucket == nil { bucket = try S3Server() }
+        guard let bucket else { return nil }
+        let url = "s3://\(bucket.bucket)/history"
+        // At the machine's clock: S3 refuses a request signed days away from its own.
+        let sent = try CLI.run(["upload", origin, url, "--endpoint", bucket.endpoint], environment: bucket.credentials)
+        if let broken = succeeded(sent, "upload") { return broken }
+        uploads += 1
+        let verify = try CLI.run(["repo", "check", "--origin", origin, "--bucket", url, "--endpoint", bucket.endpoint], environment: bucket.credentials)
+        if verify.status != 0 && (verify.stdout + verify.stderr).contains("lacks") {
+            return "after the upload, repo check --bucket finds files missing: \(tail(verify))"
+        }
+        if !players.contains(where: { $0.root.hasSuffix("/bucket-player") }) {
+            let root = fixture.directory + "/bucket-player"
+            let created = try CLI.run(
+                ["init", "--install", root, "--remote", "\(bucket.endpoint)/\(bucket.bucket)/history", "--root", shippedRoot, "--channel", "live"])
+            guard created.status == 0 else { return "init of the bucket's player: \(created.stderr)" }
+            players.append(HistoryPlayer(channel: "live", follows: false, root: root))
+        }
+        return try update(players.count - 1)
     }
 
     /// nil when the live tree of `install` is build `build` byte for byte (modes, links and empty folders too).

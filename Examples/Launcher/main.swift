@@ -28,6 +28,7 @@ do {
                     "sync: build \(progress.buildId) \(progress.playable ? "is playable" : "is not playable yet")"
                         + (pending.isEmpty ? "" : "; still coming: \(pending.joined(separator: ", "))"))
             case .preload(let status): print("sync: \(status.summary)")
+            case .stalled(let seconds): print("sync: no data for \(seconds) s, retrying (check the connection)")
             }
         }
     }

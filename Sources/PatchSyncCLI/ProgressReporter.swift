@@ -10,15 +10,31 @@ struct RateEstimator {
     static let minimumRate = 1024.0
     static let longestETA: Int64 = 7 * 86400
 
+    /// Samples closer than this are taken together: the last event of a step comes at once.
+    static let shortestSample = 0.25
+
     private(set) var bytesPerSecond = 0.0
-    /// The previous sample; a transfer starts at no bytes at time zero.
-    private var last: (seconds: Double, done: Int64)? = (0, 0)
+    /// The sample the next rate is measured from: the first event of a step, or of a resumed sync,
+    /// starts the measure (bytes counted before it did not arrive at this rate).
+    private var last: (seconds: Double, done: Int64)?
 
     mutating func add(seconds: Double, done: Int64) {
-        defer { last = (seconds, done) }
-        guard let last, seconds > last.seconds else { return }
+        guard let last, done >= last.done else {
+            // The first sample, or a new step whose count starts again: measure from here.
+            self.last = (seconds, done)
+            bytesPerSecond = 0
+            return
+        }
+        guard seconds - last.seconds >= Self.shortestSample else { return }
         let instant = Double(done - last.done) / (seconds - last.seconds)
         bytesPerSecond = bytesPerSecond == 0 ? instant : Self.smoothing * instant + (1 - Self.smoothing) * bytesPerSecond
+        self.last = (seconds, done)
+    }
+
+    /// No byte came for a while: the rate is zero until bytes come again.
+    mutating func stalled() {
+        bytesPerSecond = 0
+        last = nil
     }
 
     func eta(remaining: Int64) -> Int64? {
@@ -42,6 +58,8 @@ struct ProgressEvent: Encodable {
     var bundles: BundleProgress?
     /// With event "preload": how much of a preload build is here, and when it unlocks.
     var preload: PreloadStatus?
+    /// With event "stalled": how long requests have waited with no byte arriving.
+    var stalledSeconds: Int?
 }
 
 /// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
@@ -84,6 +102,18 @@ final class ProgressReporter: Sendable {
             case .phase(let message): phase(message, &state)
             case .transfer(let done, let total, let files, let filesTotal): transfer(done, total, files, filesTotal, &state)
             case .bundles(let progress): bundles(progress, &state)
+            case .stalled(let seconds):
+                state.estimator.stalled()
+                let message = "no byte from the origin for \(seconds) s: the network or the origin stopped; retrying"
+                switch mode {
+                case .quiet: break
+                case .json:
+                    var event = ProgressEvent(event: "stalled", message: message)
+                    event.stalledSeconds = seconds
+                    event.bytesPerSecond = 0
+                    Output.line(Output.encode(event))
+                case .live, .lines: phase(message, &state)
+                }
             case .preload(let status):
                 switch mode {
                 case .quiet: break

@@ -44,6 +44,11 @@ struct Sync: AsyncParsableCommand {
             "Stop after this long (90s, 30m, 2h), progress kept; exit 75.",
             valueName: "duration"))
     var duration: String?
+    @Option(
+        help: ArgumentHelp(
+            "Stop with exit 69 when no byte has arrived for this long (30s, 2m), progress kept; a `stalled` event comes after 10 s.",
+            valueName: "duration"))
+    var giveUp: String?
 
     func run() async throws {
         let output = Output(json: options.json)
@@ -51,6 +56,11 @@ struct Sync: AsyncParsableCommand {
         syncer.maxBytesPerSecond = maxRate
         syncer.discretionary = discretionary
         syncer.deadline = try stopTime(now: syncer.environment.now(), zone: syncer.environment.timeZone)
+        if let giveUp {
+            let seconds = try parseDuration(giveUp)
+            syncer.giveUpAfter = .milliseconds(Int64(seconds * 1000))
+            syncer.stallAfter = min(syncer.stallAfter, .milliseconds(Int64(seconds * 500)))  // a stall is told before it ends the sync
+        }
         let stop = SyncStop()
         syncer.stop = stop
         let signals = SignalStop(stop)

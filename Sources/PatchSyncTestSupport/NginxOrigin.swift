@@ -45,6 +45,25 @@ public final class NginxOrigin: @unchecked Sendable {
         process.waitUntilExit()
     }
 
+    /// Freezes nginx (SIGSTOP to the master and its workers): connections are accepted by the kernel,
+    /// and no byte comes back, as from an origin that hangs. ``thaw()`` lets it go on.
+    public func freeze() { signalAll(SIGSTOP) }
+
+    public func thaw() { signalAll(SIGCONT) }
+
+    private func signalAll(_ signal: Int32) {
+        let master = process.processIdentifier
+        var pids = [master]
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(name), let stat = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, Int32(fields[1]) == master { pids.append(pid) }
+        }
+        for pid in pids { kill(pid, signal) }
+    }
+
     /// One served request from the access log.
     public struct Request: Sendable {
         public var method: String

@@ -9,11 +9,15 @@ struct ChunkFetcher: Sendable {
     let files: StagedFiles
     let limit: Int
     let onEvent: @Sendable (SyncEvent) -> Void
+    /// The sync's meter: the bytes of responses count toward this step's progress as they arrive.
+    var meter: SyncMeter? = nil
 
     /// Fetches `requests` (`total` stored bytes); progress events count `before` bytes first (what
     /// this sync already fetched another way).
     func run(_ requests: [[Plan.Need]], total: Int64, before: Int64 = 0) async throws(PatchSyncError) {
         let progress = Progress(total: total, before: before, requests: requests)
+        meter?.follow(progress.transfer)
+        defer { meter?.follow(nil) }
         let pipeline = ChunkPipeline(files: files)
         defer { pipeline.stop() }
         try await Self.each(requests, atOnce: limit) { request in try await fetch(request, pipeline: pipeline, progress: progress) }
@@ -71,7 +75,7 @@ struct ChunkFetcher: Sendable {
     private final class Progress: Sendable {
         /// Chunks still to come per file being fetched; a file is done when its count reaches zero.
         private let pending: Mutex<[String: Int]>
-        private let transfer: TransferProgress
+        let transfer: TransferProgress
 
         /// `before`: bytes this sync already fetched another way (the delta pack), counted first.
         init(total: Int64, before: Int64, requests: [[Plan.Need]]) {

@@ -14,11 +14,18 @@ public struct RunningSync: Codable, Sendable, Equatable {
     public var bytesPerSecond: Double
     /// Seconds left at that rate; nil before any rate is known.
     public var etaSeconds: Double?
+    /// Set while requests wait with no byte arriving (the rate is then 0).
+    public var stalled: Bool?
 
     /// The recorded sync, if its process still runs (a killed one leaves its record behind).
-    static func alive(_ running: RunningSync?) -> RunningSync? {
-        guard let running else { return nil }
-        return kill(running.pid, 0) == 0 || errno == EPERM ? running : nil
+    static func alive(_ running: RunningSync?, now: Date = Date()) -> RunningSync? {
+        guard var running, kill(running.pid, 0) == 0 || errno == EPERM else { return nil }
+        // A record not written for a few seconds is a sync whose bytes stopped: no rate to trust.
+        if now.timeIntervalSince(running.updatedAt) > 3 {
+            running.bytesPerSecond = 0
+            running.etaSeconds = nil
+        }
+        return running
     }
 
     /// Writes a sync's progress as its events come.
@@ -46,6 +53,19 @@ public struct RunningSync: Codable, Sendable, Equatable {
         }
 
         func note(_ event: SyncEvent) {
+            if case .stalled = event {
+                // Another process's `status` shows the truth: nothing moves.
+                let record = progress.withLock { p -> RunningSync in
+                    p.samples = []
+                    p.record.bytesPerSecond = 0
+                    p.record.etaSeconds = nil
+                    p.record.stalled = true
+                    p.record.updatedAt = Date()
+                    return p.record
+                }
+                write(record)
+                return
+            }
             guard case .transfer(let done, let total, _, _) = event else { return }
             let now = ContinuousClock.now
             let due: RunningSync? = progress.withLock { p in
@@ -56,6 +76,7 @@ public struct RunningSync: Codable, Sendable, Equatable {
                 if seconds > 0.2 { p.record.bytesPerSecond = Double(done - first.done) / seconds }
                 p.record.bytesDone = done
                 p.record.bytesTotal = total
+                p.record.stalled = nil
                 p.record.updatedAt = Date()
                 p.record.etaSeconds = p.record.bytesPerSecond > 0 ? Double(total - done) / p.record.bytesPerSecond : nil
                 guard now - p.lastWrite >= .seconds(1) || done >= total else { return nil }

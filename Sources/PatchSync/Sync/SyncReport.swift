@@ -74,4 +74,7 @@ public enum SyncEvent: Sendable {
     case bundles(BundleProgress)
     /// Where a preload build stands: bytes here of those to preload, its release time, released or not.
     case preload(PreloadStatus)
+    /// Requests are in flight and no byte has arrived for `seconds`: the origin froze or the network went
+    /// away. Sent once per stall; the sync goes on retrying until bytes come or it gives up.
+    case stalled(seconds: Int)
 }

@@ -111,8 +111,11 @@ struct SyncWatch: Sendable {
 
     /// Runs `body`, cancelling it when a condition fails; its chunks in flight are finished and
     /// recorded before it returns, and the result is then a deferred error naming the condition.
+    /// With `meter`, the same tick reports a stall (`.stalled`, once per stall, after `stallAfter` with
+    /// no byte) and gives up after `giveUpAfter` with no byte: origin unavailable (69), the chunks already
+    /// verified kept.
     func supervise(
-        state: StateStore,
+        state: StateStore, meter: SyncMeter? = nil, stallAfter: Duration = .seconds(10), giveUpAfter: Duration? = nil,
         _ body: @escaping @Sendable () async throws(PatchSyncError) -> SyncReport
     )
         async -> Result<SyncReport, PatchSyncError>
@@ -120,8 +123,10 @@ struct SyncWatch: Sendable {
         enum Finished: Sendable {
             case sync(Result<SyncReport, PatchSyncError>)
             case stop(DeferralReason, String)
+            case gaveUp(Duration)
         }
-        let (result, stopped) = await withTaskGroup(of: Finished?.self) { group in
+        typealias Outcome = (result: Result<SyncReport, PatchSyncError>, stopped: (DeferralReason, String)?, gaveUp: Duration?)
+        let (result, stopped, gaveUp) = await withTaskGroup(of: Finished?.self, returning: Outcome.self) { group -> Outcome in
             group.addTask {
                 do throws(PatchSyncError) { return .sync(.success(try await body())) } catch { return .sync(.failure(error)) }
             }
@@ -129,24 +134,39 @@ struct SyncWatch: Sendable {
                 var tick = 1
                 while !Task.isCancelled {
                     if let (reason, message) = failing(tick: tick) { return .stop(reason, message) }
+                    if let meter {
+                        if let quiet = meter.reportStall(after: stallAfter) { meter.onEvent(.stalled(seconds: Int(quiet.components.seconds))) }
+                        if let giveUpAfter, let quiet = meter.stalled(), quiet >= giveUpAfter { return .gaveUp(quiet) }
+                    }
                     try? await Task.sleep(for: Self.tick)
                     tick += 1
                 }
                 return nil
             }
             var stopped: (DeferralReason, String)?
+            var gaveUp: Duration?
             while let next = await group.next() {
                 switch next {
                 case .stop(let reason, let message)?:
                     stopped = (reason, message)
                     group.cancelAll()
+                case .gaveUp(let quiet)?:
+                    gaveUp = quiet
+                    group.cancelAll()
                 case .sync(let result)?:
                     group.cancelAll()
-                    return (result, stopped)
+                    return (result, stopped, gaveUp)
                 case nil: continue
                 }
             }
-            return (Result<SyncReport, PatchSyncError>.failure(.cancelled), stopped)
+            return (.failure(.cancelled), stopped, gaveUp)
+        }
+        if let gaveUp, case .failure = result {
+            return .failure(
+                PatchSyncError(
+                    .originUnavailable,
+                    "no byte arrived from the origin for \(gaveUp.components.seconds) s (--give-up); the chunks already verified are kept",
+                    remedy: "check the network and the remotes, then run sync again; it goes on where it stopped"))
         }
         guard let (reason, message) = stopped, case .failure(let error) = result, error.code == .deferred else {
             return result

@@ -45,8 +45,10 @@ extension Syncer {
         let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
         report.requests = requests.count
         context.onEvent(.phase("fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
-        try await ChunkFetcher(sources: context.sources, files: files, limit: context.config.connections, onEvent: context.onEvent)
-            .run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
+        try await ChunkFetcher(
+            sources: context.sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
+            meter: context.origin.client.meter
+        ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
         try files.flush()
         try finish(manifest, staged: staged, tree: tree, plan: plan)
     }

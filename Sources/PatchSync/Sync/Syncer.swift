@@ -19,6 +19,12 @@ public struct Syncer: Sendable {
     public var environment = SyncEnvironment.system
     /// Stops the sync from outside (signal handlers).
     public var stop: SyncStop?
+    /// After this long with requests in flight and no byte arriving, a `.stalled` event says so (the
+    /// origin froze, or the network went away); the sync goes on, retrying.
+    public var stallAfter: Duration = .seconds(10)
+    /// After this long with requests in flight and no byte arriving, the sync stops with exit 69 (the
+    /// chunks already verified are kept). nil: it waits for the transfer timeouts and the retry policy.
+    public var giveUpAfter: Duration?
 
     public init(install: Install, now: Date = Date()) {
         self.install = install
@@ -38,11 +44,14 @@ public struct Syncer: Sendable {
         if discretionary { Priority.lowerForBackground() }
         let recorder = RunningSync.Recorder(state: state)
         defer { recorder.end() }
-        let result = await watch.supervise(state: state) { () async throws(PatchSyncError) -> SyncReport in
-            try await runAdmitted(config: config, state: state) { event in
-                recorder.note(event)
-                onEvent(event)
-            }
+        let emit: @Sendable (SyncEvent) -> Void = { event in
+            recorder.note(event)
+            onEvent(event)
+        }
+        let meter = SyncMeter(onEvent: emit)
+        let result = await watch.supervise(state: state, meter: meter, stallAfter: stallAfter, giveUpAfter: giveUpAfter) {
+            () async throws(PatchSyncError) -> SyncReport in
+            try await runAdmitted(config: config, state: state, meter: meter, onEvent: emit)
         }
         let report = try result.get()
         try SyncWatch.record(nil, in: state)  // a sync that completes resets the backoff
@@ -68,12 +77,13 @@ public struct Syncer: Sendable {
     /// marked ready as soon as it is complete, so the launcher can swap in a playable build while the
     /// optional bundles still download.
     private func runAdmitted(
-        config: InstallConfig, state: StateStore,
+        config: InstallConfig, state: StateStore, meter: SyncMeter,
         onEvent: @escaping @Sendable (SyncEvent) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
         try install.dropTamperedReady(state)
-        let client = try HTTPClient(settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)))
+        let client = try HTTPClient(
+            settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)), meter: meter)
         var context = SyncContext(
             install: install, config: config, state: state, origin: try Origin(config, client: client),
             onEvent: onEvent)

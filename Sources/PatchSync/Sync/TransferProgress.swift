@@ -13,13 +13,21 @@ final class TransferProgress: Sendable {
         var filesDone = 0
         let filesTotal: Int
         var last = ContinuousClock.now
+        /// Where `done` started, and the bytes of responses that arrived since (verified or not yet).
+        let start: Int64
+        var arrived: Int64 = 0
+        /// The `done` last sent: events never go back.
+        var shown: Int64 = 0
 
-        /// The event to send now, if one is due.
+        /// The event to send now, if one is due: bytes move as they arrive, capped below the total until
+        /// what arrived is verified and durable.
         mutating func due() -> SyncEvent? {
             let now = ContinuousClock.now
+            let moving = done >= total ? total : min(total - 1, max(done, start + arrived))
             guard done >= total || now - last >= TransferProgress.interval else { return nil }
             last = now
-            return .transfer(done: done, total: total, filesDone: filesDone, filesTotal: filesTotal)
+            shown = max(shown, moving)
+            return .transfer(done: shown, total: total, filesDone: filesDone, filesTotal: filesTotal)
         }
     }
 
@@ -27,7 +35,7 @@ final class TransferProgress: Sendable {
     static let interval = Duration.milliseconds(500)
 
     init(done: Int64 = 0, total: Int64, filesTotal: Int) {
-        state = Mutex(State(done: done, total: total, filesTotal: filesTotal))
+        state = Mutex(State(done: done, total: total, filesTotal: filesTotal, start: done, shown: done))
     }
 
     /// The bytes done so far.
@@ -38,6 +46,14 @@ final class TransferProgress: Sendable {
         state.withLock { state in
             state.done += bytes
             state.filesDone += files
+            return state.due()
+        }
+    }
+
+    /// `bytes` of a response arrived (not verified yet): the event moves with them.
+    func received(_ bytes: Int64) -> SyncEvent? {
+        state.withLock { state in
+            state.arrived += bytes
             return state.due()
         }
     }

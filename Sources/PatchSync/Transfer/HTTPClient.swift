@@ -35,8 +35,11 @@ final class HTTPClient: Sendable {
     }
 
     private let loop: TransferLoop
+    /// The sync's meter: every response's bytes are counted there as they arrive.
+    let meter: SyncMeter?
 
-    init(settings: Settings = Settings()) throws(PatchSyncError) {
+    init(settings: Settings = Settings(), meter: SyncMeter? = nil) throws(PatchSyncError) {
+        self.meter = meter
         loop = try TransferLoop(settings: settings)
         let thread = Thread { [loop] in loop.run() }
         thread.name = "patchsync-transfer"
@@ -58,6 +61,9 @@ final class HTTPClient: Sendable {
     /// Performs one request, handing the body to `sink` on the transfer thread.
     func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<TransferResponse, TransferFailure> {
         let cancel = CancelFlag()
+        let sink: any ResponseSink = meter.map { MeteredSink(sink, meter: $0) } ?? sink
+        meter?.requestBegan()
+        defer { meter?.requestEnded() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 loop.submit(TransferBox(request: request, sink: sink, cancel: cancel, continuation: continuation))

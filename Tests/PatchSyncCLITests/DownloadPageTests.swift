@@ -1,0 +1,102 @@
+import Foundation
+import PatchSync
+import PatchSyncTestSupport
+import Testing
+
+/// What a launcher's download page reads from `sync --json`: progress that moves with the bytes at a
+/// true rate, and a stall told as a stall, ending the sync when the launcher asks.
+@Suite("A launcher's download page", .tags(.cli), .serialized)
+struct DownloadPageTests {
+    /// A build of `megabytes` MiB of incompressible files, published, served by nginx.
+    static func world(megabytes: Int) throws -> (Fixture, NginxOrigin, Install) {
+        let fixture = try Fixture()
+        let build = fixture.directory + "/big"
+        try FileManager.default.createDirectory(atPath: build, withIntermediateDirectories: true)
+        var random = SeededRandom(seed: 77)
+        for index in 0..<megabytes {
+            try Data((0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+                .write(to: URL(fileURLWithPath: build + "/part\(index).bin"))
+        }
+        try fixture.publish(build, id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        return (fixture, nginx, try fixture.makeInstall(remotes: [nginx.url]))
+    }
+
+    /// Each line `patchsync ARGS…` prints on stdout, with when it came (seconds from the start); `during`
+    /// runs on each line as it comes.
+    static func lines(_ arguments: [String], during: (String, Double) -> Void = { _, _ in }) throws -> (lines: [(String, Double)], status: Int32) {
+        let started = ContinuousClock.now
+        let process = try CLI.start(arguments)
+        var lines: [(String, Double)] = []
+        var pending = Data()
+        let handle = process.out.fileHandleForReading
+        while true {
+            let data = handle.availableData
+            if data.isEmpty { break }
+            pending.append(data)
+            while let newline = pending.firstIndex(of: 0x0a) {
+                let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                pending.removeSubrange(pending.startIndex...newline)
+                let at = (ContinuousClock.now - started) / .seconds(1)
+                lines.append((line, at))
+                during(line, at)
+            }
+        }
+        process.process.waitUntilExit()
+        return (lines, process.process.terminationStatus)
+    }
+
+    static func event(_ line: String) -> [String: Any]? {
+        try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+    }
+
+    @Test("on a 1 MiB/s capped sync, transfer events come at least every half second (one second of slack on a loaded machine) while bytes arrive, bytesDone never goes back, and the rate is within 20% of the cap")
+    func progressMovesWithBytes() throws {
+        let (fixture, nginx, install) = try Self.world(megabytes: 6)
+        defer {
+            nginx.stop()
+            withExtendedLifetime(fixture) {}
+        }
+        let run = try Self.lines(["sync", "--install", install.root, "--max-rate", "1M", "--json"])
+        #expect(run.status == 0, "\(run.lines.suffix(3).map(\.0))")
+        let transfers = run.lines.compactMap { line, at in Self.event(line).flatMap { $0["event"] as? String == "transfer" ? ($0, at) : nil } }
+        #expect(transfers.count >= 8, "a 6 s transfer reports as it goes: \(transfers.count) events")
+        let gaps = zip(transfers.dropFirst(), transfers).map { $0.1 - $1.1 }
+        #expect((gaps.max() ?? 0) <= 1.0, "the longest gap between transfer events: \(gaps.max() ?? 0) s")
+        let done = transfers.compactMap { $0.0["bytesDone"] as? Int }
+        #expect(done == done.sorted(), "bytesDone never goes back")
+        // The rate once the transfer has settled (after its first two seconds, before its last event).
+        let settled = transfers.filter { $0.1 - transfers[0].1 >= 2 }.dropLast().compactMap { $0.0["bytesPerSecond"] as? Int }
+        try #require(!settled.isEmpty, "rates once settled")
+        let median = settled.sorted()[settled.count / 2]
+        #expect(abs(Double(median) - 1_048_576) <= 0.2 * 1_048_576, "median rate \(median) B/s under a 1 MiB/s cap: \(settled)")
+    }
+
+    @Test("an origin that freezes mid-transfer (SIGSTOP) gives a `stalled` event within 15 s and exit 69 at --give-up, with the verified chunks kept; the next sync finishes")
+    func stallAndGiveUp() throws {
+        let (fixture, nginx, install) = try Self.world(megabytes: 8)
+        defer {
+            nginx.thaw()  // a stopped nginx never takes its SIGTERM
+            nginx.stop()
+            withExtendedLifetime(fixture) {}
+        }
+        var frozenAt: Double?
+        var stalledAt: Double?
+        let run = try Self.lines(["sync", "--install", install.root, "--max-rate", "1M", "--give-up", "20s", "--json"]) { line, at in
+            guard let event = Self.event(line) else { return }
+            if frozenAt == nil, event["event"] as? String == "transfer", (event["bytesDone"] as? Int ?? 0) > 1 << 20 {
+                nginx.freeze()
+                frozenAt = at
+            }
+            if stalledAt == nil, event["event"] as? String == "stalled" { stalledAt = at }
+        }
+        nginx.thaw()
+        let frozen = try #require(frozenAt, "the origin was frozen mid-transfer")
+        let stalled = try #require(stalledAt, "a stalled event came: \(run.lines.map(\.0).suffix(5))")
+        #expect(stalled - frozen <= 15, "stalled \(stalled - frozen) s after the freeze")
+        #expect(run.status == 69, "gave up with 69: \(run.lines.last?.0 ?? "")")
+        let last = try #require(run.lines.last.flatMap { Self.event($0.0) })
+        #expect((last["error"] as? String ?? "").contains("no byte arrived"), "\(last)")
+        #expect(try CLI.run(["sync", "--install", install.root, "--quiet"]).status == 0, "the next sync finishes")
+    }
+}

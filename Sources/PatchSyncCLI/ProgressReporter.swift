@@ -204,8 +204,9 @@ final class ProgressReporter: Sendable {
     static func describe(done: Int64, total: Int64, rate: Double, eta: Int64?, verb: String = "fetching") -> String {
         let percent = total > 0 ? done * 100 / total : 100
         let etaText = eta.map { String(format: ", ETA %d:%02d", $0 / 60, $0 % 60) } ?? ""
-        return "\(verb) \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%) at "
-            + "\(ByteCount.format(Int64(rate)))/s\(etaText)"
+        // No rate before a quarter second of bytes has been measured (a transfer done at once).
+        let rateText = rate > 0 ? " at \(ByteCount.format(Int64(rate)))/s" : ""
+        return "\(verb) \(ByteCount.format(done)) of \(ByteCount.format(total)) (\(percent)%)\(rateText)\(etaText)"
     }
 
     private func write(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }

@@ -57,7 +57,7 @@ struct Sync: AsyncParsableCommand {
         syncer.discretionary = discretionary
         syncer.deadline = try stopTime(now: syncer.environment.now(), zone: syncer.environment.timeZone)
         if let giveUp {
-            let seconds = try parseDuration(giveUp)
+            let seconds = min(try parseDuration(giveUp), 365 * 86400)
             syncer.giveUpAfter = .milliseconds(Int64(seconds * 1000))
             syncer.stallAfter = min(syncer.stallAfter, .milliseconds(Int64(seconds * 500)))  // a stall is told before it ends the sync
         }

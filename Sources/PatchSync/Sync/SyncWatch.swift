@@ -161,7 +161,8 @@ struct SyncWatch: Sendable {
             }
             return (.failure(.cancelled), stopped, gaveUp)
         }
-        if let gaveUp, case .failure = result {
+        // Only the stop it caused: a refusal (65) or a local failure (74) on the way keeps its own code.
+        if let gaveUp, case .failure(let error) = result, error.code == .deferred || error.code == .originUnavailable {
             return .failure(
                 PatchSyncError(
                     .originUnavailable,

@@ -49,7 +49,12 @@ public struct Syncer: Sendable {
             onEvent(event)
         }
         let meter = SyncMeter(onEvent: emit)
-        let result = await watch.supervise(state: state, meter: meter, stallAfter: stallAfter, giveUpAfter: giveUpAfter) {
+        // Under a cap, libcurl's write callback waits for the budget between pieces of up to 256 KiB: that
+        // wait is the cap working, not the origin stalling, so neither counts a quiet shorter than two of it.
+        let throttled = config.maxBytesPerSecond.map { Duration.milliseconds(Int64(2 * 256 * 1024 * 1000 / max(1, $0))) } ?? .zero
+        let result = await watch.supervise(
+            state: state, meter: meter, stallAfter: max(stallAfter, throttled), giveUpAfter: giveUpAfter.map { max($0, throttled) }
+        ) {
             () async throws(PatchSyncError) -> SyncReport in
             try await runAdmitted(config: config, state: state, meter: meter, onEvent: emit)
         }

@@ -20,13 +20,13 @@ public struct ChannelListing: Sendable {
     /// Newest (highest sequence) first.
     public let builds: [Build]
 
-    /// The highest sequence the channel ever listed, withdrawn builds included (``OriginLayout/sequencesRecord``).
-    let floor: Int
+    /// The origin folder, where the highest sequence each channel ever listed is recorded.
+    private let origin: String
 
     public init(_ repo: Repository, channel: String) {
         self.channel = channel
+        origin = repo.origin
         builds = Self.builds(repo.targetFiles, channel: channel, released: repo.isReleased)
-        floor = Self.recordedSequences(origin: repo.origin)[channel] ?? 0
     }
 
     /// The sequences recorded in `origin` by channel.
@@ -73,11 +73,15 @@ public struct ChannelListing: Sendable {
     public var pendingPreloads: [Build] { builds.filter { $0.pending && $0.info.sequence > (current?.info.sequence ?? 0) } }
 
     /// Pending preloads that a newer installable build left behind: players never install them.
-    public var strandedPreloads: [Build] { builds.filter { $0.pending && $0.info.sequence < (current?.info.sequence ?? 0) } }
+    public var strandedPreloads: [Build] { builds.filter(isStranded) }
 
     /// The highest sequence the channel lists (preloads too) or ever listed: the next build listed takes
     /// one more, so players who saw a withdrawn build never see a sequence go back.
-    public var highestSequence: Int { max(builds.first?.info.sequence ?? 0, floor) }
+    /// Read from the origin folder when asked: only the commands that list a build with a new sequence do.
+    public var highestSequence: Int { max(builds.first?.info.sequence ?? 0, Self.recordedSequences(origin: origin)[channel] ?? 0) }
+
+    /// Whether `build` is a pending preload a newer installable build left behind: players never install it.
+    public func isStranded(_ build: Build) -> Bool { build.pending && build.info.sequence < (current?.info.sequence ?? 0) }
 
     /// A listed preload (pending only, when `pendingOnly`) other than `build` whose plan commits to
     /// `build`'s content key: it shares objects sealed with that key. A plan that cannot be read counts

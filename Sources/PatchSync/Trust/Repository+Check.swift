@@ -51,7 +51,7 @@ extension Repository {
                     continue
                 }
                 guard build.pending, let releaseAt = build.info.preload?.releaseAt else { continue }
-                if build.info.sequence < (listing.current?.info.sequence ?? 0) {
+                if listing.isStranded(build) {
                     found.append(
                         ListingProblem(
                             kind: .strandedPreload, channel: channel, buildId: id,

@@ -133,13 +133,12 @@ extension Repository {
 
     /// The preload builds whose release time has come (by `now`) and whose key is not released yet.
     public func dueReleases(now: Date) -> [(channel: String, build: String, releaseAt: Date)] {
-        targetFiles.values.compactMap { file -> (String, String, Date)? in
-            guard let info = file.custom, let preload = info.preload, preload.releaseAt <= now, info.withdrawn != true,
-                !isReleased(channel: info.channel, build: info.buildId),
-                // A preload a newer build left behind is never released: `repo check` names it.
-                info.sequence > (ChannelListing(self, channel: info.channel).current?.info.sequence ?? 0)
-            else { return nil }
-            return (info.channel, info.buildId, preload.releaseAt)
+        // A preload a newer build left behind is never released: `repo check` names it.
+        ChannelListing.all(self).flatMap { listing in
+            listing.pendingPreloads.compactMap { build -> (String, String, Date)? in
+                guard let releaseAt = build.info.preload?.releaseAt, releaseAt <= now, build.info.withdrawn != true else { return nil }
+                return (listing.channel, build.info.buildId, releaseAt)
+            }
         }.sorted { $0.2 < $1.2 }
     }
 

@@ -15,8 +15,15 @@ struct GameSpawnTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("spawn-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder + "/bin", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        try "#!/bin/sh\npwd > \"$1\"\necho \"$2\" >> \"$1\"\nexit 7\n".write(toFile: folder + "/bin/game", atomically: true, encoding: .utf8)
-        chmod(folder + "/bin/game", 0o755)
+        // Written by another process: a write descriptor of this one's, inherited by a child another test forks
+        // at that moment, would make the exec fail with ETXTBSY.
+        let script = #"printf '#!/bin/sh\npwd > "$1"\necho "$2" >> "$1"\nexit 7\n' > "$0/bin/game" && chmod 755 "$0/bin/game""#
+        let written = Process()
+        written.executableURL = URL(fileURLWithPath: "/bin/sh")
+        written.arguments = ["-c", script, folder]
+        try written.run()
+        written.waitUntilExit()
+        #expect(written.terminationStatus == 0)
         let out = folder + "/out.txt"
         let pid = try GameLauncher.spawn(
             "./bin/game", [out, "two words"], in: folder, environment: ["PATH": "/usr/bin:/bin"],

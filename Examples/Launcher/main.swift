@@ -19,9 +19,9 @@ do {
     let progress = Task {
         for await event in session.events {
             switch event {
-            case .phase(let text): print("sync: \(text)")
-            case .transfer(let done, let total, let files, let filesTotal):
-                print("sync: \(done) of \(total) bytes, \(files) of \(filesTotal) files")
+            case .phase(_, let text): print("sync: \(text)")
+            case .transfer(let s):
+                print("sync: \(s.updateDone ?? s.done) of \(s.updateTotal ?? s.total) bytes")
             case .bundles(let progress):
                 let pending = progress.bundles.filter { $0.state == .pending }.map(\.name)
                 print(

@@ -8,9 +8,9 @@ struct BundlesCommand: AsyncParsableCommand {
         commandName: "bundles",
         abstract: "List the build's bundles, or choose which optional ones this install holds.",
         discussion: """
-            Required bundles are always installed; optional ones (languages, HD packs, DLC) only when
-            chosen. A change takes effect like an update: the next sync stages a deployment with the
-            new choice (an added bundle fetches only its own content) and the launcher swaps it in at
+            Required bundles are always installed; optional ones (languages, HD packs, DLC) only when \
+            chosen. A change takes effect like an update: the next sync stages a deployment with the \
+            new choice (an added bundle fetches only its own content) and the launcher swaps it in at \
             the next start; a removed bundle's files are gone after that apply.
 
             Example:

@@ -6,19 +6,19 @@ struct Diff: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "What a patch from OLD to NEW costs players, per bundle and per file.",
         discussion: """
-            OLD and NEW are each a manifest file, a build folder (chunked on the fly, nothing
-            published), an install (its current build), or an origin URL verified through --root
-            (URL#BUILD for a given build, else the channel's newest; URL#BUILD@CHANNEL for one of another
-            channel: with a file:// origin, the delta packs `repo promote` would write). Download bytes are what a
-            player on OLD fetches: the compressed chunks NEW needs that OLD lacks, each once, and
-            for a changed file that a delta pack from OLD rebuilds, its share of the pack instead
-            (route delta). The pack is the one NEW's origin has from OLD; for a build folder NEW,
-            the one publish would write, computed here when OLD is a build folder or a file://
-            origin's build among the channel's latest --delta-sources; for a build folder NEW the
-            manifest (or its delta) and signed metadata a player fetches first are predicted too
-            (metadataBytes) and count toward a total --budget. Written bytes are what staging writes (unchanged
-            files are hard links). --bundle NAME (repeatable) or --required-only costs a player who
-            chose those optional bundles: per bundle, and in the total. --budget stops a pipeline (exit 65) when the patch is too big:
+            OLD and NEW are each a manifest file, a build folder (chunked on the fly, nothing \
+            published), an install (its current build), or an origin URL verified through --root \
+            (URL#BUILD for a given build, else the channel's newest; URL#BUILD@CHANNEL for one of another \
+            channel: with a file:// origin, the delta packs `repo promote` would write). Download bytes are what a \
+            player on OLD fetches: the compressed chunks NEW needs that OLD lacks, each once, and \
+            for a changed file that a delta pack from OLD rebuilds, its share of the pack instead \
+            (route delta). The pack is the one NEW's origin has from OLD; for a build folder NEW, \
+            the one publish would write, computed here when OLD is a build folder or a file:// \
+            origin's build among the channel's latest --delta-sources; for a build folder NEW the \
+            manifest (or its delta) and signed metadata a player fetches first are predicted too \
+            (metadataBytes) and count toward a total --budget. Written bytes are what staging writes (unchanged \
+            files are hard links). --bundle NAME (repeatable) or --required-only costs a player who \
+            chose those optional bundles: per bundle, and in the total. --budget stops a pipeline (exit 65) when the patch is too big: \
             a total (500M) or per bundle (base=100M); sizes in K, M, G, T (×1024).
 
             Example:

@@ -6,8 +6,8 @@ struct Keygen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create the Ed25519 keys of a repository: root, targets and online.",
         discussion: """
-            root.key signs the root (keep it offline), targets.key signs what builds exist (publish,
-            promote, rollback: keep it off always-on hosts), online.key signs snapshot and timestamp
+            root.key signs the root (keep it offline), targets.key signs what builds exist (publish, \
+            promote, rollback: keep it off always-on hosts), online.key signs snapshot and timestamp \
             (the only key the `repo refresh` cron job holds).
 
             Examples:

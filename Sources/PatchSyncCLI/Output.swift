@@ -1,14 +1,49 @@
 import ArgumentParser
 import Foundation
 import PatchSync
+import Synchronization
 
-/// Where a command's results go: human lines, or one JSON object (events one per line) with `--json`.
+/// Where a command's results go: human lines, or JSON lines with `--json`.
+///
+/// Every JSON line follows manifests/events.schema.json: it has `event` (what the line is: a progress
+/// event, `result` last on success, `error` last on failure), `time` (ISO 8601, UTC, milliseconds) and
+/// `phase` (the step of the command it comes from, a stable id), and a result names its `command`.
 struct Output: Sendable {
     let json: Bool
 
-    /// Prints the final result: `human` for people, `value` as JSON.
+    /// The command running and the phase it is in, for the lines that follow.
+    private static let context = Mutex<(command: String, phase: String, fd: Int32)>(("patchsync", "starting", STDOUT_FILENO))
+
+    /// The command's name as typed ("sync", "repo promote").
+    static func begin(command: String) { context.withLock { $0.command = command } }
+
+    /// The phase the next lines come from.
+    static func enter(_ phase: String) { context.withLock { $0.phase = phase } }
+
+    static var phase: String { context.withLock { $0.phase } }
+
+    /// Prints the final result: `human` for people, `value` as a `result` line.
     func result<T: Encodable>(_ value: T, human: String) {
-        if json { print(Self.encode(value)) } else { print(human) }
+        if json { Self.line(Self.stamped(value, event: "result", phase: "done")) } else { print(human) }
+    }
+
+    /// `value`'s JSON object with the keys every line has: `event`, `time`, `phase` (and `command` on a result).
+    static func stamped<T: Encodable>(_ value: T, event: String? = nil, phase: String? = nil) -> String {
+        let body = encode(value)
+        let (command, current) = context.withLock { ($0.command, $0.phase) }
+        var keys = [
+            "\"time\":" + encode(timestamp()), "\"phase\":" + encode(phase ?? current)
+        ]
+        if let event { keys.insert("\"event\":" + encode(event), at: 0) }
+        if event == "result" || event == "error" { keys.append("\"command\":" + encode(command)) }
+        guard body.hasPrefix("{") else { return "{" + keys.joined(separator: ",") + ",\"value\":" + body + "}" }
+        let rest = body.dropFirst()
+        return "{" + keys.joined(separator: ",") + (rest == "}" ? "" : ",") + rest
+    }
+
+    /// Now, as the lines say it.
+    static func timestamp(_ date: Date = Date()) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
     /// A progress line: to stderr for people, a JSON event line on stdout with --json
@@ -16,12 +51,21 @@ struct Output: Sendable {
     /// Prints one line of JSON and flushes it: a launcher reading `--json` through a pipe sees each
     /// event as it happens, not when the buffer fills or the process ends.
     static func line(_ text: String) {
-        print(text)
-        fflush(nil)
+        let fd = context.withLock { $0.fd }
+        if fd == STDOUT_FILENO {
+            print(text)
+            fflush(nil)
+        } else {
+            let data = Array((text + "\n").utf8)
+            _ = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        }
     }
 
+    /// JSON lines go to `fd` from now on (launch: the game owns stdout).
+    static func send(to fd: Int32) { context.withLock { $0.fd = fd } }
+
     func event(_ event: ProgressEvent) {
-        if json { Self.line(Self.encode(event)) } else { FileHandle.standardError.write(Data((event.message + "\n").utf8)) }
+        if json { Self.line(Self.stamped(event)) } else { FileHandle.standardError.write(Data((event.message + "\n").utf8)) }
     }
 
     /// Prints an error as `error:`/`hint:` lines, or a JSON error object with --json.
@@ -29,12 +73,15 @@ struct Output: Sendable {
         if json {
             struct ErrorObject: Encodable {
                 var error: String, code: String, hint: String?, exitStatus: Int32
+                var reason: PatchSyncError.Reason?
+                var requiredBytes: Int64?, availableBytes: Int64?
             }
-            print(
-                Self.encode(
+            Self.line(
+                Self.stamped(
                     ErrorObject(
                         error: error.description, code: error.code.rawValue, hint: error.remedy,
-                        exitStatus: exitStatus)))
+                        exitStatus: exitStatus, reason: error.reason, requiredBytes: error.requiredBytes,
+                        availableBytes: error.availableBytes), event: "error"))
         } else {
             var text = "error: \(error.description)\n"
             if let remedy = error.remedy { text += "hint: \(remedy)\n" }

@@ -12,7 +12,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
             Publisher:  keygen, repo init, publish, upload, repo refresh, repo prune, diff
             Player:     init, sync, apply, launch, rollback, verify, status, bundles
 
-            Exit status: 0 done, 64 usage, 65 refused data, 69 origin unavailable,
+            Exit status: 0 done, 64 usage, 65 refused data, 69 origin unavailable, \
             74 local I/O error, 75 deferred (try again later), 1 internal error.
 
             Example:
@@ -46,13 +46,49 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         }
         do {
             var command = try await asyncParseAsRoot()
+            Output.begin(command: Self.name(of: command))
+            Output.enter(Self.phase(of: Self.name(of: command)))
             if var async = command as? AsyncParsableCommand { try await async.run() } else { try command.run() }
         } catch let error as PatchSyncError {
             let status = ExitStatus.of(error.code)
             Output(json: json).failure(error, exitStatus: status)
             Foundation.exit(status)
         } catch {
+            // The parser's own refusals (a bad option, a missing argument) are errors a machine reads too.
+            let status = exitCode(for: error).rawValue
+            if json, status != 0, !(error is ExitCode) {
+                let message = (fullMessage(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments").replacingOccurrences(of: "Error: ", with: "")
+                Output(json: true).failure(
+                    PatchSyncError(.usage, message, remedy: "see `patchsync help` for the commands and their options"),
+                    exitStatus: status)
+                Foundation.exit(status)
+            }
             exit(withError: error)
+        }
+    }
+
+    /// The command as typed: "sync", "repo promote", "bundles add".
+    static func name(of command: any ParsableCommand) -> String {
+        let type = Swift.type(of: command)
+        let name = type._commandName
+        for group in [RepoCommand.self, BundlesCommand.self] as [any ParsableCommand.Type]
+        where group.configuration.subcommands.contains(where: { $0 == type }) {
+            return group._commandName + " " + name
+        }
+        return name
+    }
+
+    /// The phase a command's lines come from until it says otherwise.
+    static func phase(of command: String) -> String {
+        switch command {
+        case "sync": return "starting"
+        case "publish", "repo promote", "repo rollback", "repo withdraw", "repo release", "repo refresh", "repo renew",
+            "repo rotate-root", "repo init", "repo prune":
+            return "publishing"
+        case "upload": return "uploading"
+        case "verify": return "verifying"
+        case "apply", "rollback", "launch": return "applying"
+        default: return "working"
         }
     }
 }

@@ -60,6 +60,14 @@ struct ProgressEvent: Encodable {
     var preload: PreloadStatus?
     /// With event "stalled": how long requests have waited with no byte arriving.
     var stalledSeconds: Int?
+    /// With event "transfer" of a sync: bytesDone and bytesTotal are the whole update's; these are the
+    /// step's (one more bundle each), and the bundles it downloads with their bytes and installed size.
+    var stepBytesDone: Int64?
+    var stepBytesTotal: Int64?
+    var downloading: [String]?
+    var bundleBytesDone: Int64?
+    var bundleBytesTotal: Int64?
+    var bundleInstalledBytes: Int64?
 }
 
 /// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
@@ -99,8 +107,10 @@ final class ProgressReporter: Sendable {
     func handle(_ event: SyncEvent) {
         state.withLock { state in
             switch event {
-            case .phase(let message): phase(message, &state)
-            case .transfer(let done, let total, let files, let filesTotal): transfer(done, total, files, filesTotal, &state)
+            case .phase(let id, let message):
+                Output.enter(id.rawValue)
+                phase(message, &state)
+            case .transfer(let status): transfer(status, &state)
             case .bundles(let progress): bundles(progress, &state)
             case .stalled(let seconds):
                 state.estimator.stalled()
@@ -111,7 +121,7 @@ final class ProgressReporter: Sendable {
                     var event = ProgressEvent(event: "stalled", message: message)
                     event.stalledSeconds = seconds
                     event.bytesPerSecond = 0
-                    Output.line(Output.encode(event))
+                    Output.line(Output.stamped(event))
                 case .live, .lines: phase(message, &state)
                 }
             case .preload(let status):
@@ -120,7 +130,7 @@ final class ProgressReporter: Sendable {
                 case .json:
                     var event = ProgressEvent(event: "preload", message: status.summary)
                     event.preload = status
-                    Output.line(Output.encode(event))
+                    Output.line(Output.stamped(event))
                 case .live, .lines: phase(status.summary, &state)
                 }
             }
@@ -145,7 +155,7 @@ final class ProgressReporter: Sendable {
         case .json:
             var event = ProgressEvent(event: "bundles", message: message)
             event.bundles = progress
-            Output.line(Output.encode(event))
+            Output.line(Output.stamped(event))
         case .live, .lines: phase(message, &state)
         }
     }
@@ -164,7 +174,7 @@ final class ProgressReporter: Sendable {
     private func phase(_ message: String, _ state: inout State) {
         switch mode {
         case .quiet: return
-        case .json: Output.line(Output.encode(ProgressEvent(event: "phase", message: message)))
+        case .json: Output.line(Output.stamped(ProgressEvent(event: "phase", message: message)))
         case .live:
             if state.liveLineShown {
                 write("\n")
@@ -175,22 +185,32 @@ final class ProgressReporter: Sendable {
         }
     }
 
-    private func transfer(_ done: Int64, _ total: Int64, _ files: Int, _ filesTotal: Int, _ state: inout State) {
+    private func transfer(_ status: TransferStatus, _ state: inout State) {
+        // The whole update's scale when the sync gives it: one bar from the first byte to the last.
+        let (done, total) = (status.updateDone ?? status.done, status.updateTotal ?? status.total)
+        let (files, filesTotal) = (status.filesDone, status.filesTotal)
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         state.estimator.add(seconds: seconds, done: done)
         let eta = state.estimator.eta(remaining: total - done)
         let rate = state.estimator.bytesPerSecond
-        let text = Self.describe(done: done, total: total, rate: rate, eta: eta, verb: verb) + (filesTotal > 0 ? ", \(files)/\(filesTotal) files" : "")
+        var text = Self.describe(done: done, total: total, rate: rate, eta: eta, verb: verb) + (filesTotal > 0 ? ", \(files)/\(filesTotal) files" : "")
+        if let bundles = status.bundles, !bundles.isEmpty, let bundleDone = status.bundleDone, let bundleTotal = status.bundleTotal {
+            text += " (\(bundles.joined(separator: ", ")): \(ByteCount.format(bundleDone)) of \(ByteCount.format(bundleTotal)))"
+        }
         switch mode {
         case .quiet: return
         case .json:
-            Output.line(
-                Output.encode(
-                    ProgressEvent(
-                        event: "transfer", message: text, bytesDone: done, bytesTotal: total,
-                        bytesPerSecond: Int64(rate), etaSeconds: eta,
-                        filesDone: files, filesTotal: filesTotal)))
+            var event = ProgressEvent(
+                event: "transfer", message: text, bytesDone: done, bytesTotal: total,
+                bytesPerSecond: Int64(rate), etaSeconds: eta,
+                filesDone: files, filesTotal: filesTotal)
+            if status.updateTotal != nil {
+                (event.stepBytesDone, event.stepBytesTotal) = (status.done, status.total)
+                (event.downloading, event.bundleBytesDone, event.bundleBytesTotal) = (status.bundles, status.bundleDone, status.bundleTotal)
+                event.bundleInstalledBytes = status.bundleInstalledBytes
+            }
+            Output.line(Output.stamped(event))
         case .live:
             write("\r\u{1B}[2K" + text)
             state.liveLineShown = true

@@ -6,22 +6,22 @@ struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Chunk, compress and publish a build folder into an origin.",
         discussion: """
-            Writes only objects not already in the origin, then the manifest and new signed
-            metadata. Publishing the same build id with the same content again is a no-op.
-            For each of the channel's latest builds (--delta-sources, default 2) it also writes a
-            delta pack: players on those builds patch changed files from what they have, and
-            fetch chunks for the rest. New files up to --small-file KiB (default 4096) go into pack
-            objects of about --pack-size KiB (default 14336), so one request carries many files.
-            Modes, empty folders and symbolic links are published too; a link must resolve inside
+            Writes only objects not already in the origin, then the manifest and new signed \
+            metadata. Publishing the same build id with the same content again is a no-op. \
+            For each of the channel's latest builds (--delta-sources, default 2) it also writes a \
+            delta pack: players on those builds patch changed files from what they have, and \
+            fetch chunks for the rest. New files up to --small-file KiB (default 4096) go into pack \
+            objects of about --pack-size KiB (default 14336), so one request carries many files. \
+            Modes, empty folders and symbolic links are published too; a link must resolve inside \
             the build (--dereference-external copies what an escaping or absolute one points to).
 
             Example:
               patchsync publish build/ --origin out/ --build-id 1.4.2+873 \\
                 --targets-key keys/targets.key --online-key keys/online.key
 
-            With --release-at, the build is a preload: its new objects, packs, deltas and its manifest
-            are sealed (AES-256-GCM) with a fresh content key, written to --content-keys (default:
-            content/ beside the targets key), never to the origin. Players download it ahead and play
+            With --release-at, the build is a preload: its new objects, packs, deltas and its manifest \
+            are sealed (AES-256-GCM) with a fresh content key, written to --content-keys (default: \
+            content/ beside the targets key), never to the origin. Players download it ahead and play \
             it once `repo release` or the `repo refresh` cron job publishes the key.
 
               patchsync publish build/ --origin out/ --build-id 1.5 --release-at 2026-12-01T17:00:00Z \\

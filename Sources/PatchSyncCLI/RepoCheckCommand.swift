@@ -6,17 +6,17 @@ struct RepoCheck: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check", abstract: "Exit 65 when a role expires soon or a listed build needs a fix (for monitoring).",
         discussion: """
-            Root and targets are renewed by hand (`repo renew`): they count when they expire within
-            --within. Snapshot and timestamp are re-signed by the `repo refresh` cron job: they count when
-            less than --online-within is left, which means the job has stopped. Each one found is printed
-            with the command that renews it. It also reads every listed build as players read it and names
-            each one they would refuse, each preload past its release time by more than --release-late
-            and not released, and each pending preload that a newer build left behind, with the command
-            that fixes it. With --bucket, it lists the bucket and fails on every signed file players may
+            Root and targets are renewed by hand (`repo renew`): they count when they expire within \
+            --within. Snapshot and timestamp are re-signed by the `repo refresh` cron job: they count when \
+            less than --online-within is left, which means the job has stopped. Each one found is printed \
+            with the command that renews it. It also reads every listed build as players read it and names \
+            each one they would refuse, each preload past its release time by more than --release-late \
+            and not released, and each pending preload that a newer build left behind, with the command \
+            that fixes it. With --bucket, it lists the bucket and fails on every signed file players may \
             ask for that the bucket lacks. Exit status: 0 nothing found, 65 something due, expired or to fix.
 
-            Example (a daily monitoring job):
-              patchsync repo check --origin out/ --within 30d || mail -s "renew the game's metadata" ops@example.com
+            Example:
+              patchsync repo check --origin out/ --within 30d || mail -s "renew the game's metadata" ops@example.com    # a daily monitoring job
             """)
 
     @Option(help: "The origin folder.") var origin: String

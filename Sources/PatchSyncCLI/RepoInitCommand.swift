@@ -6,7 +6,7 @@ struct RepoInit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init", abstract: "Create a new repository: signed root, empty targets.",
         discussion: """
-            Each role has its own keys. Several --root-key or --targets-key make that role need
+            Each role has its own keys. Several --root-key or --targets-key make that role need \
             signatures from --root-threshold / --targets-threshold of them (default: all given).
 
             Example:

@@ -6,9 +6,9 @@ struct RepoPromote: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "promote", abstract: "List a tested build of one channel as the newest of another (no re-chunking).",
         discussion: """
-            Writes one manifest, the same files and objects with the new channel and sequence, with delta
-            packs from the target channel's latest builds (its players patch as after a publish there),
-            and signs new targets. Run again, it changes nothing. Refused while the target channel has a
+            Writes one manifest, the same files and objects with the new channel and sequence, with delta \
+            packs from the target channel's latest builds (its players patch as after a publish there), \
+            and signs new targets. Run again, it changes nothing. Refused while the target channel has a \
             pending preload: release or withdraw it first.
 
             Example:

@@ -6,10 +6,10 @@ struct RepoPrune: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prune", abstract: "Remove what no build a client could still ask for needs (objects, packs, manifests, old metadata).",
         discussion: """
-            Keeps the newest --keep builds of each channel listed (targets.json is signed again without
-            the others, which needs --targets-key and --online-key) and everything those builds need.
-            A build that any targets version of the last --grace listed keeps its content too: a client
-            that read that version may still be fetching it. Root versions are never removed.
+            Keeps the newest --keep builds of each channel listed (targets.json is signed again without \
+            the others, which needs --targets-key and --online-key) and everything those builds need. \
+            A build that any targets version of the last --grace listed keeps its content too: a client \
+            that read that version may still be fetching it. Root versions are never removed. \
             --dry-run lists what would go and the bytes it would free.
 
             Examples:

@@ -6,8 +6,8 @@ struct RepoRefresh: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "refresh", abstract: "Re-sign snapshot and timestamp before they expire (a cron job).",
         discussion: """
-            Needs only the online key. It also releases each preload build whose --release-at has come,
-            from its key file in --content-keys (default: the content/ folder beside the online key). A due
+            Needs only the online key. It also releases each preload build whose --release-at has come, \
+            from its key file in --content-keys (default: the content/ folder beside the online key). A due \
             build whose key file is not there is named, and the command exits 64 after re-signing.
 
             Example:

@@ -6,9 +6,9 @@ struct RepoRelease: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "release", abstract: "Release a preload build now: publish its content key in signed metadata.",
         discussion: """
-            Signs the key as a target of the releases role with the online key (no targets key), then
-            snapshot and timestamp. Players who preloaded the build unlock it at their next sync, with
-            one small request, and play it at the next start. The key is checked against the one the
+            Signs the key as a target of the releases role with the online key (no targets key), then \
+            snapshot and timestamp. Players who preloaded the build unlock it at their next sync, with \
+            one small request, and play it at the next start. The key is checked against the one the \
             build was sealed with first. `repo refresh` does the same on its own once --release-at passes.
 
             Example:

@@ -6,8 +6,8 @@ struct RepoRollback: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rollback", abstract: "Put the previous build back on a channel, as a new sequence.",
         discussion: """
-            Players move back at their next sync with every check intact (the sequence still only
-            grows), and their `patchsync status` says why. By default the build before the newest that
+            Players move back at their next sync with every check intact (the sequence still only \
+            grows), and their `patchsync status` says why. By default the build before the newest that \
             no earlier rollback left; --to names one.
 
             Example:

@@ -7,11 +7,11 @@ struct RepoRotateRoot: AsyncParsableCommand {
         commandName: "rotate-root",
         abstract: "Sign a new root version with new keys or thresholds (rotation, compromise, migration).",
         discussion: """
-            The new root is signed by the current root keys (--root-key, up to the current threshold) and
-            the new ones, so every client that trusts the current root moves to it on its next sync. New
-            targets keys re-sign targets.json at once, and a new online key snapshot and timestamp; the
-            old keys stop working. Generate new keys first with `patchsync keygen --out NEW_FOLDER`.
-            A repository whose online key also signed targets moves to its own targets key with
+            The new root is signed by the current root keys (--root-key, up to the current threshold) and \
+            the new ones, so every client that trusts the current root moves to it on its next sync. New \
+            targets keys re-sign targets.json at once, and a new online key snapshot and timestamp; the \
+            old keys stop working. Generate new keys first with `patchsync keygen --out NEW_FOLDER`. \
+            A repository whose online key also signed targets moves to its own targets key with \
             --new-targets-key.
 
             Examples:

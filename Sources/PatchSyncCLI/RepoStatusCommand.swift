@@ -6,8 +6,8 @@ struct RepoStatus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status", abstract: "List a repository's channels, builds, sizes and every role's expiry.",
         discussion: """
-            With --bucket, also what the bucket serves players: its timestamp, snapshot and targets
-            versions next to the folder's, and every signed file players may ask for that the bucket
+            With --bucket, also what the bucket serves players: its timestamp, snapshot and targets \
+            versions next to the folder's, and every signed file players may ask for that the bucket \
             lacks (`upload --verify` sends them again). JSON then holds {"repository": …, "bucket": …}.
 
             Examples:

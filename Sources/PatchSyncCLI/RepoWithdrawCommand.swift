@@ -6,10 +6,10 @@ struct RepoWithdraw: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "withdraw", abstract: "Take a build off its channel without reading its manifest.",
         discussion: """
-            For a build that must not reach more players, or one clients refuse (`repo check` names
-            those). When it is the channel's current build, the newest earlier build that clients accept
-            is listed again with a new sequence, as `repo rollback` does, and players move back to it at
-            their next sync. A pending preload is simply no longer listed. Its content stays in the
+            For a build that must not reach more players, or one clients refuse (`repo check` names \
+            those). When it is the channel's current build, the newest earlier build that clients accept \
+            is listed again with a new sequence, as `repo rollback` does, and players move back to it at \
+            their next sync. A pending preload is simply no longer listed. Its content stays in the \
             origin until `repo prune` removes it after the grace period.
 
             Example:

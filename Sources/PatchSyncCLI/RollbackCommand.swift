@@ -6,7 +6,7 @@ struct Rollback: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make the previous build current again, atomically (one step back).",
         discussion: """
-            The build rolled back from is held back: sync does not install it again until a
+            The build rolled back from is held back: sync does not install it again until a \
             newer build is published. Refused (exit 75) while the game runs.
 
             Example:

@@ -32,10 +32,10 @@ struct Status: AsyncParsableCommand {
                     + "\(r.chunks) from chunks")
         }
         if let r = status.running {
-            let eta = r.etaSeconds.map { String(format: ", ETA %d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
+            let eta = r.etaSeconds.map { String(format: ", ETA %d:%02d", $0 / 60, $0 % 60) } ?? ""
             lines.append(
                 "syncing:  process \(r.pid): \(ByteCount.format(r.bytesDone)) of \(ByteCount.format(r.bytesTotal)) "
-                    + "at \(ByteCount.format(Int64(r.bytesPerSecond)))/s\(eta)")
+                    + "at \(ByteCount.format(r.bytesPerSecond))/s\(eta)")
         }
         if let d = status.deferral {
             lines.append(

@@ -6,16 +6,16 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check, download and stage the newest build; never touches the live tree.",
         discussion: """
-            Verifies the signed metadata, downloads only the chunks the install lacks,
-            verifies each, and stages a complete build that `apply` swaps in.
-            Re-running after an interruption fetches only what is not yet done.
-            SIGTERM or SIGINT stop it cleanly: the chunk writes in flight finish, progress is kept,
+            Verifies the signed metadata, downloads only the chunks the install lacks, \
+            verifies each, and stages a complete build that `apply` swaps in. \
+            Re-running after an interruption fetches only what is not yet done. \
+            SIGTERM or SIGINT stop it cleanly: the chunk writes in flight finish, progress is kept, \
             and it exits 75.
 
-            --discretionary is for schedulers (systemd timers, cron): idle CPU and I/O priority,
-            a bandwidth cap (config discretionaryMaxBytesPerSecond, default 8M) that yields to other
-            traffic, and exit 75 at once, without network traffic, while the game runs, on battery,
-            inside playHours, on a metered network or while backing off after such a deferral;
+            --discretionary is for schedulers (systemd timers, cron): idle CPU and I/O priority, \
+            a bandwidth cap (config discretionaryMaxBytesPerSecond, default 8M) that yields to other \
+            traffic, and exit 75 at once, without network traffic, while the game runs, on battery, \
+            inside playHours, on a metered network or while backing off after such a deferral; \
             conditions are watched while it runs too.
 
             Examples:

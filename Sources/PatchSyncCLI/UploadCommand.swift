@@ -6,17 +6,18 @@ struct Upload: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Upload an origin folder to an S3-compatible bucket: only what it lacks, timestamp.json last.",
         discussion: """
-            What the bucket has is read from its timestamp.json (one request), not by listing its keys.
-            Objects and manifests go first, then root, targets and snapshot versions, then root.json and
-            timestamp.json, so players never see metadata that names a missing file. Content-addressed and
-            versioned files get Cache-Control "public, max-age=31536000, immutable"; timestamp.json and
-            root.json a short max-age (--metadata-max-age). A stopped upload continues where it stopped.
-            A bucket that lost files behind upload's back (a lifecycle rule, a delete by hand) still looks
-            up to date: --verify lists its keys (one request per 1,000; needs s3:ListBucket) and sends
-            again, in the same order, every file it lacks or holds with another size. --force sends every
+            What the bucket has is read from its timestamp.json (one request), not by listing its keys. \
+            Objects and manifests go first, then root, targets and snapshot versions, then root.json and \
+            timestamp.json, so players never see metadata that names a missing file. Content-addressed and \
+            versioned files get Cache-Control "public, max-age=31536000, immutable"; timestamp.json and \
+            root.json a short max-age (--metadata-max-age). A stopped upload continues where it stopped. \
+            A bucket that lost files behind upload's back (a lifecycle rule, a delete by hand) still looks \
+            up to date: --verify lists its keys (one request per 1,000; needs s3:ListBucket) and sends \
+            again, in the same order, every file it lacks or holds with another size. --force sends every \
             file again.
-            Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), or the
-            AWS_PROFILE (default) profile of ~/.aws/credentials. Players read the bucket without
+
+            Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), or the \
+            AWS_PROFILE (default) profile of ~/.aws/credentials. Players read the bucket without \
             credentials: give it a public-read policy, or put a CDN in front.
 
             Examples:
@@ -45,9 +46,7 @@ struct Upload: AsyncParsableCommand {
         let reporter = ProgressReporter(mode: .choose(json: json, quiet: false), verb: "uploading")
         let report = try uploader.run {
             reporter.handle(
-                .transfer(
-                    done: $0.bytes, total: $0.totalBytes, filesDone: $0.files,
-                    filesTotal: $0.totalFiles))
+                .transfer(TransferStatus(done: $0.bytes, total: $0.totalBytes, filesDone: $0.files, filesTotal: $0.totalFiles)))
         }
         reporter.finish()
         Output(json: json).result(report, human: Self.human(report))

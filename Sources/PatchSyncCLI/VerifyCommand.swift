@@ -6,10 +6,10 @@ struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check the live tree against its manifest; with --repair, stage a repaired build.",
         discussion: """
-            Fast mode trusts files whose size, mtime and inode match the stat cache and hashes the
-            rest; --full hashes everything. Damage (missing, wrong size, wrong hash, wrong mode) is
-            reported per file and exits 65. --repair stages a repaired build (good files linked,
-            damaged ones rebuilt from local chunks where they verify, fetched otherwise) for the
+            Fast mode trusts files whose size, mtime and inode match the stat cache and hashes the \
+            rest; --full hashes everything. Damage (missing, wrong size, wrong hash, wrong mode) is \
+            reported per file and exits 65. --repair stages a repaired build (good files linked, \
+            damaged ones rebuilt from local chunks where they verify, fetched otherwise) for the \
             next apply; --now applies it at once unless the game runs.
 
             Example:
@@ -27,7 +27,7 @@ struct Verify: AsyncParsableCommand {
         var report = try install.verify(full: full)
         if repair && !report.damaged.isEmpty {
             report.repairStaged = try await Syncer(install: install).repair(report) { event in
-                if case .phase(let message) = event { output.event(ProgressEvent(event: "phase", message: message)) }
+                if case .phase(_, let message) = event { output.event(ProgressEvent(event: "phase", message: message)) }
             }
             if now { report.applied = try install.applyPendingUpdate().applied }
         }

@@ -24,7 +24,10 @@ struct DownloadPageTests {
 
     /// Each line `patchsync ARGS…` prints on stdout, with when it came (seconds from the start); `during`
     /// runs on each line as it comes.
-    static func lines(_ arguments: [String], during: (String, Double) -> Void = { _, _ in }) throws -> (lines: [(String, Double)], status: Int32) {
+    /// runs on each line as it comes; the process is killed (SIGKILL) at the first line `kill` holds for.
+    static func lines(
+        _ arguments: [String], during: (String, Double) -> Void = { _, _ in }, kill: (String) -> Bool = { _ in false }
+    ) throws -> (lines: [(String, Double)], status: Int32) {
         let started = ContinuousClock.now
         let process = try CLI.start(arguments)
         var lines: [(String, Double)] = []
@@ -40,6 +43,7 @@ struct DownloadPageTests {
                 let at = (ContinuousClock.now - started) / .seconds(1)
                 lines.append((line, at))
                 during(line, at)
+                if process.process.isRunning, kill(line) { Foundation.kill(process.process.processIdentifier, SIGKILL) }
             }
         }
         process.process.waitUntilExit()
@@ -104,5 +108,67 @@ struct DownloadPageTests {
         let last = try #require(run.lines.last.flatMap { Self.event($0.0) })
         #expect((last["error"] as? String ?? "").contains("no byte arrived"), "\(last)")
         #expect(try CLI.run(["sync", "--install", install.root, "--quiet"]).status == 0, "the next sync finishes")
+    }
+
+    @Test("one total for the whole update: every transfer event of a sync killed (SIGKILL) in its first bundle and of the sync that finishes it gives the same bytesTotal, through the step to the optional bundle; bytesDone never goes back within a run, resumes where the verified bytes were, and reaches the total; status from another process shows the same total")
+    func oneTotalAcrossKillAndSteps() throws {
+        let fixture = try Fixture()
+        let build = fixture.directory + "/big"
+        try FileManager.default.createDirectory(atPath: build + "/hd", withIntermediateDirectories: true)
+        var random = SeededRandom(seed: 78)
+        for name in ["part0", "part1", "part2", "hd/h0", "hd/h1", "hd/h2"] {
+            try Data((0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+                .write(to: URL(fileURLWithPath: build + "/\(name).bin"))
+        }
+        try fixture.publish(
+            build, id: "1",
+            bundles: [
+                PatchSync.Bundle(name: "base", required: true, priority: 0, paths: ["part*"]),
+                PatchSync.Bundle(name: "hd", required: false, priority: 1, paths: ["hd/*"])
+            ])
+        let nginx = try NginxOrigin(root: fixture.origin)
+        defer {
+            nginx.stop()
+            withExtendedLifetime(fixture) {}
+        }
+        let install = try fixture.makeInstall(remotes: [nginx.url])
+        let arguments = ["sync", "--install", install.root, "--max-rate", "1M", "--json"]
+        let transfers = { (run: [(String, Double)]) in run.compactMap { Self.event($0.0) }.filter { $0["event"] as? String == "transfer" } }
+        let killed = try Self.lines(
+            arguments,
+            kill: { line in
+                (Self.event(line)?["bytesDone"] as? Int ?? 0) > 3 << 19
+            })
+        #expect(killed.status != 0, "the first sync was killed")
+        var statusTotal: Int?
+        let finished = try Self.lines(arguments) { line, _ in
+            // The record is written about once a second: asked at each event until it holds a total.
+            guard (statusTotal ?? 0) == 0, Self.event(line)?["event"] as? String == "transfer",
+                let status = try? CLI.run(["status", "--install", install.root, "--json"]),
+                let running = Self.event(status.stdout)?["running"] as? [String: Any]
+            else { return }
+            statusTotal = running["bytesTotal"] as? Int
+        }
+        #expect(finished.status == 0, "\(finished.lines.suffix(2).map(\.0))")
+        let first = transfers(killed.lines), second = transfers(finished.lines)
+        try #require(!first.isEmpty && !second.isEmpty)
+        let totals = Set((first + second).compactMap { $0["bytesTotal"] as? Int })
+        #expect(totals.count == 1, "one total across the kill and the bundle step: \(totals.sorted())")
+        let total = try #require(totals.first)
+        #expect(total >= 6 << 20 && total < (6 << 20) + (1 << 20), "the update's bytes: \(total)")
+        for run in [first, second] {
+            let done = run.compactMap { $0["bytesDone"] as? Int }
+            #expect(done == done.sorted(), "bytesDone never goes back: \(done)")
+        }
+        let resumedAt = second.first?["bytesDone"] as? Int ?? 0
+        #expect(resumedAt > 0, "the resumed sync counts the bytes verified before the kill: starts at \(resumedAt)")
+        #expect(second.last?["bytesDone"] as? Int == total, "the update ends at its total")
+        let steps = second.compactMap { $0["downloading"] as? [String] }
+        #expect(steps.first == ["base"] && steps.last == ["hd"], "transfer events say which bundle they serve: \(Set(steps.map { $0.joined() }))")
+        if let hd = second.last(where: { ($0["downloading"] as? [String]) == ["hd"] }) {
+            #expect(hd["bundleBytesDone"] as? Int == hd["bundleBytesTotal"] as? Int)
+            #expect((hd["bundleInstalledBytes"] as? Int) == 3 << 20)
+        }
+        #expect(statusTotal == total, "status from another process: \(statusTotal.map(String.init) ?? "no running sync seen")")
     }
 }

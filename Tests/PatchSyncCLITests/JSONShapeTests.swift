@@ -46,17 +46,24 @@ struct JSONShapeTests {
             "builds", "bundles", "channel", "current", "install", "liveEmptyFolders", "liveLinks", "remotes",
             "seenSequence", "stagingDiskBytes"
         ],
-        "launch": ["applied", "current", "event"],
+        "launch": ["exitStatus"],
         "rollback": ["applied", "current"],
         "bundles remove": ["excluded", "unknown"],
-        "error": ["code", "error", "exitStatus", "hint"]
+        "error": ["code", "error", "exitStatus", "hint"],
+        "error (parser)": ["code", "error", "exitStatus", "hint"]
     ]
 
     /// Every key a progress event line (the lines before the result) may have; `event` and `message` always.
     static let eventKeys: Set<String> = [
         "bundles", "bytesDone", "bytesPerSecond", "bytesTotal", "etaSeconds", "event",
-        "filesDone", "filesTotal", "message", "preload"
+        "filesDone", "filesTotal", "message", "preload", "time", "phase",
+        "stepBytesDone", "stepBytesTotal", "downloading", "bundleBytesDone", "bundleBytesTotal", "bundleInstalledBytes",
+        "applied", "current", "skipped"
     ]
+
+    /// The keys every line has besides its own: what it is, when, and the step it comes from (and on a
+    /// result or an error, the command).
+    static let envelope: Set<String> = ["event", "time", "phase", "command"]
 
     @Test("the publisher verbs' --json objects keep their keys: keygen, repo init, publish, promote, rollback, withdraw, status, check, refresh, renew, prune, diff, rotate-root")
     func publisherVerbs() throws {
@@ -105,10 +112,12 @@ struct JSONShapeTests {
         try fixture.publish(try fixture.sampleBuild(2, scale: 0.002), id: "2")
         let sync = try CLI.run(["sync", "--install", install])
         #expect(sync.status == 0, "\(sync.stderr)")
-        try shapes.check("launch", ["launch", "--install", install, "--json", "--", "/bin/true"])
+        // The game owns stdout: launch's lines go to the descriptor given (here stdout, to be read).
+        try shapes.check("launch", ["launch", "--install", install, "--json", "--events-fd", "1", "--", "/bin/true"])
         try shapes.check("rollback", ["rollback", "--install", install, "--json"])
         try shapes.check("bundles remove", ["bundles", "remove", "voices-fr", "--install", install, "--json"])
         try shapes.check("error", ["status", "--install", fixture.directory, "--json"], status: ExitStatus.usage)
+        try shapes.check("error (parser)", ["sync", "--install", install, "--no-such-option", "--json"], status: ExitStatus.usage)
         shapes.expectEveryRowChecked()
     }
 }
@@ -131,13 +140,30 @@ struct JSONShapes {
         #expect(
             result.status == status, "\(row): `\(command)` exited \(result.status): \(result.stderr)",
             sourceLocation: sourceLocation)
+        // Every line validates against the one schema of JSON lines.
+        let lines = FileManager.default.temporaryDirectory.path + "/shape-\(getpid())-\(UUID().uuidString).jsonl"
+        try result.stdout.write(toFile: lines, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: lines) }
+        let (valid, why) = try python(
+            """
+            import json, sys, jsonschema
+            schema = json.load(open(sys.argv[1]))
+            jsonschema.Draft202012Validator.check_schema(schema)
+            lines = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+            for l in lines: jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(l)
+            assert lines[-1]["event"] in ("result", "error"), lines[-1]
+            for l in lines[:-1]: assert l["event"] not in ("result", "error"), l
+            """, [DiffCLITests.repoRoot + "/manifests/events.schema.json", lines])
+        #expect(valid == 0, "\(row): `\(command)` printed a line that fails manifests/events.schema.json: \(why)", sourceLocation: sourceLocation)
         var objects: [Set<String>] = []
         for line in result.stdout.split(separator: "\n") {
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
                 Issue.record("\(row): `\(command)` printed a line that is no JSON object: \(line)", sourceLocation: sourceLocation)
                 return
             }
-            objects.append(Set(object.keys))
+            let keys = Set(object.keys)
+            #expect(keys.isSuperset(of: ["event", "time", "phase"]), "\(row): a line without the common keys: \(line)", sourceLocation: sourceLocation)
+            objects.append(keys)
         }
         guard let last = objects.last else {
             Issue.record("\(row): `\(command)` printed nothing on stdout", sourceLocation: sourceLocation)
@@ -149,11 +175,13 @@ struct JSONShapes {
                 "\(row): an event line has the keys \(event.sorted())", sourceLocation: sourceLocation)
         }
         let pinned = expected[row] ?? []
+        let own = last.subtracting(JSONShapeTests.envelope)
+        #expect(last.isSuperset(of: JSONShapeTests.envelope), "\(row): the result lacks \(JSONShapeTests.envelope.subtracting(last).sorted())", sourceLocation: sourceLocation)
         #expect(
-            last == pinned,
+            own == pinned,
             """
-            \(row): the keys of `\(command)` are \(last.sorted()); \
-            new: \(last.subtracting(pinned).sorted()), gone: \(pinned.subtracting(last).sorted())
+            \(row): the keys of `\(command)` are \(own.sorted()); \
+            new: \(own.subtracting(pinned).sorted()), gone: \(pinned.subtracting(own).sorted())
             """, sourceLocation: sourceLocation)
     }
 

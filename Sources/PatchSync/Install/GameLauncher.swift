@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// What the launcher did about a ready build before starting the game.
 public struct LaunchApply: Codable, Sendable {
@@ -29,30 +30,89 @@ public struct GameLauncher: Sendable {
 
     public init(install: Install) { self.install = install }
 
+    /// How a game is started.
+    public struct Options: Sendable {
+        /// The game's working directory: nil runs it in the folder of the build it starts; a relative
+        /// path is inside that build, an absolute one is as given. A relative executable is always a file
+        /// of the build.
+        public var workingDirectory: String?
+        /// Pipes for the game's stdout and stderr (``GameProcess/standardOutput``); otherwise it
+        /// shares the launcher's.
+        public var captureOutput = false
+        /// Variables added to the game's environment (beside PATCHSYNC_CONTENT_ROOT and PATCHSYNC_BUNDLES).
+        public var environment: [String: String] = [:]
+
+        public init() {}
+    }
+
     /// Applies a pending update when it can, runs `executable` with `arguments`, and returns its
     /// exit status (128+N for signal N). `applied` is told what happened to the update first.
     public func launch(
-        _ executable: String, _ arguments: [String],
+        _ executable: String, _ arguments: [String], options: Options = Options(),
         applied: (LaunchApply) -> Void = { _ in }
     ) throws(PatchSyncError) -> Int32 {
-        applied(applyIfPossible())
+        let apply = applyIfPossible()
+        applied(apply)
+        let (lock, game) = try spawn(executable, arguments, options: options, apply: apply)
+        defer { withExtendedLifetime(lock) {} }
+        cleanUp()
+        return try Self.wait(for: game.pid, executable)
+    }
+
+    /// Applies a pending update when it can and starts the game: returns at once with a handle on it
+    /// (its pid, its build, ``GameProcess/terminate(_:)``, its exit status, its output). The build it
+    /// runs stays in builds/ until it exits. Throws ``PatchSyncError/Reason/notPlayableYet`` (deferred)
+    /// while no build is installed yet.
+    ///
+    /// ```swift
+    /// let game = try await GameLauncher(install: install).start("./bin/game", ["--fullscreen"])
+    /// print("playing \(game.buildId), pid \(game.pid)")
+    /// let status = await game.exitStatus
+    /// ```
+    public func start(_ executable: String, _ arguments: [String], options: Options = Options()) async throws(PatchSyncError) -> GameProcess {
+        let apply = applyIfPossible()
+        let (lock, game) = try spawn(executable, arguments, options: options, apply: apply)
+        let launcher = self
+        game.watch(executable) {
+            // The lock lives until the game is reaped: no apply retires its build meanwhile.
+            withExtendedLifetime(lock) { launcher.cleanUp() }
+        }
+        return game
+    }
+
+    /// Takes `running.lock` (shared, inherited by the game), reads the live build and spawns the game in it.
+    private func spawn(
+        _ executable: String, _ arguments: [String], options: Options, apply: LaunchApply
+    ) throws(PatchSyncError) -> (RunningLock, GameProcess) {
         // Taken before the build is read: from here until the game exits, its folder stays in builds/.
         let lock = try install.holdRunningLock()
-        defer { withExtendedLifetime(lock) {} }
         guard let deployment = install.currentDeployment() else {
             throw PatchSyncError(
-                .usage, "\(install.root) has no build installed yet",
-                remedy: "run `patchsync sync --install \(install.root)` first")
+                .deferred, "\(install.root) has no build installed yet: the game is not playable until its first download is in",
+                remedy: "wait for the download to finish (or start one), then play", reason: .notPlayableYet)
         }
         let folder = install.buildDirectory(deployment)
-        var environment = ProcessInfo.processInfo.environment
+        let directory = options.workingDirectory.map { $0.hasPrefix("/") ? $0 : folder + "/" + $0 } ?? folder
+        var environment = ProcessInfo.processInfo.environment.merging(options.environment) { $1 }
         environment["PATCHSYNC_CONTENT_ROOT"] = install.currentLink
         // Which bundles are live: the game may offer what they hold (a language, a DLC) and nothing else.
         environment["PATCHSYNC_BUNDLES"] = install.recordLiveBundles().joined(separator: ",")
-        environment["PWD"] = folder  // not the launcher's: the game runs in its build
-        let pid = try Self.spawn(executable, arguments, in: folder, environment: environment)
-        cleanUp()
-        return try Self.wait(for: pid, executable)
+        environment["PWD"] = directory  // not the launcher's: the game runs in its build
+        let output = options.captureOutput ? (Pipe(), Pipe()) : nil
+        let pid = try Self.spawn(
+            executable, arguments, in: folder, workingDirectory: directory, environment: environment,
+            output: output.map { ($0.0.fileHandleForWriting.fileDescriptor, $0.1.fileHandleForWriting.fileDescriptor) })
+        if let output {  // the game holds the write ends now
+            try? output.0.fileHandleForWriting.close()
+            try? output.1.fileHandleForWriting.close()
+        }
+        let buildId = (try? install.state(readOnly: true).read().deployed[deployment]?.buildId) ?? deployment
+        return (
+            lock,
+            GameProcess(
+                pid: pid, buildId: buildId, folder: folder, workingDirectory: directory, apply: apply,
+                standardOutput: output?.0.fileHandleForReading, standardError: output?.1.fileHandleForReading)
+        )
     }
 
     /// The apply, or why it was skipped. On an install with no build yet there is nothing to start
@@ -94,10 +154,11 @@ public struct GameLauncher: Sendable {
     /// searched in PATH as a shell would. Where glibc lacks posix_spawn_file_actions_addchdir_np, `/bin/sh`
     /// changes folder and execs the game.
     static func spawn(
-        _ executable: String, _ arguments: [String], in folder: String, environment: [String: String],
-        throughShell: Bool = addChdir == nil
+        _ executable: String, _ arguments: [String], in folder: String, workingDirectory: String? = nil,
+        environment: [String: String], output: (Int32, Int32)? = nil, throughShell: Bool = addChdir == nil
     ) throws(PatchSyncError) -> pid_t {
         var path = Self.path(of: executable, in: folder)
+        let folder = workingDirectory ?? folder
         var argvStrings = [executable] + arguments
         if throughShell {
             // glibc before 2.29: a shell changes folder, then execs the game in its own place. A command it
@@ -114,6 +175,10 @@ public struct GameLauncher: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         var status: Int32 = 0
         if !throughShell, let addChdir = Self.addChdir { status = addChdir(&actions, folder) }
+        if let (out, err) = output, status == 0 {
+            status = posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO)
+            if status == 0 { status = posix_spawn_file_actions_adddup2(&actions, err, STDERR_FILENO) }
+        }
         var pid: pid_t = 0
         if status == 0 { status = posix_spawnp(&pid, path, &actions, nil, argv, envp) }
         guard status == 0 else { throw cannotStart(path, in: folder, status) }
@@ -157,5 +222,74 @@ public struct GameLauncher: Sendable {
         }
         let signal = status & 0x7f
         return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+}
+
+/// A game ``GameLauncher/start(_:_:options:)`` started: its process, the build it runs, and its end.
+///
+/// Thread-safety: immutable but for the exit status, which a `Mutex` holds once a thread of its own has
+/// reaped the game.
+public final class GameProcess: Sendable {
+    public let pid: pid_t
+    /// The build the game runs (its id, as the publisher named it).
+    public let buildId: String
+    /// The build's folder, and the folder the game runs in.
+    public let folder: String
+    public let workingDirectory: String
+    /// What the launcher did about a ready build before the game started.
+    public let apply: LaunchApply
+    /// The game's stdout and stderr, with ``GameLauncher/Options/captureOutput``.
+    public let standardOutput: FileHandle?
+    public let standardError: FileHandle?
+
+    private let ended = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+
+    init(
+        pid: pid_t, buildId: String, folder: String, workingDirectory: String, apply: LaunchApply,
+        standardOutput: FileHandle?, standardError: FileHandle?
+    ) {
+        self.pid = pid
+        self.buildId = buildId
+        self.folder = folder
+        self.workingDirectory = workingDirectory
+        self.apply = apply
+        self.standardOutput = standardOutput
+        self.standardError = standardError
+    }
+
+    /// Reaps the game on a thread of its own (waitpid blocks), running `meanwhile` first.
+    func watch(_ executable: String, meanwhile: @escaping @Sendable () -> Void) {
+        let pid = self.pid
+        Thread.detachNewThread { [self] in
+            meanwhile()
+            let status = (try? GameLauncher.wait(for: pid, executable)) ?? 1
+            let waiters = ended.withLock { state -> [CheckedContinuation<Int32, Never>] in
+                state.status = status
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume(returning: status) }
+        }
+    }
+
+    /// Whether the game still runs.
+    public var isRunning: Bool { ended.withLock { $0.status == nil } }
+
+    /// Sends `signal` (SIGTERM by default) to the game while it runs.
+    public func terminate(_ signal: Int32 = SIGTERM) {
+        ended.withLock { if $0.status == nil { kill(pid, signal) } }
+    }
+
+    /// The game's exit status once it has ended (128+N when signal N ended it).
+    public var exitStatus: Int32 {
+        get async {
+            await withCheckedContinuation { continuation in
+                let status = ended.withLock { state -> Int32? in
+                    if state.status == nil { state.waiters.append(continuation) }
+                    return state.status
+                }
+                if let status { continuation.resume(returning: status) }
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@ import Logging
 public struct ApplyReport: Codable, Sendable {
     /// False when no build was ready: nothing changed.
     public var applied: Bool
+    /// The build ids (never the install's folder names) of the live build and the one before it.
     public var current: String?
     public var previous: String?
     /// How long the swap took inside the process, in milliseconds.
@@ -51,7 +52,7 @@ extension Install {
         defer { withExtendedLifetime(running) {} }
         switch LiveDecision.apply(recorded, readyIntact: intact, gameRunning: running == nil, now: Date()) {
         case .nothing(let waiting):
-            return (ApplyReport(applied: false, current: currentDeployment(), previous: previousDeployment(recorded)), waiting)
+            return (ApplyReport(applied: false, current: buildId(of: currentDeployment(), recorded), previous: buildId(of: previousDeployment(recorded), recorded)), waiting)
         case .refuse(let error, let dropReady):
             if dropReady, let ready = recorded.ready { try state.update { $0.dropReady(ready) } }
             throw error.during(dropReady ? "applying (in \(stagingDirectory))" : "applying")
@@ -62,6 +63,14 @@ extension Install {
             report.milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             return (report, nil)
         }
+    }
+
+    /// The build id a deployment holds (its folder name may carry a suffix: `1.2@2`).
+    func buildId(of deployment: String?, _ state: InstallState) -> String? {
+        guard let deployment else { return nil }
+        if let recorded = state.deployed[deployment] { return recorded.buildId }
+        if let ready = state.ready, ready.name == deployment { return ready.buildId }
+        return deployment
     }
 
     /// Moves `ready` into builds/, flips `current` to it and records it; retires the builds no longer kept.
@@ -80,7 +89,7 @@ extension Install {
         // folders go now, so removing a bundle frees its space at this apply.
         try retireOldBuilds(keeping: after.kept(buildsKept: try config().buildsKept))
         recordLiveBundles()
-        return ApplyReport(applied: true, current: ready.name, previous: previousDeployment(after))
+        return ApplyReport(applied: true, current: ready.buildId, previous: buildId(of: previousDeployment(after), after))
     }
 
     /// Whether the ready tree is still the tree that was verified: its folders' seal matches (or an apply
@@ -131,7 +140,7 @@ extension Install {
         }
         try checkComplete(previous, state: state)
         guard let running = try RunningLock.exclusive(path: runningLockPath) else {
-            throw PatchSyncError(.deferred, "the game is running; rollback must wait", remedy: "try again when it has exited")
+            throw PatchSyncError(.deferred, "the game is running; rollback must wait", remedy: "try again when it has exited", reason: .gameRunning)
         }
         defer { withExtendedLifetime(running) {} }
         try PatchSyncError.step("rolling back to \(previous)") { () throws(PatchSyncError) in try flipCurrent(to: previous) }
@@ -141,7 +150,7 @@ extension Install {
             return s
         }
         recordLiveBundles()
-        return ApplyReport(applied: true, current: previous, previous: previousDeployment(after))
+        return ApplyReport(applied: true, current: buildId(of: previous, after), previous: buildId(of: previousDeployment(after), after))
     }
 
     /// Refuses (74, nothing changed) to make a kept build current when a file it was staged with is missing,

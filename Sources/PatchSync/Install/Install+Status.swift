@@ -74,8 +74,8 @@ extension Install {
         let stagingBytes = DiskUsage.of(stagingDirectory, &inodes)
         var status = InstallStatus(
             install: root, channel: config.channel, remotes: config.remotes,
-            current: currentDeployment(), previous: previousDeployment(state),
-            ready: state.ready?.name, staging: nil,
+            current: buildId(of: currentDeployment(), state), previous: buildId(of: previousDeployment(state), state),
+            ready: state.ready?.buildId, staging: nil,
             seenSequence: state.seenSequence[config.channel],
             heldBack: state.heldBack, builds: builds,
             stagingDiskBytes: stagingBytes, running: RunningSync.alive(state.running),

@@ -30,7 +30,8 @@ final class InstallLock: Sendable {
         guard flock(file.fd, LOCK_EX | LOCK_NB) == 0 else {
             throw PatchSyncError(
                 .deferred, "\(kind.holder) (\(path) is locked); \(purpose) must wait",
-                remedy: "try again when it has finished; `patchsync status` shows what runs")
+                remedy: "try again when it has finished; `patchsync status` shows what runs",
+                reason: kind == .staging ? .otherSync : .busy)
         }
     }
 

@@ -145,7 +145,7 @@ enum LiveDecision {
             return .refuse(
                 PatchSyncError(
                     .deferred, "the game is running; build \(ready.name) stays ready",
-                    remedy: "apply when the game has exited (the launcher does it at the next start)"),
+                    remedy: "apply when the game has exited (the launcher does it at the next start)", reason: .gameRunning),
                 dropReady: false)
         }
         return .swap(ready)
@@ -170,7 +170,7 @@ enum LiveDecision {
             "build \(preload.buildId) is preloaded (\(preload.summary)); nothing is ready to apply "
                 + "before its release",
             remedy: "the current build stays; after the release, `patchsync sync` "
-                + "unlocks it and the launcher applies it at the next start")
+                + "unlocks it and the launcher applies it at the next start", reason: .notReleasedYet)
     }
 
     /// How long after the release time a locked preload is still the publisher's release running late

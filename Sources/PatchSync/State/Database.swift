@@ -153,10 +153,15 @@ final class Database: @unchecked Sendable {
     fileprivate func failure(_ what: String) -> PatchSyncError {
         let message = String(cString: sqlite3_errmsg(handle))
         let code = sqlite3_errcode(handle)
+        if code == SQLITE_FULL {
+            var error = PatchSyncError(
+                .localIO, "the disk holding \(path) is full",
+                remedy: "free disk space, then run again; the live build is untouched and progress is kept", reason: .diskFull)
+            error.availableBytes = FileSystem.freeBytes(at: path)
+            return error
+        }
         return PatchSyncError(
             .localIO, "state database \(path): \(message) (in \(what.prefix(60)))",
-            remedy: code == SQLITE_FULL
-                ? "free disk space and run again; progress is kept"
-                : "check the disk holding \(path), then run again; the live build is untouched")
+            remedy: "check the disk holding \(path), then run again; the live build is untouched")
     }
 }

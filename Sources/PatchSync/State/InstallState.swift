@@ -57,6 +57,8 @@ public struct InstallState: Codable, Sendable, Equatable {
     public private(set) var preload: PreloadStatus?
     /// Deployment names handed out so far with a suffix: the next one is `@<n+1>`.
     public private(set) var suffixesUsed = 1
+    /// The totals of the update being installed: a restarted sync counts on the same scale.
+    public private(set) var update: UpdateRecord?
 
     static let historyLimit = 16
 
@@ -138,6 +140,9 @@ extension InstallState {
 
     /// The manifest target the newest sync set out to install.
     mutating func recordNewest(_ manifest: String) { newestManifest = manifest }
+
+    /// The totals of the update being installed.
+    mutating func recordUpdate(_ update: UpdateRecord?) { self.update = update }
 
     /// A preload's progress, or nil when no preload is offered (or it went live).
     mutating func recordPreload(_ preload: PreloadStatus?) { self.preload = preload }

@@ -7,15 +7,21 @@ public struct RunningSync: Codable, Sendable, Equatable {
     public var pid: Int32
     public var startedAt: Date
     public var updatedAt: Date
-    /// Compressed bytes fetched of those the plan needs.
+    /// Compressed bytes fetched of those the whole update needs (of the step's, when no update total is known).
     public var bytesDone: Int64
     public var bytesTotal: Int64
     /// Over the last few seconds.
-    public var bytesPerSecond: Double
+    public var bytesPerSecond: Int64
     /// Seconds left at that rate; nil before any rate is known.
-    public var etaSeconds: Double?
+    public var etaSeconds: Int64?
     /// Set while requests wait with no byte arriving (the rate is then 0).
     public var stalled: Bool?
+    /// The step downloading now (one more bundle each), and its bundles (see ``TransferStatus``).
+    public var stepBytesDone: Int64?
+    public var stepBytesTotal: Int64?
+    public var bundles: [String]?
+    public var bundleBytesDone: Int64?
+    public var bundleBytesTotal: Int64?
 
     /// The recorded sync, if its process still runs (a killed one leaves its record behind).
     static func alive(_ running: RunningSync?, now: Date = Date()) -> RunningSync? {
@@ -66,19 +72,26 @@ public struct RunningSync: Codable, Sendable, Equatable {
                 write(record)
                 return
             }
-            guard case .transfer(let done, let total, _, _) = event else { return }
+            guard case .transfer(let status) = event else { return }
+            // The rate and the ETA on the update's scale when there is one: it never restarts at a step.
+            let (done, total) = (status.updateDone ?? status.done, status.updateTotal ?? status.total)
             let now = ContinuousClock.now
             let due: RunningSync? = progress.withLock { p in
                 p.samples.append((now, done))
                 p.samples.removeAll { now - $0.at > Self.window }
                 let first = p.samples[0]
                 let seconds = (now - first.at) / .seconds(1)
-                if seconds > 0.2 { p.record.bytesPerSecond = Double(done - first.done) / seconds }
+                if seconds > 0.2 { p.record.bytesPerSecond = Int64(Double(done - first.done) / seconds) }
                 p.record.bytesDone = done
                 p.record.bytesTotal = total
+                p.record.stepBytesDone = status.done
+                p.record.stepBytesTotal = status.total
+                p.record.bundles = status.bundles
+                p.record.bundleBytesDone = status.bundleDone
+                p.record.bundleBytesTotal = status.bundleTotal
                 p.record.stalled = nil
                 p.record.updatedAt = Date()
-                p.record.etaSeconds = p.record.bytesPerSecond > 0 ? Double(total - done) / p.record.bytesPerSecond : nil
+                p.record.etaSeconds = p.record.bytesPerSecond > 0 ? Int64((Double(total - done) / Double(p.record.bytesPerSecond)).rounded(.up)) : nil
                 guard now - p.lastWrite >= .seconds(1) || done >= total else { return nil }
                 p.lastWrite = now
                 return p.record

@@ -64,11 +64,29 @@ public struct SyncReport: Codable, Sendable {
     }
 }
 
+/// The steps of a sync, as stable ids a user interface can switch on.
+public enum SyncPhase: String, Codable, Sendable, CaseIterable {
+    /// Refreshing the signed metadata.
+    case checking
+    /// Planning a build (or one more bundle of it) against the files here.
+    case comparing
+    /// Patching files with a delta pack.
+    case patching
+    /// Fetching chunks.
+    case fetching
+    /// Fetching a build ahead of its release, sealed.
+    case preloading
+    /// A preloaded build was released: opening it.
+    case unlocking
+}
+
 /// Progress of a sync as it runs.
 public enum SyncEvent: Sendable {
-    case phase(String)
-    /// Compressed bytes fetched of the total, and files whose fetched chunks are all written.
-    case transfer(done: Int64, total: Int64, filesDone: Int, filesTotal: Int)
+    /// A step of the sync begins: its stable id, and a sentence for a person.
+    case phase(SyncPhase, String)
+    /// Compressed bytes fetched of the step's total and of the whole update's, and files whose fetched
+    /// chunks are all written.
+    case transfer(TransferStatus)
     /// Where the build's bundles stand: sent when the sync has planned them and each time a step of
     /// them becomes ready (the required part first: then the build is playable).
     case bundles(BundleProgress)

@@ -87,7 +87,7 @@ struct SyncWatch: Sendable {
                 "backing off until \(Self.format(last.nextAttempt, environment.timeZone)) "
                     + "after \(last.count) deferred runs in a row (last: \(last.message))",
                 remedy: "a scheduled run after that time continues; `patchsync sync` without "
-                    + "--discretionary syncs now")
+                    + "--discretionary syncs now", reason: .backingOff)
         }
         if let (reason, message) = failing() { throw try deferred(reason, message, state: state) }
     }
@@ -106,7 +106,7 @@ struct SyncWatch: Sendable {
             ?? "run sync again to continue"
         return PatchSyncError(
             .deferred, "sync deferred: \(message); the chunks already verified are kept",
-            remedy: retry)
+            remedy: retry, reason: reason.errorReason)
     }
 
     /// Runs `body`, cancelling it when a condition fails; its chunks in flight are finished and
@@ -167,7 +167,8 @@ struct SyncWatch: Sendable {
                 PatchSyncError(
                     .originUnavailable,
                     "no byte arrived from the origin for \(gaveUp.components.seconds) s (--give-up); the chunks already verified are kept",
-                    remedy: "check the network and the remotes, then run sync again; it goes on where it stopped"))
+                    remedy: "check the network and the remotes, then run sync again; it goes on where it stopped",
+                    reason: .stalled))
         }
         guard let (reason, message) = stopped, case .failure(let error) = result, error.code == .deferred else {
             return result

@@ -49,7 +49,7 @@ extension Syncer {
         let onEvent = context.onEvent
         let done = plan.done
         guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: done) else { return result }
-        onEvent(.phase("patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
+        onEvent(.phase(.patching, "patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
         let path = install.layout.deltaPack(pack.object)
         // Progress counts the pack, then the chunks (ChunkFetcher goes on from the pack's bytes): until
         // the deltas are applied, the chunks still to come are those of the files no delta covers.
@@ -65,7 +65,7 @@ extension Syncer {
         } catch  where error.code == .refusedData || error.code == .originUnavailable {
             result.progressBytes = progress.bytesDone
             Self.deltaLogger.notice("delta pack from \(pack.from) not used: \(error)")
-            onEvent(.phase("the delta pack is unusable (\(error.message)); fetching chunks instead"))
+            onEvent(.phase(.fetching, "the delta pack is unusable (\(error.message)); fetching chunks instead"))
             result.fellBack = pack.files
             return result
         }
@@ -93,7 +93,7 @@ extension Syncer {
             }
         } catch  where error.code == .refusedData {
             Self.deltaLogger.notice("\(error)")
-            onEvent(.phase("the delta pack is malformed (\(error.message)); fetching the rest as chunks"))
+            onEvent(.phase(.fetching, "the delta pack is malformed (\(error.message)); fetching the rest as chunks"))
         }
         result.fellBack = max(0, pack.files - skipped - result.files)
         return result

@@ -337,6 +337,7 @@ extension Syncer {
         if !missing.isEmpty {
             context.onEvent(
                 .phase(
+                    .preloading,
                     "preloading build \(plan.buildId): \(missing.count) ranges, "
                         + "\(ByteCount.format(missing.reduce(0) { $0 + $1.length })) (sealed until its release)"))
             try await fetch(missing, store: store, status: status, context: context)
@@ -351,7 +352,7 @@ extension Syncer {
             report.outcome = .preloaded
             return nil
         }
-        context.onEvent(.phase("build \(plan.buildId) is released: unlocking it"))
+        context.onEvent(.phase(.unlocking, "build \(plan.buildId) is released: unlocking it"))
         var keys: [String: ContentKey] = [:]
         for (build, file) in keyTargets {
             keys[build] = try await releasedKey(build, file, plan: plan, origin: origin)

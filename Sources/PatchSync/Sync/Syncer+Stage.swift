@@ -8,7 +8,7 @@ extension Syncer {
     /// unchanged files, deltas from the live build, chunks copied locally, then chunks fetched.
     func stage(
         _ manifest: Manifest, into staged: StagedBuild, live: LiveTree, context: SyncContext,
-        report: inout SyncReport
+        report: inout SyncReport, step: [String]? = nil
     ) async throws(PatchSyncError) {
         let id = staged.identity.name
         let tree = try staged.makeFolder(in: install)
@@ -22,6 +22,7 @@ extension Syncer {
             try checkFreeSpace(for: plan, in: staged.directory)
             try link(plan.links, into: tree)
         }
+        if let step { try context.totals?.begin(step, plan: plan, live: live) }
         let files = StagedFiles(staged, tree: tree, creating: resumed.toCreate)
         defer { files.closeAll() }
         let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
@@ -44,7 +45,7 @@ extension Syncer {
         report.bytesPlanned = fetchPlan.bytesToFetch
         let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
         report.requests = requests.count
-        context.onEvent(.phase("fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
+        context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
         try await ChunkFetcher(
             sources: context.sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
             meter: context.origin.client.meter
@@ -78,16 +79,13 @@ extension Syncer {
     /// nothing; chunks already written are not counted again).
     private func checkFreeSpace(for plan: Plan, in directory: String) throws(PatchSyncError) {
         let needed = plan.bytesToWrite + StagedFiles.slackBytes
-        var fs = statvfs()
-        guard statvfs(directory, &fs) == 0 else { throw PatchSyncError.wrap(Errno(errno, "checking free space of", directory)) }
-        let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
+        guard let free = FileSystem.freeBytes(at: directory) else {
+            throw PatchSyncError.wrap(Errno(errno, "checking free space of", directory))
+        }
         guard free >= needed else {
-            throw PatchSyncError(
-                .localIO,
-                "not enough disk space in \(directory): the build needs \(needed) bytes, "
-                    + "\(free) are free",
-                remedy: "free at least \(needed - free) bytes, then run sync again; "
-                    + "the live build is untouched and progress is kept")
+            throw PatchSyncError.diskFull(
+                "not enough disk space in \(directory): the build needs \(ByteCount.format(needed)), "
+                    + "\(ByteCount.format(free)) are free", required: needed, available: free)
         }
     }
 

@@ -44,7 +44,10 @@ public struct Syncer: Sendable {
         if discretionary { Priority.lowerForBackground() }
         let recorder = RunningSync.Recorder(state: state)
         defer { recorder.end() }
+        let totals = UpdateTotals(store: state)
         let emit: @Sendable (SyncEvent) -> Void = { event in
+            var event = event
+            if case .transfer(let status) = event { event = .transfer(totals.decorate(status)) }
             recorder.note(event)
             onEvent(event)
         }
@@ -56,7 +59,7 @@ public struct Syncer: Sendable {
             state: state, meter: meter, stallAfter: max(stallAfter, throttled), giveUpAfter: giveUpAfter.map { max($0, throttled) }
         ) {
             () async throws(PatchSyncError) -> SyncReport in
-            try await runAdmitted(config: config, state: state, meter: meter, onEvent: emit)
+            try await runAdmitted(config: config, state: state, meter: meter, totals: totals, onEvent: emit)
         }
         let report = try result.get()
         try SyncWatch.record(nil, in: state)  // a sync that completes resets the backoff
@@ -82,7 +85,7 @@ public struct Syncer: Sendable {
     /// marked ready as soon as it is complete, so the launcher can swap in a playable build while the
     /// optional bundles still download.
     private func runAdmitted(
-        config: InstallConfig, state: StateStore, meter: SyncMeter,
+        config: InstallConfig, state: StateStore, meter: SyncMeter, totals: UpdateTotals,
         onEvent: @escaping @Sendable (SyncEvent) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
@@ -91,7 +94,7 @@ public struct Syncer: Sendable {
             settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)), meter: meter)
         var context = SyncContext(
             install: install, config: config, state: state, origin: try Origin(config, client: client),
-            onEvent: onEvent)
+            onEvent: onEvent, totals: totals)
         let (newest, trusted) = try await check(context)
         // A preload not released yet never hides the build that is live now: that one is staged (a fresh
         // install, a player behind), and the preload is fetched beside it.
@@ -182,6 +185,8 @@ public struct Syncer: Sendable {
         let steps = selection.steps { bundle in
             live.holdsWhole(manifest.selecting([bundle]).files)
         }
+        try context.totals?.start(manifest, sha: sha, wanted: selection.wanted, steps: steps)
+        defer { context.totals?.finish() }
         var staged = false
         for (index, bundles) in steps.enumerated() {
             let step = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> SyncStep in
@@ -201,10 +206,10 @@ public struct Syncer: Sendable {
                 }
                 try Housekeeping(install: install, state: state, stagingHeld: true)
                     .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
-                onEvent(.phase("comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
+                onEvent(.phase(.comparing, "comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
                 let deployment = StagedBuild(identity, in: install, state: state)
                 var stepReport = SyncReport(outcome: .ready, buildId: report.buildId, sequence: report.sequence)
-                try await stage(manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport)
+                try await stage(manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport, step: bundles)
                 report.add(stepReport)
                 staged = true
                 report.outcome = .ready
@@ -236,7 +241,7 @@ public struct Syncer: Sendable {
     /// refuses one older than a build the channel already showed).
     private func check(_ context: SyncContext) async throws(PatchSyncError) -> (ManifestTarget, TrustedMetadata) {
         let config = context.config
-        context.onEvent(.phase("checking \(config.remotes[0]) for channel \(config.channel)"))
+        context.onEvent(.phase(.checking, "checking \(config.remotes[0]) for channel \(config.channel)"))
         let trusted = try await context.origin.refreshTrust(
             directory: install.metadataDirectory, now: now,
             deadline: Date() + config.refreshDeadline)
@@ -258,6 +263,8 @@ struct SyncContext: Sendable {
     let state: StateStore
     let origin: Origin
     let onEvent: @Sendable (SyncEvent) -> Void
+    /// Puts each step's transfer on the whole update's scale.
+    var totals: UpdateTotals? = nil
     /// Set when staging an unlocked preload build: where its sealed objects come from.
     var sealed: SealedSource? = nil
     /// Files of the preload store that another preload of this sync needs (the newer one, pending, while

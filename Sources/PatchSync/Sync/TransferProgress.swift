@@ -27,7 +27,7 @@ final class TransferProgress: Sendable {
             guard done >= total || now - last >= TransferProgress.interval else { return nil }
             last = now
             shown = max(shown, moving)
-            return .transfer(done: shown, total: total, filesDone: filesDone, filesTotal: filesTotal)
+            return .transfer(TransferStatus(done: shown, total: total, filesDone: filesDone, filesTotal: filesTotal))
         }
     }
 

@@ -48,6 +48,14 @@ enum FileSystem {
         }
     }
 
+    /// The bytes an unprivileged writer may still use on the file system holding `path` (nil when
+    /// statvfs fails).
+    static func freeBytes(at path: String) -> Int64? {
+        var fs = statvfs()
+        guard statvfs(path, &fs) == 0 else { return nil }
+        return Int64(fs.f_bavail) * Int64(fs.f_frsize)
+    }
+
     static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR

@@ -97,7 +97,7 @@ struct DeltaSyncTests {
         // The sync's events count the pack first, then the chunks.
         let events = Mutex<[(done: Int64, total: Int64)]>([])
         let report = try await Syncer(install: install).run { event in
-            if case .transfer(let done, let total, _, _) = event { events.withLock { $0.append((done, total)) } }
+            if case .transfer(let s) = event { events.withLock { $0.append((s.done, s.total)) } }
         }
         let seen = events.withLock { $0 }
         #expect(report.filesPatched > 0 && report.deltaBytes == packReport.bytes)

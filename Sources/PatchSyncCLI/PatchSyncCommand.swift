@@ -22,7 +22,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         version: "patchsync \(PatchSyncVersion.current) (manifest format \(Manifest.formatVersion))",
         subcommands: [
             Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
-            Rollback.self, Verify.self, Status.self, BundlesCommand.self
+            Rollback.self, Verify.self, Status.self, BundlesCommand.self, ConfigCommand.self
         ]
     )
 
@@ -71,7 +71,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
     static func name(of command: any ParsableCommand) -> String {
         let type = Swift.type(of: command)
         let name = type._commandName
-        for group in [RepoCommand.self, BundlesCommand.self] as [any ParsableCommand.Type]
+        for group in [RepoCommand.self, BundlesCommand.self, ConfigCommand.self] as [any ParsableCommand.Type]
         where group.configuration.subcommands.contains(where: { $0 == type }) {
             return group._commandName + " " + name
         }

@@ -18,8 +18,13 @@ struct Sync: AsyncParsableCommand {
             inside playHours, on a metered network or while backing off after such a deferral; \
             conditions are watched while it runs too.
 
+            A sync started while a --discretionary one runs takes over: it asks that one to stop, waits \
+            until its progress is recorded, and goes on at full speed. --attach follows a running sync's \
+            progress from another process.
+
             Examples:
               patchsync sync --install ~/Games/forest --json
+              patchsync sync --install ~/Games/forest --attach --json
               patchsync sync --install ~/Games/forest --max-rate 2M
               patchsync sync --install ~/Games/forest --discretionary --deadline 06:00
             """)
@@ -49,9 +54,15 @@ struct Sync: AsyncParsableCommand {
             "Stop with exit 69 when no byte has arrived for this long (30s, 2m), progress kept; a `stalled` event comes after 10 s.",
             valueName: "duration"))
     var giveUp: String?
+    @Flag(
+        help: ArgumentHelp(
+            "Follow the sync already running on this install (its events from its start, then its result and exit status) instead of starting one."
+        ))
+    var attach = false
 
     func run() async throws {
         let output = Output(json: options.json)
+        if attach { return try await follow(output) }
         var syncer = Syncer(install: try Install.open(at: options.install))
         syncer.maxBytesPerSecond = maxRate
         syncer.discretionary = discretionary
@@ -67,6 +78,21 @@ struct Sync: AsyncParsableCommand {
         defer { withExtendedLifetime(signals) {} }
         let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
         let report = try await syncer.run { progress.handle($0) }
+        progress.finish()
+        output.result(report, human: Self.describe(report))
+    }
+
+    /// `--attach`: the running sync's events and result, as if this process ran it.
+    private func follow(_ output: Output) async throws {
+        let install = try Install.open(at: options.install)
+        guard let session = try install.attach() else {
+            struct NotRunning: Encodable { var running = false }
+            output.result(NotRunning(), human: "no sync is running on \(install.root)")
+            return
+        }
+        let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
+        for await event in session.events { progress.handle(event) }
+        let report = try await session.result()
         progress.finish()
         output.result(report, human: Self.describe(report))
     }

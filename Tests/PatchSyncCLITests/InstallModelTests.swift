@@ -482,11 +482,11 @@ struct ModelRun {
             let result = try cli(op == .apply ? ["apply"] : ["launch"], game: op == .apply ? [] : ["/bin/true"])
             let live = try liveDeployment()
             // A ready tree changed by hand since it was verified is refused and dropped (apply: 74; launch
-            // skips the apply and starts the current build, or exits 64 when there is none).
+            // skips the apply and starts the current build, or exits 75, not playable yet, when there is none).
             let refusedTree =
                 model.stagingDamaged && live == model.live
-                && (op == .apply ? result.status == 74 : result.status == 0 || (result.status == 64 && live == nil))
-            if refusedTree || (op == .launch && result.status == 64 && live == nil && model.ready.contains(nil)) {
+                && (op == .apply ? result.status == 74 : result.status == 0 || (result.status == 75 && live == nil))
+            if refusedTree || (op == .launch && result.status == 75 && live == nil && model.ready.contains(nil)) {
                 model.ready = [nil]
                 return nil
             }
@@ -658,7 +658,7 @@ struct ModelRun {
         // A link planted in place of staging/ (by the last step) holds no staged folder of the install's.
         let staged = FileSystemProbe.isFolder(stagingRoot) ? (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] : []
         if staged.count > 3 { return "staging/ holds \(staged.count) folders: \(staged.sorted())" }
-        let status = try install.status()
+        let status = try install.recordedFolders()
         if case .applyCrashed = op { return nil }  // the records catch up with the link at the next command
         if status.current != install.currentDeployment() {
             return "the state records \(status.current ?? "nothing") as current, the link says \(install.currentDeployment() ?? "nothing")"

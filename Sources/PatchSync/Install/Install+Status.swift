@@ -122,3 +122,13 @@ enum DiskUsage {
         return total
     }
 }
+
+extension Install {
+    /// The folders the state records (names under `builds/` and `.patchsync/staging/`, which may carry a
+    /// suffix, `1.2@2`): for tools that check the install's records against its disk. ``status()``
+    /// gives build ids.
+    public func recordedFolders() throws(PatchSyncError) -> (current: String?, ready: String?) {
+        let state = try state(readOnly: true).read()
+        return (state.current, state.ready?.name)
+    }
+}

@@ -83,6 +83,30 @@ public struct Install: Sendable {
         }
     }
 
+    /// Changes the install's configuration (`patchsync config set` does the same): a running sync applies a
+    /// new bandwidth cap within a second.
+    ///
+    /// ```swift
+    /// try install.updateConfig { $0.maxBytesPerSecond = 2 << 20 }
+    /// ```
+    public func updateConfig(_ change: (inout InstallConfig) throws(PatchSyncError) -> Void) throws(PatchSyncError) {
+        var config = try config()
+        try change(&config)
+        try Origin.checkMirrors(config.remotes)
+        _ = try Channel(config.channel)
+        if let hours = config.playHours { _ = try PlayHours(hours) }
+        try saveConfig(config)
+    }
+
+    /// The pid of a foreground sync waiting to take over from a discretionary one, while it lives.
+    func takeOverRequester() -> pid_t? {
+        guard let data = try? FileSystem.read(layout.takeOverFile, limit: 64),
+            let pid = pid_t(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+            pid > 0, kill(pid, 0) == 0 || errno == EPERM
+        else { return nil }
+        return pid
+    }
+
     func saveConfig(_ config: InstallConfig) throws(PatchSyncError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

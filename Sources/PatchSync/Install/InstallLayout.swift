@@ -54,6 +54,10 @@ struct InstallLayout: Sendable, Equatable {
     /// `.patchsync`: the agent's state.
     var stateFolder: String { root + "/.patchsync" }
     var configFile: String { stateFolder + "/config.json" }
+    /// Written by a foreground sync waiting for a discretionary one to stop: its pid.
+    var takeOverFile: String { stateFolder + "/take-over" }
+    /// The running (or last) sync's events, one JSON line each, then its result: what `sync --attach` follows.
+    var eventLogFile: String { stateFolder + "/sync-events.jsonl" }
     var databaseFile: String { stateFolder + "/state.db" }
 
     /// The lock file of one of the install's exclusive locks (``InstallLockKind``).

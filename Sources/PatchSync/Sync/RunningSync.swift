@@ -16,6 +16,8 @@ public struct RunningSync: Codable, Sendable, Equatable {
     public var etaSeconds: Int64?
     /// Set while requests wait with no byte arriving (the rate is then 0).
     public var stalled: Bool?
+    /// A background (`--discretionary`) sync: a foreground one takes over from it.
+    public var discretionary: Bool?
     /// The step downloading now (one more bundle each), and its bundles (see ``TransferStatus``).
     public var stepBytesDone: Int64?
     public var stepBytesTotal: Int64?
@@ -48,12 +50,13 @@ public struct RunningSync: Codable, Sendable, Equatable {
         /// The window of the rate, seconds.
         static let window = Duration.seconds(5)
 
-        init(state: StateStore) {
+        init(state: StateStore, discretionary: Bool = false) {
             self.state = state
             let now = Date()
-            let record = RunningSync(
+            var record = RunningSync(
                 pid: getpid(), startedAt: now, updatedAt: now, bytesDone: 0, bytesTotal: 0,
                 bytesPerSecond: 0, etaSeconds: nil)
+            record.discretionary = discretionary ? true : nil
             progress = Mutex(Progress(record: record))
             write(record)
         }

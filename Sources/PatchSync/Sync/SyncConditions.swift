@@ -5,6 +5,8 @@ public enum DeferralReason: String, Codable, Sendable, CaseIterable {
     case gameRunning, onBattery, playHours, meteredNetwork, backingOff, deadline, signal
     /// A launcher's pause (``SyncStop/stop(_:_:)`` with this reason, or ``SyncSession/cancel()``).
     case playerPaused
+    /// A foreground sync took over from this discretionary one.
+    case tookOver
 
     /// The reason the error says.
     var errorReason: PatchSyncError.Reason {
@@ -17,6 +19,7 @@ public enum DeferralReason: String, Codable, Sendable, CaseIterable {
         case .deadline: return .deadline
         case .signal: return .stopped
         case .playerPaused: return .playerPaused
+        case .tookOver: return .otherSync
         }
     }
 

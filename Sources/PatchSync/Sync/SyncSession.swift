@@ -1,12 +1,15 @@
 import Foundation
 
 /// A sync started from Swift: its progress as an `AsyncSequence` of events, its
-/// result, and a way to cancel it (transfers stop within about a second; every
-/// chunk already verified is kept for the next run).
+/// result, a way to cancel it (transfers stop within about a second; every
+/// chunk already verified is kept for the next run), and its bandwidth cap, which
+/// may change while it runs.
 ///
 /// ```swift
 /// let install = try Install.open(at: gameFolder)
-/// let session = install.startSync()
+/// var options = SyncOptions()
+/// options.maxBytesPerSecond = 4 << 20
+/// let session = install.startSync(options)
 /// for await event in session.events { show(event) }
 /// let report = try await session.result()
 /// ```
@@ -14,18 +17,39 @@ public final class SyncSession: Sendable {
     /// Progress events; the sequence ends when the sync ends.
     public let events: AsyncStream<SyncEvent>
     private let task: Task<SyncReport, any Error>
+    private let control: SyncControl?
 
     init(syncer: Syncer) {
+        var syncer = syncer
+        let control = syncer.control ?? SyncControl()
+        syncer.control = control
+        self.control = control
         let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(256))
         events = stream
-        task = Task {
+        task = Task { [syncer] in
             defer { continuation.finish() }
             return try await syncer.run { continuation.yield($0) }
         }
     }
 
-    /// Stops the sync: it ends with a deferred error, progress kept.
+    /// A session on work that `body` does, sending its events (``Install/attach()``).
+    init(_ body: @escaping @Sendable (@escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport) {
+        control = nil
+        let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(256))
+        events = stream
+        task = Task {
+            defer { continuation.finish() }
+            return try await body { continuation.yield($0) }
+        }
+    }
+
+    /// Stops the sync: it ends deferred (``PatchSyncError/Reason/playerPaused``), progress kept. On an
+    /// attached session, stops following; the sync goes on.
     public func cancel() { task.cancel() }
+
+    /// A new bandwidth cap for the transfers running and to come (nil: none), over the configured one.
+    /// No effect on an attached session (change the configuration: ``Install/updateConfig(_:)``).
+    public func setMaxBytesPerSecond(_ bytesPerSecond: Int?) { control?.setMaxBytesPerSecond(bytesPerSecond) }
 
     /// Waits for the sync to end and returns what it did.
     public func result() async throws(PatchSyncError) -> SyncReport {
@@ -34,8 +58,8 @@ public final class SyncSession: Sendable {
 }
 
 extension Install {
-    /// Starts a sync of this install in the background.
-    public func startSync(now: Date = Date()) -> SyncSession {
-        SyncSession(syncer: Syncer(install: self, now: now))
+    /// Starts a sync of this install in the background, as `options` say.
+    public func startSync(_ options: SyncOptions = SyncOptions(), now: Date = Date()) -> SyncSession {
+        SyncSession(syncer: Syncer(install: self, options: options, now: now))
     }
 }

@@ -25,6 +25,12 @@ public struct Syncer: Sendable {
     /// After this long with requests in flight and no byte arriving, the sync stops with exit 69 (the
     /// chunks already verified are kept). nil: it waits for the transfer timeouts and the retry policy.
     public var giveUpAfter: Duration?
+    /// A foreground sync that finds a discretionary one running asks it to stop and goes on at full speed.
+    public var takeOver = true
+    /// The optional bundles to install, saved in the install's configuration first (nil: as configured).
+    public var bundles: [String]?
+    /// Steers the run from outside (its cap); a configuration saved while it runs applies too.
+    public var control: SyncControl?
 
     public init(install: Install, now: Date = Date()) {
         self.install = install
@@ -33,7 +39,13 @@ public struct Syncer: Sendable {
 
     /// Runs one sync; `onEvent` is called with progress, from any thread.
     public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> SyncReport {
-        let lock = try install.lock(.staging, for: "sync")
+        if let bundles {
+            try install.updateConfig { config in
+                config.bundles = bundles
+                config.excludedBundles = nil
+            }
+        }
+        let lock = try await stagingLock()
         defer { withExtendedLifetime(lock) {} }
         let config = settled(try install.config())
         let state = try install.state()
@@ -42,13 +54,18 @@ public struct Syncer: Sendable {
             discretionary: discretionary, stop: stop)
         try watch.admit(state: state)
         if discretionary { Priority.lowerForBackground() }
-        let recorder = RunningSync.Recorder(state: state)
+        let recorder = RunningSync.Recorder(state: state, discretionary: discretionary)
+        let log = SyncEventLog.Writer(install.layout.eventLogFile)
+        let control = self.control ?? SyncControl()
+        let watcher = watchConfig(control)
+        defer { watcher.cancel() }
         defer { recorder.end() }
         let totals = UpdateTotals(store: state)
         let emit: @Sendable (SyncEvent) -> Void = { event in
             var event = event
             if case .transfer(let status) = event { event = .transfer(totals.decorate(status)) }
             recorder.note(event)
+            log.write(event)
             onEvent(event)
         }
         let meter = SyncMeter(onEvent: emit)
@@ -59,11 +76,55 @@ public struct Syncer: Sendable {
             state: state, meter: meter, stallAfter: max(stallAfter, throttled), giveUpAfter: giveUpAfter.map { max($0, throttled) }
         ) {
             () async throws(PatchSyncError) -> SyncReport in
-            try await runAdmitted(config: config, state: state, meter: meter, totals: totals, onEvent: emit)
+            try await runAdmitted(config: config, state: state, meter: meter, totals: totals, control: control, onEvent: emit)
         }
+        log.end(result)
         let report = try result.get()
         try SyncWatch.record(nil, in: state)  // a sync that completes resets the backoff
         return report
+    }
+
+    /// The staging lock; a foreground sync that finds a discretionary one holding it asks that one to
+    /// stop (``InstallLayout/takeOverFile``) and waits until its progress is recorded and the lock free.
+    private func stagingLock() async throws(PatchSyncError) -> InstallLock {
+        do { return try install.lock(.staging, for: "sync") } catch {
+            guard error.reason == .otherSync else { throw error }
+            let running = RunningSync.alive(try? install.state(readOnly: true).read().running)
+            guard !discretionary, takeOver, running?.discretionary == true else {
+                var refused = error
+                refused.remedy = "`patchsync sync --attach` follows its progress (Install.attach() in Swift)"
+                throw refused
+            }
+            let request = install.layout.takeOverFile
+            do { try FileSystem.writeAtomically(Data("\(getpid())".utf8), to: request) } catch { throw PatchSyncError.wrap(error) }
+            defer { try? FileSystem.remove(request) }
+            let until = ContinuousClock.now + Self.takeOverWait
+            while ContinuousClock.now < until {
+                try? await Task.sleep(for: .milliseconds(100))
+                if let lock = try? install.lock(.staging, for: "sync") { return lock }
+            }
+            throw error
+        }
+    }
+
+    /// How long a foreground sync waits for a discretionary one to hand over.
+    static let takeOverWait = Duration.seconds(60)
+
+    /// Applies the cap of a configuration saved while the run goes on (`patchsync config set
+    /// maxBytesPerSecond 2M`), unless this run has a cap of its own.
+    private func watchConfig(_ control: SyncControl) -> Task<Void, Never> {
+        let (install, discretionary, fixed) = (install, discretionary, maxBytesPerSecond)
+        return Task.detached {
+            var seen = try? FileSystem.status(install.configPath)?.st_mtim
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                let now = try? FileSystem.status(install.configPath)?.st_mtim
+                guard now?.tv_sec != seen?.tv_sec || now?.tv_nsec != seen?.tv_nsec else { continue }
+                seen = now
+                guard fixed == nil, let config = try? install.config() else { continue }
+                control.configured(discretionary ? config.discretionaryRate : config.maxBytesPerSecond)
+            }
+        }
     }
 
     /// The configuration with this run's caps: a discretionary run goes gently, on two connections
@@ -85,13 +146,15 @@ public struct Syncer: Sendable {
     /// marked ready as soon as it is complete, so the launcher can swap in a playable build while the
     /// optional bundles still download.
     private func runAdmitted(
-        config: InstallConfig, state: StateStore, meter: SyncMeter, totals: UpdateTotals,
+        config: InstallConfig, state: StateStore, meter: SyncMeter, totals: UpdateTotals, control: SyncControl,
         onEvent: @escaping @Sendable (SyncEvent) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
         try install.reconcileIfFree(state)
         try install.dropTamperedReady(state)
-        let client = try HTTPClient(
-            settings: .init(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true)), meter: meter)
+        var settings = HTTPClient.Settings(config, yielding: discretionary && (config.yieldToOtherTraffic ?? true))
+        settings.adjustableRate = true
+        let client = try HTTPClient(settings: settings, meter: meter)
+        control.attach(client)
         var context = SyncContext(
             install: install, config: config, state: state, origin: try Origin(config, client: client),
             onEvent: onEvent, totals: totals)

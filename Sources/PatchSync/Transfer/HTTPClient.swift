@@ -20,6 +20,8 @@ final class HTTPClient: Sendable {
         var caFile: String?
         /// One cap on the bytes per second of all transfers together; nil: no cap.
         var maxBytesPerSecond: Int?
+        /// The cap may be set or changed while transfers run (a sync's): a limiter is made even without one.
+        var adjustableRate = false
         /// Below the cap, cut the rate while request latency shows a full link (``DelayController``).
         var yieldToOtherTraffic = false
         /// Every request must end within this many seconds; nil: ``deadline(forBytes:)``'s bound.
@@ -50,6 +52,10 @@ final class HTTPClient: Sendable {
 
     /// Body bytes received by every transfer so far.
     var bytesReceived: Int64 { loop.bytesReceived }
+
+    /// A new bandwidth cap for every transfer, running or to come (nil: none); only for a client made
+    /// with a cap or ``Settings/adjustableRate``.
+    func setMaxBytesPerSecond(_ bytesPerSecond: Int?) { loop.setMaxBytesPerSecond(bytesPerSecond) }
 
     /// While yielding to other traffic, how many bytes one request should ask for: a quarter
     /// second at the current rate, so that latency samples keep coming however low the rate falls;
@@ -121,14 +127,16 @@ private final class TransferLoop: @unchecked Sendable {
         }
         self.multi = multi
         self.settings = settings
-        limiter = settings.maxBytesPerSecond.map {
-            RateLimiter(bytesPerSecond: $0, yielding: settings.yieldToOtherTraffic)
-        }
+        limiter =
+            settings.maxBytesPerSecond != nil || settings.adjustableRate
+            ? RateLimiter(bytesPerSecond: settings.maxBytesPerSecond, yielding: settings.yieldToOtherTraffic) : nil
     }
 
     deinit { ccurl_multi_cleanup(multi) }
 
     var bytesReceived: Int64 { lock.withLock { bytesTotal } }
+
+    func setMaxBytesPerSecond(_ bytesPerSecond: Int?) { limiter?.setCap(bytesPerSecond) }
     /// The rate the delay controller allows now; nil when not yielding.
     var yieldingRate: Double? { settings.yieldToOtherTraffic ? limiter?.publishedRate : nil }
 

@@ -43,11 +43,32 @@ final class RateLimiter: Sendable {
     private let started = ContinuousClock.now
     private let state: Mutex<State>
 
-    init(bytesPerSecond: Int, yielding: Bool = false) {
-        let cap = Double(max(1, bytesPerSecond))
-        let controller = yielding ? DelayController(ceiling: cap) : nil
+    /// `bytesPerSecond` nil: no cap until ``setCap(_:)`` sets one.
+    init(bytesPerSecond: Int?, yielding: Bool = false) {
+        let cap = bytesPerSecond.map { Double(max(1, $0)) } ?? Self.unlimited
+        let controller = yielding && bytesPerSecond != nil ? DelayController(ceiling: cap) : nil
         let rate = controller?.rate ?? cap
         state = Mutex(State(bytesPerSecond: rate, tokens: Self.capacity(at: rate), controller: controller))
+    }
+
+    /// The rate of a limiter without a cap: tokens never run out.
+    static let unlimited = 1e15
+
+    /// A new cap (nil: none) for the transfers running and to come; a yielding limiter keeps yielding below it.
+    func setCap(_ bytesPerSecond: Int?) {
+        state.withLock { state in
+            state.refill(now: .now)
+            let cap = bytesPerSecond.map { Double(max(1, $0)) } ?? Self.unlimited
+            if state.controller != nil, bytesPerSecond != nil {
+                state.controller = DelayController(ceiling: cap)
+                state.bytesPerSecond = state.controller?.rate ?? cap
+            } else {
+                state.controller = nil
+                state.bytesPerSecond = cap
+            }
+            state.tokens = min(max(state.tokens, 0), state.capacity)
+            if state.tokens == 0 { state.tokens = 1 }
+        }
     }
 
     /// The current rate, for other threads.

@@ -1,0 +1,171 @@
+import Foundation
+import Synchronization
+
+/// A sync's events as another process reads them: `.patchsync/sync-events.jsonl`, emptied when a sync
+/// starts, one JSON line per event, then one line with its report or its error. `sync --attach` and
+/// ``Install/attach()`` follow it.
+enum SyncEventLog {
+    /// One line of the log.
+    struct Line: Codable {
+        var pid: Int32
+        var phase: SyncPhase?
+        var message: String?
+        var transfer: TransferStatus?
+        var bundles: BundleProgress?
+        var preload: PreloadStatus?
+        var stalledSeconds: Int?
+        var report: SyncReport?
+        var error: ErrorRecord?
+
+        init(pid: Int32) { self.pid = pid }
+
+        init(_ event: SyncEvent, pid: Int32) {
+            self.pid = pid
+            switch event {
+            case .phase(let id, let text): (phase, message) = (id, text)
+            case .transfer(let status): transfer = status
+            case .bundles(let progress): bundles = progress
+            case .preload(let status): preload = status
+            case .stalled(let seconds): stalledSeconds = seconds
+            }
+        }
+
+        var event: SyncEvent? {
+            if let phase { return .phase(phase, message ?? "") }
+            if let transfer { return .transfer(transfer) }
+            if let bundles { return .bundles(bundles) }
+            if let preload { return .preload(preload) }
+            if let stalledSeconds { return .stalled(seconds: stalledSeconds) }
+            return nil
+        }
+    }
+
+    /// A ``PatchSyncError`` as the log keeps it.
+    struct ErrorRecord: Codable {
+        var code: String
+        var message: String
+        var remedy: String?
+        var reason: PatchSyncError.Reason?
+        var requiredBytes: Int64?
+        var availableBytes: Int64?
+
+        init(_ error: PatchSyncError) {
+            (code, message, remedy, reason) = (error.code.rawValue, error.message, error.remedy, error.reason)
+            (requiredBytes, availableBytes) = (error.requiredBytes, error.availableBytes)
+        }
+
+        var error: PatchSyncError {
+            var error = PatchSyncError(PatchSyncError.Code(rawValue: code) ?? .internal, message, remedy: remedy, reason: reason)
+            (error.requiredBytes, error.availableBytes) = (requiredBytes, availableBytes)
+            return error
+        }
+    }
+
+    /// Appends a running sync's lines (best effort: a log that cannot be written never fails the sync).
+    ///
+    /// Thread-safety: a `Mutex` holds the descriptor and serialises the lines; events come from any thread.
+    final class Writer: Sendable {
+        private let file: Mutex<Int32>
+
+        init(_ path: String) {
+            file = Mutex(open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600))
+        }
+
+        deinit { file.withLock { if $0 >= 0 { close($0) } } }
+
+        func write(_ event: SyncEvent) { append(Line(event, pid: getpid())) }
+
+        /// The sync's end: its report or its error.
+        func end(_ result: Result<SyncReport, PatchSyncError>) {
+            var line = Line(pid: getpid())
+            switch result {
+            case .success(let report): line.report = report
+            case .failure(let error): line.error = ErrorRecord(error)
+            }
+            append(line)
+        }
+
+        private func append(_ line: Line) {
+            guard var data = try? JSONEncoder.iso.encode(line) else { return }
+            data.append(0x0a)
+            file.withLock { fd in
+                guard fd >= 0 else { return }
+                _ = data.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+            }
+        }
+    }
+}
+
+extension Install {
+    /// Follows the sync running on this install in another process (or task): its events from its
+    /// start, then its result. Nil when no sync runs.
+    ///
+    /// ```swift
+    /// if let running = try install.attach() {
+    ///     for await event in running.events { show(event) }
+    ///     let report = try await running.result()
+    /// }
+    /// ```
+    public func attach() throws(PatchSyncError) -> SyncSession? {
+        guard let running = RunningSync.alive(try state(readOnly: true).read().running) else { return nil }
+        let (path, pid) = (layout.eventLogFile, running.pid)
+        return SyncSession { emit throws(PatchSyncError) -> SyncReport in
+            try await Self.follow(path, pid: pid, emit: emit)
+        }
+    }
+
+    /// The events of the running sync, as they come (an empty sequence when none runs).
+    public func events() -> AsyncStream<SyncEvent> {
+        (try? attach())?.events ?? AsyncStream { $0.finish() }
+    }
+
+    /// Reads `path` as it grows until the sync of `pid` writes its result, or its process is gone.
+    private static func follow(
+        _ path: String, pid: Int32, emit: @Sendable (SyncEvent) -> Void
+    ) async throws(PatchSyncError) -> SyncReport {
+        var offset: off_t = 0
+        var pending = Data()
+        var sawEnd = false
+        while true {
+            if Task.isCancelled { throw PatchSyncError.cancelled }
+            let alive = kill(pid, 0) == 0 || errno == EPERM
+            if let handle = FileHandle(forReadingAtPath: path) {
+                defer { try? handle.close() }
+                var st = stat()
+                if fstat(handle.fileDescriptor, &st) == 0, st.st_size < offset { (offset, pending) = (0, Data()) }  // a new sync began
+                try? handle.seek(toOffset: UInt64(offset))
+                let data = (try? handle.readToEnd()) ?? Data()
+                offset += off_t(data.count)
+                pending.append(data)
+            }
+            while let newline = pending.firstIndex(of: 0x0a) {
+                let bytes = pending[pending.startIndex..<newline]
+                pending.removeSubrange(pending.startIndex...newline)
+                guard let line = try? JSONDecoder.isoDates.decode(SyncEventLog.Line.self, from: Data(bytes)), line.pid == pid else { continue }
+                if let report = line.report { return report }
+                if let error = line.error { throw error.error }
+                if let event = line.event { emit(event) }
+            }
+            if !alive {
+                // One more read after the process ended: its last lines were written before it exited.
+                if sawEnd {
+                    throw PatchSyncError(
+                        .originUnavailable, "the sync (process \(pid)) ended without a result: it was killed",
+                        remedy: "start the download again; it goes on where it stopped")
+                }
+                sawEnd = true
+                continue
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
+
+extension JSONDecoder {
+    /// Dates as ISO 8601 text.
+    static var isoDates: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}

@@ -1,49 +1,208 @@
-// A launcher written in Swift, using the PatchSync library directly:
-// apply what is ready, start the game, and sync the next build in the background
-// while it runs (sync never touches the live tree), cancelling it if the game exits first.
+// A small game launcher on the PatchSync library, to start yours from:
 //
-//   swift run launcher-example ~/Games/forest ./bin/game --fullscreen
+// - a download page: one bar for the whole update with rate and time left, which bundle is coming,
+//   and whether the game is playable yet;
+// - a speed limit setting (saved in the install, applied to a running download at once);
+// - pause and resume (SIGUSR1 pauses, SIGUSR2 resumes: a real launcher wires its buttons there);
+// - play: the ready build is applied, the game starts in its build folder, and the download of the next
+//   build goes on while it runs; when the game exits, the download stops and a later start resumes it;
+// - errors in words a player reads.
+//
+//   swift run launcher-example ~/Games/forest [--limit 2M] ./bin/game --fullscreen
 import Foundation
 import PatchSync
 
-let arguments = CommandLine.arguments.dropFirst()
-guard let folder = arguments.first, let game = arguments.dropFirst().first else {
-    print("usage: launcher-example INSTALL_DIR GAME [ARGS…]")
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count >= 2 else {
+    print("usage: launcher-example INSTALL_DIR [--limit RATE] GAME [ARGS…]")
     exit(64)
+}
+let folder = arguments.removeFirst()
+var limit: Int?
+if arguments.first == "--limit", arguments.count >= 2 {
+    limit = Launcher.rate(arguments[1])
+    arguments.removeFirst(2)
+}
+let game = arguments.removeFirst()
+
+/// What the launcher shows and does; a real one draws this in its window.
+enum Launcher {
+    /// "2M" → 2097152 bytes per second; "0" or "off" → no limit.
+    static func rate(_ text: String) -> Int? {
+        let units: [Character: Double] = ["K": 1024, "M": 1_048_576, "G": 1_073_741_824]
+        var number = text.uppercased()
+        var unit = 1.0
+        if let last = number.last, let u = units[last] {
+            unit = u
+            number.removeLast()
+        }
+        guard let value = Double(number), value > 0 else { return nil }
+        return Int(value * unit)
+    }
+
+    static func size(_ bytes: Int64) -> String { ByteCount.format(bytes) }
+
+    /// The download page's line: "Downloading 12.3 MiB of 40.0 MiB (30%) at 2.1 MiB/s, 0:12 left (hd-textures)".
+    static func bar(_ s: TransferStatus, rate: Double) -> String {
+        let done = s.updateDone ?? s.done, total = s.updateTotal ?? s.total
+        let percent = total > 0 ? done * 100 / total : 100
+        var line = "Downloading \(size(done)) of \(size(total)) (\(percent)%)"
+        if rate >= 1024 {
+            line += " at \(size(Int64(rate)))/s"
+            let left = Int(Double(total - done) / rate)
+            line += String(format: ", %d:%02d left", left / 60, left % 60)
+        }
+        if let bundles = s.bundles, !bundles.isEmpty { line += " (\(bundles.joined(separator: ", ")))" }
+        return line
+    }
+
+    /// An error as a player reads it: what happened and what to do, no command lines.
+    static func explain(_ error: PatchSyncError) -> String {
+        switch error.reason {
+        case .diskFull:
+            let need = (error.requiredBytes ?? 0) - (error.availableBytes ?? 0)
+            return "Not enough disk space" + (need > 0 ? ": free \(size(need)) and try again." : ". Free some space and try again.")
+        case .notPlayableYet: return "The game is still downloading. It can be played once the download is done."
+        case .gameRunning: return "The game is running; the update is installed when it closes."
+        case .otherSync: return "Another download of this game is running."
+        case .playerPaused: return "Download paused."
+        case .stalled: return "The download stopped: the server does not answer. Check your internet connection."
+        case .onBattery, .metered, .playHours, .backingOff: return "The download waits for a better moment."
+        default: break
+        }
+        switch error.code {
+        case .originUnavailable: return "Can't reach the download server. Check your internet connection and try again."
+        case .refusedData: return "The update did not pass its security check and was not installed. Your game is unchanged."
+        case .localIO: return "The game's files could not be written (\(error.message)). Check the disk and try again."
+        default: return "Something went wrong: \(error.message)"
+        }
+    }
+}
+
+/// The download: a session that pause stops and resume starts again (it goes on where it stopped).
+final class Download: @unchecked Sendable {
+    private let install: Install
+    private let state = NSLock()
+    private var session: SyncSession?
+    private var paused = false
+    private var rate = 0.0
+    private var last: (at: Date, done: Int64)?
+
+    init(install: Install) { self.install = install }
+
+    func start() {
+        state.lock()
+        defer { state.unlock() }
+        guard session == nil, !paused else { return }
+        let session = install.startSync()
+        self.session = session
+        Task { await self.show(session) }
+    }
+
+    func pause() {
+        state.lock()
+        paused = true
+        let running = session
+        session = nil
+        state.unlock()
+        running?.cancel()
+        print("Download paused.")
+    }
+
+    func resume() {
+        state.lock()
+        paused = false
+        state.unlock()
+        print("Download resumed.")
+        start()
+    }
+
+    /// Stops for good (the game exited): a later start of the launcher resumes it.
+    func stop() async {
+        let running = state.withLock {
+            paused = true
+            return session
+        }
+        running?.cancel()
+        _ = try? await running?.result()
+    }
+
+    private func show(_ session: SyncSession) async {
+        for await event in session.events {
+            switch event {
+            case .phase(let phase, _) where phase == .checking: print("Checking for updates…")
+            case .transfer(let status): print(Launcher.bar(status, rate: measure(status)))
+            case .bundles(let progress):
+                print(progress.playable ? "Build \(progress.buildId) is playable." : "Build \(progress.buildId) is not playable yet.")
+            case .stalled: print("Waiting for the server… (no data for a while; it keeps trying)")
+            case .retrying(let retry) where retry.attempt == 1: print("Connection trouble; trying again.")
+            case .preload(let status): print("Pre-loading \(status.buildId): \(Launcher.size(status.bytesDone)) of \(Launcher.size(status.bytes)).")
+            default: break
+            }
+        }
+        do {
+            let report = try await session.result()
+            if report.outcome == .ready { print("Update \(report.buildId) is downloaded; it is installed at the next start.") }
+        } catch {
+            if error.reason != .playerPaused { print(Launcher.explain(error)) }
+        }
+    }
+
+    /// A rate over the update's bytes, smoothed.
+    private func measure(_ s: TransferStatus) -> Double {
+        let done = s.updateDone ?? s.done, now = Date()
+        state.lock()
+        defer { state.unlock() }
+        if let last, now.timeIntervalSince(last.at) >= 0.25, done >= last.done {
+            let instant = Double(done - last.done) / now.timeIntervalSince(last.at)
+            rate = rate == 0 ? instant : 0.3 * instant + 0.7 * rate
+            self.last = (now, done)
+        } else if last == nil || done < last!.done {
+            last = (now, done)
+        }
+        return rate
+    }
 }
 
 do {
     let install = try Install.open(at: folder)
+    if let limit {  // the settings page's "limit download speed"
+        try install.updateConfig { $0.maxBytesPerSecond = limit }
+        print("Download speed limited to \(Launcher.size(Int64(limit)))/s.")
+    }
+    let download = Download(install: install)
+    signal(SIGUSR1, SIG_IGN)
+    signal(SIGUSR2, SIG_IGN)
+    let pause = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
+    pause.setEventHandler { download.pause() }
+    pause.resume()
+    let resume = DispatchSource.makeSignalSource(signal: SIGUSR2, queue: .global())
+    resume.setEventHandler { download.resume() }
+    resume.resume()
 
-    let session = install.startSync()
-    let progress = Task {
-        for await event in session.events {
-            switch event {
-            case .phase(_, let text): print("sync: \(text)")
-            case .transfer(let s):
-                print("sync: \(s.updateDone ?? s.done) of \(s.updateTotal ?? s.total) bytes")
-            case .bundles(let progress):
-                let pending = progress.bundles.filter { $0.state == .pending }.map(\.name)
-                print(
-                    "sync: build \(progress.buildId) \(progress.playable ? "is playable" : "is not playable yet")"
-                        + (pending.isEmpty ? "" : "; still coming: \(pending.joined(separator: ", "))"))
-            case .preload(let status): print("sync: \(status.summary)")
-            case .stalled(let seconds): print("sync: no data for \(seconds) s, retrying (check the connection)")
-            }
+    download.start()
+    // Play: a ready build is applied first (never blocked by the download above); with nothing installed
+    // yet, wait for the download to make the game playable.
+    var started: GameProcess?
+    while started == nil {
+        do {
+            started = try await GameLauncher(install: install).start(game, arguments)
+        } catch  where error.reason == .notPlayableYet {
+            try? await Task.sleep(for: .seconds(1))
+            download.start()  // after a failed download, try again
         }
     }
-    // The launcher applies a ready build when it can (never blocked by the sync above), then starts the game.
-    let exitStatus = try GameLauncher(install: install).launch(game, Array(arguments.dropFirst(2))) { apply in
-        if let skipped = apply.skipped { print("starting the current build without applying: \(skipped)") }
-        if apply.report?.applied == true { print("updated to build \(apply.report?.current ?? "?")") }
-        print("playing build \(install.currentDeployment() ?? "none")")
-    }
-    session.cancel()  // the game is done; a later start picks the sync up where it stopped
-    _ = try? await session.result()
-    await progress.value
-    exit(exitStatus)
+    let running = started!
+    if let skipped = running.apply.skipped { print("Starting the current build without updating: \(skipped)") }
+    if running.apply.report?.applied == true { print("updated to build \(running.buildId)") }
+    print("Playing build \(running.buildId).")
+    let status = await running.exitStatus
+    await download.stop()  // the game is done; a later start picks the download up where it stopped
+    exit(status)
+} catch let error as PatchSyncError {
+    print(Launcher.explain(error))
+    exit(1)
 } catch {
-    print("error: \(error.description)")
-    if let remedy = error.remedy { print("hint: \(remedy)") }
+    print("Something went wrong: \(error)")
     exit(1)
 }

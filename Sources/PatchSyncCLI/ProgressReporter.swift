@@ -68,6 +68,10 @@ struct ProgressEvent: Encodable {
     var bundleBytesDone: Int64?
     var bundleBytesTotal: Int64?
     var bundleInstalledBytes: Int64?
+    /// With event "retrying": the mirror of the next try, the attempt that failed, and when the next comes.
+    var mirror: String?
+    var attempt: Int?
+    var retryInSeconds: Int?
 }
 
 /// Shows a sync's progress: one live line on a terminal, plain lines every few seconds otherwise,
@@ -121,6 +125,22 @@ final class ProgressReporter: Sendable {
                     var event = ProgressEvent(event: "stalled", message: message)
                     event.stalledSeconds = seconds
                     event.bytesPerSecond = 0
+                    Output.line(Output.stamped(event))
+                case .live, .lines: phase(message, &state)
+                }
+            case .warning(let text):
+                // Said on stderr whatever the mode: it costs money or time, and is fixed by the publisher.
+                FileHandle.standardError.write(Data("warning: \(text)\n".utf8))
+                if mode == .json { Output.line(Output.stamped(ProgressEvent(event: "warning", message: text))) }
+            case .retrying(let retry):
+                let message =
+                    "\(retry.what) failed on \(retry.failedMirror) (\(retry.failure)); "
+                    + "try \(retry.attempt + 1) on \(retry.mirror)" + (retry.retryInSeconds > 0 ? " in \(retry.retryInSeconds) s" : "")
+                switch mode {
+                case .quiet: break
+                case .json:
+                    var event = ProgressEvent(event: "retrying", message: message)
+                    (event.mirror, event.attempt, event.retryInSeconds) = (retry.mirror, retry.attempt, retry.retryInSeconds)
                     Output.line(Output.stamped(event))
                 case .live, .lines: phase(message, &state)
                 }

@@ -339,7 +339,13 @@ struct FaultTests {
         #expect(try Install.open(at: installRoot).status().deferral == nil)
         let result = try CLI.run(["sync", "--install", installRoot])
         #expect(result.status == 74)
-        #expect(result.stderr.contains("not enough disk space") && result.stderr.contains("bytes, "), "\(result.stderr)")
+        #expect(result.stderr.contains("not enough disk space") && result.stderr.contains(" are free"), "\(result.stderr)")
+        // For a user interface: the reason and both sizes, as numbers.
+        let json = try CLI.run(["sync", "--install", installRoot, "--json"])
+        let error = try lastJSON(json.stdout)
+        #expect(error["event"] as? String == "error" && error["reason"] as? String == "diskFull", "\(error)")
+        let required = error["requiredBytes"] as? Int ?? 0, available = error["availableBytes"] as? Int ?? -1
+        #expect(required > 6 << 20 && available >= 0 && available < required, "\(error)")
         let install = try Install.open(at: installRoot)
         #expect(install.currentBuild() == "1")
         #expect(try String(contentsOfFile: installRoot + "/current/small.txt", encoding: .utf8) == "small")

@@ -171,4 +171,46 @@ struct DownloadPageTests {
         }
         #expect(statusTotal == total, "status from another process: \(statusTotal.map(String.init) ?? "no running sync seen")")
     }
+
+    @Test("a request that fails is told as a `retrying` event naming the next mirror and the attempt; an origin that ignores Range (python's http.server) is told once, as a warning event and on stderr, with the bytes it wasted in the result, and the install is still exact")
+    func retryingAndRangeIgnored() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.02), id: "1")
+        // A dead first mirror: every first try fails over to the second.
+        let port = 20000 + Int(getpid() % 20000)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = ["-m", "http.server", "--bind", "127.0.0.1", "--directory", fixture.origin, String(port)]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer {
+            kill(server.processIdentifier, SIGKILL)  // SIGTERM may be blocked in the threads that spawn it
+            server.waitUntilExit()
+        }
+        for _ in 0..<100 {
+            if (try? Data(contentsOf: URL(string: "http://127.0.0.1:\(port)/metadata/timestamp.json")!)) != nil { break }
+            usleep(100_000)
+        }
+        // Requests of 64 KiB: most start inside an object, where a whole-file answer wastes what precedes them.
+        let install = try fixture.makeInstall(remotes: ["http://127.0.0.1:1", "http://127.0.0.1:\(port)"]) { $0.maxRequestBytes = 65536 }
+        let run = try CLI.run(["sync", "--install", install.root, "--json"])
+        #expect(run.status == 0, "\(run.stderr) \(run.stdout.suffix(400))")
+        let events = run.stdout.split(separator: "\n").compactMap { Self.event(String($0)) }
+        let retries = events.filter { $0["event"] as? String == "retrying" }
+        #expect(!retries.isEmpty, "the failed first tries are told")
+        #expect(retries.allSatisfy { ($0["mirror"] as? String) == "http://127.0.0.1:\(port)" && ($0["attempt"] as? Int ?? 0) >= 1 }, "\(retries.prefix(2))")
+        let warnings = events.filter { $0["event"] as? String == "warning" }
+        #expect(warnings.count == 1, "one warning for an origin that ignores Range: \(warnings.count)")
+        #expect((warnings.first?["message"] as? String ?? "").contains("ignores HTTP Range"))
+        #expect(run.stderr.components(separatedBy: "ignores HTTP Range").count == 2, "said once on stderr: \(run.stderr)")
+        let result = try lastJSON(run.stdout)
+        #expect((result["bytesWasted"] as? Int ?? 0) > 0, "\(result)")
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        #expect(try CLI.run(["verify", "--install", install.root, "--full"]).status == 0)
+        // Quiet when it is normal: the root-version probe that finds nothing is no failure, even at notice level.
+        let probed = try CLI.run(["sync", "--install", install.root], environment: ["PATCHSYNC_LOG": "notice"])
+        #expect(probed.status == 0)
+        #expect(!probed.stderr.contains("not found"), "an expected probe logged as a failure: \(probed.stderr)")
+    }
 }

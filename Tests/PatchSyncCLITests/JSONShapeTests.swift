@@ -58,7 +58,7 @@ struct JSONShapeTests {
         "bundles", "bytesDone", "bytesPerSecond", "bytesTotal", "etaSeconds", "event",
         "filesDone", "filesTotal", "message", "preload", "time", "phase",
         "stepBytesDone", "stepBytesTotal", "downloading", "bundleBytesDone", "bundleBytesTotal", "bundleInstalledBytes",
-        "applied", "current", "skipped"
+        "applied", "current", "skipped", "mirror", "attempt", "retryInSeconds"
     ]
 
     /// The keys every line has besides its own: what it is, when, and the step it comes from (and on a

@@ -54,9 +54,15 @@ struct ReleaseTests {
         let rollback = try CLI.run(["repo", "rollback", "--channel", "live", "--reason", "crash on start"] + repo + keys)
         #expect(rollback.status == 0, "\(rollback.stderr)")
         #expect(rollback.stdout.contains("back on build 1.0 (sequence 3)"), "\(rollback.stdout)")
-        let back = try CLI.run(["sync", "--install", install.root])
+        let back = try CLI.run(["sync", "--install", install.root, "--json"])
         #expect(back.status == 0, "\(back.stderr)")
-        #expect(back.stdout.contains("rolled the channel back from 1.1 to 1.0: crash on start"), "\(back.stdout)")
+        let backReport = try lastJSON(back.stdout)
+        let note = backReport["rollback"] as? [String: Any]
+        #expect(note?["from"] as? String == "1.1" && note?["reason"] as? String == "crash on start", "\(backReport)")
+        // Build 1.0 is still in builds/ (kept for rollback): every file comes from there, nothing is fetched.
+        #expect(
+            backReport["chunksFetched"] as? Int == 0 && backReport["bytesPlanned"] as? Int == 0 && backReport["filesPatched"] as? Int == 0,
+            "a publisher rollback to a build kept on disk fetches no content: \(backReport)")
         let status = try CLI.run(["status", "--install", install.root])
         #expect(status.stdout.contains("(the publisher rolled the channel back from 1.1: crash on start)"), "\(status.stdout)")
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)

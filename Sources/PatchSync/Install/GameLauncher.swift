@@ -179,8 +179,21 @@ public struct GameLauncher: Sendable {
             status = posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO)
             if status == 0 { status = posix_spawn_file_actions_adddup2(&actions, err, STDERR_FILENO) }
         }
+        // The game starts with no signal blocked and every signal at its default, whatever the launcher's
+        // thread had (threads of Swift runtimes may block SIGTERM: the game would then ignore terminate()).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        sigdelset(&all, SIGKILL)
+        sigdelset(&all, SIGSTOP)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        if status == 0 { status = posix_spawnp(&pid, path, &actions, nil, argv, envp) }
+        if status == 0 { status = posix_spawnp(&pid, path, &actions, &attributes, argv, envp) }
         guard status == 0 else { throw cannotStart(path, in: folder, status) }
         return pid
     }

@@ -95,16 +95,28 @@ public struct Install: Sendable {
         try Origin.checkMirrors(config.remotes)
         _ = try Channel(config.channel)
         if let hours = config.playHours { _ = try PlayHours(hours) }
+        for (name, value) in [
+            ("maxBytesPerSecond", config.maxBytesPerSecond), ("discretionaryMaxBytesPerSecond", config.discretionaryMaxBytesPerSecond),
+            ("maxConnections", config.maxConnections), ("keepBuilds", config.keepBuilds)
+        ] {
+            if let value, value <= 0 {
+                throw PatchSyncError(.usage, "\(name) must be more than 0, not \(value)", remedy: "`patchsync config unset \(name)` restores its default (no limit for a rate)")
+            }
+        }
         try saveConfig(config)
     }
 
-    /// The pid of a foreground sync waiting to take over from a discretionary one, while it lives.
-    func takeOverRequester() -> pid_t? {
-        guard let data = try? FileSystem.read(layout.takeOverFile, limit: 64),
-            let pid = pid_t(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
-            pid > 0, kill(pid, 0) == 0 || errno == EPERM
-        else { return nil }
-        return pid
+    /// Whether a foreground sync waits to take over from a discretionary one: it holds an flock on the
+    /// request file while it waits (a request of a process that died is no request).
+    func takeOverRequested() -> Bool {
+        let fd = Glibc.open(layout.takeOverFile, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return false
+        }
+        return errno == EWOULDBLOCK
     }
 
     func saveConfig(_ config: InstallConfig) throws(PatchSyncError) {

@@ -50,7 +50,9 @@ final class Origin: MetadataSource, Sendable {
     {
         var policy = RetryPolicy(absence: absence, deadline: deadline, preferring: preferred)
         var decision = group.withLock { policy.start($0, now: .now) }
+        var attempts = 0
         while case .attempt(let mirror, let wait) = decision {
+            attempts += 1
             try await Self.pause(wait)
             let outcome = try await attempt(mirror)
             if Task.isCancelled { throw PatchSyncError.cancelled }
@@ -64,10 +66,25 @@ final class Origin: MetadataSource, Sendable {
             case .failed(let failure, let progressed):
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }  // a local failure
                 if case .cancelled = failure { throw PatchSyncError.cancelled }
-                Self.logger.notice("\(what) on \(mirrors[mirror]) failed: \(failure)")
+                // A probe for a file that may not exist (the next root version) finding none is the normal answer.
+                let expected: Bool
+                if case .notFound = failure, case .possible = absence { expected = true } else { expected = false }
+                if expected {
+                    Self.logger.debug("\(what) on \(mirrors[mirror]): not there (expected)")
+                } else {
+                    Self.logger.notice("\(what) on \(mirrors[mirror]) failed: \(failure)")
+                }
                 let random = Double.random(in: 0..<1)
                 decision = group.withLock {
                     policy.next(after: failure, on: mirror, progressed: progressed, group: &$0, now: .now, random: random)
+                }
+                if !expected, case .attempt(let next, let after) = decision, let meter = client.meter {
+                    meter.onEvent(
+                        .retrying(
+                            RetryStatus(
+                                what: what, mirror: mirrors[next], failedMirror: mirrors[mirror], attempt: attempts,
+                                retryInSeconds: Int((Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18).rounded(.up)),
+                                failure: failure.description)))
                 }
             }
         }

@@ -14,6 +14,8 @@ enum SyncEventLog {
         var bundles: BundleProgress?
         var preload: PreloadStatus?
         var stalledSeconds: Int?
+        var retry: RetryStatus?
+        var warning: String?
         var report: SyncReport?
         var error: ErrorRecord?
 
@@ -27,6 +29,8 @@ enum SyncEventLog {
             case .bundles(let progress): bundles = progress
             case .preload(let status): preload = status
             case .stalled(let seconds): stalledSeconds = seconds
+            case .retrying(let status): retry = status
+            case .warning(let text): warning = text
             }
         }
 
@@ -36,6 +40,8 @@ enum SyncEventLog {
             if let bundles { return .bundles(bundles) }
             if let preload { return .preload(preload) }
             if let stalledSeconds { return .stalled(seconds: stalledSeconds) }
+            if let retry { return .retrying(retry) }
+            if let warning { return .warning(warning) }
             return nil
         }
     }
@@ -67,8 +73,18 @@ enum SyncEventLog {
     final class Writer: Sendable {
         private let file: Mutex<Int32>
 
+        /// A new file renamed over the last run's: a follower of that run keeps reading its own file to its end.
         init(_ path: String) {
-            file = Mutex(open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600))
+            let temporary = path + ".\(getpid()).tmp"
+            unlink(temporary)
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            if fd >= 0, rename(temporary, path) != 0 {
+                close(fd)
+                unlink(temporary)
+                file = Mutex(-1)
+                return
+            }
+            file = Mutex(fd)
         }
 
         deinit { file.withLock { if $0 >= 0 { close($0) } } }
@@ -123,21 +139,16 @@ extension Install {
     private static func follow(
         _ path: String, pid: Int32, emit: @Sendable (SyncEvent) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
-        var offset: off_t = 0
+        // The file of this run, opened once: a later run writes a new file in its place, never into this one.
+        var opened: FileHandle?
+        defer { try? opened?.close() }
         var pending = Data()
         var sawEnd = false
         while true {
-            if Task.isCancelled { throw PatchSyncError.cancelled }
+            if Task.isCancelled { throw PatchSyncError(.deferred, "stopped following the sync; it goes on", reason: .playerPaused) }
             let alive = kill(pid, 0) == 0 || errno == EPERM
-            if let handle = FileHandle(forReadingAtPath: path) {
-                defer { try? handle.close() }
-                var st = stat()
-                if fstat(handle.fileDescriptor, &st) == 0, st.st_size < offset { (offset, pending) = (0, Data()) }  // a new sync began
-                try? handle.seek(toOffset: UInt64(offset))
-                let data = (try? handle.readToEnd()) ?? Data()
-                offset += off_t(data.count)
-                pending.append(data)
-            }
+            if opened == nil { opened = FileHandle(forReadingAtPath: path) }
+            if let handle = opened { pending.append((try? handle.readToEnd()) ?? Data()) }
             while let newline = pending.firstIndex(of: 0x0a) {
                 let bytes = pending[pending.startIndex..<newline]
                 pending.removeSubrange(pending.startIndex...newline)

@@ -15,6 +15,9 @@ public final class SyncMeter: Sendable {
         var lastProgress = ContinuousClock.now
         var current: TransferProgress?
         var stallReported = false
+        /// Bytes downloaded and dropped because the origin answered a range request with the whole file.
+        var wasted: Int64 = 0
+        var rangeWarned = false
     }
 
     private let state = Mutex(State())
@@ -39,6 +42,26 @@ public final class SyncMeter: Sendable {
     }
 
     func requestEnded() { state.withLock { $0.inFlight -= 1 } }
+
+    /// The origin answered a range request of `url` with the whole file: `wasted` bytes before the range
+    /// came and were dropped. Said once per sync, as a `.warning`.
+    func rangeIgnored(_ url: String, wasted: Int64) {
+        let first = state.withLock { state -> Bool in
+            state.wasted += wasted
+            defer { state.rangeWarned = true }
+            return !state.rangeWarned
+        }
+        guard first else { return }
+        let host = URL(string: url)?.host ?? url
+        onEvent(
+            .warning(
+                "\(host) ignores HTTP Range requests (it answered a range of \(url) with the whole file): every chunk "
+                    + "costs the bytes of its object before it (\(ByteCount.format(wasted)) for this one; the result's "
+                    + "bytesWasted gives the total); configure the server or CDN to honour Range"))
+    }
+
+    /// Bytes dropped so far because the origin ignored Range.
+    var wasted: Int64 { state.withLock { $0.wasted } }
 
     /// `count` bytes of a response arrived (on the transfer thread).
     func arrived(_ count: Int) {

@@ -38,6 +38,8 @@ public struct SyncReport: Codable, Sendable {
     /// Body bytes received from the origin by this run (metadata, manifest and objects).
     public var bytesReceived: Int64 = 0
     public var requests = 0
+    /// Bytes downloaded and dropped because the origin ignored Range requests (nil: none).
+    public var bytesWasted: Int64?
     /// The bundles this sync set out to install, in download order.
     public var bundles: [String] = []
     /// Bundles the player chose that the build does not have (nothing to install for them).
@@ -95,4 +97,23 @@ public enum SyncEvent: Sendable {
     /// Requests are in flight and no byte has arrived for `seconds`: the origin froze or the network went
     /// away. Sent once per stall; the sync goes on retrying until bytes come or it gives up.
     case stalled(seconds: Int)
+    /// A request failed and is tried again: on which mirror, after how long.
+    case retrying(RetryStatus)
+    /// Something costs more than it should (an origin that ignores Range): said once per sync.
+    case warning(String)
+}
+
+/// A request that failed and is tried again, as the `.retrying` event says it.
+public struct RetryStatus: Codable, Sendable, Equatable {
+    /// What was asked ("object ab12…", "metadata/timestamp.json").
+    public var what: String
+    /// The mirror of the next try, and the one that failed.
+    public var mirror: String
+    public var failedMirror: String
+    /// The attempt that failed (1 for the first).
+    public var attempt: Int
+    /// When the next try comes.
+    public var retryInSeconds: Int
+    /// Why the attempt failed, in words.
+    public var failure: String
 }

@@ -54,9 +54,7 @@ struct SyncWatch: Sendable {
         }
         guard discretionary else { return nil }
         if install.gameIsRunning() { return (.gameRunning, "the game is running") }
-        if let requester = install.takeOverRequester() {
-            return (.tookOver, "a foreground sync (process \(requester)) takes over at full speed")
-        }
+        if install.takeOverRequested() { return (.tookOver, "a foreground sync takes over at full speed") }
         if tick % 10 == 0 {
             if config.deferOnBattery ?? true, environment.onBattery() {
                 return (.onBattery, "the machine runs on battery (\(environment.powerSupplyRoot))")

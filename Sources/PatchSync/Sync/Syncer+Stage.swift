@@ -23,35 +23,45 @@ extension Syncer {
             try link(plan.links, into: tree)
         }
         if let step { try context.totals?.begin(step, plan: plan, live: live) }
-        let files = StagedFiles(staged, tree: tree, creating: resumed.toCreate)
-        defer { files.closeAll() }
-        let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
-        (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
-        let routes = InstallStatus.Routes(
-            buildId: id, linked: plan.links.count, delta: deltas.files,
-            chunks: plan.assembled.count - deltas.files)
-        try context.state.update { $0.recordRoutes(routes) }
-        if deltas.chunks > 0 {  // what is left after the deltas: chunks only
+        // A disk that fills on the way says how much the build needed and what is free.
+        let needed = plan.bytesToWrite + StagedFiles.slackBytes
+        do {
+            let files = StagedFiles(staged, tree: tree, creating: resumed.toCreate)
+            defer { files.closeAll() }
+            let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
+            (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
+            let routes = InstallStatus.Routes(
+                buildId: id, linked: plan.links.count, delta: deltas.files,
+                chunks: plan.assembled.count - deltas.files)
+            try context.state.update { $0.recordRoutes(routes) }
+            if deltas.chunks > 0 {  // what is left after the deltas: chunks only
+                try files.flush()
+                plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: try staged.recorded(manifest))
+            }
+            var fetchPlan = plan
+            fetchPlan.fetch += try copyLocal(plan.local, files: files)
+            report.buildBytes = manifest.totalSize
+            report.filesLinked = plan.links.count
+            report.filesAssembled = plan.assembled.count
+            report.chunksCopiedLocally = plan.local.count - (fetchPlan.fetch.count - plan.fetch.count)
+            report.chunksFetched = fetchPlan.fetch.count
+            report.bytesPlanned = fetchPlan.bytesToFetch
+            let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
+            report.requests = requests.count
+            context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
+            try await ChunkFetcher(
+                sources: context.sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
+                meter: context.origin.client.meter
+            ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
             try files.flush()
-            plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: try staged.recorded(manifest))
+            try finish(manifest, staged: staged, tree: tree, plan: plan)
+        } catch {
+            guard error.reason == .diskFull, error.requiredBytes == nil else { throw error }
+            var full = error
+            full.requiredBytes = needed
+            full.availableBytes = FileSystem.freeBytes(at: staged.directory)
+            throw full
         }
-        var fetchPlan = plan
-        fetchPlan.fetch += try copyLocal(plan.local, files: files)
-        report.buildBytes = manifest.totalSize
-        report.filesLinked = plan.links.count
-        report.filesAssembled = plan.assembled.count
-        report.chunksCopiedLocally = plan.local.count - (fetchPlan.fetch.count - plan.fetch.count)
-        report.chunksFetched = fetchPlan.fetch.count
-        report.bytesPlanned = fetchPlan.bytesToFetch
-        let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
-        report.requests = requests.count
-        context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
-        try await ChunkFetcher(
-            sources: context.sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
-            meter: context.origin.client.meter
-        ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
-        try files.flush()
-        try finish(manifest, staged: staged, tree: tree, plan: plan)
     }
 
     /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
@@ -71,6 +81,14 @@ extension Syncer {
         if let current, let manifest = try? loadManifest(current) {
             live.merge(try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state))
             live.manifest = manifest  // the live build: the source its delta packs come from
+        }
+        // Every other build kept for rollback, newest first: a publisher's rollback to one of them, or a
+        // build that brings back its files, fetches nothing they hold (checked through the stat cache).
+        let recorded = try state.read()
+        for kept in recorded.history.reversed() where kept != current && kept != ready?.name {
+            let folder = install.buildDirectory(kept)
+            guard FileSystem.isDirectory(folder), let manifest = try? loadManifest(kept) else { continue }
+            live.merge(try LiveTree(manifest: manifest, directory: folder, build: kept, state: state))
         }
         return live
     }

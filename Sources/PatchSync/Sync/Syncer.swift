@@ -54,8 +54,9 @@ public struct Syncer: Sendable {
             discretionary: discretionary, stop: stop)
         try watch.admit(state: state)
         if discretionary { Priority.lowerForBackground() }
-        let recorder = RunningSync.Recorder(state: state, discretionary: discretionary)
+        // The log first: a follower that sees the running record opens this run's file, not the last one's.
         let log = SyncEventLog.Writer(install.layout.eventLogFile)
+        let recorder = RunningSync.Recorder(state: state, discretionary: discretionary)
         let control = self.control ?? SyncControl()
         let watcher = watchConfig(control)
         defer { watcher.cancel() }
@@ -89,18 +90,32 @@ public struct Syncer: Sendable {
     private func stagingLock() async throws(PatchSyncError) -> InstallLock {
         do { return try install.lock(.staging, for: "sync") } catch {
             guard error.reason == .otherSync else { throw error }
-            let running = RunningSync.alive(try? install.state(readOnly: true).read().running)
+            // The holder writes its record just after it takes the lock: a moment to see it.
+            var running = RunningSync.alive(try? install.state(readOnly: true).read().running)
+            for _ in 0..<10 where running == nil {
+                try? await Task.sleep(for: .milliseconds(100))
+                running = RunningSync.alive(try? install.state(readOnly: true).read().running)
+            }
             guard !discretionary, takeOver, running?.discretionary == true else {
                 var refused = error
                 refused.remedy = "`patchsync sync --attach` follows its progress (Install.attach() in Swift)"
                 throw refused
             }
+            // The request is a file this process holds an flock on: it dies with the process (no stale request).
             let request = install.layout.takeOverFile
-            do { try FileSystem.writeAtomically(Data("\(getpid())".utf8), to: request) } catch { throw PatchSyncError.wrap(error) }
-            defer { try? FileSystem.remove(request) }
+            let fd = open(request, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                if fd >= 0 { close(fd) }
+                throw error  // another foreground sync is taking over already
+            }
+            defer {
+                unlink(request)
+                close(fd)
+            }
             let until = ContinuousClock.now + Self.takeOverWait
             while ContinuousClock.now < until {
-                try? await Task.sleep(for: .milliseconds(100))
+                if let stop, let (_, message) = stop.reason { throw PatchSyncError(.deferred, "sync stopped: \(message)", reason: .stopped) }
+                do { try await Task.sleep(for: .milliseconds(100)) } catch { throw PatchSyncError.cancelled }
                 if let lock = try? install.lock(.staging, for: "sync") { return lock }
             }
             throw error
@@ -182,6 +197,7 @@ public struct Syncer: Sendable {
             if chosen != nil && outcome != .upToDate { report.outcome = outcome }
         }
         report.bytesReceived = context.origin.client.bytesReceived
+        if meter.wasted > 0 { report.bytesWasted = meter.wasted }
         return report
     }
 
@@ -280,6 +296,7 @@ public struct Syncer: Sendable {
             }
             onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, manifest: manifest)))
         }
+        try state.update { $0.recordUpdate(nil) }  // the update is in: its totals are no longer needed
         // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
         try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
         if let source = context.sealed { source.store.prune(keeping: source.keep) }

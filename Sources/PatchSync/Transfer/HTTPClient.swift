@@ -70,7 +70,7 @@ final class HTTPClient: Sendable {
         let sink: any ResponseSink = meter.map { MeteredSink(sink, meter: $0) } ?? sink
         meter?.requestBegan()
         defer { meter?.requestEnded() }
-        return await withTaskCancellationHandler {
+        let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 loop.submit(TransferBox(request: request, sink: sink, cancel: cancel, continuation: continuation))
             }
@@ -78,6 +78,12 @@ final class HTTPClient: Sendable {
             cancel.set()
             loop.wake()
         }
+        if let meter, let range = request.range, range.lowerBound > 0, case .success(let response) = result, response.status == 200,
+            request.url.lowercased().hasPrefix("http")
+        {
+            meter.rangeIgnored(request.url, wasted: range.lowerBound)
+        }
+        return result
     }
 
     /// Fetches a whole small resource into memory, bounded by `maxBytes`.

@@ -56,27 +56,8 @@ enum Launcher {
         return line
     }
 
-    /// An error as a player reads it: what happened and what to do, no command lines.
-    static func explain(_ error: PatchSyncError) -> String {
-        switch error.reason {
-        case .diskFull:
-            let need = (error.requiredBytes ?? 0) - (error.availableBytes ?? 0)
-            return "Not enough disk space" + (need > 0 ? ": free \(size(need)) and try again." : ". Free some space and try again.")
-        case .notPlayableYet: return "The game is still downloading. It can be played once the download is done."
-        case .gameRunning: return "The game is running; the update is installed when it closes."
-        case .otherSync: return "Another download of this game is running."
-        case .playerPaused: return "Download paused."
-        case .stalled: return "The download stopped: the server does not answer. Check your internet connection."
-        case .onBattery, .metered, .playHours, .backingOff: return "The download waits for a better moment."
-        default: break
-        }
-        switch error.code {
-        case .originUnavailable: return "Can't reach the download server. Check your internet connection and try again."
-        case .refusedData: return "The update did not pass its security check and was not installed. Your game is unchanged."
-        case .localIO: return "The game's files could not be written (\(error.message)). Check the disk and try again."
-        default: return "Something went wrong: \(error.message)"
-        }
-    }
+    /// An error as a player reads it: the library's advice, written for a person.
+    static func explain(_ error: PatchSyncError) -> String { error.advice }
 }
 
 /// The download: a session that pause stops and resume starts again (it goes on where it stopped).

@@ -74,6 +74,36 @@ public struct PatchSyncError: Error, CustomStringConvertible, Sendable {
         cause.map { "\(message): \($0)" } ?? message
     }
 
+    /// What happened and what to do, for a player: no command lines, no paths (``remedy`` is for the
+    /// person running the command line).
+    public var advice: String {
+        switch reason {
+        case .diskFull:
+            let need = (requiredBytes ?? 0) - (availableBytes ?? 0)
+            return "There is not enough disk space for the update"
+                + (need > 0 ? ": free \(ByteCount.format(need)) and try again." : ". Free some space and try again.")
+        case .notPlayableYet: return "The game is still downloading. It can be played once the download is done."
+        case .gameRunning: return "The game is running; the update is installed when it closes."
+        case .otherSync: return "Another download of this game is running; it goes on."
+        case .busy: return "The game's files are busy for a moment. Try again shortly."
+        case .playerPaused: return "The download is paused. Resume it to go on where it stopped."
+        case .stalled: return "The download stopped: the server does not answer. Check your internet connection; it goes on where it stopped."
+        case .onBattery: return "The download waits until the computer is plugged in."
+        case .metered: return "The download waits for a network that is not metered."
+        case .playHours: return "The download waits until your play time is over."
+        case .deadline, .stopped, .backingOff: return "The download stopped for now; it goes on where it stopped next time."
+        case .notReleasedYet: return "The new version is downloaded and unlocks at its release time."
+        case nil: break
+        }
+        switch code {
+        case .originUnavailable: return "The download server can't be reached. Check your internet connection and try again."
+        case .refusedData: return "The update did not pass its security check and was not installed. Your game is unchanged."
+        case .localIO: return "The game's files could not be written. Check the disk and try again; your game is unchanged."
+        case .deferred: return "The download will go on later."
+        case .usage, .internal: return "Something went wrong (\(message)). Please report it."
+        }
+    }
+
     /// The same error with a step prepended to its message: `applying 1.2: <message>`.
     public func during(_ step: String) -> PatchSyncError {
         var copy = self

@@ -153,48 +153,18 @@ struct ConfigCommand: AsyncParsableCommand {
     static func kind(of key: String) -> Kind { kinds[key] ?? Kind(base: .string, optional: true) }
 }
 
-/// A JSON value, for settings of any kind.
-enum JSONValue: Codable, Equatable, Sendable {
-    case null
-    case bool(Bool)
-    case integer(Int)
-    case string(String)
-    case list([String])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Int.self) {
-            self = .integer(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else {
-            self = .list(try container.decode([String].self))
-        }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let value): try container.encode(value)
-        case .integer(let value): try container.encode(value)
-        case .string(let value): try container.encode(value)
-        case .list(let value): try container.encode(value)
-        }
-    }
-
+/// Settings as the library's JSON values: how a person reads one, and how one is read from a person.
+extension JSONValue {
     /// As a person reads it.
     var text: String {
         switch self {
         case .null: return "(default)"
         case .bool(let value): return String(value)
         case .integer(let value): return String(value)
+        case .number(let value): return String(value)
         case .string(let value): return value
-        case .list(let value): return value.joined(separator: ",")
+        case .array(let values): return values.map(\.text).joined(separator: ",")
+        case .object: return "(object)"
         }
     }
 
@@ -203,8 +173,8 @@ enum JSONValue: Codable, Equatable, Sendable {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         switch kind.base {
         case .integer:
-            if let value = Int(trimmed) { return .integer(value) }
-            if let value = try? ByteCount.parseRate(trimmed) { return .integer(value) }
+            if let value = Int64(trimmed) { return .integer(value) }
+            if let value = try? ByteCount.parseRate(trimmed) { return .integer(Int64(value)) }
             throw PatchSyncError(.usage, "\(key) takes a number, not '\(text)'", remedy: "give a number such as 500K, 2M or 8")
         case .bool:
             switch trimmed.lowercased() {
@@ -213,7 +183,8 @@ enum JSONValue: Codable, Equatable, Sendable {
             default: throw PatchSyncError(.usage, "\(key) takes true or false, not '\(text)'")
             }
         case .string: return .string(trimmed)
-        case .list: return .list(trimmed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        case .list:
+            return .array(trimmed.split(separator: ",").map { .string($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 != .string("") })
         }
     }
 }

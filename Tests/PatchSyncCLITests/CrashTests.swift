@@ -251,7 +251,7 @@ struct FaultTests {
                 failures += 1
                 #expect(result.stderr.contains("error: ") && result.stderr.contains("hint: "), "\(result.stderr)")
                 #expect(
-                    ["No space left on device", "Input/output error", "disk I/O error", "disk is full"]
+                    ["No space left on device", "Input/output error", "disk I/O error", "disk is full", "is full"]
                         .contains { result.stderr.contains($0) }, "\(result.stderr)")
             }
             #expect(install.currentBuild() == "1")

@@ -21,10 +21,11 @@ let package = Package(
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(
             name: "PatchSync",
             dependencies: [
-                "CCurl", "CLinux", "CZlib", "CLibDeflate", "CLibCrypto", "CSQLite3",
+                "CCurl", "CLinux", "CZlib", "CLibDeflate", "CZstd", "CLibCrypto", "CSQLite3",
                 .product(name: "Logging", package: "swift-log")
             ]
         ),

@@ -13,7 +13,7 @@ public enum CPULimit {
 
     /// Inflates and hashes every distinct chunk of a manifest from the objects of a published
     /// origin, already in memory, on `threads` threads, the way a sync's workers do
-    /// (``ChunkEntry/verifiedContent(of:scratch:inflater:)``); checks each hash. The bound that a sync
+    /// (``ChunkEntry/verifiedContent(of:scratch:decompressor:)``); checks each hash. The bound that a sync
     /// over an infinitely fast network cannot beat (it also writes, and the network costs CPU).
     public static func inflateAndHash(origin: String, manifest path: String, threads: Int) throws -> Result {
         let manifest = try Manifest.decode(try FileSystem.read(path, limit: 1 << 30), what: path)
@@ -35,14 +35,14 @@ public enum CPULimit {
         DispatchQueue.concurrentPerform(iterations: count) { worker in
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunks.map(\.0.length).max() ?? 1, alignment: 16)
             defer { buffer.deallocate() }
-            let inflater = Zlib.Inflater()
+            let decompressor = Decompressor()
             var bad = 0
             for index in stride(from: worker, to: chunks.count, by: count) {
                 let (chunk, object) = chunks[index]
                 objects[object]!.withUnsafeBytes { raw in
                     let start = Int(chunk.objectOffset)
                     let stored = UnsafeRawBufferPointer(rebasing: raw[start..<(start + chunk.objectLength)])
-                    if chunk.verifiedContent(of: stored, scratch: buffer, inflater: inflater) == nil { bad += 1 }
+                    if chunk.verifiedContent(of: stored, scratch: buffer, decompressor: decompressor) == nil { bad += 1 }
                 }
             }
             failures.withLock { $0 += bad }

@@ -47,6 +47,10 @@ struct Publish: AsyncParsableCommand {
             valueName: "KiB")) var smallFile = PackWriter.defaultSmallFile >> 10
     @Option(help: ArgumentHelp("The size at which a pack of small files is closed.", valueName: "KiB"))
     var packSize = PackWriter.defaultTargetSize >> 10
+    @Option(
+        help: ArgumentHelp(
+            "How new objects are compressed: zstd (the default, level 3), or deflate for clients older than manifest format 5; a level after a colon (zstd:9, deflate:6).",
+            valueName: "codec")) var codec = "zstd"
     @Option(help: "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed).")
     var keepBuilds = Publisher.Options.defaultKeepBuilds
     @Flag(help: "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build.")
@@ -87,6 +91,7 @@ struct Publish: AsyncParsableCommand {
         options.keepBuilds = keepBuilds
         options.smallFileBytes = smallFile << 10
         options.packSize = packSize << 10
+        options.codec = try ObjectCodec(parsing: codec)
         options.dereferenceExternal = dereferenceExternal
         options.portable = portable
         options.dryRun = dryRun

@@ -5,12 +5,21 @@ import PatchSync
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show installed, previous, staged and ready builds.",
-        discussion: "Example:\n  patchsync status --install ~/Games/forest --json")
+        discussion: """
+            It reads the install's state, so it answers at once however many files the game has. --disk adds \
+            each build folder's disk use, which reads every file's size.
+
+            Example:
+              patchsync status --install ~/Games/forest --json
+              patchsync status --install ~/Games/forest --disk
+            """)
 
     @OptionGroup var options: ClientOptions
+    @Flag(help: "Add the disk use of each build folder and of staging (walks every file).")
+    var disk = false
 
     func run() async throws {
-        let status = try Install.open(at: options.install).status()
+        let status = try Install.open(at: options.install).status(diskUsage: disk)
         var lines = [
             "install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
             "current:  \(status.current ?? "none")" + Self.why(status.currentRollback),
@@ -18,9 +27,9 @@ struct Status: AsyncParsableCommand {
         ]
         if let held = status.heldBack { lines.append("held back: \(held) (rolled back from)") }
         for build in status.builds {
-            lines.append("build:    \(build.name): \(ByteCount.format(build.diskBytes)) on disk")
+            lines.append("build:    \(build.name)" + (build.diskBytes.map { ": \(ByteCount.format($0)) on disk" } ?? ""))
         }
-        lines.append("staging:  \(ByteCount.format(status.stagingDiskBytes)) on disk")
+        if let bytes = status.stagingDiskBytes { lines.append("staging:  \(ByteCount.format(bytes)) on disk") }
         if let s = status.staging {
             lines.append(
                 "progress: \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "

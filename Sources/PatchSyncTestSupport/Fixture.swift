@@ -56,7 +56,7 @@ public final class Fixture: @unchecked Sendable {
         _ build: String, id: String, channel: String = "live",
         chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
         smallFileBytes: Int = PackWriter.defaultSmallFile, keepBuilds: Int = Publisher.Options.defaultKeepBuilds,
-        bundles: [PatchSync.Bundle] = [.base], now: Date = Date()
+        bundles: [PatchSync.Bundle] = [.base], now: Date = Date(), codec: ObjectCodec = .default
     ) throws -> Publisher.Report {
         var options = Publisher.Options(
             buildDirectory: build, origin: origin, buildId: try BuildID(id),
@@ -65,6 +65,7 @@ public final class Fixture: @unchecked Sendable {
         options.chunking = chunking
         options.deltaSources = deltaSources
         options.smallFileBytes = smallFileBytes
+        options.codec = codec
         options.keepBuilds = keepBuilds
         options.now = now
         options.replaceMost = true  // a test's builds are what it means to publish (the guard has tests of its own)

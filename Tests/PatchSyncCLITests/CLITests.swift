@@ -117,7 +117,7 @@ struct CLITests {
         let result = try CLI.run(["status", "--install", install, "--json"])
         #expect(result.status == 0)
         let status = try lastJSON(result.stdout)
-        #expect(Set(status.keys).subtracting(JSONShapeTests.envelope) == ["install", "channel", "remotes", "builds", "stagingDiskBytes"])
+        #expect(Set(status.keys).subtracting(JSONShapeTests.envelope) == ["install", "channel", "remotes", "builds"])
         #expect(status["channel"] as? String == "live")
     }
 

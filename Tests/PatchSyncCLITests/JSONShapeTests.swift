@@ -32,8 +32,8 @@ struct JSONShapeTests {
 
     /// The keys of the result (the last line) of each player verb with `--json`.
     static let player: [String: Set<String>] = [
-        "init": ["builds", "channel", "install", "remotes", "stagingDiskBytes"],
-        "status (fresh install)": ["builds", "channel", "install", "remotes", "stagingDiskBytes"],
+        "init": ["builds", "channel", "install", "remotes"],
+        "status (fresh install)": ["builds", "channel", "install", "remotes"],
         "sync": [
             "buildBytes", "buildId", "bundles", "bytesPlanned", "bytesReceived", "chunksCopiedLocally", "chunksFetched",
             "deltaBytes", "deltaFallbacks", "deploymentsStaged", "droppedBundles", "filesAssembled", "filesLinked",
@@ -43,6 +43,10 @@ struct JSONShapeTests {
         "apply": ["applied", "current", "milliseconds"],
         "verify": ["applied", "buildId", "damaged", "deployment", "entriesChecked", "filesChecked", "filesHashed"],
         "status (installed)": [
+            "builds", "bundles", "channel", "current", "install", "liveEmptyFolders", "liveLinks", "remotes",
+            "seenSequence"
+        ],
+        "status --disk": [
             "builds", "bundles", "channel", "current", "install", "liveEmptyFolders", "liveLinks", "remotes",
             "seenSequence", "stagingDiskBytes"
         ],
@@ -109,6 +113,7 @@ struct JSONShapeTests {
         try shapes.check("apply", ["apply", "--install", install, "--json"])
         try shapes.check("verify", ["verify", "--install", install, "--json"])
         try shapes.check("status (installed)", ["status", "--install", install, "--json"])
+        try shapes.check("status --disk", ["status", "--install", install, "--disk", "--json"])
         try fixture.publish(try fixture.sampleBuild(2, scale: 0.002), id: "2")
         let sync = try CLI.run(["sync", "--install", install])
         #expect(sync.status == 0, "\(sync.stderr)")

@@ -5,7 +5,7 @@ import Foundation
 /// rewrote in thousands of files look alike).
 ///
 /// Layout: `PSP1`, then segments, each a header of two little-endian UInt32 (stored length, inflated
-/// length) and a zlib stream of entries. An entry is `varint file` (its index in the target
+/// length) and a zstd frame or a zlib stream of entries (each says which by its first bytes). An entry is `varint file` (its index in the target
 /// manifest's `files`), `varint n` and n bytes of ``Delta`` instructions. Segments hold about
 /// ``segmentBytes`` each, so a reader needs one segment in memory at a time.
 enum DeltaPack {
@@ -16,6 +16,14 @@ enum DeltaPack {
     /// The most a segment may inflate to: one entry of the largest size and its header.
     static let maxSegmentBytes = maxDeltaBytes + 32
 
+    /// The codec of the delta packs of a build with `files`: zstd when its manifest holds zstd chunks
+    /// (format 5, which every client that reads it can read zstd), else deflate, which a client of an
+    /// older format reads too. Delta packs are small and fetched by every player of the source build:
+    /// they get the strongest level that still writes a few MB/s (zstd 15, deflate 9).
+    static func codec(for files: [FileEntry]) -> ObjectCodec {
+        files.contains { $0.chunks.contains { $0.codec == .zstd } } ? ObjectCodec(kind: .zstd, level: 15) : ObjectCodec(kind: .deflate, level: 9)
+    }
+
     /// Collects deltas and writes the pack, segment by segment, into a file.
     struct Writer {
         private let output: FileDescriptor
@@ -23,9 +31,12 @@ enum DeltaPack {
         private(set) var files = 0
         private(set) var length: Int64 = 0
         private let hasher = SHA256Hasher()
+        private let codec: ObjectCodec
 
-        init(writingTo output: FileDescriptor) throws(Errno) {
+        /// Segments are compressed with `codec` (``DeltaPack/codec(for:)``).
+        init(writingTo output: FileDescriptor, codec: ObjectCodec) throws(Errno) {
             self.output = output
+            self.codec = codec
             try write(DeltaPack.magic)
         }
 
@@ -45,7 +56,7 @@ enum DeltaPack {
 
         private mutating func flush() throws(Errno) {
             guard !pending.isEmpty else { return }
-            let packed = pending.withUnsafeBytes { Zlib.deflate($0, level: 9) }
+            let packed = pending.withUnsafeBytes { codec.compress($0) }
             var header = [UInt8]()
             for value in [UInt32(packed.count), UInt32(pending.count)] {
                 withUnsafeBytes(of: value.littleEndian) { header.append(contentsOf: $0) }
@@ -74,6 +85,7 @@ enum DeltaPack {
                 remedy: "the publisher's delta pack is malformed; the files are fetched as chunks")
         }
         var offset: Int64 = 0
+        let decompressor = Decompressor()
         func readExactly(_ count: Int) throws(PatchSyncError) -> [UInt8]? {
             var bytes = [UInt8](repeating: 0, count: count)
             let read = bytes.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try input.readFully(into: raw) } }
@@ -93,7 +105,7 @@ enum DeltaPack {
             }
             guard let packed = try readExactly(stored) else { throw refuse("a segment's stream is missing") }
             var inflated = [UInt8](repeating: 0, count: size)
-            let ok = packed.withUnsafeBytes { src in inflated.withUnsafeMutableBytes { Zlib.inflate(src, into: $0) } }
+            let ok = packed.withUnsafeBytes { src in inflated.withUnsafeMutableBytes { decompressor.decompress(src, into: $0) } }
             guard ok else { throw refuse("a segment at byte \(offset) does not inflate to its declared size") }
             let failure = inflated.withUnsafeBytes { raw -> PatchSyncError? in
                 var position = 0

@@ -86,7 +86,7 @@ extension DiffSide {
         let candidates = encoder.candidates(for: new.files)
         guard !candidates.isEmpty else { return [:] }
         do {
-            var writer = try DeltaPack.Writer(writingTo: try FileDescriptor(path: "/dev/null", flags: O_WRONLY))
+            var writer = try DeltaPack.Writer(writingTo: try FileDescriptor(path: "/dev/null", flags: O_WRONLY), codec: DeltaPack.codec(for: new.files))
             let appended = try encoder.append(candidates, of: new.files, to: &writer)
             _ = try writer.finish()
             return shares(appended.map { (path: new.files[$0.index].path, bytes: Int64($0.bytes)) }, of: writer.length)

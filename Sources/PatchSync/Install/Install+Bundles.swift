@@ -84,11 +84,20 @@ extension Install {
         state: InstallState, selection: BundleSelection, sha: String,
         manifest: Manifest
     ) throws(PatchSyncError) -> BundleProgress {
-        let all = BundleSelection(manifest, chosen: nil).wanted
+        try bundleProgress(state: state, selection: selection, sha: sha, summary: BuildSummary(manifest)) { manifest }
+    }
+
+    /// The same from the build's summary; `manifest` is read only while that build is being staged (the
+    /// bytes staged so far are counted per chunk).
+    func bundleProgress(
+        state: InstallState, selection: BundleSelection, sha: String,
+        summary: BuildSummary, manifest: () -> Manifest?
+    ) throws(PatchSyncError) -> BundleProgress {
+        let all = summary.selection(chosen: nil).wanted
         let live = state.currentIdentity.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
         let ready = state.ready.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
         var staged: [String: Int64] = [:]
-        if let staging = state.staging, staging.manifest == sha, let store = try? self.state(readOnly: true) {
+        if let staging = state.staging, staging.manifest == sha, let store = try? self.state(readOnly: true), let manifest = manifest() {
             let selected = manifest.selecting(staging.bundles ?? all)
             let done = try StagedBuild(staging, in: self, state: store).recorded(selected)
             for file in selected.files {
@@ -97,8 +106,8 @@ extension Install {
                 }
             }
         }
-        let sizes = manifest.bundleSizes, wanted = Set(selection.wanted)
-        let entries = BundleSelection.downloadOrder(manifest.bundles).map { bundle -> BundleProgress.Entry in
+        let sizes = summary.bundleBytes, wanted = Set(selection.wanted)
+        let entries = BundleSelection.downloadOrder(summary.bundles).map { bundle -> BundleProgress.Entry in
             let state: BundleProgress.Entry.State =
                 live.contains(bundle.name)
                 ? .live
@@ -111,16 +120,32 @@ extension Install {
         let playable =
             entries.contains { $0.state == .live || $0.state == .ready }
             && entries.allSatisfy { !$0.required || $0.state == .live || $0.state == .ready }
-        return BundleProgress(buildId: manifest.buildId.value, playable: playable, bundles: entries, dropped: selection.dropped)
+        return BundleProgress(buildId: summary.buildId, playable: playable, bundles: entries, dropped: selection.dropped)
     }
 
     /// The bundles of the newest build this install knows (the one its last sync set out to install,
     /// else the live one), for `status` and `bundles`.
     public func bundleProgress() throws(PatchSyncError) -> BundleProgress? {
+        let state = try state(readOnly: true).read()
+        if let (sha, summary) = newestKnownSummary(state) {
+            return try bundleProgress(
+                state: state, selection: try config().selection(of: summary), sha: sha, summary: summary
+            ) { newestKnownManifest()?.1 }
+        }
         guard let (sha, manifest) = newestKnownManifest() else { return nil }
         return try bundleProgress(
-            state: try state(readOnly: true).read(), selection: try config().selection(of: manifest),
+            state: state, selection: try config().selection(of: manifest),
             sha: sha, manifest: manifest)
+    }
+
+    /// The summary of the newest build this install knows, as its deployment's record keeps it (nil
+    /// when the record has none: the manifest is read instead).
+    func newestKnownSummary(_ state: InstallState) -> (String, BuildSummary)? {
+        let sha = state.newestManifest ?? state.currentIdentity?.manifest
+        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
+            if let summary = identity.summary { return (identity.manifest, summary) }
+        }
+        return nil
     }
 }
 
@@ -154,9 +179,11 @@ extension Install {
     /// bundles, which are always installed.
     public func chooseBundles(adding: [String], removing: [String]) throws(PatchSyncError) -> BundleChoice {
         var config = try config()
-        let manifest = newestKnownManifest()?.1
-        let optional = manifest.map { $0.bundles.filter { !$0.required }.map(\.name) }
-        let required = Set(manifest?.bundles.filter(\.required).map(\.name) ?? [])
+        let known =
+            (try? state(readOnly: true).read()).flatMap { newestKnownSummary($0)?.1 }
+            ?? newestKnownManifest().map { BuildSummary($0.1) }
+        let optional = known.map { $0.bundles.filter { !$0.required }.map(\.name) }
+        let required = Set(known?.bundles.filter(\.required).map(\.name) ?? [])
         for name in adding + removing where required.contains(name) {
             throw PatchSyncError(
                 .usage, "bundle \(name) is required: it is always installed",
@@ -165,7 +192,7 @@ extension Install {
         if let optional {
             for name in adding where !optional.contains(name) {
                 throw PatchSyncError(
-                    .usage, "build \(manifest?.buildId.value ?? "?") has no optional bundle \(name)",
+                    .usage, "build \(known?.buildId ?? "?") has no optional bundle \(name)",
                     remedy: optional.isEmpty
                         ? "this build has no optional bundles"
                         : "choose among: \(optional.joined(separator: ", ")) (`patchsync bundles` lists them)")

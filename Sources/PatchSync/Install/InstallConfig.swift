@@ -66,6 +66,11 @@ public struct InstallConfig: Codable, Sendable, Equatable {
         BundleSelection(manifest, chosen: bundles, excluded: excludedBundles ?? [])
     }
 
+    /// The bundles of the build `summary` describes that this install holds.
+    func selection(of summary: BuildSummary) -> BundleSelection {
+        summary.selection(chosen: bundles, excluded: excludedBundles ?? [])
+    }
+
     var connections: Int { max(1, min(maxConnections ?? 6, 64)) }
     var requestBytes: Int64 { Int64(max(64 << 10, maxRequestBytes ?? (16 << 20))) }
     var gapBytes: Int64 { Int64(max(0, coalesceGapBytes ?? 0)) }

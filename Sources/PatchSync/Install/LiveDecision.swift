@@ -75,7 +75,7 @@ enum LiveDecision {
     /// under a new name. Staging of another step (`later`) of the same build is kept for its turn.
     static func step(
         _ state: inout InstallState, build: ChannelBuild, bundles: [String], all: [String],
-        later: [[String]], inUse: (String) -> Bool
+        later: [[String]], summary: BuildSummary? = nil, inUse: (String) -> Bool
     ) -> SyncStep {
         let sha = build.manifest
         let settled: SyncStep? =
@@ -103,6 +103,7 @@ enum LiveDecision {
         var identity = DeploymentIdentity(name: "", buildId: build.buildId, channel: build.channel, manifest: sha)
         identity.rollback = build.rollback
         identity.bundles = bundles
+        identity.summary = summary
         if let staging = state.staging, staging.holds(sha, bundles, all: all), staging.channel == build.channel {
             identity.name = staging.name
         } else {
@@ -110,6 +111,20 @@ enum LiveDecision {
         }
         state.beginStaging(identity, sequence: build.sequence)
         return .stage(identity)
+    }
+
+    /// The up-to-date check that reads no manifest: the live deployment holds `build`'s manifest with
+    /// every bundle the player's choice makes of it (its recorded ``BuildSummary`` names the build's
+    /// bundles), and nothing is staged or ready. Then the sync's steps come to one, the whole selection,
+    /// and ``step`` finds it `.upToDate` without changing the state: the sync can say so at once. nil
+    /// when any of that is not so (or the live record has no summary): the sync reads the manifest and
+    /// decides step by step.
+    static func upToDate(_ build: ChannelBuild, state: InstallState, chosen: [String]?, excluded: [String]) -> (BuildSummary, BundleSelection)? {
+        guard !build.preload, state.staging == nil, state.ready == nil, state.current != nil,
+            let live = state.currentIdentity, live.manifest == build.manifest, let summary = live.summary
+        else { return nil }
+        let selection = summary.selection(chosen: chosen, excluded: excluded)
+        return live.holds(build.manifest, selection.wanted, all: summary.selection(chosen: nil).wanted) ? (summary, selection) : nil
     }
 
     /// What an apply does, given the recorded state, whether the ready tree is still the tree that was

@@ -13,9 +13,14 @@ public struct BundleSelection: Sendable, Equatable {
 
     /// The selection `chosen` (nil: every optional bundle but `excluded`) makes of `manifest`.
     public init(_ manifest: Manifest, chosen: [String]?, excluded: [String] = []) {
-        let names = Set(manifest.bundles.map(\.name))
-        let picked = Set(chosen ?? manifest.bundles.map(\.name)).subtracting(chosen == nil ? excluded : [])
-        let ordered = Self.downloadOrder(manifest.bundles)
+        self.init(bundles: manifest.bundles, chosen: chosen, excluded: excluded)
+    }
+
+    /// The selection `chosen` makes of a build with `bundles` (its manifest's, or a ``BuildSummary``'s).
+    init(bundles: [Bundle], chosen: [String]?, excluded: [String] = []) {
+        let names = Set(bundles.map(\.name))
+        let picked = Set(chosen ?? bundles.map(\.name)).subtracting(chosen == nil ? excluded : [])
+        let ordered = Self.downloadOrder(bundles)
         wanted = ordered.filter { $0.required || picked.contains($0.name) }.map(\.name)
         optional = ordered.filter { !$0.required && picked.contains($0.name) }.map(\.name)
         dropped = (chosen ?? []).filter { !names.contains($0) }.sorted()

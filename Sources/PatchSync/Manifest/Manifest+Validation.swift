@@ -71,6 +71,9 @@ extension Manifest {
             else {
                 throw refusal("has a malformed chunk list for \(file.path) at offset \(offset)")
             }
+            guard chunk.codec != .zstd || formatVersion >= 5 else {
+                throw refusal("has zstd chunks for \(file.path) under format version \(formatVersion), which has none (zstd came with 5)")
+            }
             offset += Int64(chunk.length)
         }
         guard offset == file.size else {

@@ -10,8 +10,9 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// version 2 would silently leave out.
     /// 4: some objects are sealed (a preload build's new content, `sealed`), which a client of version 3
     /// would fetch by a name the origin does not have.
+    /// 5: some chunks are zstd frames (`codec` `zstd`), which a client of version 4 cannot read.
     /// A client reads every version up to its own and refuses a newer one, naming both.
-    public static let formatVersion = 4
+    public static let formatVersion = 5
 
     public var formatVersion: Int
     public var buildId: BuildID
@@ -33,6 +34,7 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// The oldest format that holds this build, so that older clients still read what they can
     /// install whole: 3 with links or empty folders, 2 when a file names a pack, else 1.
     var lowestFormat: Int {
+        if files.contains(where: { $0.chunks.contains { $0.codec == .zstd } }) { return 5 }
         if !(sealed ?? []).isEmpty { return 4 }
         if !(links ?? []).isEmpty || !(folders ?? []).isEmpty { return 3 }
         return files.contains { !$0.chunks.isEmpty && $0.object != $0.sha256 } ? 2 : 1
@@ -175,8 +177,12 @@ public struct FolderEntry: Codable, Hashable, Sendable {
 
 /// How a chunk is stored inside its object.
 public enum ChunkCodec: String, Codable, Sendable {
+    /// A zlib stream (RFC 1950) of deflate.
     case zlib
+    /// Stored as it is.
     case raw
+    /// A zstd frame (RFC 8878; format 5).
+    case zstd
 }
 
 /// One content-defined chunk of a file, and where its stored bytes sit in the object.

@@ -1,13 +1,15 @@
 import Foundation
 
-/// Turns a file into an object: its content-defined chunks, each deflated
-/// (or stored raw when deflate does not pay), concatenated, named by the
+/// Turns a file into an object: its content-defined chunks, each compressed (zstd by default, or
+/// deflate; stored raw when compression does not pay), concatenated, named by the
 /// file's SHA-256, written under a temporary name and renamed into place.
 struct ObjectWriter: Sendable {
     /// Deflate must save at least this fraction of a chunk, or it is stored raw.
     static let minimumSaving = 0.03
 
     let chunker: Chunker
+    /// How chunks are compressed (each chunk that compression does not pay is stored raw).
+    var codec: ObjectCodec = .default
     /// The origin root; objects go to `objects/…` inside it.
     let origin: String
     /// Where each finished object is recorded, for the next publish after a kill (``LayoutJournal``).
@@ -123,20 +125,20 @@ struct ObjectWriter: Sendable {
         var objectOffset: Int64 = 0
         let each = { (bytes: UnsafeRawBufferPointer, offset: Int64) throws(PatchSyncError) in
             fileHasher?.update(bytes)
-            let packed = Self.mayCompress(bytes) ? Zlib.deflate(bytes) : []
-            let useZlib = !packed.isEmpty && Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
-            let stored = useZlib ? packed.count : bytes.count
+            let packed = Self.mayCompress(bytes) ? codec.compress(bytes) : []
+            let compressed = !packed.isEmpty && Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
+            let stored = compressed ? packed.count : bytes.count
             do {
-                if useZlib { try output?.write(packed) } else { try output?.write(bytes) }
+                if compressed { try output?.write(packed) } else { try output?.write(bytes) }
             } catch { throw PatchSyncError.wrap(error) }
             if collected != nil {
-                if useZlib { collected!.append(contentsOf: packed) } else { collected!.append(contentsOf: bytes) }
+                if compressed { collected!.append(contentsOf: packed) } else { collected!.append(contentsOf: bytes) }
             }
             chunks.append(
                 ChunkEntry(
                     offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),
                     objectOffset: objectOffset, objectLength: stored,
-                    codec: useZlib ? .zlib : .raw))
+                    codec: compressed ? codec.chunkCodec : .raw))
             objectOffset += Int64(stored)
         }
         switch input {

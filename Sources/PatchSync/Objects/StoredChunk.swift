@@ -5,12 +5,12 @@ extension ChunkEntry {
     /// unless it has exactly the signed length and SHA-256. `scratch` holds at least `length` bytes.
     func verifiedContent(
         of stored: UnsafeRawBufferPointer, scratch: UnsafeMutableRawBufferPointer,
-        inflater: Zlib.Inflater
+        decompressor: Decompressor
     ) -> UnsafeRawBufferPointer? {
         var content = stored
-        if codec == .zlib {
+        if codec != .raw {
             let target = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<length])
-            guard inflater.inflate(stored, into: target) else { return nil }
+            guard decompressor.decompress(stored, into: target, as: codec) else { return nil }
             content = UnsafeRawBufferPointer(target)
         }
         guard content.count == length, SHA256Hasher.hash(content) == sha256 else { return nil }

@@ -85,7 +85,7 @@ extension Publisher {
         var packs: [(source: DeltaSource, files: [Int])] = []
         for base in bases {
             let encoder = DeltaPackEncoder(source: base.manifest, sourceFiles: ObjectReader(origin: origin), targetFiles: targetFiles)
-            if let pack = try deltaPack(encoder, to: files, into: root) { packs.append(pack) }
+            if let pack = try deltaPack(encoder, to: files, into: root, codec: DeltaPack.codec(for: files)) { packs.append(pack) }
         }
         return packs
     }
@@ -101,7 +101,7 @@ extension Publisher {
 
     /// The pack of `encoder` to `files`, written into `root`; nil when no file gains from a delta.
     private static func deltaPack(
-        _ encoder: DeltaPackEncoder, to files: [FileEntry], into root: String
+        _ encoder: DeltaPackEncoder, to files: [FileEntry], into root: String, codec: ObjectCodec
     ) throws(PatchSyncError) -> (source: DeltaSource, files: [Int])? {
         let source = encoder.source
         let candidates = encoder.candidates(for: files)
@@ -111,7 +111,7 @@ extension Publisher {
         do {
             try FileSystem.makeDirectory(layout.incomingFolder)
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-            var writer = try DeltaPack.Writer(writingTo: output)
+            var writer = try DeltaPack.Writer(writingTo: output, codec: codec)
             let appended = try encoder.append(candidates, of: files, to: &writer)
             let sha = try writer.finish()
             guard writer.files > 0 else {
@@ -275,7 +275,7 @@ struct StoredObject: FileContentSource {
     }
 
     func read(_ file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) {
-        let inflater = Zlib.Inflater()
+        let decompressor = Decompressor()
         let largest = file.chunks.map(\.objectLength).max() ?? 0
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
         defer { stored.deallocate() }
@@ -284,7 +284,7 @@ struct StoredObject: FileContentSource {
             let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
             let packed = UnsafeMutableRawBufferPointer(rebasing: stored[..<chunk.objectLength])
             try object.read(into: chunk.codec == .raw ? slice : packed, at: chunk.objectOffset)
-            guard chunk.codec == .raw || inflater.inflate(UnsafeRawBufferPointer(packed), into: slice) else {
+            guard chunk.codec == .raw || decompressor.decompress(UnsafeRawBufferPointer(packed), into: slice, as: chunk.codec) else {
                 throw Errno(EIO, "inflating a chunk of", path)
             }
             guard SHA256Hasher.hash(UnsafeRawBufferPointer(slice)) == chunk.sha256 else {

@@ -10,6 +10,9 @@ public struct Publisher: Sendable {
         public var channel: Channel = .live
         public var bundles: BundleRules
         public var chunking: ChunkingParameters = .standard
+        /// How new objects, packs and delta packs are compressed: zstd (manifest format 5) or deflate
+        /// (readable by clients of format 4).
+        public var codec: ObjectCodec = .default
         /// How many of the channel's latest builds get a delta pack to this one (0: none).
         public var deltaSources = 2
         /// Files up to this size are stored in pack objects of about `packSize` bytes (0: no packs).
@@ -115,7 +118,7 @@ public struct Publisher: Sendable {
         let journal = sealing == nil ? LayoutJournal(origin: options.origin) : nil
         let recovered = sealing == nil ? LayoutJournal.recover(origin: options.origin) : [:]
         let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing, recovered: recovered)
-        var writer = ObjectWriter(chunker: try Chunker(options.chunking), origin: root)
+        var writer = ObjectWriter(chunker: try Chunker(options.chunking), codec: options.codec, origin: root)
         writer.journal = journal
         do { try ObjectWriter.prepare(origin: root) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(OriginLayout(root: root).objectsFolder)")

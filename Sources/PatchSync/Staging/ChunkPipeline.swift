@@ -114,14 +114,14 @@ final class ChunkPipeline: Sendable {
 
     private func work(_ worker: Int) {
         var inflated = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
-        let inflater = Zlib.Inflater()
+        let decompressor = Decompressor()
         while let job = next(for: worker) {
             let chunk = job.need.chunk
             if inflated.count < chunk.length {
                 inflated.deallocate()
                 inflated = .allocate(byteCount: chunk.length, alignment: 16)
             }
-            let error = process(job, inflated: inflated, inflater: inflater)
+            let error = process(job, inflated: inflated, decompressor: decompressor)
             let bytes = job.stored.count
             job.stored.deallocate()
             dequeued(bytes, by: worker)
@@ -135,12 +135,12 @@ final class ChunkPipeline: Sendable {
     }
 
     /// Inflates and checks one chunk, then writes it to every place it goes.
-    private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer, inflater: Zlib.Inflater) -> PatchSyncError? {
+    private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer, decompressor: Decompressor) -> PatchSyncError? {
         let chunk = job.need.chunk
         guard
             let content = chunk.verifiedContent(
                 of: UnsafeRawBufferPointer(job.stored), scratch: inflated,
-                inflater: inflater)
+                decompressor: decompressor)
         else {
             return PatchSyncError(
                 .refusedData,

@@ -7,8 +7,9 @@ import Foundation
 /// for the bytes on disk. A record names the chunk's hash and the file's inode; it is dropped when
 /// the manifest wants another chunk there, when the file is missing, replaced, shared with another
 /// tree, or of another size (then the file is created afresh), and when the bytes no longer hash to
-/// the chunk. A file that still stats as it did after its last flush (``StateStore/FileStamp``:
-/// nothing wrote to it since) is vouched for by its records; the bytes of any other file with
+/// the chunk. A file that still stats as it did after its last flush in this boot
+/// (``StateStore/FileStamp``: nothing wrote to it since, and its unsynced bytes are still in the page
+/// cache) is vouched for by its records; after a reboot, and the bytes of any other file with
 /// records are read and hashed once more, at resume. The state drops all records of a deployment
 /// when it stops being the one staged (ready, applied, abandoned).
 struct StagedBuild: Sendable {

@@ -49,9 +49,6 @@ final class StagedFiles: Sendable {
     private let state: StateStore
     private let lock = ConditionLock(Shared())
 
-    /// Above this many files in one flush, the whole file system is synced once instead.
-    static let filesPerSync = 16
-
     /// Room kept beyond the content for the state database, metadata and file-system overhead.
     static let slackBytes: Int64 = 4 << 20
 
@@ -180,18 +177,12 @@ final class StagedFiles: Sendable {
 
     private func record(_ refs: [StateStore.ChunkRecord], syncing paths: Set<String>) throws(PatchSyncError) {
         guard !refs.isEmpty else { return }
-        if paths.count > Self.filesPerSync {
-            // Many small files: one syncfs(2) of the file system beats an fsync per file.
-            do { try FileSystem.syncFileSystem(of: directory) } catch {
-                throw PatchSyncError.wrap(error).during("staging")
-            }
-        } else {
-            for path in paths {
-                do { try descriptor(path).fd.sync() } catch { throw PatchSyncError.wrap(error).during("staging \(path)") }
-            }
-        }
-        // Each file's stamp, taken after its recorded bytes are durable: while it stats the same, a
-        // resume trusts the records without reading the file again (StagedBuild.prepare).
+        // No fsync: the bytes are in the page cache, which a killed process does not take with it, and
+        // the records name the boot. After a reboot (power lost, the page cache with it) a resume hashes
+        // the recorded bytes again before it trusts them (StagedBuild.prepare), and one syncfs(2) makes
+        // the whole tree durable before it is marked ready (Syncer.finish). As OSTree pulls.
+        // Each file's stamp, with this boot's id: while it stats the same in the same boot, a resume
+        // trusts the records without reading the file again (StagedBuild.prepare).
         var stamps: [StateStore.FileStamp] = []
         for path in paths {
             do { stamps.append(StateStore.FileStamp(path: path, try descriptor(path).fd.status())) } catch {

@@ -16,6 +16,9 @@ public struct DeploymentIdentity: Codable, Sendable, Hashable {
     public var rollback: RollbackNote?
     /// The bundles the deployment holds, in download order (nil: all of the build's).
     public var bundles: [String]?
+    /// The build's bundles, sizes and counts, recorded when its staging begins (nil in records written
+    /// before summaries were kept: the manifest is read instead).
+    public var summary: BuildSummary?
 
     /// Whether the deployment holds manifest `sha` with exactly `bundles` (`all`: every bundle of it).
     func holds(_ sha: String, _ bundles: [String], all: [String]) -> Bool {

@@ -32,6 +32,10 @@ final class StateStore: Sendable {
         var size: Int64
         var modifiedNanoseconds: Int64
         var changedNanoseconds: Int64
+        /// The boot the stamp was taken in (``BootID``): staged bytes are not synced as they are
+        /// written, so after a reboot the page cache that held them is gone and a stamp of an earlier
+        /// boot vouches for nothing.
+        var boot: String = BootID.current
 
         init(path: String, _ st: stat) {
             self.path = path
@@ -41,9 +45,9 @@ final class StateStore: Sendable {
             changedNanoseconds = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
         }
 
-        init(path: String, inode: Int64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64) {
+        init(path: String, inode: Int64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64, boot: String) {
             (self.path, self.inode, self.size) = (path, inode, size)
-            (self.modifiedNanoseconds, self.changedNanoseconds) = (modifiedNanoseconds, changedNanoseconds)
+            (self.modifiedNanoseconds, self.changedNanoseconds, self.boot) = (modifiedNanoseconds, changedNanoseconds, boot)
         }
     }
 
@@ -80,9 +84,10 @@ final class StateStore: Sendable {
                 CREATE TABLE IF NOT EXISTS staged_chunk(deployment TEXT NOT NULL, path TEXT NOT NULL,
                     chunk INTEGER NOT NULL, sha256 TEXT NOT NULL, inode INTEGER NOT NULL,
                     PRIMARY KEY(deployment, path, chunk));
-                CREATE TABLE IF NOT EXISTS staged_file(deployment TEXT NOT NULL, path TEXT NOT NULL,
+                CREATE TABLE IF NOT EXISTS staged_stamp(deployment TEXT NOT NULL, path TEXT NOT NULL,
                     inode INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
-                    PRIMARY KEY(deployment, path));
+                    boot TEXT NOT NULL, PRIMARY KEY(deployment, path));
+                DROP TABLE IF EXISTS staged_file;
                 DROP TABLE IF EXISTS setting;
                 DROP TABLE IF EXISTS chunk_done;
                 """)
@@ -113,7 +118,7 @@ final class StateStore: Sendable {
                 "INSERT OR REPLACE INTO install_state(id, version, body) VALUES(1, ?, ?)",
                 rows: [[.integer(Int64(InstallState.formatVersion)), .text(try Self.encode(after))]])
             if before.staging != after.staging {
-                for table in ["staged_chunk", "staged_file"] {
+                for table in ["staged_chunk", "staged_stamp"] {
                     try t.run(
                         "DELETE FROM \(table) WHERE deployment IS NOT ?",
                         rows: [[after.staging.map { .text($0.name) } ?? .null]])
@@ -252,11 +257,11 @@ final class StateStore: Sendable {
                 })
             guard !stamps.isEmpty else { return }
             try t.run(
-                "INSERT OR REPLACE INTO staged_file(deployment, path, inode, size, mtime_ns, ctime_ns) VALUES(?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO staged_stamp(deployment, path, inode, size, mtime_ns, ctime_ns, boot) VALUES(?, ?, ?, ?, ?, ?, ?)",
                 rows: stamps.map {
                     [
                         .text(deployment), .text($0.path), .integer($0.inode), .integer($0.size),
-                        .integer($0.modifiedNanoseconds), .integer($0.changedNanoseconds)
+                        .integer($0.modifiedNanoseconds), .integer($0.changedNanoseconds), .text($0.boot)
                     ]
                 })
         }
@@ -265,14 +270,15 @@ final class StateStore: Sendable {
     /// The staged files' stamps as of their last flush, by path.
     func fileStamps(_ deployment: String) throws(PatchSyncError) -> [String: FileStamp] {
         let rows = try database.query(
-            "SELECT path, inode, size, mtime_ns, ctime_ns FROM staged_file WHERE deployment = ?",
+            "SELECT path, inode, size, mtime_ns, ctime_ns, boot FROM staged_stamp WHERE deployment = ?",
             [.text(deployment)])
         var stamps: [String: FileStamp] = [:]
         for row in rows {
             guard let path = row[0].text, let inode = row[1].integer, let size = row[2].integer,
-                let modified = row[3].integer, let changed = row[4].integer
+                let modified = row[3].integer, let changed = row[4].integer, let boot = row[5].text
             else { continue }
-            stamps[path] = FileStamp(path: path, inode: inode, size: size, modifiedNanoseconds: modified, changedNanoseconds: changed)
+            stamps[path] = FileStamp(
+                path: path, inode: inode, size: size, modifiedNanoseconds: modified, changedNanoseconds: changed, boot: boot)
         }
         return stamps
     }

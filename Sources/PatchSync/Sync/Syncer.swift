@@ -233,6 +233,25 @@ public struct Syncer: Sendable {
         }
         let recorded = try state.read()
         let build = try ChannelBuild(target, released: target.info.preload != nil)
+        if let (summary, selection) = LiveDecision.upToDate(
+            build, state: recorded, chosen: config.bundles, excluded: config.excludedBundles ?? [])
+        {
+            // Up to date: the signed target names the live manifest, and its record says which bundles the
+            // build has. No manifest is read, whatever the number of files.
+            try dropPreloadNoLongerOffered(recorded, keepPreload: keepPreload, state: state)
+            if recorded.newestManifest != sha || recorded.update != nil {
+                try state.update { s in
+                    s.recordNewest(sha)
+                    s.recordUpdate(nil)
+                }
+            }
+            report.bundles = selection.wanted
+            report.droppedBundles = selection.dropped
+            onEvent(
+                .bundles(
+                    try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) { nil }))
+            return report
+        }
         let local = target.info.preload == nil ? localManifest(sha, recorded) : nil
         if local == nil, LiveDecision.isHeldBack(build, state: recorded) {
             try state.update { $0.abandonStaging() }
@@ -249,10 +268,7 @@ public struct Syncer: Sendable {
             (manifest, data) = (unlocked.manifest, unlocked.data)
             context.sealed = unlocked.source
         } else {
-            if !keepPreload, recorded.preload != nil || FileSystem.exists(install.preloadDirectory) {  // a preload no longer offered
-                try state.update { $0.recordPreload(nil) }
-                try? Housekeeping(install: install, state: state, stagingHeld: true).removePreloadStore()
-            }
+            try dropPreloadNoLongerOffered(recorded, keepPreload: keepPreload, state: state)
             if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
         }
         let selection = config.selection(of: manifest)
@@ -267,11 +283,12 @@ public struct Syncer: Sendable {
         try context.totals?.start(manifest, sha: sha, wanted: selection.wanted, steps: steps)
         defer { context.totals?.finish() }
         var staged = false
+        let summary = BuildSummary(manifest)
         for (index, bundles) in steps.enumerated() {
             let step = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> SyncStep in
                 LiveDecision.step(
                     &s, build: build, bundles: bundles, all: all, later: Array(steps[(index + 1)...]),
-                    inUse: install.deploymentFolderExists)
+                    summary: summary, inUse: install.deploymentFolderExists)
             }
             switch step {
             case .heldBack:
@@ -294,7 +311,7 @@ public struct Syncer: Sendable {
                 report.outcome = .ready
                 live = try liveTrees(state: state)
             }
-            onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, manifest: manifest)))
+            onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) { manifest }))
         }
         try state.update { $0.recordUpdate(nil) }  // the update is in: its totals are no longer needed
         // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
@@ -302,6 +319,13 @@ public struct Syncer: Sendable {
         if let source = context.sealed { source.store.prune(keeping: source.keep) }
         report.bytesReceived = client.bytesReceived
         return report
+    }
+
+    /// A preload the channel no longer offers goes: its record and its store.
+    private func dropPreloadNoLongerOffered(_ recorded: InstallState, keepPreload: Bool, state: StateStore) throws(PatchSyncError) {
+        guard !keepPreload, recorded.preload != nil || FileSystem.exists(install.preloadDirectory) else { return }
+        try state.update { $0.recordPreload(nil) }
+        try? Housekeeping(install: install, state: state, stagingHeld: true).removePreloadStore()
     }
 
     /// The target's manifest as a deployment of this install keeps it, when one holds that manifest

@@ -77,7 +77,7 @@ struct DeltaTests {
         var rng = SeededRandom(seed: 9)
         let entries = [(3, rng.bytes(100)), (8, rng.bytes(DeltaPack.segmentBytes + 10)), (12, rng.bytes(5))]
         let output = try FileDescriptor(path: dir + "/pack", flags: O_WRONLY | O_CREAT, mode: 0o600)
-        var writer = try DeltaPack.Writer(writingTo: output)
+        var writer = try DeltaPack.Writer(writingTo: output, codec: .default)
         for (index, bytes) in entries { try writer.append(file: index, instructions: bytes) }
         let sha = try writer.finish()
         #expect(try SHA256Hasher.hash(file: dir + "/pack") == sha)

@@ -49,6 +49,27 @@ struct ManifestTests {
         #expect(throws: PatchSyncError.self) { try Manifest.checkPath(path) }
     }
 
+    @Test("zstd chunks need format 5, and a format this client does not know is refused by number", .tags(.small))
+    func formatVersions() throws {
+        let chunk = ChunkEntry(
+            offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0, objectLength: 9, codec: .zstd)
+        let file = FileEntry(
+            path: "a", size: 10, mode: 0o644, sha256: SHA256Digest.of(Data()),
+            object: SHA256Digest.of(Data()), bundle: "base", chunks: [chunk])
+        var manifest = Manifest(
+            formatVersion: 4, buildId: try BuildID("1"), channel: .live, sequence: 1,
+            chunking: .standard, bundles: [.base], files: [file])
+        #expect(manifest.lowestFormat == 5)
+        let old = #expect(throws: PatchSyncError.self) { try manifest.validate() }
+        #expect(old?.message.contains("zstd") == true, "\(old?.message ?? "")")
+        manifest.formatVersion = 5
+        try manifest.validate()
+        manifest.formatVersion = Manifest.formatVersion + 1
+        let newer = #expect(throws: PatchSyncError.self) { try manifest.validate() }
+        #expect(newer?.message.contains("format version \(Manifest.formatVersion + 1)") == true, "\(newer?.message ?? "")")
+        #expect(newer?.remedy?.contains("update PatchSync") == true)
+    }
+
     @Test("a manifest with special mode bits or chunks that do not tile the file is refused", .tags(.small))
     func malformed() throws {
         let chunk = ChunkEntry(

@@ -6,18 +6,23 @@ import Testing
 
 @Suite("Objects in the origin", .tags(.medium))
 struct ObjectWriterTests {
-    @Test("without packs, an object is named by the file's SHA-256, stores compressible chunks deflated and random ones raw")
-    func layout() throws {
+    @Test(
+        "without packs, an object is named by the file's SHA-256, stores compressible chunks compressed (zstd, format 5; or deflate, format 1) and random ones raw",
+        arguments: [ObjectCodec.default, .deflate])
+    func layout(codec: ObjectCodec) throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
-        let report = try fixture.publish(build, id: "1", smallFileBytes: 0)
+        let report = try fixture.publish(build, id: "1", smallFileBytes: 0, codec: codec)
         #expect(report.objectsWritten > 0)
         let manifest = try Manifest.decode(
             try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1"))), what: "manifest")
-        #expect(manifest.formatVersion == 1, "without packs, clients that read format 1 still read the build")
+        #expect(
+            manifest.formatVersion == (codec.kind == .zstd ? 5 : 1),
+            "zstd chunks need format 5; without packs, deflate builds stay readable by clients of format 1")
         let level = try #require(manifest.files.first { $0.path.hasSuffix(".map") })
         let texture = try #require(manifest.files.first { $0.path.hasSuffix(".dds") })
-        #expect(level.chunks.allSatisfy { $0.codec == .zlib && $0.objectLength < $0.length })
+        let stored: ChunkCodec = codec.kind == .zstd ? .zstd : .zlib
+        #expect(level.chunks.allSatisfy { $0.codec == stored && $0.objectLength < $0.length })
         #expect(texture.chunks.allSatisfy { $0.codec == .raw && $0.objectLength == $0.length })
         for file in [level, texture] {
             #expect(file.object == (try SHA256Digest.of(file: build + "/" + file.path)))
@@ -155,13 +160,15 @@ struct ObjectWriterTests {
             what: "manifest \(id)")
     }
 
-    @Test("small files go into packs: many files per object, each chunk at its offset, and a fresh install matches the build")
-    func packs() async throws {
+    @Test(
+        "small files go into packs: many files per object, each chunk at its offset, and a fresh install matches the build",
+        arguments: [ObjectCodec.default, .deflate])
+    func packs(codec: ObjectCodec) async throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
-        let report = try fixture.publish(build, id: "1", smallFileBytes: 128 << 10)
+        let report = try fixture.publish(build, id: "1", smallFileBytes: 128 << 10, codec: codec)
         let manifest = try Self.manifest(fixture, "1")
-        #expect(manifest.formatVersion == 2)
+        #expect(manifest.formatVersion == (codec.kind == .zstd ? 5 : 2))
         let small = manifest.files.filter { $0.size <= 128 << 10 && $0.size > 0 }
         let packs = Set(small.map(\.object))
         try #require(small.count > 20)
@@ -169,7 +176,7 @@ struct ObjectWriterTests {
         #expect(small.allSatisfy { $0.object != $0.sha256 })
         #expect(report.objectsWritten == packs.count + manifest.files.filter { $0.size > 128 << 10 }.count)
         // Each chunk's stored bytes sit in its pack at its offset and inflate to the chunk.
-        let inflater = Zlib.Inflater()
+        let inflater = Decompressor()
         for file in small.prefix(50) {
             let pack = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + ObjectID.path(file.object)))
             #expect(SHA256Hasher.hash(pack) == file.object, "a pack is named by its SHA-256")
@@ -177,7 +184,7 @@ struct ObjectWriterTests {
                 let stored = pack[Int(chunk.objectOffset)..<(Int(chunk.objectOffset) + chunk.objectLength)]
                 var scratch = [UInt8](repeating: 0, count: chunk.length)
                 let verified = stored.withUnsafeBytes { s in
-                    scratch.withUnsafeMutableBytes { chunk.verifiedContent(of: s, scratch: $0, inflater: inflater) != nil }
+                    scratch.withUnsafeMutableBytes { chunk.verifiedContent(of: s, scratch: $0, decompressor: inflater) != nil }
                 }
                 #expect(verified, "\(file.path) chunk at \(chunk.offset)")
             }

@@ -151,7 +151,7 @@ struct DeltaSyncTests {
         let before = Dictionary(uniqueKeysWithValues: manifest1.files.map { ($0.path, $0) })
         let packPath = fixture.directory + "/wrong.pack"
         let output = try FileDescriptor(path: packPath, flags: O_WRONLY | O_CREAT, mode: 0o644)
-        var writer = try DeltaPack.Writer(writingTo: output)
+        var writer = try DeltaPack.Writer(writingTo: output, codec: .default)
         var wrong: [String] = []
         for (index, file) in manifest2.files.enumerated() {
             guard let old = before[file.path], old.sha256 != file.sha256, old.size > 4096 else { continue }

@@ -78,10 +78,11 @@ struct EndToEndTests {
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         for id in ["a", "b", "c"] { try await RollbackTests.release(id, fixture, install) }
         _ = try await Syncer(install: install).run()
-        let status = try install.status()
+        let status = try install.status(diskUsage: true)
         #expect(status.current == "c" && status.previous == "b")
         #expect(status.builds.map(\.name) == ["b", "c"])
-        #expect(status.builds.allSatisfy { $0.diskBytes > 0 })
+        #expect(status.builds.allSatisfy { ($0.diskBytes ?? 0) > 0 })
+        #expect(try install.status().builds.allSatisfy { $0.diskBytes == nil }, "disk use is walked only when asked for")
         #expect(try RollbackTests.version(install) == "build c")
     }
 

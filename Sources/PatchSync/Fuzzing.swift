@@ -57,6 +57,7 @@ public enum FuzzTargets {
         defer { output.deallocate() }
         body.withUnsafeBytes { input in
             _ = Zlib.inflate(input, into: UnsafeMutableRawBufferPointer(rebasing: output[0..<length]))
+            _ = Zstd.Decoder().decompress(input, into: UnsafeMutableRawBufferPointer(rebasing: output[0..<length]))
         }
         _ = try? Zlib.gunzip(Data(body), limit: 1 << 20, what: "fuzz")
     }

@@ -49,7 +49,7 @@ struct Publish: AsyncParsableCommand {
     var packSize = PackWriter.defaultTargetSize >> 10
     @Option(
         help: ArgumentHelp(
-            "How new objects are compressed: zstd (the default, level 3), or deflate for clients older than manifest format 5; a level after a colon (zstd:9, deflate:6).",
+            "How new objects are compressed: zstd (the default, level 3) or deflate, with a level after a colon (zstd:9, deflate:6). A build whose objects are all deflate (new ones, and those reused from earlier builds) stays readable by clients older than manifest format 5.",
             valueName: "codec")) var codec = "zstd"
     @Option(help: "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed).")
     var keepBuilds = Publisher.Options.defaultKeepBuilds

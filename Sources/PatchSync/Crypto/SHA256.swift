@@ -3,19 +3,58 @@ import Foundation
 
 /// A SHA-256 digest, shown and stored as 64 lowercase hex digits.
 public struct SHA256Digest: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
-    public let hex: String
+    /// The 32 bytes, as four big-endian words, held inline: a manifest of a million files holds three
+    /// million digests, and a 64-character string each would be a heap allocation each.
+    private let words: (UInt64, UInt64, UInt64, UInt64)
+
+    /// The 64 lowercase hex digits.
+    public var hex: String {
+        withUnsafeBytes(of: (words.0.bigEndian, words.1.bigEndian, words.2.bigEndian, words.3.bigEndian)) { Hex.encode($0) }
+    }
 
     /// Accepts exactly 64 lowercase hex digits.
     public init?(hex: String) {
-        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ Hex.value(of: $0) != nil && !(65...70).contains($0) })
-        else { return nil }
-        self.hex = hex
+        var w = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        var count = 0
+        for c in hex.utf8 {
+            guard count < 64, let value = Hex.value(of: c), !(65...70).contains(c) else { return nil }
+            switch count >> 4 {
+            case 0: w.0 = w.0 << 4 | UInt64(value)
+            case 1: w.1 = w.1 << 4 | UInt64(value)
+            case 2: w.2 = w.2 << 4 | UInt64(value)
+            default: w.3 = w.3 << 4 | UInt64(value)
+            }
+            count += 1
+        }
+        guard count == 64 else { return nil }
+        words = w
     }
 
-    init(bytes: UnsafeRawBufferPointer) { self.hex = Hex.encode(bytes) }
+    /// From the digest's 32 bytes.
+    init(bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == 32, "a SHA-256 digest has 32 bytes")
+        func word(_ i: Int) -> UInt64 { UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)) }
+        words = (word(0), word(1), word(2), word(3))
+    }
+
+    /// The 32 bytes.
+    var bytes: [UInt8] {
+        withUnsafeBytes(of: (words.0.bigEndian, words.1.bigEndian, words.2.bigEndian, words.3.bigEndian)) { Array($0) }
+    }
 
     public var description: String { hex }
-    public static func < (a: Self, b: Self) -> Bool { a.hex < b.hex }
+    public static func < (a: Self, b: Self) -> Bool {
+        (a.words.0, a.words.1, a.words.2, a.words.3) < (b.words.0, b.words.1, b.words.2, b.words.3)
+    }
+    public static func == (a: Self, b: Self) -> Bool {
+        a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
+    }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(words.0)
+        hasher.combine(words.1)
+        hasher.combine(words.2)
+        hasher.combine(words.3)
+    }
 
     /// The SHA-256 of `data`.
     public static func of(_ data: Data) -> SHA256Digest { SHA256Hasher.hash(data) }

@@ -41,9 +41,27 @@ extension Install {
     /// The bundles a deployment holds, as the install's state records it (nil: all of its build's,
     /// for a deployment staged before bundles could be chosen, or one the state no longer names).
     func deploymentBundles(_ deployment: String) throws(PatchSyncError) -> [String]? {
+        try deploymentIdentity(deployment)?.bundles
+    }
+
+    /// What the state records of deployment `deployment` (nil when it names none).
+    func deploymentIdentity(_ deployment: String) throws(PatchSyncError) -> DeploymentIdentity? {
         let state = try state(readOnly: true).read()
-        let identity = state.deployed[deployment] ?? [state.ready, state.staging].compactMap { $0 }.first { $0.name == deployment }
-        return identity?.bundles
+        return state.deployed[deployment] ?? [state.ready, state.staging].compactMap { $0 }.first { $0.name == deployment }
+    }
+
+    /// The whole manifest kept for `deployment` (every bundle's files): from its cache when that was made
+    /// from the manifest the state records for it (``ManifestCache``), else decoded from the signed JSON,
+    /// which then becomes the cache when it hashes to that record.
+    func keptManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
+        let sha = (try? deploymentIdentity(deployment))?.manifest
+        let cache = layout.manifestCache(deployment)
+        if let sha, let cached = ManifestCache.read(cache, sha: sha) { return cached }
+        let path = manifestPath(deployment)
+        let data = try FileSystem.read(path, limit: 256 << 20)
+        let manifest = try Manifest.decode(data, what: path)
+        if let sha, SHA256Hasher.hash(data).hex == sha { try? ManifestCache.write(manifest, sha: sha, to: cache) }
+        return manifest
     }
 
     /// The bundles of the live tree, as the game sees them (`PATCHSYNC_BUNDLES`, `live-bundles.json`).
@@ -130,7 +148,7 @@ extension Install {
         if let (sha, summary) = newestKnownSummary(state) {
             return try bundleProgress(
                 state: state, selection: try config().selection(of: summary), sha: sha, summary: summary
-            ) { newestKnownManifest()?.1 }
+            ) { newestKnownManifest().flatMap { $0.0 == sha ? $0.1 : nil } }
         }
         guard let (sha, manifest) = newestKnownManifest() else { return nil }
         return try bundleProgress(
@@ -165,11 +183,7 @@ extension Install {
         guard let state = try? state(readOnly: true).read() else { return nil }
         let sha = state.newestManifest ?? state.currentIdentity?.manifest
         for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
-            if let data = try? FileSystem.read(manifestPath(identity.name), limit: 256 << 20),
-                let manifest = try? Manifest.decode(data, what: manifestPath(identity.name))
-            {
-                return (identity.manifest, manifest)
-            }
+            if let manifest = try? keptManifest(identity.name) { return (identity.manifest, manifest) }
         }
         return nil
     }

@@ -123,6 +123,7 @@ extension Syncer {
                 buildId: report.buildId, channel: known?.channel ?? manifest.channel.name,
                 manifest: known?.manifest ?? SHA256Hasher.hash(manifestData).hex)
             identity.bundles = known?.bundles
+            identity.summary = known?.summary
             s.beginRepair(identity)
             return identity
         }

@@ -76,10 +76,14 @@ struct InstallLayout: Sendable, Equatable {
     /// `manifests/`: the manifest each kept deployment holds.
     var manifestsFolder: String { stateFolder + "/manifests" }
     func manifest(_ deployment: String) -> String { manifestsFolder + "/" + deployment + ".json.gz" }
+    /// The same manifest decoded, ready to load (``ManifestCache``).
+    func manifestCache(_ deployment: String) -> String { manifestsFolder + "/" + deployment + ".bin" }
 
-    /// The names in `manifests/` that belong to `deployment`: its manifest, and the bundle record older
-    /// versions kept beside it.
-    static func manifestNames(of deployment: String) -> [String] { [deployment + ".json.gz", deployment + ".bundles"] }
+    /// The names in `manifests/` that belong to `deployment`: its manifest, its cache, and the bundle
+    /// record older versions kept beside it.
+    static func manifestNames(of deployment: String) -> [String] {
+        [deployment + ".json.gz", deployment + ".bin", deployment + ".bundles"]
+    }
 
     /// `staging/`: deployments being assembled, and the ready one.
     var stagingFolder: String { stateFolder + "/staging" }

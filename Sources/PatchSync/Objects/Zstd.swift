@@ -8,7 +8,8 @@ import Synchronization
 enum Zstd {
     /// The frame of `input` at `level` (1–22), with its content size in the header.
     static func compress(_ input: UnsafeRawBufferPointer, level: Int32) -> [UInt8] {
-        Contexts.shared.with { context in
+        // A context at a high level holds tables of many MiB: kept only for the fast levels of objects.
+        Contexts.shared.with(pooled: level <= 9) { context in
             let bound = ZSTD_compressBound(input.count)
             var out = [UInt8](repeating: 0, count: bound)
             let length = out.withUnsafeMutableBytes { dst in
@@ -34,9 +35,8 @@ enum Zstd {
 
         init() {
             guard let context = ZSTD_createDCtx() else { fatalError("libzstd: out of memory") }
-            // A frame may not ask for a window larger than 8 MiB (chunks are at most a few MiB): a hostile
-            // frame cannot make the client allocate more.
-            ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, 23)
+            // One-shot decompression (below) writes straight into the caller's buffer of the signed length
+            // and allocates no window: a hostile frame cannot make it allocate more or write further.
             self.context = context
         }
 
@@ -59,12 +59,14 @@ enum Zstd {
         static let shared = Contexts()
         private let idle = Mutex<[UInt]>([])
 
-        func with<T>(_ body: (OpaquePointer) -> T) -> T {
-            let reused = idle.withLock { $0.popLast() }
+        func with<T>(pooled: Bool, _ body: (OpaquePointer) -> T) -> T {
+            let reused = pooled ? idle.withLock { $0.popLast() } : nil
             guard let context = reused.flatMap({ OpaquePointer(bitPattern: $0) }) ?? ZSTD_createCCtx() else {
                 fatalError("libzstd: out of memory")
             }
-            defer { idle.withLock { $0.append(UInt(bitPattern: context)) } }
+            defer {
+                if pooled { idle.withLock { $0.append(UInt(bitPattern: context)) } } else { ZSTD_freeCCtx(context) }
+            }
             return body(context)
         }
     }

@@ -193,17 +193,19 @@ struct DeltaPackEncoder: Sendable {
         return appended
     }
 
-    /// The instructions of each candidate's delta, nil where the delta (deflated) would not cost less
-    /// than the file's new chunks, or is over ``DeltaPack/maxDeltaBytes``; encoded on every core.
+    /// The instructions of each candidate's delta, nil where the delta (compressed at the fast level of
+    /// the pack's codec, a bound on what the pack stores) would not cost less than the file's new
+    /// chunks, or is over ``DeltaPack/maxDeltaBytes``; encoded on every core.
     private func encode(_ batch: [Candidate], of files: [FileEntry]) throws(PatchSyncError) -> [[UInt8]?] {
         let work = batch.map { (file: files[$0.index], old: $0.old, cost: $0.cost) }
+        let estimate = DeltaPack.codec(for: files).kind == .zstd ? ObjectCodec.default : .deflate
         let results = Mutex<[Result<[UInt8]?, PatchSyncError>?]>(Array(repeating: nil, count: work.count))
         DispatchQueue.concurrentPerform(iterations: work.count) { i in
             let (file, old, cost) = work[i]
             let result = Result { () throws(PatchSyncError) -> [UInt8]? in
                 let delta = try self.delta(of: file, from: old)
                 guard delta.count <= DeltaPack.maxDeltaBytes else { return nil }
-                let packed = delta.withUnsafeBytes { Zlib.deflate($0).count }
+                let packed = delta.withUnsafeBytes { estimate.compress($0).count }
                 return Int64(packed) < cost ? delta : nil
             }
             results.withLock { $0[i] = result }

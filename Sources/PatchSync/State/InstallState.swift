@@ -50,6 +50,16 @@ public struct InstallState: Codable, Sendable, Equatable {
     public private(set) var seenSequence: [String: Int] = [:]
     /// The last discretionary run was deferred: why, and when the next may try.
     public private(set) var deferral: Deferral?
+    /// Gives the deployments of manifest `sha` that have no summary this one (records written before
+    /// summaries were kept): their next up-to-date sync reads no manifest.
+    mutating func recordSummary(_ summary: BuildSummary, for sha: String) {
+        for (name, identity) in deployed where identity.manifest == sha && identity.summary == nil {
+            deployed[name]?.summary = summary
+        }
+        if ready?.manifest == sha, ready?.summary == nil { ready?.summary = summary }
+        if staging?.manifest == sha, staging?.summary == nil { staging?.summary = summary }
+    }
+
     /// How the files of the staged or ready build come.
     public private(set) var routes: InstallStatus.Routes?
     /// A sync running now, with its progress.

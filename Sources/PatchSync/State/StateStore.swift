@@ -283,6 +283,11 @@ final class StateStore: Sendable {
         return stamps
     }
 
+    /// Drops the stamps of a deployment's staged files: its records are hashed again before they are trusted.
+    func forgetStamps(_ deployment: String) throws(PatchSyncError) {
+        try database.run("DELETE FROM staged_stamp WHERE deployment = ?", rows: [[.text(deployment)]])
+    }
+
     /// Drops resume records that no longer vouch for anything.
     func forgetChunks(_ deployment: String, _ refs: [ChunkRef]) throws(PatchSyncError) {
         guard !refs.isEmpty else { return }

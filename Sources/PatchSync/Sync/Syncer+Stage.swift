@@ -110,9 +110,7 @@ extension Syncer {
     /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`), as the
     /// deployment holds it: only its bundles' files, links and folders.
     func loadManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
-        let manifest = try Manifest.decode(
-            try FileSystem.read(install.manifestPath(deployment), limit: 256 << 20),
-            what: install.manifestPath(deployment))
+        let manifest = try install.keptManifest(deployment)
         guard let bundles = try install.deploymentBundles(deployment) else { return manifest }
         return manifest.selecting(bundles)
     }
@@ -180,7 +178,7 @@ extension Syncer {
                 for index in file.chunks.indices where !done.contains(.init(path: file.path, index: index)) {
                     throw PatchSyncError(.internal, "\(file.path) chunk \(index) was never written")
                 }
-                // Its bytes were synced before its chunks were recorded done; only the mode is left.
+                // Its bytes are written (not synced: the syncfs below does it for the whole tree); only the mode is left.
                 do { try tree.setMode(file.path, mode_t(Install.installedMode(file.mode))) } catch {
                     throw PatchSyncError.wrap(error)
                 }
@@ -205,7 +203,14 @@ extension Syncer {
                 } catch { throw PatchSyncError.wrap(error) }
             }
             do {
-                try FileSystem.syncFileSystem(of: directory)  // the modes set above
+                // The one sync of the staging: every file's bytes and the modes set above. Through the tree's
+                // descriptor, opened before the files were written, so that a writeback error while they
+                // were written is reported here. On an error the stamps go: the next run hashes the
+                // recorded bytes again rather than trust what the page cache may have dropped.
+                do { try tree.syncFileSystem() } catch {
+                    try? staged.state.forgetStamps(id)
+                    throw error
+                }
                 for folder in folders {
                     guard let fd = try tree.folder(folder) else { throw Errno(ENOENT, "finding the staged folder", tree.full(folder)) }
                     try fd.sync()

@@ -234,7 +234,9 @@ public struct Syncer: Sendable {
         let recorded = try state.read()
         let build = try ChannelBuild(target, released: target.info.preload != nil)
         if let (summary, selection) = LiveDecision.upToDate(
-            build, state: recorded, chosen: config.bundles, excluded: config.excludedBundles ?? [])
+            build, state: recorded, chosen: config.bundles, excluded: config.excludedBundles ?? []),
+            let current = recorded.current, install.currentDeployment() == current,
+            FileSystem.exists(install.buildDirectory(current))
         {
             // Up to date: the signed target names the live manifest, and its record says which bundles the
             // build has. No manifest is read, whatever the number of files.
@@ -245,6 +247,7 @@ public struct Syncer: Sendable {
                     s.recordUpdate(nil)
                 }
             }
+            try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
             report.bundles = selection.wanted
             report.droppedBundles = selection.dropped
             onEvent(
@@ -300,6 +303,8 @@ public struct Syncer: Sendable {
                 do { try FileSystem.writeAtomically(data, to: install.manifestPath(identity.name)) } catch {
                     throw PatchSyncError.wrap(error)
                 }
+                // Decoded once: the next patch, verify or repair loads it without a JSON parser.
+                try? ManifestCache.write(manifest, sha: sha, to: install.layout.manifestCache(identity.name))
                 try Housekeeping(install: install, state: state, stagingHeld: true)
                     .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
                 onEvent(.phase(.comparing, "comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
@@ -313,7 +318,10 @@ public struct Syncer: Sendable {
             }
             onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) { manifest }))
         }
-        try state.update { $0.recordUpdate(nil) }  // the update is in: its totals are no longer needed
+        try state.update { s in
+            s.recordUpdate(nil)  // the update is in: its totals are no longer needed
+            s.recordSummary(summary, for: sha)  // records from before summaries: the next up-to-date sync reads no manifest
+        }
         // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
         try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
         if let source = context.sealed { source.store.prune(keeping: source.keep) }
@@ -334,7 +342,8 @@ public struct Syncer: Sendable {
         for identity in [state.currentIdentity, state.ready, state.staging].compactMap({ $0 }) where identity.manifest == sha {
             let path = install.manifestPath(identity.name)
             guard let data = try? FileSystem.read(path, limit: 256 << 20), SHA256Hasher.hash(data).hex == sha,
-                let manifest = try? Manifest.decode(data, what: path)
+                let manifest = ManifestCache.read(install.layout.manifestCache(identity.name), sha: sha)
+                    ?? (try? Manifest.decode(data, what: path))
             else { continue }
             return (manifest, data)
         }

@@ -82,12 +82,16 @@ enum FileSystem {
 
     /// syncfs(2) of the file system holding `path`: one call for many files' data and metadata.
     static func syncFileSystem(of path: String) throws(Errno) {
-        let fd = try FileDescriptor(path: path, flags: O_RDONLY)
+        try syncFileSystem(descriptor: try FileDescriptor(path: path, flags: O_RDONLY), path: path)
+    }
+
+    /// syncfs(2) through `descriptor` (errors since it was opened are reported).
+    static func syncFileSystem(descriptor: FileDescriptor, path: String) throws(Errno) {
         guard let syncfs = Self.syncfs else {
             sync()
             return
         }
-        if syncfs(fd.fd) != 0 { throw Errno(errno, "syncing the file system of", path) }
+        if syncfs(descriptor.fd) != 0 { throw Errno(errno, "syncing the file system of", path) }
     }
 
     /// glibc's syncfs(2), which Swift's Glibc module hides behind _GNU_SOURCE; looked up once.

@@ -22,6 +22,13 @@ final class TreeRoot: Sendable {
         self.path = path
     }
 
+    /// syncfs(2) through the tree's own descriptor: Linux reports the writeback errors of the file
+    /// system since that descriptor was opened (when the tree was opened, before its files were
+    /// written), where a descriptor opened now would report none of them.
+    func syncFileSystem() throws(Errno) {
+        try FileSystem.syncFileSystem(descriptor: root, path: path)
+    }
+
     private init(adopting descriptor: FileDescriptor, path: String) {
         root = descriptor
         self.path = path

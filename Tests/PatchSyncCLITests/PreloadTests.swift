@@ -56,9 +56,19 @@ struct ReleaseDay {
             [
                 "-c",
                 """
-                import gzip, os, sys, zlib
+                import ctypes, gzip, os, sys, zlib
                 origin, needles = sys.argv[1], [sys.argv[2].encode(), sys.argv[3].encode(), bytes.fromhex(sys.argv[4])]
                 found = set()
+                zstd = ctypes.CDLL("libzstd.so.1")
+                zstd.ZSTD_findFrameCompressedSize.restype = ctypes.c_size_t
+                zstd.ZSTD_decompress.restype = ctypes.c_size_t
+                zstd.ZSTD_isError.argtypes = [ctypes.c_size_t]
+                def unzstd(frame):
+                    size = zstd.ZSTD_findFrameCompressedSize(frame, len(frame))
+                    if zstd.ZSTD_isError(size): return b""
+                    out = ctypes.create_string_buffer(8 << 20)
+                    n = zstd.ZSTD_decompress(out, len(out), frame[:size], size)
+                    return b"" if zstd.ZSTD_isError(n) else out.raw[:n]
                 def look(blob):
                     for n in needles:
                         if n in blob: found.add(needles.index(n))
@@ -75,6 +85,10 @@ struct ReleaseDay {
                                 try: look(zlib.decompressobj().decompress(data[i:], 8 << 20))
                                 except Exception: pass
                             i = data.find(b"\\x78", i + 1)
+                        i = data.find(b"\\x28\\xb5\\x2f\\xfd")
+                        while i != -1:
+                            look(unzstd(data[i:]))
+                            i = data.find(b"\\x28\\xb5\\x2f\\xfd", i + 1)
                 print(" ".join(str(i) for i in sorted(found)))
                 """, origin, Self.spoilerName, Self.spoilerText, sample
             ])

@@ -34,6 +34,7 @@ NGINX_ACCESS_LOG="$WORK/access.log" start_nginx
 URL="http://127.0.0.1:$PORT"
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
 chunk_args=(); [ -n "$CHUNK" ] && chunk_args=(--chunk-size "$CHUNK")
+[ -n "${CODEC:-}" ] && chunk_args+=(--codec "$CODEC")  # CODEC=deflate, zstd:9, …: the objects' codec
 export NGINX_ACCESS_LOG="$WORK/access.log"
 for variant in deltas chunks; do
   origin="$WORK/www/$variant"

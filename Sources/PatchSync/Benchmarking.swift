@@ -67,7 +67,7 @@ public enum PublishLimit {
 
     /// Chunks, hashes and deflates every file under `tree` exactly as `publish` does
     /// (``ObjectWriter/describe(file:)``: content-defined chunks, SHA-256 of each chunk and of the
-    /// file, the level-1 samples, zlib level 6 where it pays) on `threads` threads, writing nothing.
+    /// file, the level-1 samples, the default codec (zstd 3) where it pays) on `threads` threads, writing nothing.
     /// The bound that a publish with free file creation and free disk writes cannot beat.
     public static func chunkHashDeflate(
         tree: String, threads: Int,

@@ -149,15 +149,16 @@ final class SHA256Hasher {
 /// Hex encoding and decoding of bytes.
 enum Hex {
     static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (i, b) in bytes.enumerated() {
+                out[2 * i] = digit(b >> 4)
+                out[2 * i + 1] = digit(b & 15)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    private static func digit(_ value: UInt8) -> UInt8 { value < 10 ? 48 + value : 87 + value }
 
     static func encode(_ bytes: [UInt8]) -> String { bytes.withUnsafeBytes { encode($0) } }
 

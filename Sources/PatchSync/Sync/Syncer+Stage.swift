@@ -205,10 +205,11 @@ extension Syncer {
             do {
                 // The one sync of the staging: every file's bytes and the modes set above. Through the tree's
                 // descriptor, opened before the files were written, so that a writeback error while they
-                // were written is reported here. On an error the stamps go: the next run hashes the
-                // recorded bytes again rather than trust what the page cache may have dropped.
+                // were written is reported here. On an error the records go: pages whose writeback
+                // failed may still read back right from the page cache, so no hash can vouch for them;
+                // the next run fetches the files' chunks again.
                 do { try tree.syncFileSystem() } catch {
-                    try? staged.state.forgetStamps(id)
+                    try? staged.state.forgetRecords(id)
                     throw error
                 }
                 for folder in folders {

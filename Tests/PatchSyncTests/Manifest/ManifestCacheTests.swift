@@ -48,9 +48,12 @@ struct ManifestCacheTests {
         var newer = good
         newer[4] = 2
         #expect(try read(newer) == nil, "a cache of another version")
+        var otherClient = good
+        otherClient[8] &+= 1
+        #expect(try read(otherClient) == nil, "a cache written by a client of another manifest format")
         // A body edited and hashed again (the cache is the install's own file, but its reader is bounds-checked).
         var rng = SeededRandom(seed: 33)
-        let bodyStart = 4 + 4 + 32 + 8 + 32
+        let bodyStart = 4 + 4 + 4 + 32 + 8 + 32
         var refused = 0
         for _ in 0..<300 {
             var body = [UInt8](good[bodyStart...])

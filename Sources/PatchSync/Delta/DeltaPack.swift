@@ -31,7 +31,7 @@ enum DeltaPack {
         private(set) var files = 0
         private(set) var length: Int64 = 0
         private let hasher = SHA256Hasher()
-        private let codec: ObjectCodec
+        let codec: ObjectCodec
 
         /// Segments are compressed with `codec` (``DeltaPack/codec(for:)``).
         init(writingTo output: FileDescriptor, codec: ObjectCodec) throws(Errno) {

@@ -53,8 +53,7 @@ extension Install {
     /// The whole manifest kept for `deployment` (every bundle's files): from its cache when that was made
     /// from the manifest the state records for it (``ManifestCache``), else decoded from the signed JSON,
     /// which then becomes the cache when it hashes to that record.
-    func keptManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
-        let sha = (try? deploymentIdentity(deployment))?.manifest
+    func keptManifest(_ deployment: String, sha: String?) throws(PatchSyncError) -> Manifest {
         let cache = layout.manifestCache(deployment)
         if let sha, let cached = ManifestCache.read(cache, sha: sha) { return cached }
         let path = manifestPath(deployment)
@@ -183,7 +182,7 @@ extension Install {
         guard let state = try? state(readOnly: true).read() else { return nil }
         let sha = state.newestManifest ?? state.currentIdentity?.manifest
         for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
-            if let manifest = try? keptManifest(identity.name) { return (identity.manifest, manifest) }
+            if let manifest = try? keptManifest(identity.name, sha: identity.manifest) { return (identity.manifest, manifest) }
         }
         return nil
     }

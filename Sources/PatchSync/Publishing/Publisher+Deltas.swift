@@ -83,9 +83,10 @@ extension Publisher {
         targetFiles: any FileContentSource
     ) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
         var packs: [(source: DeltaSource, files: [Int])] = []
+        let codec = DeltaPack.codec(for: files)
         for base in bases {
             let encoder = DeltaPackEncoder(source: base.manifest, sourceFiles: ObjectReader(origin: origin), targetFiles: targetFiles)
-            if let pack = try deltaPack(encoder, to: files, into: root, codec: DeltaPack.codec(for: files)) { packs.append(pack) }
+            if let pack = try deltaPack(encoder, to: files, into: root, codec: codec) { packs.append(pack) }
         }
         return packs
     }
@@ -181,7 +182,7 @@ struct DeltaPackEncoder: Sendable {
         var appended: [(index: Int, bytes: Int)] = []
         for start in stride(from: 0, to: candidates.count, by: Self.batch) {
             let batch = Array(candidates[start..<min(start + Self.batch, candidates.count)])
-            let deltas = try encode(batch, of: files)
+            let deltas = try encode(batch, of: files, codec: writer.codec)
             for (candidate, delta) in zip(batch, deltas) {
                 guard let delta else { continue }
                 do { try writer.append(file: candidate.index, instructions: delta) } catch {
@@ -196,9 +197,9 @@ struct DeltaPackEncoder: Sendable {
     /// The instructions of each candidate's delta, nil where the delta (compressed at the fast level of
     /// the pack's codec, a bound on what the pack stores) would not cost less than the file's new
     /// chunks, or is over ``DeltaPack/maxDeltaBytes``; encoded on every core.
-    private func encode(_ batch: [Candidate], of files: [FileEntry]) throws(PatchSyncError) -> [[UInt8]?] {
+    private func encode(_ batch: [Candidate], of files: [FileEntry], codec: ObjectCodec) throws(PatchSyncError) -> [[UInt8]?] {
         let work = batch.map { (file: files[$0.index], old: $0.old, cost: $0.cost) }
-        let estimate = DeltaPack.codec(for: files).kind == .zstd ? ObjectCodec.default : .deflate
+        let estimate = codec.kind == .zstd ? ObjectCodec.default : .deflate
         let results = Mutex<[Result<[UInt8]?, PatchSyncError>?]>(Array(repeating: nil, count: work.count))
         DispatchQueue.concurrentPerform(iterations: work.count) { i in
             let (file, old, cost) = work[i]

@@ -110,8 +110,9 @@ extension Syncer {
     /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`), as the
     /// deployment holds it: only its bundles' files, links and folders.
     func loadManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
-        let manifest = try install.keptManifest(deployment)
-        guard let bundles = try install.deploymentBundles(deployment) else { return manifest }
+        let identity = try install.deploymentIdentity(deployment)
+        let manifest = try install.keptManifest(deployment, sha: identity?.manifest)
+        guard let bundles = identity?.bundles else { return manifest }
         return manifest.selecting(bundles)
     }
 

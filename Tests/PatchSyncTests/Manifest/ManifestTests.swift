@@ -49,16 +49,21 @@ struct ManifestTests {
         #expect(throws: PatchSyncError.self) { try Manifest.checkPath(path) }
     }
 
-    @Test("zstd chunks need format 5, and a format this client does not know is refused by number", .tags(.small))
-    func formatVersions() throws {
+    /// A manifest of one 10-byte file "a" stored as one chunk of `objectLength` bytes in `codec`.
+    private static func oneFile(format: Int, codec: ChunkCodec, objectLength: Int) throws -> Manifest {
         let chunk = ChunkEntry(
-            offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0, objectLength: 9, codec: .zstd)
+            offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0, objectLength: objectLength, codec: codec)
         let file = FileEntry(
             path: "a", size: 10, mode: 0o644, sha256: SHA256Digest.of(Data()),
             object: SHA256Digest.of(Data()), bundle: "base", chunks: [chunk])
-        var manifest = Manifest(
-            formatVersion: 4, buildId: try BuildID("1"), channel: .live, sequence: 1,
+        return Manifest(
+            formatVersion: format, buildId: try BuildID("1"), channel: .live, sequence: 1,
             chunking: .standard, bundles: [.base], files: [file])
+    }
+
+    @Test("zstd chunks need format 5, and a format this client does not know is refused by number", .tags(.small))
+    func formatVersions() throws {
+        var manifest = try Self.oneFile(format: 4, codec: .zstd, objectLength: 9)
         #expect(manifest.lowestFormat == 5)
         let old = #expect(throws: PatchSyncError.self) { try manifest.validate() }
         #expect(old?.message.contains("zstd") == true, "\(old?.message ?? "")")
@@ -72,15 +77,8 @@ struct ManifestTests {
 
     @Test("a manifest with special mode bits or chunks that do not tile the file is refused", .tags(.small))
     func malformed() throws {
-        let chunk = ChunkEntry(
-            offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0,
-            objectLength: 10, codec: .raw)
-        let file = FileEntry(
-            path: "a", size: 10, mode: 0o644, sha256: SHA256Digest.of(Data()),
-            object: SHA256Digest.of(Data()), bundle: "base", chunks: [chunk])
-        var manifest = Manifest(
-            formatVersion: 1, buildId: try BuildID("1"), channel: .live, sequence: 1,
-            chunking: .standard, bundles: [.base], files: [file])
+        var manifest = try Self.oneFile(format: 1, codec: .raw, objectLength: 10)
+        let file = manifest.files[0]
         try manifest.validate()
         manifest.files[0].mode = 0o4755
         #expect(throws: PatchSyncError.self) { try manifest.validate() }

@@ -62,7 +62,7 @@ let package = Package(
 // libFuzzer targets (Fuzz/), only when PATCHSYNC_FUZZ is set: they link only with -sanitize=fuzzer.
 // `make fuzz` builds them into .build-fuzz and runs each one; `make test` replays their corpus.
 if ProcessInfo.processInfo.environment["PATCHSYNC_FUZZ"] != nil {
-    for name in ["Metadata", "CanonicalJson", "Manifest", "Object"] {
+    for name in ["Metadata", "CanonicalJson", "Manifest", "Object", "ShareRequest"] {
         package.targets.append(
             .executableTarget(
                 name: "Fuzz\(name)", dependencies: ["PatchSync"], path: "Fuzz/Sources/Fuzz\(name)",

@@ -7,12 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
 SWIFT="${SWIFT:-swift}"
-declare -A corpus=([Metadata]=metadata [CanonicalJson]=canonical-json [Manifest]=manifest [Object]=object)
+declare -A corpus=([Metadata]=metadata [CanonicalJson]=canonical-json [Manifest]=manifest [Object]=object [ShareRequest]=share-request)
 flags=(--scratch-path .build-fuzz --sanitize=fuzzer --sanitize=address
        -Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp)
 mkdir -p .build-fuzz/crashes
 status=0
-for target in Metadata CanonicalJson Manifest Object; do
+for target in Metadata CanonicalJson Manifest Object ShareRequest; do
   PATCHSYNC_FUZZ=1 "$SWIFT" build "${flags[@]}" --product "Fuzz$target" 2>&1 | grep -E "error|Compiling|complete" | tail -2
   work=".build-fuzz/corpus/${corpus[$target]}"
   mkdir -p "$work"

@@ -18,13 +18,19 @@ public enum CPULimit {
     public static func inflateAndHash(origin: String, manifest path: String, threads: Int) throws -> Result {
         let manifest = try Manifest.decode(try FileSystem.read(path, limit: 1 << 30), what: path)
         var seen = Set<SHA256Digest>()
-        var list: [(ChunkEntry, SHA256Digest)] = []
+        // Each chunk with the object file (a segment) it is in, and its offset there.
+        let naming = ObjectNaming(format: manifest.formatVersion)
+        var list: [(ChunkEntry, String)] = []
         for file in manifest.files {
-            for chunk in file.chunks where seen.insert(chunk.sha256).inserted { list.append((chunk, file.object)) }
+            for var chunk in file.chunks where seen.insert(chunk.sha256).inserted {
+                let segment = naming.segment(of: chunk.objectOffset)
+                chunk.objectOffset -= naming.base(of: segment)
+                list.append((chunk, naming.path(file.object, segment: segment)))
+            }
         }
-        var loaded: [SHA256Digest: Data] = [:]
+        var loaded: [String: Data] = [:]
         for object in Set(list.map(\.1)) {
-            loaded[object] = try FileSystem.read(OriginLayout(root: origin).objectFile(object), limit: 1 << 40)
+            loaded[object] = try FileSystem.read(OriginLayout(root: origin).path(object), limit: 1 << 40)
         }
         let (chunks, objects) = (list, loaded)
         let stored = chunks.reduce(Int64(0)) { $0 + Int64($1.0.objectLength) }

@@ -7,7 +7,8 @@ import Foundation
 public enum FuzzTargets {
     /// The targets by name, as the corpus folders are named.
     public static let all: [(name: String, run: @Sendable (Data) -> Void)] = [
-        ("metadata", metadata), ("canonical-json", canonicalJSON), ("manifest", manifest), ("object", object)
+        ("metadata", metadata), ("canonical-json", canonicalJSON), ("manifest", manifest), ("object", object),
+        ("share-request", shareRequest)
     ]
 
     /// The TUF metadata parser: every role's envelope, signature checks, delegation lookups.
@@ -43,6 +44,23 @@ public enum FuzzTargets {
     /// The manifest decoder (JSON or gzip'd JSON) with its validation.
     public static func manifest(_ data: Data) {
         _ = try? Manifest.decode(data, what: "fuzz")
+    }
+
+    /// The LAN share's request parser: any bytes give a request or a refusal with a status a share
+    /// sends; a request it accepts names a chunk of 64 hex digits under a repository of 64, and parsing
+    /// its own canonical form gives it back.
+    public static func shareRequest(_ data: Data) {
+        let bytes = [UInt8](data.prefix(ShareRequest.maxHeadBytes + 16))
+        switch ShareRequest.parse(bytes) {
+        case .failure(let refusal):
+            precondition([400, 404, 405, 431, 505].contains(refusal.status), "a share answers \(refusal.status)")
+        case .success(let request):
+            precondition(request.repository.count == 64 && request.repository.allSatisfy(\.isHexDigit))
+            let again = "\(request.headOnly ? "HEAD" : "GET") \(ShareRequest.path(repository: request.repository, chunk: request.chunk)) HTTP/1.1\r\nHost: x"
+            guard case .success(let parsed) = ShareRequest.parse(Array(again.utf8)) else { preconditionFailure("its own form is refused") }
+            precondition(parsed.chunk == request.chunk && parsed.repository == request.repository)
+        }
+        _ = ShareServer.headEnd(bytes)
     }
 
     /// The object decoder: a stored chunk inflated into a buffer of its signed length (the first

@@ -22,7 +22,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         version: "patchsync \(PatchSyncVersion.current) (manifest format \(Manifest.formatVersion))",
         subcommands: [
             Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
-            Rollback.self, Verify.self, Status.self, BundlesCommand.self, ConfigCommand.self
+            Rollback.self, Verify.self, Status.self, BundlesCommand.self, ConfigCommand.self, Share.self
         ]
     )
 

@@ -68,6 +68,7 @@ struct ProgressEvent: Encodable {
     var bundleBytesDone: Int64?
     var bundleBytesTotal: Int64?
     var bundleInstalledBytes: Int64?
+    var peerBytes: Int64?
     /// With event "retrying": the mirror of the next try, the attempt that failed, and when the next comes.
     var mirror: String?
     var attempt: Int?
@@ -218,6 +219,7 @@ final class ProgressReporter: Sendable {
         if let bundles = status.bundles, !bundles.isEmpty, let bundleDone = status.bundleDone, let bundleTotal = status.bundleTotal {
             text += " (\(bundles.joined(separator: ", ")): \(ByteCount.format(bundleDone)) of \(ByteCount.format(bundleTotal)))"
         }
+        if let peers = status.peerBytes, peers > 0 { text += ", \(ByteCount.format(peers)) from LAN peers" }
         switch mode {
         case .quiet: return
         case .json:
@@ -230,6 +232,7 @@ final class ProgressReporter: Sendable {
                 (event.downloading, event.bundleBytesDone, event.bundleBytesTotal) = (status.bundles, status.bundleDone, status.bundleTotal)
                 event.bundleInstalledBytes = status.bundleInstalledBytes
             }
+            event.peerBytes = status.peerBytes
             Output.line(Output.stamped(event))
         case .live:
             write("\r\u{1B}[2K" + text)

@@ -13,10 +13,16 @@ struct RepoCheck: AsyncParsableCommand {
             each one they would refuse, each preload past its release time by more than --release-late \
             and not released, and each pending preload that a newer build left behind, with the command \
             that fixes it. With --bucket, it lists the bucket and fails on every signed file players may \
-            ask for that the bucket lacks. Exit status: 0 nothing found, 65 something due, expired or to fix.
+            ask for that the bucket lacks. With --cdn, it asks that CDN (or cache) in front of the origin for \
+            a range of a few of the largest objects twice and for metadata/timestamp.json twice, and fails \
+            on a range answered with the whole file, no cache hit on the second request (CF-Cache-Status, \
+            X-Cache, Age), bytes that differ from the folder, metadata older than its max-age allows, and \
+            objects in the folder that no CDN caches by default (no .bin extension, or over 256 MiB). \
+            Exit status: 0 nothing found, 65 something due, expired or to fix.
 
             Example:
               patchsync repo check --origin out/ --within 30d || mail -s "renew the game's metadata" ops@example.com    # a daily monitoring job
+              patchsync repo check --origin out/ --cdn https://cdn.example.com/game    # after setting up a CDN
             """)
 
     @Option(help: "The origin folder.") var origin: String
@@ -26,6 +32,10 @@ struct RepoCheck: AsyncParsableCommand {
     @Option(help: "A bucket serving this origin (s3://BUCKET/PREFIX): fail when it lacks a signed file players may ask for.")
     var bucket: String?
     @OptionGroup var store: BucketOptions
+    @Option(help: "A CDN or cache in front of this origin (its URL): fail on what it does wrong for players.")
+    var cdn: String?
+    @Option(help: "With --cdn: the seconds a CDN may serve an old timestamp.json (as upload --metadata-max-age).")
+    var metadataMaxAge: Int = 60
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -42,6 +52,7 @@ struct RepoCheck: AsyncParsableCommand {
                         fix: "patchsync upload \(origin) \(state.destination) --verify"))
             }
         }
+        if let cdn { problems += try await CDNCheck.run(origin: origin, cdn: cdn, metadataMaxAge: max(0, metadataMaxAge)) }
         struct Result: Encodable {
             var origin: String
             var ok: Bool
@@ -65,6 +76,6 @@ struct RepoCheck: AsyncParsableCommand {
         output.result(
             Result(origin: origin, ok: true, due: [], builds: []),
             human: "\(origin): no role expires within \(within) (snapshot and timestamp: \(onlineWithin)); "
-                + "players accept every listed build")
+                + "players accept every listed build" + (cdn.map { "; \($0) honours ranges and caches objects" } ?? ""))
     }
 }

@@ -22,11 +22,18 @@ struct Sync: AsyncParsableCommand {
             until its progress is recorded, and goes on at full speed. --attach follows a running sync's \
             progress from another process.
 
+            --peer asks another install of the game on the network (`patchsync share` there) for \
+            chunks before the origin; shares of this game that DNS-SD finds (Avahi) are asked too. \
+            Every chunk is checked against the signed manifest, a peer that sends a wrong one is dropped \
+            for the rest of the sync, and what a peer lacks comes from the origin. --share serves this \
+            install's chunks to others while the sync runs and, with --for or --deadline, until then.
+
             Examples:
               patchsync sync --install ~/Games/forest --json
               patchsync sync --install ~/Games/forest --attach --json
               patchsync sync --install ~/Games/forest --max-rate 2M
               patchsync sync --install ~/Games/forest --discretionary --deadline 06:00
+              patchsync sync --install ~/Games/forest --peer http://192.168.1.20:27472
             """)
 
     @OptionGroup var options: ClientOptions
@@ -59,6 +66,13 @@ struct Sync: AsyncParsableCommand {
             "Follow the sync already running on this install (its events from its start, then its result and exit status) instead of starting one."
         ))
     var attach = false
+    @Option(
+        help: ArgumentHelp(
+            "A LAN share to ask for chunks before the origin (repeatable; also config peers).", valueName: "url"))
+    var peer: [String] = []
+    @Flag(help: "Serve this install's chunks to LAN peers while this command runs (see `patchsync share`).")
+    var share = false
+    @OptionGroup var shareOptions: ShareOptions
 
     func run() async throws {
         let output = Output(json: options.json)
@@ -72,13 +86,34 @@ struct Sync: AsyncParsableCommand {
             syncer.giveUpAfter = .milliseconds(Int64(seconds * 1000))
             syncer.stallAfter = min(syncer.stallAfter, .milliseconds(Int64(seconds * 500)))  // a stall is told before it ends the sync
         }
+        syncer.peers = try peer.map { url throws(PatchSyncError) in
+            guard url.lowercased().hasPrefix("http://") || url.lowercased().hasPrefix("https://") else {
+                throw PatchSyncError(.usage, "--peer \(url) is not an http URL", remedy: "give it as http://ADDRESS:PORT")
+            }
+            return url
+        }
         let stop = SyncStop()
         syncer.stop = stop
         let signals = SignalStop(stop)
         defer { withExtendedLifetime(signals) {} }
+        // A share that cannot start (no private network) never stops the sync.
+        var sharing: (ShareServer, Process?)?
+        if share {
+            do { sharing = try shareOptions.start(syncer.install) } catch {
+                FileHandle.standardError.write(Data("not sharing: \(error.message)\n".utf8))
+            }
+        }
+        defer {
+            sharing?.1?.terminate()
+            sharing?.0.stop()
+        }
         let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
         let report = try await syncer.run { progress.handle($0) }
         progress.finish()
+        // Sharing goes on until the run's stop time (--for, --deadline) or a signal.
+        if sharing != nil, let end = syncer.deadline {
+            while stop.reason == nil, Date() < end { try? await Task.sleep(for: .milliseconds(200)) }
+        }
         output.result(report, human: Self.describe(report))
     }
 
@@ -134,7 +169,9 @@ struct Sync: AsyncParsableCommand {
                 \(r.filesLinked) files unchanged, \(r.filesAssembled) assembled (\(r.filesPatched) patched by deltas\
                 \(r.deltaFallbacks > 0 ? ", \(r.deltaFallbacks) refused deltas fetched as chunks" : "")) from \
                 \(r.chunksCopiedLocally) local and \(r.chunksFetched) fetched chunks; \
-                downloaded \(ByteCount.format(r.bytesReceived)) in \(r.requests) range requests
+                downloaded \(ByteCount.format(r.bytesReceived)) in \(r.requests) range requests\
+                \(r.bytesFromPeers > 0 ? "; \(ByteCount.format(r.bytesFromPeers)) came from LAN peers" : "")\
+                \((r.peers ?? []).compactMap { p in p.dropped.map { "\npeer \(p.url) was dropped: \($0)" } }.joined())
                 next: patchsync apply (or let the launcher do it at the next start)
                 """
         }

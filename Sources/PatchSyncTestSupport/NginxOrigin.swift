@@ -15,13 +15,33 @@ public final class NginxOrigin: @unchecked Sendable {
     /// Starts nginx serving `root`; `rateLimit` (e.g. "2m") slows each response, for kill tests;
     /// `tls` serves https (and HTTP/2) with a certificate from a CA made for this origin;
     /// `redirectTo` answers every request with a 302 to that base URL plus the request's path.
-    public init(root: String, rateLimit: String? = nil, tls: Bool = false, redirectTo: String? = nil) throws {
+    /// `alsoOn` listens on that address too, on the same port (a bridge's, for players in namespaces).
+    /// `cacheFor` makes it a lancache-style cache in front of that origin URL instead (`slice 1m`,
+    /// `proxy_cache`, each slice cached by URI and range; `X-Cache` says HIT or MISS).
+    public init(
+        root: String, rateLimit: String? = nil, tls: Bool = false, redirectTo: String? = nil, cacheFor upstream: String? = nil,
+        alsoOn address: String? = nil
+    ) throws {
         self.root = root
         directory = NSTemporaryDirectory() + "patchsync-nginx-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory + "/tmp", withIntermediateDirectories: true)
         port = try Self.freePort()
         if tls { caFile = try TestCertificates.make(in: directory) }
         var conf = Self.configuration(root: root, directory: directory, port: port, rateLimit: rateLimit, tls: tls)
+        if let address, !tls {
+            conf = conf.replacingOccurrences(of: "listen 127.0.0.1:\(port);", with: "listen 127.0.0.1:\(port); listen \(address):\(port);")
+        }
+        if let upstream {
+            try FileManager.default.createDirectory(atPath: directory + "/cache", withIntermediateDirectories: true)
+            conf = conf.replacingOccurrences(
+                of: "    server {",
+                with: "    proxy_cache_path \(directory)/cache levels=1:2 keys_zone=slices:10m max_size=4g inactive=1d use_temp_path=off;\n    server {")
+            conf = conf.replacingOccurrences(
+                of: "location / { ",
+                with: "location / { slice 1m; proxy_cache slices; proxy_cache_key $uri$slice_range; "
+                    + "proxy_set_header Range $slice_range; proxy_http_version 1.1; proxy_cache_valid 200 206 1d; "
+                    + "add_header X-Cache $upstream_cache_status always; proxy_pass \(upstream); ")
+        }
         if let redirectTo {
             conf = conf.replacingOccurrences(of: "location / { ", with: "location / { return 302 \(redirectTo)$request_uri; ")
         }

@@ -35,7 +35,8 @@ struct JSONShapeTests {
         "init": ["builds", "channel", "install", "remotes"],
         "status (fresh install)": ["builds", "channel", "install", "remotes"],
         "sync": [
-            "buildBytes", "buildId", "bundles", "bytesPlanned", "bytesReceived", "chunksCopiedLocally", "chunksFetched",
+            "buildBytes", "buildId", "bundles", "bytesFromLocal", "bytesFromOrigin", "bytesFromPeers", "bytesPlanned",
+            "bytesReceived", "chunksCopiedLocally", "chunksFetched",
             "deltaBytes", "deltaFallbacks", "deploymentsStaged", "droppedBundles", "filesAssembled", "filesLinked",
             "filesPatched", "outcome", "requests", "sequence"
         ],

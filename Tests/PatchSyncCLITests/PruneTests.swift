@@ -24,7 +24,7 @@ struct PruneTests {
         let manifest = try Manifest.decode(data, what: target)
         paths.formUnion(manifest.files.filter { !$0.chunks.isEmpty }.map { ObjectID.path($0.object) })
         paths.formUnion((manifest.deltas ?? []).map { ObjectID.path($0.object) })
-        paths.formUnion((file.custom?.manifestDeltas ?? []).map { "objects/\($0.object.prefix(2))/\($0.object)" })
+        paths.formUnion((file.custom?.manifestDeltas ?? []).map { "objects/\($0.object.prefix(2))/\($0.object).bin" })
         return paths
     }
 

@@ -796,7 +796,7 @@ struct HistoryRun {
         var objects = ((fields["objects"] as? [[String: Any]]) ?? []).compactMap { $0["sealed"] as? String }
         objects += (fields["sharedObjects"] as? [String]) ?? []
         if let sealed = (fields["manifest"] as? [String: Any])?["sealed"] as? String { objects.append(sealed) }
-        return Set([plan] + objects.map { "objects/\($0.prefix(2))/\($0)" })
+        return Set([plan] + objects.map { "objects/\($0.prefix(2))/\($0).bin" })
     }
 
     /// No key is lost: the root names the keys the publisher holds, targets delegates the releases role

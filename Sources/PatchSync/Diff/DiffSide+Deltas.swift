@@ -65,7 +65,7 @@ extension DiffSide {
         let temp = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)/pack"
         defer { try? FileSystem.removeTree(FileSystem.parent(of: temp)) }
         let origin = try Origin(mirrors: [base], client: try HTTPClient())
-        _ = try await origin.download(ObjectID.path(pack.object), to: temp, length: pack.length, sha256: pack.object)
+        _ = try await origin.download(ObjectNaming(format: new.formatVersion).path(pack.object), to: temp, length: pack.length, sha256: pack.object)
         var sizes: [(path: String, bytes: Int64)] = []
         let input: FileDescriptor
         do { input = try FileDescriptor(path: temp, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }

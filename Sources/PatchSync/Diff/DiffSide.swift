@@ -95,8 +95,9 @@ public struct DiffSide: Sendable {
         side.signedMetadataBytes = Int64(try trusted.timestamp.serialized().count + snapshotBytes + targetsBytes)
         let sources = Publisher.deltaSourceTargets(trusted.targets.signed.targets, channel: channel.name, count: deltaSources)
         if let folder = localFolder(of: parts[0]) {
-            side.objects = ObjectReader(origin: folder)
-            if sources.contains(where: { $0.path == target.path }) { side.content = ObjectReader(origin: folder) }
+            let reader = ObjectReader(origin: folder, naming: ObjectNaming(format: manifest.formatVersion))
+            side.objects = reader
+            if sources.contains(where: { $0.path == target.path }) { side.content = reader }
         }
         return side
     }

@@ -17,6 +17,12 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     public var maxRequestBytes: Int?
     /// Fetch an unneeded gap up to this size rather than start another request.
     public var coalesceGapBytes: Int?
+    /// LAN shares (`patchsync share` on another machine, `http://ADDRESS:PORT`) asked for chunks before
+    /// the origin; every chunk is checked against the signed manifest whoever sends it.
+    public var peers: [String]?
+    /// Look for shares of this repository with DNS-SD (Avahi) at each sync (default true; nothing is
+    /// found where Avahi does not run).
+    public var discoverPeers: Bool?
     /// A PEM file of extra certificate authorities for https remotes.
     public var caFile: String?
     /// How many applied builds stay in builds/ (current and previous by default; at least 1).

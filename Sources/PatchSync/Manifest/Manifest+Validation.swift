@@ -16,6 +16,8 @@ extension Manifest {
         let bundleNames = Set(bundles.map(\.name))
         guard bundleNames.count == bundles.count, !bundles.isEmpty else { throw refusal("has duplicate or no bundles") }
         var seen = Set<String>(), folded = Set<String>()
+        // Sealed objects are fetched and opened whole (their plain bytes are never an origin file).
+        let naming = ObjectNaming(format: formatVersion), sealedPlain = Set((sealed ?? []).map(\.object))
         for file in files {
             try Manifest.checkPath(file.path)
             guard seen.insert(file.path).inserted else { throw refusal("lists \(file.path) twice") }
@@ -30,7 +32,7 @@ extension Manifest {
                     "gives \(file.path) mode \(String(file.mode, radix: 8)); only permission bits, "
                         + "not world-writable, are allowed")
             }
-            try checkChunks(of: file)
+            try checkChunks(of: file, segmented: naming.segmented && !sealedPlain.contains(file.object))
         }
         for link in links ?? [] {
             try checkEntry(link.path, bundle: link.bundle, &seen, &folded)
@@ -62,7 +64,8 @@ extension Manifest {
         }
     }
 
-    private func checkChunks(of file: FileEntry) throws(PatchSyncError) {
+    /// `segmented`: every chunk sits in one segment of its object (``ObjectNaming``).
+    private func checkChunks(of file: FileEntry, segmented: Bool) throws(PatchSyncError) {
         var offset: Int64 = 0
         for chunk in file.chunks {
             guard chunk.offset == offset, chunk.length > 0, chunk.length <= chunking.maxSize,
@@ -70,6 +73,13 @@ extension Manifest {
                 chunk.objectLength <= chunk.length + chunk.length / 8 + 64
             else {
                 throw refusal("has a malformed chunk list for \(file.path) at offset \(offset)")
+            }
+            guard
+                !segmented
+                    || chunk.objectOffset / ObjectNaming.segmentBytes
+                        == (chunk.objectOffset + Int64(chunk.objectLength) - 1) / ObjectNaming.segmentBytes
+            else {
+                throw refusal("has a chunk of \(file.path) at offset \(offset) that crosses a segment of object \(file.object)")
             }
             guard chunk.codec != .zstd || formatVersion >= 5 else {
                 throw refusal("has zstd chunks for \(file.path) under format version \(formatVersion), which has none (zstd came with 5)")

@@ -11,8 +11,10 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// 4: some objects are sealed (a preload build's new content, `sealed`), which a client of version 3
     /// would fetch by a name the origin does not have.
     /// 5: some chunks are zstd frames (`codec` `zstd`), which a client of version 4 cannot read.
+    /// 6: objects are named `<sha256>.bin` and an object over 256 MiB spans segment files
+    /// (``ObjectNaming``), which a client of version 5 would fetch by names the origin does not have.
     /// A client reads every version up to its own and refuses a newer one, naming both.
-    public static let formatVersion = 5
+    public static let formatVersion = 6
 
     public var formatVersion: Int
     public var buildId: BuildID
@@ -31,14 +33,9 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// The objects (and delta packs) of a preload build stored sealed, by plain object (format 4).
     public var sealed: [SealedObject]?
 
-    /// The oldest format that holds this build, so that older clients still read what they can
-    /// install whole: 3 with links or empty folders, 2 when a file names a pack, else 1.
-    var lowestFormat: Int {
-        if files.contains(where: { $0.chunks.contains { $0.codec == .zstd } }) { return 5 }
-        if !(sealed ?? []).isEmpty { return 4 }
-        if !(links ?? []).isEmpty || !(folders ?? []).isEmpty { return 3 }
-        return files.contains { !$0.chunks.isEmpty && $0.object != $0.sha256 } ? 2 : 1
-    }
+    /// The format publish writes: 6, since every object is named as format 6 names them (an older
+    /// client would look for other names).
+    var lowestFormat: Int { Manifest.formatVersion }
 
     /// The total size of all files.
     public var totalSize: Int64 { files.reduce(0) { $0 + $1.size } }

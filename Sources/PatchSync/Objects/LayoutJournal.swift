@@ -74,8 +74,9 @@ final class LayoutJournal: Sendable {
             for line in data.split(separator: 0x0a) {
                 guard let entry = try? JSONDecoder().decode(Entry.self, from: Data(line)), found[entry.sha256] == nil,
                     !entry.temp.contains(".."), !entry.temp.hasPrefix("/"),
-                    entry.chunks.last.map({ $0.offset + Int64($0.length) }) ?? 0 == entry.size
-                else { continue }  // a line torn by the kill, or one already seen
+                    entry.chunks.last.map({ $0.offset + Int64($0.length) }) ?? 0 == entry.size,
+                    entry.storedLength <= ObjectNaming.segmentBytes
+                else { continue }  // a line torn by the kill, one already seen, or one too large for one file
                 let final = layout.objectFile(entry.sha256), temp = folder + "/" + entry.temp
                 let file = FileEntry(
                     path: "", size: entry.size, mode: 0o644, sha256: entry.sha256, object: entry.sha256, bundle: "",

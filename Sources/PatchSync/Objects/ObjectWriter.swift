@@ -2,7 +2,8 @@ import Foundation
 
 /// Turns a file into an object: its content-defined chunks, each compressed (zstd by default, or
 /// deflate; stored raw when compression does not pay), concatenated, named by the
-/// file's SHA-256, written under a temporary name and renamed into place.
+/// file's SHA-256, written under a temporary name and renamed into place. An object whose stored bytes
+/// outgrow ``ObjectNaming/segmentBytes`` goes on in its next segment file (``ObjectNaming``).
 struct ObjectWriter: Sendable {
     /// Deflate must save at least this fraction of a chunk, or it is stored raw.
     static let minimumSaving = 0.03
@@ -12,6 +13,9 @@ struct ObjectWriter: Sendable {
     var codec: ObjectCodec = .default
     /// The origin root; objects go to `objects/…` inside it.
     let origin: String
+    /// Whether an object over ``ObjectNaming/segmentBytes`` goes on in segment files (false for a
+    /// preload's plain objects, which are sealed whole).
+    var segmented = true
     /// Where each finished object is recorded, for the next publish after a kill (``LayoutJournal``).
     var journal: LayoutJournal? = nil
 
@@ -23,8 +27,8 @@ struct ObjectWriter: Sendable {
         /// The bytes of the object (written by ``write(file:knownHash:)``; what it would be for
         /// ``describe(file:)``).
         var bytesWritten: Int64
-        /// The unsynced temporary file to place at the object's path (nil from ``describe(file:)``).
-        var pending: Pending?
+        /// The unsynced temporary files to place at the object's segment paths (none from ``describe(file:)``).
+        var pending: [Pending] = []
     }
 
     /// Where a file's bytes come from: read from its descriptor as chunked, or already in memory (a
@@ -45,20 +49,49 @@ struct ObjectWriter: Sendable {
     /// the object is to be written: one that a manifest describes is reused, never written again.
     /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
     func write(file path: String, knownHash: SHA256Digest? = nil, bytes: UnsafeRawBufferPointer? = nil) throws(PatchSyncError) -> Result {
-        // Spread over 16 folders: threads creating files in one folder wait for its lock.
-        let temp = OriginLayout(root: origin).incomingObject(UInt64.random(in: 0...UInt64.max))
+        let segments = SegmentFiles(layout: OriginLayout(root: origin))
         do {
             let input: Input = try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-            let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-            var result = try store(input, into: output, knownHash: knownHash)
-            let pending = Pending(temp: temp, final: OriginLayout(root: origin).objectFile(result.sha256))
-            result.pending = pending
-            journal?.record(pending, sha256: result.sha256, size: result.size, chunks: result.chunks)
+            var result = try store(input, into: segments, knownHash: knownHash)
+            let naming = ObjectNaming.current
+            result.pending = segments.temps.enumerated().map { k, temp in
+                Pending(temp: temp, final: OriginLayout(root: origin).path(naming.path(result.sha256, segment: k)))
+            }
+            // A journal line names one temporary file: an object of several segments is written again after a kill.
+            if result.pending.count == 1 { journal?.record(result.pending[0], sha256: result.sha256, size: result.size, chunks: result.chunks) }
             return result
         } catch {
-            try? FileSystem.remove(temp)
+            segments.removeAll()
             throw PatchSyncError.wrap(error).during("storing \(path)")
         }
+    }
+
+    /// The temporary files of one object's segments, each made when the first chunk reaches it, spread
+    /// over 16 folders (threads creating files in one folder wait for its lock).
+    final class SegmentFiles {
+        let layout: OriginLayout
+        private(set) var temps: [String] = []
+        private var current: FileDescriptor?
+
+        init(layout: OriginLayout) { self.layout = layout }
+
+        func next() throws(Errno) {
+            let temp = layout.incomingObject(UInt64.random(in: 0...UInt64.max))
+            current = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+            temps.append(temp)
+        }
+
+        func write(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
+            if current == nil { try next() }
+            try current!.write(bytes)
+        }
+
+        func write(_ bytes: [UInt8]) throws(Errno) {
+            if current == nil { try next() }
+            try current!.write(bytes)
+        }
+
+        func removeAll() { for temp in temps { try? FileSystem.remove(temp) } }
     }
 
     /// Makes the folders that ``write(file:knownHash:)`` writes temporary files to; once per publish.
@@ -109,7 +142,7 @@ struct ObjectWriter: Sendable {
     }
 
     private func store(
-        _ input: Input, into output: FileDescriptor?,
+        _ input: Input, into output: SegmentFiles?,
         knownHash: SHA256Digest?
     ) throws(PatchSyncError) -> Result {
         var none: [UInt8]? = nil
@@ -117,7 +150,7 @@ struct ObjectWriter: Sendable {
     }
 
     private func store(
-        _ input: Input, into output: FileDescriptor?, knownHash: SHA256Digest?,
+        _ input: Input, into output: SegmentFiles?, knownHash: SHA256Digest?,
         collecting collected: inout [UInt8]?
     ) throws(PatchSyncError) -> Result {
         let fileHasher = knownHash == nil ? SHA256Hasher() : nil
@@ -128,6 +161,13 @@ struct ObjectWriter: Sendable {
             let packed = Self.mayCompress(bytes) ? codec.compress(bytes) : []
             let compressed = !packed.isEmpty && Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
             let stored = compressed ? packed.count : bytes.count
+            // A chunk that would cross into the next segment starts it (never in a pack's bytes: packs
+            // stay under a segment).
+            let segment = ObjectNaming.segmentBytes
+            if segmented, collected == nil, objectOffset % segment + Int64(stored) > segment {
+                objectOffset = (objectOffset / segment + 1) * segment
+                do { try output?.next() } catch { throw PatchSyncError.wrap(error) }
+            }
             do {
                 if compressed { try output?.write(packed) } else { try output?.write(bytes) }
             } catch { throw PatchSyncError.wrap(error) }
@@ -147,6 +187,7 @@ struct ObjectWriter: Sendable {
         }
         let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0
         guard let sha = knownHash ?? fileHasher?.finish() else { throw PatchSyncError(.internal, "no file hash") }
-        return Result(sha256: sha, size: size, chunks: chunks, bytesWritten: objectOffset)
+        let written = chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
+        return Result(sha256: sha, size: size, chunks: chunks, bytesWritten: written)
     }
 }

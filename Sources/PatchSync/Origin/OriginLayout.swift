@@ -13,7 +13,8 @@ import Foundation
 ///   metadata/<N>.releases.json                     released content keys (once a preload is published)
 ///   targets/<folder>/<sha256>.<name>               target files: manifests/<channel>/<build>.json.gz,
 ///                                                  releases/<channel>/<build>.key, preload plans
-///   objects/<ab>/<sha256>                          objects, packs, delta packs, manifest deltas, sealed objects
+///   objects/<ab>/<sha256>.bin                      objects, packs, delta packs, manifest deltas, sealed objects
+///   objects/<ab>/<sha256>.<k>.bin                  segment k of an object over 256 MiB (``ObjectNaming``)
 ///   objects/.incoming/, objects/.incoming/<0-15>/  a publish's files before they are renamed into place
 ///   .patchsync-origin.lock                         the writers' lock (``OriginLock``)
 ///   .patchsync-upload/<SHA-256 of a destination>   the journal of an upload that stopped (``Uploader``)
@@ -138,17 +139,29 @@ extension OriginLayout {
 extension OriginLayout {
     public static let objectsFolderName = "objects"
 
-    /// `objects/<first two hex digits>/<sha256>`: a content-addressed object.
-    public static func object(_ id: SHA256Digest) -> String { object(hex: id.hex) }
+    /// `objects/<first two hex digits>/<sha256>.bin`: a content-addressed object as publish writes it
+    /// now (its first segment; see ``ObjectNaming``).
+    public static func object(_ id: SHA256Digest) -> String { ObjectNaming.current.path(id) }
 
     /// ``object(_:)`` of an object named by its hex digits (as manifest deltas name theirs).
-    static func object(hex: String) -> String { "\(objectsFolderName)/\(hex.prefix(2))/\(hex)" }
+    static func object(hex: String) -> String { ObjectNaming.current.path(hex: hex, segment: 0) }
 
     var objectsFolder: String { path(Self.objectsFolderName) }
     func objectFile(_ id: SHA256Digest) -> String { path(Self.object(id)) }
 
     /// Whether `path` is an object (in `objects/`).
     static func isObject(_ path: String) -> Bool { path.hasPrefix(objectsFolderName + "/") }
+
+    /// Whether origin file `path` is needed when `needed` lists the files builds name: a later segment of
+    /// an object (`<sha256>.<k>.bin`) is needed with its first (a preload plan names shared objects by
+    /// their first segment alone).
+    static func isNeeded(_ path: String, in needed: Set<String>) -> Bool {
+        if needed.contains(path) { return true }
+        guard isObject(path), let slash = path.lastIndex(of: "/"),
+            let (sha, segment) = ObjectNaming.parse(String(path[path.index(after: slash)...])), segment > 0
+        else { return false }
+        return needed.contains(ObjectNaming.current.path(sha))
+    }
 
     /// Whether `name`, in `objects/`, is a folder of objects (`<ab>`).
     static func isObjectFolder(_ name: String) -> Bool { name.count == 2 }
@@ -214,5 +227,63 @@ extension OriginLayout {
             "--origin \(origin) is a URL (\(origin[scheme].dropLast(3))); the publisher's commands work on the origin folder "
                 + "that publish writes, on this machine",
             remedy: "give that folder; `patchsync upload` sends it to a bucket, and players' `--remote` takes the URL")
+    }
+}
+
+/// How a manifest's objects are named and cut, by its format. From format 6 every object name ends in
+/// `.bin`, an extension CDNs cache by default, and no object file exceeds ``segmentBytes``: a file whose
+/// stored bytes are larger spans segments, `<sha256>.bin`, `<sha256>.1.bin`, `<sha256>.2.bin`, …. A
+/// chunk never straddles two: the writer starts the next segment at the next multiple of
+/// ``segmentBytes`` in the object's offsets, so segment `k` holds the chunks whose `objectOffset` is in
+/// `[k·S, (k+1)·S)`, at `objectOffset − k·S`. Before format 6 an object is one file without extension.
+public struct ObjectNaming: Sendable, Equatable {
+    /// The largest object file: under the 512 MB that common CDN plans cache.
+    public static let segmentBytes: Int64 = 256 << 20
+    /// The extension of every immutable object name.
+    public static let fileExtension = "bin"
+    /// Whether names end in `.bin` and objects are cut in segments (format 6 on).
+    public let segmented: Bool
+
+    /// What publish writes now.
+    public static let current = ObjectNaming(segmented: true)
+
+    public init(segmented: Bool) { self.segmented = segmented }
+
+    /// The naming of a manifest of format `format`.
+    public init(format: Int) { segmented = format >= 6 }
+
+    /// The segment holding stored offset `offset` of an object.
+    public func segment(of offset: Int64) -> Int { segmented ? Int(offset / Self.segmentBytes) : 0 }
+
+    /// Where segment `segment` starts in the object's offsets.
+    public func base(of segment: Int) -> Int64 { Int64(segment) * Self.segmentBytes }
+
+    /// The name, relative to the origin, of segment `segment` of object `id`.
+    public func path(_ id: SHA256Digest, segment: Int = 0) -> String { path(hex: id.hex, segment: segment) }
+
+    func path(hex: String, segment: Int) -> String {
+        let base = "\(OriginLayout.objectsFolderName)/\(hex.prefix(2))/\(hex)"
+        guard segmented else { return base }
+        return segment == 0 ? "\(base).\(Self.fileExtension)" : "\(base).\(segment).\(Self.fileExtension)"
+    }
+
+    /// Every segment name of `file`'s object (one for a file that fits, none without chunks).
+    func paths(of file: FileEntry) -> [String] {
+        guard let last = file.chunks.last else { return [] }
+        return (0...segment(of: last.objectOffset)).map { path(file.object, segment: $0) }
+    }
+
+    /// The object an object file's name (in `objects/<ab>/`) names, and the segment: both namings.
+    static func parse(_ name: String) -> (SHA256Digest, segment: Int)? {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard let sha = SHA256Digest(hex: String(parts[0])) else { return nil }
+        switch parts.count {
+        case 1: return (sha, 0)
+        case 2 where parts[1] == fileExtension[...]: return (sha, 0)
+        case 3 where parts[2] == fileExtension[...]:
+            guard let k = Int(parts[1]), k > 0, String(k) == parts[1] else { return nil }
+            return (sha, k)
+        default: return nil
+        }
     }
 }

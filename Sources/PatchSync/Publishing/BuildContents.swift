@@ -17,8 +17,14 @@ enum BuildContents {
         }
         // Read without the clients' validation: what a manifest clients refuse names is kept all the same.
         let manifest = try Repository.manifest(in: origin, path, file, validating: false)
-        for entry in manifest.files where !entry.chunks.isEmpty { paths.insert(ObjectID.path(entry.object)) }
-        for delta in manifest.deltas ?? [] { paths.insert(ObjectID.path(delta.object)) }
+        let naming = ObjectNaming(format: manifest.formatVersion)
+        // A sealed object's plain name is never a file (its sealed object is, listed in `sealed`).
+        let sealed = Set((manifest.sealed ?? []).map(\.object))
+        for entry in manifest.files where !entry.chunks.isEmpty && !sealed.contains(entry.object) {
+            paths.formUnion(naming.paths(of: entry))
+        }
+        for delta in manifest.deltas ?? [] { paths.insert(naming.path(delta.object)) }
+        for object in manifest.sealed ?? [] { paths.insert(naming.path(object.sealed)) }
         return paths
     }
 

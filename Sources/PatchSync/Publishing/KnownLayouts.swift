@@ -75,8 +75,11 @@ final class KnownLayouts: Sendable {
     /// How many manifests were read so far.
     var manifestsRead: Int { state.withLock { $0.read } }
 
+    /// Only manifests that name objects as publish does now (``ObjectNaming``) describe the object files
+    /// it would reuse: an older one's object is a file of another name.
     private static func add(_ manifest: Manifest, to state: inout State) {
         state.read += 1
+        guard ObjectNaming(format: manifest.formatVersion) == .current else { return }
         for file in manifest.files where state.layouts[file.sha256] == nil { state.layouts[file.sha256] = file }
     }
 }

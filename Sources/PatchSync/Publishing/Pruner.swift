@@ -171,7 +171,7 @@ public struct Pruner: Sendable {
     /// grace period (``staleTemporaries(in:)``).
     private func removals(keeping needed: Set<String>) throws(PatchSyncError) -> [Removal] {
         var found: [Removal] = []
-        for (path, bytes) in try BuildContents.files(of: origin) where !needed.contains(path) {
+        for (path, bytes) in try BuildContents.files(of: origin) where !OriginLayout.isNeeded(path, in: needed) {
             if OriginLayout.isObject(path) {
                 found.append(Removal(path: path, kind: .object, bytes: bytes))
             } else if OriginLayout.isTarget(path) {

@@ -85,7 +85,10 @@ extension Publisher {
         var packs: [(source: DeltaSource, files: [Int])] = []
         let codec = DeltaPack.codec(for: files)
         for base in bases {
-            let encoder = DeltaPackEncoder(source: base.manifest, sourceFiles: ObjectReader(origin: origin), targetFiles: targetFiles)
+            let encoder = DeltaPackEncoder(
+                source: base.manifest,
+                sourceFiles: ObjectReader(origin: origin, naming: ObjectNaming(format: base.manifest.formatVersion)),
+                targetFiles: targetFiles)
             if let pack = try deltaPack(encoder, to: files, into: root, codec: codec) { packs.append(pack) }
         }
         return packs
@@ -115,7 +118,8 @@ extension Publisher {
             var writer = try DeltaPack.Writer(writingTo: output, codec: codec)
             let appended = try encoder.append(candidates, of: files, to: &writer)
             let sha = try writer.finish()
-            guard writer.files > 0 else {
+            // A pack over an object's cap is left out: no CDN would cache it (players fetch chunks).
+            guard writer.files > 0, writer.length <= ObjectNaming.segmentBytes else {
                 try FileSystem.remove(temp)
                 return nil
             }
@@ -242,9 +246,13 @@ protocol FileContentSource: Sendable {
 struct ObjectReader: FileContentSource {
     let origin: String
 
+    /// How the manifest the files come from names its objects.
+    var naming: ObjectNaming = .current
+
     /// Inflates the chunks of `file`'s object into `buffer` (exactly the file's size), checking each chunk's hash.
     func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
-        do { try StoredObject(path: OriginLayout(root: origin).objectFile(file.object)).read(file, into: buffer) } catch {
+        let object = StoredObject(origin: OriginLayout(root: origin), object: file.object, naming: naming)
+        do { try object.read(file, into: buffer) } catch {
             throw PatchSyncError(
                 .localIO, "object \(file.object) of \(file.path) in \(origin) is damaged or missing: \(error)",
                 remedy: "publish the build it belongs to again, or give it no delta with --delta-sources 0")
@@ -255,7 +263,19 @@ struct ObjectReader: FileContentSource {
 /// One stored object file, read back: each chunk as stored (raw or deflated) at its place, inflated and
 /// checked against its SHA-256.
 struct StoredObject: FileContentSource {
+    /// The object's first file; its later segments' when `segments` gives them.
     let path: String
+    /// The object's segment files, by segment (``ObjectNaming``); nil for one file read as it is.
+    private var segments: (origin: OriginLayout, object: SHA256Digest, naming: ObjectNaming)? = nil
+
+    /// One file holding every chunk at its `objectOffset`.
+    init(path: String) { self.path = path }
+
+    /// Object `object` of `origin`, named and cut as `naming` says.
+    init(origin: OriginLayout, object: SHA256Digest, naming: ObjectNaming) {
+        path = origin.path(naming.path(object))
+        segments = (origin, object, naming)
+    }
 
     func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
         do { try read(file, into: buffer) } catch { throw PatchSyncError.wrap(error) }
@@ -282,11 +302,21 @@ struct StoredObject: FileContentSource {
         let largest = file.chunks.map(\.objectLength).max() ?? 0
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
         defer { stored.deallocate() }
-        let object = try FileDescriptor(path: path, flags: O_RDONLY)
+        var object = try FileDescriptor(path: path, flags: O_RDONLY)
+        var segment = 0
         for chunk in file.chunks {
             let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
             let packed = UnsafeMutableRawBufferPointer(rebasing: stored[..<chunk.objectLength])
-            try object.read(into: chunk.codec == .raw ? slice : packed, at: chunk.objectOffset)
+            var offset = chunk.objectOffset
+            if let (origin, id, naming) = segments {
+                let wanted = naming.segment(of: offset)
+                if wanted != segment {
+                    object = try FileDescriptor(path: origin.path(naming.path(id, segment: wanted)), flags: O_RDONLY)
+                    segment = wanted
+                }
+                offset -= naming.base(of: wanted)
+            }
+            try object.read(into: chunk.codec == .raw ? slice : packed, at: offset)
             guard chunk.codec == .raw || decompressor.decompress(UnsafeRawBufferPointer(packed), into: slice, as: chunk.codec) else {
                 throw Errno(EIO, "inflating a chunk of", path)
             }

@@ -199,7 +199,7 @@ extension Publisher {
             let objects = OriginLayout(root: root).objectsFolder
             for prefix in try FileSystem.list(objects) where OriginLayout.isObjectFolder(prefix) {
                 for name in try FileSystem.list(objects + "/" + prefix) {
-                    if let sha = SHA256Digest(hex: name) { found.append(sha) }
+                    if let (sha, _) = ObjectNaming.parse(name) { found.append(sha) }
                 }
             }
         } catch { throw PatchSyncError.wrap(error).during("listing the objects to seal in \(root)") }

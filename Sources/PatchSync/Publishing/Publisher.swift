@@ -120,12 +120,13 @@ public struct Publisher: Sendable {
         let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing, recovered: recovered)
         var writer = ObjectWriter(chunker: try Chunker(options.chunking), codec: options.codec, origin: root)
         writer.journal = journal
+        writer.segmented = sealing == nil  // a preload's plain objects are sealed whole
         do { try ObjectWriter.prepare(origin: root) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(OriginLayout(root: root).objectsFolder)")
         }
         let placer = ObjectPlacer(origin: root)
         let packer = PackWriter(origin: root, placer: placer, targetSize: options.packSize)
-        let entries: [(FileEntry, Int64, ObjectWriter.Pending?)]
+        let entries: [(FileEntry, Int64, [ObjectWriter.Pending])]
         do {
             entries = try self.entries(
                 for: paths, writer: writer, known: known, sealing: sealing, placer: placer,
@@ -141,7 +142,7 @@ public struct Publisher: Sendable {
         do { dropped = try placer.finish() } catch {
             throw PatchSyncError.wrap(error).during("placing the new objects")
         }
-        let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1?.temp ?? "") }
+        let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1.first?.temp ?? "") }
         let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
         var manifest = Manifest(
             formatVersion: 1, buildId: options.buildId,
@@ -231,8 +232,8 @@ public struct Publisher: Sendable {
         for paths: [String], writer: ObjectWriter, known: KnownLayouts, sealing: Sealing?,
         placer: ObjectPlacer, packer: PackWriter,
         progress: (Int, Int) -> Void
-    ) throws(PatchSyncError) -> [(FileEntry, Int64, ObjectWriter.Pending?)] {
-        typealias Entry = (FileEntry, Int64, ObjectWriter.Pending?)
+    ) throws(PatchSyncError) -> [(FileEntry, Int64, [ObjectWriter.Pending])] {
+        typealias Entry = (FileEntry, Int64, [ObjectWriter.Pending])
         var out = [Entry?](repeating: nil, count: paths.count)
         let workers = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
         let queue = PrepareQueue(count: paths.count, workers: workers)
@@ -242,7 +243,7 @@ public struct Publisher: Sendable {
                     let result = Result { () throws(PatchSyncError) -> Prepared in
                         try self.entry(for: paths[i], writer: writer, known: known, sealing: sealing)
                     }
-                    if case .success(.entry(_, _, let pending?)) = result { placer.add(pending) }
+                    if case .success(.entry(_, _, let pending)) = result { for one in pending { placer.add(one) } }
                     queue.deliver(i, result)
                 }
                 queue.workerEnded()
@@ -256,11 +257,11 @@ public struct Publisher: Sendable {
             case .entry(let entry, let bytes, let pending): out[i] = (entry, bytes, pending)
             case .small(let entry, let stored): try packer.add(index: i, entry: entry, stored: stored)
             }
-            for (j, entry) in packer.takeFinished() { out[j] = (entry, 0, nil) }
+            for (j, entry) in packer.takeFinished() { out[j] = (entry, 0, []) }
             progress(i + 1, paths.count)
         }
         try packer.close()
-        for (i, entry) in packer.takeFinished() { out[i] = (entry, 0, nil) }
+        for (i, entry) in packer.takeFinished() { out[i] = (entry, 0, []) }
         let entries = out.compactMap { $0 }
         guard entries.count == paths.count else { throw PatchSyncError(.internal, "a file was not published") }
         return entries
@@ -272,7 +273,7 @@ public struct Publisher: Sendable {
     /// What a worker made of one file: a finished entry (a reused or a newly written object), or a
     /// small file's entry and stored bytes, for a pack.
     private enum Prepared: Sendable {
-        case entry(FileEntry, Int64, ObjectWriter.Pending?)
+        case entry(FileEntry, Int64, [ObjectWriter.Pending])
         case small(FileEntry, [UInt8])
     }
 
@@ -386,7 +387,8 @@ public struct Publisher: Sendable {
         let bundle = try options.bundles.bundle(for: path).name
         let origin = OriginLayout(root: options.origin)
         if let sha, let old = try known.layout(of: sha, readingOlder: FileSystem.exists(origin.objectFile(sha))),
-            FileSystem.exists(origin.objectFile(old.object)) || sealing?.reuse(old.object) == true
+            ObjectNaming.current.paths(of: old).allSatisfy({ FileSystem.exists(origin.path($0)) })
+                || sealing?.reuse(old.object) == true
         {
             let largest = old.chunks.map(\.length).max() ?? 0
             guard largest <= options.chunking.maxSize else {
@@ -400,7 +402,7 @@ public struct Publisher: Sendable {
             return .entry(
                 FileEntry(
                     path: path, size: old.size, mode: mode, sha256: sha, object: old.object, bundle: bundle,
-                    chunks: old.chunks), 0, nil)
+                    chunks: old.chunks), 0, [])
         }
         if size <= Int64(options.smallFileBytes) {
             let (result, stored) = try Self.withContent(content) { bytes throws(PatchSyncError) in

@@ -263,7 +263,8 @@ public struct Release: Sendable {
         for base in bases {
             do throws(PatchSyncError) {
                 packs += try Publisher.deltaPacks(
-                    for: manifest.files, from: [base], into: origin, origin: origin, targetFiles: ObjectReader(origin: origin))
+                    for: manifest.files, from: [base], into: origin, origin: origin,
+                    targetFiles: ObjectReader(origin: origin, naming: ObjectNaming(format: manifest.formatVersion)))
             } catch {
                 warnings.append("no delta pack from \(base.manifest.buildId): \(error.message)")
             }

@@ -21,14 +21,18 @@ final class ChunkSink: ResponseSink {
     private var current: UnsafeMutableRawBufferPointer?
     private var filled = 0
 
-    /// The range to ask for: from the first chunk's start to the last chunk's end.
+    /// Where the file asked for starts in the object's offsets (a segment's start, ``ObjectNaming``).
+    private let base: Int64
+
+    /// The range to ask for: from the first chunk's start to the last chunk's end, in the file asked for.
     var range: ClosedRange<Int64> {
         let last = needs[needs.count - 1].chunk
-        return needs[0].chunk.objectOffset...(last.objectOffset + Int64(last.objectLength) - 1)
+        return (needs[0].chunk.objectOffset - base)...(last.objectOffset + Int64(last.objectLength) - 1 - base)
     }
 
-    init(needs: [Plan.Need], pipeline: ChunkPipeline, url: String) {
+    init(needs: [Plan.Need], pipeline: ChunkPipeline, url: String, base: Int64 = 0) {
         self.needs = needs
+        self.base = base
         self.pipeline = pipeline
         self.position = needs[0].chunk.objectOffset
         results = Results(count: needs.count, url: url)

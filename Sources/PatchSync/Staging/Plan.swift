@@ -96,8 +96,8 @@ extension Plan {
 
     /// The fetches grouped into range requests: per object, chunks in object order,
     /// neighbours (up to `gap` bytes apart) coalesced, at most `maxBytes` a request;
-    /// ordered by bundle rank.
-    func requests(gap: Int64, maxBytes: Int64) -> [[Need]] {
+    /// never across two segments of an object (``ObjectNaming``); ordered by bundle rank.
+    func requests(gap: Int64, maxBytes: Int64, naming: ObjectNaming = .current) -> [[Need]] {
         let byObject = Dictionary(grouping: fetch, by: \.object)
         var requests: [[Need]] = []
         for object in byObject.keys.sorted() {
@@ -107,7 +107,9 @@ extension Plan {
                 if let first = current.first, let last = current.last {
                     let end = last.chunk.objectOffset + Int64(last.chunk.objectLength)
                     let span = need.chunk.objectOffset + Int64(need.chunk.objectLength) - first.chunk.objectOffset
-                    if need.chunk.objectOffset - end > gap || span > maxBytes || need.chunk.objectOffset < end {
+                    if need.chunk.objectOffset - end > gap || span > maxBytes || need.chunk.objectOffset < end
+                        || naming.segment(of: need.chunk.objectOffset) != naming.segment(of: first.chunk.objectOffset)
+                    {
                         requests.append(current)
                         current = []
                     }

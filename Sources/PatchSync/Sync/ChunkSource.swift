@@ -41,6 +41,8 @@ extension [any ChunkSource] {
 /// so it is asked last.
 struct OriginChunks: ChunkSource {
     let origin: Origin
+    /// How the manifest being staged names its objects.
+    var naming: ObjectNaming = .current
 
     /// Fetches one coalesced range; returns once all its needs are written. While the client yields to
     /// other traffic, the range goes in parts of its ``HTTPClient/requestBudget``. Each attempt asks for
@@ -51,12 +53,13 @@ struct OriginChunks: ChunkSource {
         delivered: @escaping @Sendable ([Plan.Need]) -> Void
     ) async throws(PatchSyncError) -> [Plan.Need] {
         var remaining = needs
-        let path = ObjectID.path(needs[0].object)
+        let segment = naming.segment(of: needs[0].chunk.objectOffset)  // one request stays in one segment
+        let path = naming.path(needs[0].object, segment: segment)
         try await origin.withRetries("object \(needs[0].object)") {
             (mirror: Int) async throws(PatchSyncError) -> Origin.Attempt<Void> in
             let url = origin.url(path, mirror: mirror)
             let part = ChunkFetcher.prefix(of: remaining, budget: origin.client.requestBudget)
-            let sink = ChunkSink(needs: part, pipeline: pipeline, url: url)
+            let sink = ChunkSink(needs: part, pipeline: pipeline, url: url, base: naming.base(of: segment))
             var result = await origin.client.fetch(
                 TransferRequest(url: url, range: sink.range, maxBytes: Int64.max),
                 into: sink)
@@ -85,7 +88,7 @@ struct OriginChunks: ChunkSource {
         _ object: SHA256Digest, length: Int64, to local: String,
         progress: @escaping @Sendable (Int64) -> Void
     ) async throws(PatchSyncError) -> Int64? {
-        try await origin.download(ObjectID.path(object), to: local, length: length, sha256: object, progress: progress)
+        try await origin.download(naming.path(object), to: local, length: length, sha256: object, progress: progress)
     }
 }
 
@@ -139,9 +142,11 @@ extension SealedSource {
 }
 
 extension SyncContext {
-    /// Where this sync's chunks come from, in the order they are asked: the unlocked preload's store
-    /// (when staging a build that was preloaded), then the origin.
-    var sources: [any ChunkSource] {
-        (sealed.map { [PreloadChunks(source: $0, origin: origin)] } ?? []) + [OriginChunks(origin: origin)]
+    /// Where the chunks of `manifest` come from, in the order they are asked: the unlocked preload's
+    /// store (when staging a build that was preloaded), then LAN peers, then the origin.
+    func sources(for manifest: Manifest) -> [any ChunkSource] {
+        (sealed.map { [PreloadChunks(source: $0, origin: origin)] } ?? [])
+            + (peers.map { [PeerChunks(peers: $0)] } ?? [])
+            + [OriginChunks(origin: origin, naming: ObjectNaming(format: manifest.formatVersion))]
     }
 }

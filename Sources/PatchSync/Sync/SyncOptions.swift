@@ -27,6 +27,8 @@ public struct SyncOptions: Sendable {
     /// A foreground sync that finds a discretionary one running asks it to stop, waits until its
     /// progress is recorded, and goes on at full speed (default true; false: it is deferred, otherSync).
     public var takeOver = true
+    /// LAN shares to ask for chunks before the origin (`http://ADDRESS:PORT`), over the configured ones.
+    public var peers: [String] = []
     /// The clock, power supply and network that a discretionary sync's conditions read.
     public var environment = SyncEnvironment.system
 
@@ -86,5 +88,6 @@ extension Syncer {
         environment = options.environment
         takeOver = options.takeOver
         bundles = options.bundles
+        peers = options.peers
     }
 }

@@ -38,6 +38,13 @@ public struct SyncReport: Codable, Sendable {
     /// Body bytes received from the origin by this run (metadata, manifest and objects).
     public var bytesReceived: Int64 = 0
     public var requests = 0
+    /// Where the build's bytes came from, counted as installed (content) bytes: chunks from LAN peers,
+    /// chunks from the origin, and what files already here gave (links, local copies, delta patches).
+    public var bytesFromPeers: Int64 = 0
+    public var bytesFromOrigin: Int64 = 0
+    public var bytesFromLocal: Int64 = 0
+    /// What each LAN peer delivered, and why one was dropped (absent without peers).
+    public var peers: [Peers.Standing]?
     /// Bytes downloaded and dropped because the origin ignored Range requests (nil: none).
     public var bytesWasted: Int64?
     /// The bundles this sync set out to install, in download order.
@@ -61,6 +68,7 @@ public struct SyncReport: Codable, Sendable {
         deltaFallbacks += step.deltaFallbacks
         deltaBytes += step.deltaBytes
         bytesPlanned += step.bytesPlanned
+        bytesFromOrigin += step.bytesFromOrigin
         requests += step.requests
         deploymentsStaged += 1
     }

@@ -58,7 +58,7 @@ extension Syncer {
             .reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
-            result.packBytes = try await context.sources.whole(pack.object, length: pack.length, to: path) { have in
+            result.packBytes = try await context.sources(for: manifest).whole(pack.object, length: pack.length, to: path) { have in
                 if let event = progress.set(have) { onEvent(event) }
             }
             result.progressBytes = progress.bytesDone

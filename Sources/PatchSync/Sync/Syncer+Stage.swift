@@ -46,11 +46,15 @@ extension Syncer {
             report.chunksCopiedLocally = plan.local.count - (fetchPlan.fetch.count - plan.fetch.count)
             report.chunksFetched = fetchPlan.fetch.count
             report.bytesPlanned = fetchPlan.bytesToFetch
-            let requests = fetchPlan.requests(gap: context.config.gapBytes, maxBytes: context.config.requestBytes)
+            // Content fetched (peers or origin); the sync's end tells the peers' part apart.
+            report.bytesFromOrigin = fetchPlan.fetch.reduce(0) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
+            let requests = fetchPlan.requests(
+                gap: context.config.gapBytes, maxBytes: context.config.requestBytes,
+                naming: ObjectNaming(format: manifest.formatVersion))
             report.requests = requests.count
             context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
             try await ChunkFetcher(
-                sources: context.sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
+                sources: context.sources(for: manifest), files: files, limit: context.config.connections, onEvent: context.onEvent,
                 meter: context.origin.client.meter
             ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
             try files.flush()

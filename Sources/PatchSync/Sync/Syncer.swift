@@ -29,6 +29,8 @@ public struct Syncer: Sendable {
     public var takeOver = true
     /// The optional bundles to install, saved in the install's configuration first (nil: as configured).
     public var bundles: [String]?
+    /// LAN shares to ask for chunks before the origin (`sync --peer`), over those the configuration names.
+    public var peers: [String] = []
     /// Steers the run from outside (its cap); a configuration saved while it runs applies too.
     public var control: SyncControl?
 
@@ -174,6 +176,14 @@ public struct Syncer: Sendable {
             install: install, config: config, state: state, origin: try Origin(config, client: client),
             onEvent: onEvent, totals: totals)
         let (newest, trusted) = try await check(context)
+        if let peers = makePeers(config) {
+            context.peers = peers
+            context.onEvent = { event in
+                guard case .transfer(var status) = event else { return onEvent(event) }
+                status.peerBytes = peers.bytes
+                onEvent(.transfer(status))
+            }
+        }
         // A preload not released yet never hides the build that is live now: that one is staged (a fresh
         // install, a player behind), and the preload is fetched beside it.
         let channel = try await channelBuilds(trusted, channel: config.channel, origin: context.origin)
@@ -197,8 +207,24 @@ public struct Syncer: Sendable {
             if chosen != nil && outcome != .upToDate { report.outcome = outcome }
         }
         report.bytesReceived = context.origin.client.bytesReceived
+        if let peers = context.peers {
+            report.bytesFromPeers = peers.bytes
+            report.peers = peers.standings
+        }
+        report.bytesFromOrigin = max(0, report.bytesFromOrigin - report.bytesFromPeers)
+        report.bytesFromLocal = max(0, report.buildBytes - report.bytesFromOrigin - report.bytesFromPeers)
         if meter.wasted > 0 { report.bytesWasted = meter.wasted }
         return report
+    }
+
+    /// The peers of this run: `--peer`, the configuration's, and the shares of this repository that
+    /// DNS-SD finds (unless the configuration turns discovery off); nil when there are none.
+    private func makePeers(_ config: InstallConfig) -> Peers? {
+        guard let repository = try? ShareIdentity.of(install) else { return nil }
+        var urls = peers + (config.peers ?? [])
+        if config.discoverPeers ?? true { urls += PeerDiscovery.browse(repository: repository, timeout: 2) }
+        guard !urls.isEmpty else { return nil }
+        return try? Peers(urls: urls, repository: repository)
     }
 
     /// The channel's builds as the decision reads them, each preload with whether signed metadata has
@@ -375,11 +401,13 @@ struct SyncContext: Sendable {
     let config: InstallConfig
     let state: StateStore
     let origin: Origin
-    let onEvent: @Sendable (SyncEvent) -> Void
+    var onEvent: @Sendable (SyncEvent) -> Void
     /// Puts each step's transfer on the whole update's scale.
     var totals: UpdateTotals? = nil
     /// Set when staging an unlocked preload build: where its sealed objects come from.
     var sealed: SealedSource? = nil
+    /// LAN shares asked before the origin (nil: none named or found).
+    var peers: Peers? = nil
     /// Files of the preload store that another preload of this sync needs (the newer one, pending, while
     /// the older one is released and staged; then the older one's plan and manifest): every prune of the
     /// store keeps them.

@@ -23,6 +23,8 @@ public struct TransferStatus: Codable, Sendable, Equatable {
     public var bundleTotal: Int64?
     /// Those bundles' size once installed.
     public var bundleInstalledBytes: Int64?
+    /// Content bytes LAN peers delivered so far in this sync (absent without peers).
+    public var peerBytes: Int64?
 
     public init(done: Int64, total: Int64, filesDone: Int = 0, filesTotal: Int = 0) {
         self.done = done

@@ -307,7 +307,7 @@ private final class TransferLoop: @unchecked Sendable {
         if let range = box.request.range, box.received != range.upperBound - range.lowerBound + 1 {
             return .failure(.wrongRange("asked \(range.lowerBound)-\(range.upperBound), got \(box.received) bytes"))
         }
-        return .success(TransferResponse(status: box.status, bytes: box.received))
+        return .success(TransferResponse(status: box.status, bytes: box.received, headers: box.headers))
     }
 }
 

@@ -26,6 +26,8 @@ final class TransferBox: @unchecked Sendable {
     private var contentLength: Int64?
     /// The wait the final response's Retry-After header asks for.
     private var retryAfter: Duration?
+    /// The final response's headers, by lowercased name.
+    private(set) var headers: [String: String] = [:]
     /// libcurl's own words for a failure ("Operation too slow. Less than…"), CURLOPT_ERRORBUFFER.
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
@@ -55,7 +57,10 @@ final class TransferBox: @unchecked Sendable {
     }
 
     func header(_ line: String) {
-        if line.hasPrefix("HTTP/") { (contentRange, contentLength, retryAfter) = (nil, nil, nil) }
+        if line.hasPrefix("HTTP/") { (contentRange, contentLength, retryAfter, headers) = (nil, nil, nil, [:]) }
+        if let colon = line.firstIndex(of: ":"), headers.count < 64 {
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        }
         let lower = line.lowercased()
         if lower.hasPrefix("content-range:") {
             contentRange = String(line.dropFirst("content-range:".count)).trimmingCharacters(in: .whitespacesAndNewlines)

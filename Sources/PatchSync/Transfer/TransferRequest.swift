@@ -22,6 +22,8 @@ struct TransferRequest: Sendable {
 struct TransferResponse: Sendable {
     var status: Int
     var bytes: Int64
+    /// The final response's headers, by lowercased name (the last of a repeated one).
+    var headers: [String: String] = [:]
 }
 
 /// Why a transfer did not deliver what was asked.

@@ -12,6 +12,20 @@ extension Repository {
             case strandedPreload
             /// A bucket serving the origin lacks a signed file players may ask for (`repo check --bucket`).
             case missingFromBucket
+            /// Objects named as before format 6, which CDNs do not cache by default (`repo check`).
+            case uncacheableName
+            /// Objects over 256 MiB, which common CDN plans do not cache.
+            case oversizedObject
+            /// The CDN front (`repo check --cdn`) answered a range with the whole file.
+            case rangeIgnored
+            /// The CDN front showed no cache hit on a second request.
+            case notCached
+            /// The CDN front serves metadata older than its max-age allows, or promises a longer max-age.
+            case metadataCachedTooLong
+            /// The CDN front sends other bytes than the origin folder holds.
+            case cdnWrongBytes
+            /// The CDN front could not be asked.
+            case cdnUnreachable
         }
         public var kind: Kind
         public var channel: String

@@ -108,7 +108,7 @@ public struct Uploader: Sendable {
         // builds no longer listed (held by prune's grace, or leftovers) is not sent again.
         let needed = try neededFiles(held, files: Set(files.map(\.path)), contents: &contents)
         let wanted = files.filter {
-            (OriginLayout.isMetadata($0.path) || needed.contains($0.path)) && !skipping.contains($0.path)
+            (OriginLayout.isMetadata($0.path) || OriginLayout.isNeeded($0.path, in: needed)) && !skipping.contains($0.path)
         }
         // What the bucket is taken to have: all of it when its timestamp.json is the origin's.
         var believed: Set<String> = []

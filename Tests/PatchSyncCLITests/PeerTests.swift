@@ -1,0 +1,198 @@
+import Foundation
+import PatchSyncTestSupport
+import Testing
+
+@testable import PatchSync
+
+@Suite("LAN peers: syncs that take chunks from other players", .tags(.cli))
+struct PeerTests {
+    /// A share of a seeded install, in this process, on loopback.
+    static func share(_ install: Install) throws -> (ShareServer, String) {
+        var options = ShareServer.Options()
+        options.listen = ["127.0.0.1:0"]
+        options.maxBytesPerSecond = 1 << 30
+        let server = try ShareServer(install: install, options: options)
+        server.start()
+        return (server, "http://" + server.addresses[0])
+    }
+
+    /// The stored bytes of every distinct chunk of `manifest`: what a fresh install fetches.
+    static func objectBytes(_ manifest: Manifest) -> Int64 {
+        var seen = Set<SHA256Digest>()
+        return manifest.files.flatMap(\.chunks).filter { seen.insert($0.sha256).inserted }.reduce(0) { $0 + Int64($1.objectLength) }
+    }
+
+    @Test("a player that names a seed's share with --peer installs byte-exact with at most 5% of the build's bytes from the origin; the report says what came from peers, the origin and local files")
+    func fromASeed() throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.02)
+        try fixture.publish(build, id: "1")
+        let manifest = try BundleChoiceTests.manifest(fixture, "1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        defer { nginx.stop() }
+        let seedRoot = fixture.directory + "/seed"
+        #expect(try CLI.run(["init", "--install", seedRoot, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
+        #expect(try CLI.run(["sync", "--install", seedRoot]).status == 0)
+        #expect(try CLI.run(["apply", "--install", seedRoot]).status == 0)
+        let (server, url) = try Self.share(try Install.open(at: seedRoot))
+        defer { server.stop() }
+
+        let root = fixture.directory + "/player"
+        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
+        let before = nginx.bytesServed(under: "/objects/")
+        let synced = try CLI.run(["sync", "--install", root, "--peer", url, "--json"])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        let fromOrigin = nginx.bytesServed(under: "/objects/") - before
+        #expect(Double(fromOrigin) <= 0.05 * Double(Self.objectBytes(manifest)), "\(fromOrigin) object bytes came from the origin")
+        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        #expect(try contents(root + "/current") == contents(build))
+        let report = try lastJSON(synced.stdout)
+        let peers = try #require(report["bytesFromPeers"] as? Int)
+        #expect(Int64(peers) == manifest.totalSize - Int64(report["bytesFromLocal"] as? Int ?? -1), "\(report)")
+        #expect(report["bytesFromOrigin"] as? Int == 0)
+        #expect(server.counters.served > 0 && server.counters.refused == 0)
+    }
+
+    @Test(
+        "a peer that sends wrong bytes, one that vanishes mid-transfer and one that answers slowly never make an install wrong or fail: it is dropped and the origin fills in",
+        arguments: ["flip", "vanish", "slow"])
+    func hostilePeers(mode: String) throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        defer { nginx.stop() }
+        let seedRoot = fixture.directory + "/seed"
+        #expect(try CLI.run(["init", "--install", seedRoot, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
+        #expect(try CLI.run(["sync", "--install", seedRoot]).status == 0)
+        #expect(try CLI.run(["apply", "--install", seedRoot]).status == 0)
+        let (server, url) = try Self.share(try Install.open(at: seedRoot))
+        defer { server.stop() }
+        let proxy = Process()
+        proxy.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        proxy.arguments = [S3Server.packageRoot + "/Tests/Peers/hostile_peer.py", url, mode, "5"]
+        let out = Pipe()
+        proxy.standardOutput = out
+        try proxy.run()
+        // SIGKILL: a SIGTERM ignored by the test process stays ignored in its children.
+        defer {
+            kill(proxy.processIdentifier, SIGKILL)
+            proxy.waitUntilExit()
+        }
+        let port = try #require(Int(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+
+        let root = fixture.directory + "/player"
+        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
+        let before = nginx.bytesServed(under: "/objects/")
+        let started = Date()
+        let synced = try CLI.run(["sync", "--install", root, "--peer", "http://127.0.0.1:\(port)", "--json"])
+        #expect(synced.status == 0, "\(mode): \(synced.stderr)")
+        #expect(Date().timeIntervalSince(started) < 60, "\(mode): a bad peer costs seconds, not the sync")
+        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        #expect(try contents(root + "/current") == contents(build), "\(mode): the install is exact")
+        #expect(nginx.bytesServed(under: "/objects/") > before, "\(mode): the origin filled in")
+        let peers = try #require(try lastJSON(synced.stdout)["peers"] as? [[String: Any]])
+        let dropped = peers.first?["dropped"] as? String
+        #expect(dropped != nil, "\(mode): the peer is dropped: \(peers)")
+        if mode == "flip" { #expect(dropped?.contains("SHA-256") == true, "\(dropped ?? "")") }
+    }
+}
+
+/// Players in network namespaces on one bridge, as machines on a LAN: each namespace has its own
+/// interfaces and addresses, the origin is on the bridge's address in this one.
+final class LAN {
+    let bridge = "psbr\(getpid() % 10000)"
+    let net: String
+    private(set) var spaces: [String] = []
+
+    init(net: String = "10.\(77 + getpid() % 100).0") throws {
+        self.net = net
+        try Self.run("ip link add \(bridge) type bridge && ip addr add \(net).1/24 dev \(bridge) && ip link set \(bridge) up")
+    }
+
+    /// A namespace with address NET.(10 + number) on the bridge.
+    func add(_ number: Int) throws -> String {
+        let name = "\(bridge)n\(number)"
+        try Self.run(
+            """
+            ip netns add \(name) && ip link add \(name)v type veth peer name \(name)p && ip link set \(name)p netns \(name) \
+            && ip link set \(name)v master \(bridge) up && ip netns exec \(name) ip addr add \(net).\(10 + number)/24 dev \(name)p \
+            && ip netns exec \(name) ip link set \(name)p up && ip netns exec \(name) ip link set lo up
+            """)
+        spaces.append(name)
+        return name
+    }
+
+    func address(_ number: Int) -> String { "\(net).\(10 + number)" }
+
+    deinit {
+        for name in spaces { _ = try? Self.run("ip netns del \(name); ip link del \(name)v 2>/dev/null; true") }
+        _ = try? Self.run("ip link del \(bridge)")
+    }
+
+    static var available: Bool { getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") }
+
+    @discardableResult
+    static func run(_ script: String) throws -> String {
+        let result = try CLI.runProgram("/bin/sh", ["-c", script])
+        guard result.status == 0 else { throw PatchSyncError(.internal, "\(script): \(result.stdout)") }
+        return result.stdout
+    }
+}
+
+@Suite("LAN peers in network namespaces", .tags(.cli), .enabled(if: LAN.available))
+struct LANPeerTests {
+    @Test("players B and C, each in its own network namespace on one bridge, install from player A's share (bound by default to A's private address, named with --peer) with at most 5% of the build's bytes from the origin, byte-exact")
+    func twoPlayersFromOneSeed() throws {
+        let lan = try LAN()
+        let spaces = try (0..<3).map { try lan.add($0) }
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.03)
+        try fixture.publish(build, id: "1")
+        let manifest = try BundleChoiceTests.manifest(fixture, "1")
+        let nginx = try NginxOrigin(root: fixture.origin, alsoOn: lan.net + ".1")
+        defer { nginx.stop() }
+        let remote = "http://\(lan.net).1:\(nginx.port)"
+        let exe = CLI.executable
+        func inSpace(_ space: String, _ arguments: [String]) throws -> CLI.Result {
+            try CLI.runProgram("/usr/sbin/ip", ["netns", "exec", space, exe] + arguments)
+        }
+        let roots = (0..<3).map { fixture.directory + "/player\($0)" }
+        for (space, root) in zip(spaces, roots) {
+            #expect(try inSpace(space, ["init", "--install", root, "--remote", remote, "--root", fixture.rootMetadata]).status == 0)
+        }
+        let seeded = try inSpace(spaces[0], ["sync", "--install", roots[0]])
+        #expect(seeded.status == 0, "\(seeded.stdout)")
+        #expect(try inSpace(spaces[0], ["apply", "--install", roots[0]]).status == 0)
+        // A's share, with no --listen: its private address in its namespace (10.x), nothing else.
+        let share = Process()
+        share.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+        share.arguments = ["netns", "exec", spaces[0], exe, "share", "--install", roots[0]]
+        share.standardError = FileHandle.nullDevice
+        try share.run()
+        defer {
+            // `ip netns exec` runs the share in its own process: SIGINT, which it stops on, not ignored here.
+            kill(share.processIdentifier, SIGKILL)
+            share.waitUntilExit()
+            _ = try? CLI.runProgram("/bin/sh", ["-c", "ip netns pids \(spaces[0]) | xargs -r kill -9"])
+        }
+        let peer = "http://\(lan.address(0)):\(ShareServer.defaultPort)"
+        for _ in 0..<100 {
+            if try CLI.runProgram("/usr/sbin/ip", ["netns", "exec", spaces[1], "curl", "-s", "-o", "/dev/null", peer + "/"]).status == 0 { break }
+            usleep(100_000)
+        }
+        let total = PeerTests.objectBytes(manifest)
+        for (space, root) in zip(spaces.dropFirst(), roots.dropFirst()) {
+            let before = nginx.bytesServed(under: "/objects/")
+            let synced = try inSpace(space, ["sync", "--install", root, "--peer", peer, "--json"])
+            #expect(synced.status == 0, "\(synced.stdout.suffix(2000))")
+            let fromOrigin = nginx.bytesServed(under: "/objects/") - before
+            #expect(Double(fromOrigin) <= 0.05 * Double(total), "\(root): \(fromOrigin) of \(total) object bytes from the origin")
+            #expect(try inSpace(space, ["apply", "--install", root]).status == 0)
+            #expect(try contents(root + "/current") == contents(build), "\(root) is byte-exact")
+        }
+    }
+}
+
+/// The content of every file under `root` (modes aside: installs make files read-only).
+func contents(_ root: String) throws -> [String: String] { try treeFacts(root).mapValues(\.sha256) }

@@ -1,0 +1,211 @@
+import Foundation
+import PatchSyncTestSupport
+import Testing
+
+@_spi(Fuzzing) @testable import PatchSync
+
+/// Raw HTTP over a socket, as any client on the network may send it.
+enum RawHTTP {
+    /// Connects to `host:port`; -1 when refused.
+    static func connect(_ host: String, _ port: Int) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &address.sin_addr)
+        let ok = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        if !ok {
+            close(fd)
+            return -1
+        }
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    static func send(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Everything the server sends until it closes (or 20 s pass).
+    static func readAll(_ fd: Int32) -> [UInt8] {
+        var out: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return out }
+            out += buffer[..<n]
+        }
+    }
+
+    /// One request on a new connection, closed after the answer: the status line and the body.
+    static func ask(_ host: String, _ port: Int, _ request: String) -> (status: Int, body: [UInt8], head: String) {
+        let fd = connect(host, port)
+        guard fd >= 0 else { return (-1, [], "") }
+        defer { close(fd) }
+        send(fd, request)
+        let all = readAll(fd)
+        guard let end = ShareServer.headEnd(all) else { return (0, all, "") }
+        let head = String(decoding: all[..<end], as: UTF8.self)
+        let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return (status, Array(all[(end + 4)...]), head)
+    }
+}
+
+@Suite("LAN shares: the service", .tags(.cli))
+struct ShareServiceTests {
+    /// An install of the sample build, synced from the fixture's origin folder.
+    static func installed(_ fixture: Fixture, _ name: String = "seed") throws -> (Install, Manifest) {
+        let root = fixture.directory + "/" + name
+        #expect(try CLI.run(["init", "--install", root, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata]).status == 0)
+        #expect(try CLI.run(["sync", "--install", root]).status == 0)
+        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        return (try Install.open(at: root), try BundleChoiceTests.manifest(fixture, "1"))
+    }
+
+    @Test("a share answers a chunk it holds, checked, and 404 with an empty body for a chunk it lacks, another repository, any path (/etc/passwd, dot segments, the install's files); 405, 431 and 505 for what it never takes; the request parser's corpus runs")
+    func onlyChunksByHash() throws {
+        let fixture = try Fixture.published(scale: 0.005)
+        let (install, manifest) = try Self.installed(fixture)
+        var options = ShareServer.Options()
+        options.listen = ["127.0.0.1:0"]
+        let server = try ShareServer(install: install, options: options)
+        server.start()
+        defer { server.stop() }
+        let port = Int(server.addresses[0].split(separator: ":")[1])!
+        let chunk = try #require(manifest.files.first { !$0.chunks.isEmpty }?.chunks.first)
+        let repo = server.repository
+        let good = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk.sha256)) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(good.status == 200 && good.body.count == chunk.length)
+        #expect(good.body.withUnsafeBytes { SHA256Hasher.hash($0) } == chunk.sha256)
+        #expect(!good.head.lowercased().contains("server:"), "no server name: \(good.head)")
+
+        let other = String(repeating: "b", count: 64)
+        let missing = String(repeating: "0", count: 64)
+        let notFound = [
+            "/patchsync/v1/\(repo)/chunks/\(missing)", "/patchsync/v1/\(other)/chunks/\(chunk.sha256.hex)", "/etc/passwd",
+            "/patchsync/v1/\(repo)/chunks/../../../etc/passwd", "/current/" + (manifest.files.first?.path ?? ""),
+            "/patchsync/v1/\(repo)/", "/", "/patchsync/v1/\(repo)/chunks/\(chunk.sha256.hex.uppercased())",
+            "/patchsync/v1/\(repo)/chunks/\(chunk.sha256.hex)?x=1"
+        ]
+        for path in notFound {
+            let answer = RawHTTP.ask("127.0.0.1", port, "GET \(path) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            #expect(answer.status == 404 && answer.body.isEmpty, "\(path): \(answer.status) \(answer.body.count) bytes")
+        }
+        let post = RawHTTP.ask("127.0.0.1", port, "POST /patchsync/v1/\(repo)/chunks/\(chunk.sha256.hex) HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        #expect(post.status == 405)
+        let huge = RawHTTP.ask("127.0.0.1", port, "GET / HTTP/1.1\r\nX: \(String(repeating: "a", count: 20_000))\r\n\r\n")
+        #expect(huge.status == 431, "an oversized head: \(huge.status)")
+        #expect(RawHTTP.ask("127.0.0.1", port, "GET / HTTP/2.0\r\n\r\n").status == 505)
+        #expect(RawHTTP.ask("127.0.0.1", port, "GET / HTTP/1.1\nHost: x\n\n").status == 400, "a bare LF")
+        #expect(server.counters.served == 1)
+    }
+
+    @Test("a slow request is cut off within the time allowed; a flood of connections is held to the share's cap (503 for the rest) and its bytes to the share's rate; the share pauses (503) while the game runs")
+    func bounded() async throws {
+        let fixture = try Fixture.published(scale: 0.02)
+        let (install, manifest) = try Self.installed(fixture)
+        var options = ShareServer.Options()
+        options.listen = ["127.0.0.1:0"]
+        options.requestSeconds = 1
+        options.maxConnections = 4
+        options.maxBytesPerSecond = 1 << 20
+        let server = try ShareServer(install: install, options: options)
+        server.start()
+        defer { server.stop() }
+        let port = Int(server.addresses[0].split(separator: ":")[1])!
+
+        // A client that sends half a request and waits: answered 408 and closed within about a second.
+        let slow = RawHTTP.connect("127.0.0.1", port)
+        RawHTTP.send(slow, "GET /patchsync/v1/")
+        let started = Date()
+        let answer = RawHTTP.readAll(slow)
+        close(slow)
+        #expect(Date().timeIntervalSince(started) < 4, "the slow request ends within its time")
+        #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408"))
+
+        // A flood of connections: 12 opened at once and left silent; the share holds 4 and turns the rest away.
+        let held = (0..<12).map { _ in RawHTTP.connect("127.0.0.1", port) }
+        let turnedAway = held.filter { fd in
+            String(decoding: RawHTTP.readAll(fd).prefix(12), as: UTF8.self) == "HTTP/1.1 503"
+        }
+        for fd in held { close(fd) }
+        #expect(turnedAway.count >= 8, "connections over the cap of 4 are answered 503: \(turnedAway.count) of 12")
+        #expect(server.counters.busy >= 8)
+
+        // A flood of requests: 8 threads asking for every chunk, for 3 s, against a cap of 1 MiB/s.
+        let chunks = Array(Set(manifest.files.flatMap { $0.chunks.map(\.sha256) }))
+        let repo = server.repository
+        try await Task.sleep(for: .milliseconds(1500))  // the silent connections have timed out
+        let before = server.counters.bytesServed
+        let flood = Date()
+        let group = DispatchGroup()
+        for client in 0..<8 {
+            group.enter()
+            Thread {
+                var index = client
+                while Date().timeIntervalSince(flood) < 3 {
+                    let chunk = chunks[index % chunks.count]
+                    index += 8
+                    _ = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
+                }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        let elapsed = Date().timeIntervalSince(flood)
+        let sent = server.counters.bytesServed - before
+        let allowed = Double(1 << 20) * elapsed + Double(1 << 20) / 10 + Double(4 << 20)  // the rate, its burst, the pieces in flight
+        #expect(sent > 0 && Double(sent) <= allowed, "\(sent) bytes in \(elapsed) s at a cap of 1 MiB/s")
+
+        // The game starts: the share pauses.
+        let running = try install.holdRunningLock()
+        try await Task.sleep(for: .milliseconds(400))
+        let chunk = chunks[0]
+        let paused = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
+        #expect(paused.status == 503 && paused.head.contains("Retry-After"), "\(paused.head)")
+        withExtendedLifetime(running) {}
+    }
+
+    @Test("the request parser refuses what a share never takes, takes its own form back, and avahi-browse output names only this repository's shares")
+    func parser() throws {
+        let repo = String(repeating: "a", count: 64), chunk = String(repeating: "1", count: 64)
+        let ok = ShareRequest.parse(Array("GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nHost: x\r\nConnection: close".utf8))
+        #expect((try? ok.get())?.close == true)
+        for bad in [
+            "GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nTransfer-Encoding: chunked",
+            "GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nHost: a\r\nHost: b",
+            "GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nContent-Length: 4",
+            "GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\n Folded: x",
+            "GET /patchsync/v1/\(repo)/chunks/\(chunk)\0 HTTP/1.1",
+            "GET  /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1"
+        ] {
+            #expect(throws: ShareRequest.Refusal.self, "\(bad.debugDescription)") { try ShareRequest.parse(Array(bad.utf8)).get() }
+        }
+        // Seeded random bytes and mutations of a good request: never a trap, and the fuzz invariants hold.
+        var generator = SeededRandom(seed: 34)
+        let base = Array("GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        for _ in 0..<3000 {
+            var bytes = base
+            for _ in 0..<Int.random(in: 1...6, using: &generator) {
+                let at = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[at] = UInt8.random(in: 0...255, using: &generator)
+                case 1: bytes.remove(at: at)
+                default: bytes.insert(UInt8.random(in: 0...255, using: &generator), at: at)
+                }
+            }
+            FuzzTargets.shareRequest(Data(bytes))
+        }
+        let browse = """
+            +;eth0;IPv4;PatchSync on a;_patchsync._tcp;local
+            =;eth0;IPv4;PatchSync on a;_patchsync._tcp;local;a.local;10.0.0.11;27472;"repo=\(repo)"
+            =;eth0;IPv4;PatchSync on b;_patchsync._tcp;local;b.local;10.0.0.12;27472;"repo=\(String(repeating: "c", count: 64))"
+            =;eth0;IPv6;PatchSync on a;_patchsync._tcp;local;a.local;fe80::1;27472;"repo=\(repo)"
+            =;eth0;IPv6;PatchSync on a;_patchsync._tcp;local;a.local;fd00::11;27472;"repo=\(repo)"
+            """
+        #expect(PeerDiscovery.peers(inBrowseOutput: browse, repository: repo) == ["http://10.0.0.11:27472", "http://[fd00::11]:27472"])
+    }
+}

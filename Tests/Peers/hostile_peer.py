@@ -1,0 +1,51 @@
+"""A LAN peer that misbehaves, in front of a real share (patchsync share): the tests of `sync --peer`.
+
+usage: hostile_peer.py UPSTREAM MODE [N]
+  flip    forwards, with the first byte of every chunk flipped (the right length, the wrong bytes)
+  vanish  forwards N chunks, then sends half of the next one and exits (its port then refuses)
+  slow    answers each request with its headers, then 100 bytes a second
+Prints the port it listens on (127.0.0.1), then serves until killed.
+"""
+import os, socket, sys, threading, time, urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+upstream, mode = sys.argv[1], sys.argv[2]
+limit = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+served, lock = [0], threading.Lock()
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args): pass
+    def do_GET(self):
+        try:
+            with urllib.request.urlopen(upstream + self.path, timeout=10) as answer:
+                body, status = answer.read(), answer.status
+        except urllib.error.HTTPError as error:
+            body, status = b"", error.code
+        if status != 200 or not body:
+            self.send_response(status); self.send_header("Content-Length", "0"); self.end_headers(); return
+        if mode == "flip":
+            body = bytes([body[0] ^ 0x55]) + body[1:]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if mode == "slow":
+            for start in range(0, len(body), 10):
+                self.wfile.write(body[start:start + 10]); self.wfile.flush(); time.sleep(0.1)
+            return
+        if mode == "vanish":
+            with lock:
+                served[0] += 1
+                gone = served[0] > limit
+            if gone:
+                self.wfile.write(body[:len(body) // 2]); self.wfile.flush()
+                os._exit(0)
+        self.wfile.write(body)
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, address): pass
+
+server = Server(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()

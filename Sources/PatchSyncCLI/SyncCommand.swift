@@ -98,7 +98,10 @@ struct Sync: AsyncParsableCommand {
         defer { withExtendedLifetime(signals) {} }
         // A share that cannot start (no private network) never stops the sync.
         var sharing: (ShareServer, Process?)?
-        if share {
+        if share, geteuid() == 0, Self.owner(of: syncer.install.root) != 0 {
+            FileHandle.standardError.write(
+                Data("not sharing: run as root, a share would serve as root; run `patchsync share` as the install's owner\n".utf8))
+        } else if share {
             do { sharing = try shareOptions.start(syncer.install) } catch {
                 FileHandle.standardError.write(Data("not sharing: \(error.message)\n".utf8))
             }
@@ -130,6 +133,12 @@ struct Sync: AsyncParsableCommand {
         let report = try await session.result()
         progress.finish()
         output.result(report, human: Self.describe(report))
+    }
+
+    /// The owner of `path` (nil when it cannot be read).
+    static func owner(of path: String) -> uid_t? {
+        var st = stat()
+        return stat(path, &st) == 0 ? st.st_uid : nil
     }
 
     /// The earlier of `--deadline` (its next occurrence) and now + `--for`.

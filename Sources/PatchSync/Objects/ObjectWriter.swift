@@ -164,8 +164,10 @@ struct ObjectWriter: Sendable {
             // A chunk that would cross into the next segment starts it (never in a pack's bytes: packs
             // stay under a segment).
             let segment = ObjectNaming.segmentBytes
-            if segmented, collected == nil, objectOffset % segment + Int64(stored) > segment {
-                objectOffset = (objectOffset / segment + 1) * segment
+            // A segment filled to the byte also starts the next one.
+            let inSegment = objectOffset % segment
+            if segmented, collected == nil, objectOffset > 0, inSegment == 0 || inSegment + Int64(stored) > segment {
+                if inSegment != 0 { objectOffset = (objectOffset / segment + 1) * segment }
                 do { try output?.next() } catch { throw PatchSyncError.wrap(error) }
             }
             do {

@@ -39,7 +39,8 @@ public final class PackWriter {
     init(origin: String, placer: ObjectPlacer, targetSize: Int = PackWriter.defaultTargetSize) {
         self.origin = origin
         self.placer = placer
-        self.targetSize = max(1, targetSize)
+        // A pack is one object file: never over a segment (``ObjectNaming``).
+        self.targetSize = max(1, min(targetSize, Int(ObjectNaming.segmentBytes) / 2))
     }
 
     /// Adds a small file: `entry` with chunk offsets from 0 in `stored`, its stored chunks.

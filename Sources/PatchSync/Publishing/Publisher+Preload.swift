@@ -295,6 +295,13 @@ struct PreloadPlanner {
     private func range(of request: [Plan.Need]) throws(PatchSyncError) -> PreloadPlan.SealedRange {
         let first = request[0].chunk, last = request[request.count - 1].chunk
         guard let object = sealed[request[0].object] else {
+            guard ObjectNaming.current.segment(of: first.objectOffset) == 0 else {
+                throw PatchSyncError(
+                    .usage,
+                    "a preload's plan names content of object \(request[0].object) beyond its first 256 MiB, "
+                        + "which a preload cannot fetch by its segment",
+                    remedy: "publish this build without --preload, or with the large file changed so that it is sealed")
+            }
             return PreloadPlan.SealedRange(
                 object: request[0].object, offset: first.objectOffset,
                 length: last.objectOffset + Int64(last.objectLength) - first.objectOffset,

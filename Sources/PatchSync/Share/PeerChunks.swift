@@ -76,6 +76,7 @@ public final class Peers: Sendable {
         settings.lowSpeedBytes = 64 << 10
         settings.lowSpeedSeconds = 2
         settings.requestTimeoutSeconds = 10
+        settings.followRedirects = false  // a peer never sends the player's requests elsewhere
         client = try HTTPClient(settings: settings)
         self.repository = repository
         var seen = Set<String>()
@@ -106,11 +107,8 @@ public final class Peers: Sendable {
             let length = Int64(need.chunk.length)
             let result = await client.fetch(TransferRequest(url: address, maxBytes: length), into: body)
             switch result {
-            case .failure(.notFound):
-                update(index) {
-                    $0.standing.misses += 1
-                    $0.failuresInARow = 0
-                }
+            case .failure(.notFound):  // a lack, not a failure: it neither strikes nor clears strikes
+                update(index) { $0.standing.misses += 1 }
                 continue
             case .failure(.httpStatus(503, _)):
                 update(index) {
@@ -137,12 +135,18 @@ public final class Peers: Sendable {
                 await sink.drained()
                 let outcome = sink.outcome
                 guard refused == nil, outcome.failure == nil, outcome.remaining.isEmpty else {
-                    drop(index, "it sent a chunk that does not match its signed SHA-256 (\(need.chunk.sha256))")
-                    continue
+                    // Bytes that fail their hash drop the peer; a local failure (a full disk) is not its fault,
+                    // and the origin's copy meets it again.
+                    let failure = refused ?? outcome.failure
+                    if failure == nil || failure?.code == .refusedData {
+                        drop(index, "it sent a chunk that does not match its signed SHA-256 (\(need.chunk.sha256))")
+                        continue
+                    }
+                    return false
                 }
                 update(index) {
                     $0.standing.chunks += 1
-                    $0.standing.bytes += length
+                    $0.standing.bytes += length * Int64(need.destinations.count)  // as installed, like the origin's count
                     $0.failuresInARow = 0
                 }
                 return true

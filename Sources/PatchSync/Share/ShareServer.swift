@@ -137,13 +137,18 @@ public final class ShareServer: Sendable {
             environment: .system, deadline: nil, discretionary: true, stop: nil)
         var tick = 0
         var indexed = state.withLock { $0.chunks.deployments }
+        // The slower conditions are looked at every 10th and 300th tick: what they said holds until then.
+        var everyTenth: String?, every300th: String?
         while !stopping.load(ordering: .relaxed) {
             let reason = options.pauseWithGame ? watch?.failing(tick: tick)?.message : nil
-            state.withLock { $0.pausedReason = reason }
+            if tick % 300 == 0 { every300th = reason } else if tick % 10 == 0 { everyTenth = reason }
+            let paused = reason ?? everyTenth ?? every300th
+            state.withLock { $0.pausedReason = paused }
             if tick % 20 == 0 {
+                // Indexed again until every deployment named could be indexed (one mid-apply is retried).
                 let now = SharedChunks.deployments(of: install)
                 if now != indexed, let chunks = try? SharedChunks(install: install) {
-                    indexed = now
+                    indexed = chunks.deployments
                     state.withLock { $0.chunks = chunks }
                 }
             }
@@ -173,6 +178,8 @@ public final class ShareServer: Sendable {
                 continue
             }
             Self.setTimeouts(fd, seconds: options.requestSeconds)
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let thread = Thread { [self] in
                 serve(fd)
                 close(fd)
@@ -212,23 +219,30 @@ public final class ShareServer: Sendable {
             state.withLock { $0.counters.paused += 1 }
             return Self.send(fd, Self.head(503, length: 0, close: false, retryAfter: 30))
         }
+        // Reading and hashing a chunk costs the share's budget too, HEAD included: a flood of requests
+        // is held to the rate like a flood of bytes.
+        if let length = chunks.length(of: request.chunk) { bucket.take(length) }
         guard request.repository == repository, let bytes = chunks.read(request.chunk) else {
             state.withLock { $0.counters.notHeld += 1 }
             return Self.send(fd, Self.head(404, length: 0, close: false))
         }
-        guard Self.send(fd, Self.head(200, length: bytes.count, close: request.close)) else { return false }
-        if request.headOnly { return true }
+        if request.headOnly { return Self.send(fd, Self.head(200, length: bytes.count, close: request.close)) }
+        // The head and the body in one buffer: no small write waits for an ACK (Nagle).
+        let response = Array(Self.head(200, length: bytes.count, close: request.close).utf8) + bytes
+        let started = ContinuousClock.now
         var offset = 0
-        while offset < bytes.count {
-            let piece = min(64 << 10, bytes.count - offset)
-            bucket.take(piece)
-            guard !stopping.load(ordering: .relaxed),
-                bytes.withUnsafeBytes({ Self.sendAll(fd, UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + piece)])) })
+        while offset < response.count {
+            let piece = min(256 << 10, response.count - offset)
+            // A reader that takes a byte at a time never holds a connection past the time a response has.
+            guard !stopping.load(ordering: .relaxed), ContinuousClock.now - started < .seconds(options.requestSeconds * 6),
+                response.withUnsafeBytes({ Self.sendAll(fd, UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + piece)])) })
             else { return false }
             offset += piece
-            state.withLock { $0.counters.bytesServed += Int64(piece) }
         }
-        state.withLock { $0.counters.served += 1 }
+        state.withLock {
+            $0.counters.served += 1
+            $0.counters.bytesServed += Int64(bytes.count)
+        }
         return true
     }
 

@@ -54,6 +54,9 @@ public struct SharedChunks: Sendable {
         return names
     }
 
+    /// The length of chunk `sha`, when this install holds it.
+    func length(of sha: SHA256Digest) -> Int? { places[sha]?.length }
+
     /// The bytes of chunk `sha`, read from its file and checked against the hash; nil when this
     /// install does not hold it (or its file no longer has it).
     func read(_ sha: SHA256Digest) -> [UInt8]? {

@@ -176,14 +176,6 @@ public struct Syncer: Sendable {
             install: install, config: config, state: state, origin: try Origin(config, client: client),
             onEvent: onEvent, totals: totals)
         let (newest, trusted) = try await check(context)
-        if let peers = makePeers(config) {
-            context.peers = peers
-            context.onEvent = { event in
-                guard case .transfer(var status) = event else { return onEvent(event) }
-                status.peerBytes = peers.bytes
-                onEvent(.transfer(status))
-            }
-        }
         // A preload not released yet never hides the build that is live now: that one is staged (a fresh
         // install, a player behind), and the preload is fetched beside it.
         let channel = try await channelBuilds(trusted, channel: config.channel, origin: context.origin)
@@ -193,6 +185,15 @@ public struct Syncer: Sendable {
         // When the build staged is a preload too (the older one, released), the preload store serves two
         // builds: the prunes of each one's steps keep what the other needs.
         let twoPreloads = chosen?.info.preload != nil && pending != nil
+        // Peers only when there is content to fetch: an up-to-date sync asks no one (nor DNS-SD).
+        if chosen != nil || pending != nil, let peers = makePeers(config) {
+            context.peers = peers
+            context.onEvent = { event in
+                guard case .transfer(var status) = event else { return onEvent(event) }
+                status.peerBytes = peers.bytes
+                onEvent(.transfer(status))
+            }
+        }
         var report: SyncReport
         if let chosen {
             if twoPreloads, let pending { context.preloadKeep = await preloadFiles(of: pending, context: context) }
@@ -222,7 +223,13 @@ public struct Syncer: Sendable {
     private func makePeers(_ config: InstallConfig) -> Peers? {
         guard let repository = try? ShareIdentity.of(install) else { return nil }
         var urls = peers + (config.peers ?? [])
-        if config.discoverPeers ?? true { urls += PeerDiscovery.browse(repository: repository, timeout: 2) }
+        if config.discoverPeers ?? true {
+            // Not this machine's own share (`sync --share`): it lacks what this sync needs.
+            let own = Set(ShareServer.privateAddresses())
+            urls += PeerDiscovery.browse(repository: repository, timeout: 2).filter { url in
+                !own.contains { url.contains("//\($0):") || url.contains("//[\($0)]:") }
+            }
+        }
         guard !urls.isEmpty else { return nil }
         return try? Peers(urls: urls, repository: repository)
     }

@@ -24,6 +24,8 @@ final class HTTPClient: Sendable {
         var adjustableRate = false
         /// Below the cap, cut the rate while request latency shows a full link (``DelayController``).
         var yieldToOtherTraffic = false
+        /// Follow redirects (up to 5, http(s) only); off for LAN peers.
+        var followRedirects = true
         /// Every request must end within this many seconds; nil: ``deadline(forBytes:)``'s bound.
         var requestTimeoutSeconds: Int?
 
@@ -244,7 +246,7 @@ private final class TransferLoop: @unchecked Sendable {
         // Redirects stay on http(s), and a request that started on https never continues over plain http.
         let https = box.request.url.lowercased().hasPrefix("https://")
         try options.allow(https ? [.https] : [.http, .https], redirects: true)
-        try options.set(CURLOPT_FOLLOWLOCATION, 1)
+        try options.set(CURLOPT_FOLLOWLOCATION, settings.followRedirects ? 1 : 0)
         try options.set(CURLOPT_MAXREDIRS, 5)
         try options.set(CURLOPT_NOSIGNAL, 1)
         try options.set(CURLOPT_SSL_VERIFYPEER, 1)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (ASan + coverage) into .build-fuzz and runs each for FUZZ_SECONDS
-# (default 60) on a working corpus seeded from Fuzz/Corpus/<target>. Exit 1 if any target crashed;
+# (default 60) on a working corpus seeded from Fuzz/Corpus/<target> (FUZZ_TARGETS="ShareRequest" picks some). Exit 1 if any target crashed;
 # the crashing input is kept in .build-fuzz/crashes/ — add it to Fuzz/Corpus/<target>/ once fixed,
 # so `make test` replays it for ever.
 set -euo pipefail
@@ -12,7 +12,7 @@ flags=(--scratch-path .build-fuzz --sanitize=fuzzer --sanitize=address
        -Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp)
 mkdir -p .build-fuzz/crashes
 status=0
-for target in Metadata CanonicalJson Manifest Object ShareRequest; do
+for target in ${FUZZ_TARGETS:-Metadata CanonicalJson Manifest Object ShareRequest}; do
   PATCHSYNC_FUZZ=1 "$SWIFT" build "${flags[@]}" --product "Fuzz$target" 2>&1 | grep -E "error|Compiling|complete" | tail -2
   work=".build-fuzz/corpus/${corpus[$target]}"
   mkdir -p "$work"

@@ -9,13 +9,13 @@ struct ExamplesTests {
         .appendingPathComponent("../../Examples/background").standardizedFileURL.path
 
     @Test(
-        "the systemd service and timer pass systemd-analyze verify and ask for idle CPU and I/O",
+        "the systemd services and timer pass systemd-analyze verify and ask for idle CPU and I/O; the share's runs `patchsync share` with options it accepts",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")))
     func systemdUnits() throws {
         let fixture = try Fixture()
         let units = fixture.directory + "/units"
         try FileManager.default.createDirectory(atPath: units, withIntermediateDirectories: true)
-        for name in ["patchsync-sync.service", "patchsync-sync.timer"] {
+        for name in ["patchsync-sync.service", "patchsync-sync.timer", "patchsync-share.service"] {
             var text = try String(contentsOfFile: Self.folder + "/" + name, encoding: .utf8)
             // verify checks that ExecStart exists: point it at the built binary.
             text = text.replacingOccurrences(of: "/usr/local/bin/patchsync", with: CLI.executable)
@@ -23,7 +23,10 @@ struct ExamplesTests {
         }
         let result = try CLI.runProgram(
             "/usr/bin/systemd-analyze",
-            ["verify", "--man=no", units + "/patchsync-sync.service", units + "/patchsync-sync.timer"])
+            [
+                "verify", "--man=no", units + "/patchsync-sync.service", units + "/patchsync-sync.timer",
+                units + "/patchsync-share.service"
+            ])
         #expect(result.status == 0, "\(result.stdout)")
         // A misspelt key or value is only a warning ("…, ignoring"): one would silently drop a setting.
         #expect(!result.stdout.contains("ignoring") && !result.stdout.contains("Unknown"), "\(result.stdout)")
@@ -31,6 +34,12 @@ struct ExamplesTests {
         for line in ["IOSchedulingClass=idle", "CPUSchedulingPolicy=idle", "Nice=19", "SuccessExitStatus=75", "--discretionary"] {
             #expect(service.contains(line), "\(line)")
         }
+        let share = try String(contentsOfFile: Self.folder + "/patchsync-share.service", encoding: .utf8)
+        let exec = try #require(share.split(separator: "\n").first { $0.hasPrefix("ExecStart=") })
+        let arguments = exec.split(separator: " ").dropFirst().map(String.init).map { $0 == "%h/Games/forest" ? fixture.directory + "/game" : $0 }
+        let help = try CLI.run(arguments.filter { $0 != "--install" && $0 != fixture.directory + "/game" } + ["--help"])
+        #expect(help.status == 0 && arguments.first == "share", "\(exec): \(help.stderr)")
+        for option in arguments where option.hasPrefix("--") { #expect(help.stdout.contains(option), "\(option) is an option of share") }
         let timer = try String(contentsOfFile: Self.folder + "/patchsync-sync.timer", encoding: .utf8)
         #expect(timer.contains("Persistent=true") && timer.contains("RandomizedDelaySec="))
     }

@@ -31,8 +31,7 @@ struct ShareOptions: ParsableArguments {
     func start(_ install: Install) throws(PatchSyncError) -> (ShareServer, Process?) {
         let server = try ShareServer(install: install, options: server)
         server.start()
-        let port = server.addresses.first.flatMap { Int($0.split(separator: ":").last ?? "") } ?? ShareServer.defaultPort
-        return (server, PeerDiscovery.announce(repository: server.repository, port: port))
+        return (server, PeerDiscovery.announce(repository: server.repository, port: server.port))
     }
 }
 

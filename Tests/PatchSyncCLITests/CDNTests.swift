@@ -54,11 +54,7 @@ struct CDNTests {
 
         let nginx = try NginxOrigin(root: fixture.origin)
         defer { nginx.stop() }
-        let root = fixture.directory + "/game"
-        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
-        let synced = try CLI.run(["sync", "--install", root])
-        #expect(synced.status == 0, "\(synced.stderr)")
-        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        let root = try player(fixture, "game", remote: nginx.url)
         #expect(try contents(root + "/current") == contents(build), "the install is byte-exact")
         let objectRequests = nginx.requests().filter { $0.path.hasPrefix("/objects/") }
         #expect(objectRequests.allSatisfy { $0.path.hasSuffix(".bin") && $0.status == 206 })
@@ -74,16 +70,12 @@ struct CDNTests {
         defer { origin.stop() }
         let cache = try NginxOrigin(root: fixture.origin, cacheFor: origin.url)
         defer { cache.stop() }
-        for player in ["a", "b"] {
-            let root = fixture.directory + "/" + player
-            #expect(try CLI.run(["init", "--install", root, "--remote", cache.url, "--root", fixture.rootMetadata]).status == 0)
+        for name in ["a", "b"] {
             let beforeOrigin = origin.bytesServed(), beforeCache = cache.bytesServed()
-            let synced = try CLI.run(["sync", "--install", root])
-            #expect(synced.status == 0, "\(synced.stderr)")
-            #expect(try CLI.run(["apply", "--install", root]).status == 0)
+            let root = try player(fixture, name, remote: cache.url)
             #expect(try contents(root + "/current") == contents(build))
             let fromOrigin = origin.bytesServed() - beforeOrigin, received = cache.bytesServed() - beforeCache
-            if player == "b" {
+            if name == "b" {
                 #expect(received > 0)
                 #expect(
                     Double(fromOrigin) <= Double(received) * 0.05,

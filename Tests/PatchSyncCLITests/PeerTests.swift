@@ -7,7 +7,8 @@ import Testing
 @Suite("LAN peers: syncs that take chunks from other players", .tags(.cli))
 struct PeerTests {
     /// A share of a seeded install, in this process, on loopback.
-    static func share(_ install: Install) throws -> (ShareServer, String) {
+    static func share(_ root: String) throws -> (ShareServer, String) {
+        let install = try Install.open(at: root)
         var options = ShareServer.Options()
         options.listen = ["127.0.0.1:0"]
         options.maxBytesPerSecond = 1 << 30
@@ -30,27 +31,43 @@ struct PeerTests {
         let manifest = try BundleChoiceTests.manifest(fixture, "1")
         let nginx = try NginxOrigin(root: fixture.origin)
         defer { nginx.stop() }
-        let seedRoot = fixture.directory + "/seed"
-        #expect(try CLI.run(["init", "--install", seedRoot, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
-        #expect(try CLI.run(["sync", "--install", seedRoot]).status == 0)
-        #expect(try CLI.run(["apply", "--install", seedRoot]).status == 0)
-        let (server, url) = try Self.share(try Install.open(at: seedRoot))
+        let (server, url) = try Self.share(try player(fixture, "seed", remote: nginx.url))
         defer { server.stop() }
 
-        let root = fixture.directory + "/player"
-        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
         let before = nginx.bytesServed(under: "/objects/")
-        let synced = try CLI.run(["sync", "--install", root, "--peer", url, "--json"])
-        #expect(synced.status == 0, "\(synced.stderr)")
+        var synced = CLI.Result(status: -1, stdout: "", stderr: "")
+        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", url, "--json"]) { synced = $0 }
         let fromOrigin = nginx.bytesServed(under: "/objects/") - before
         #expect(Double(fromOrigin) <= 0.05 * Double(Self.objectBytes(manifest)), "\(fromOrigin) object bytes came from the origin")
-        #expect(try CLI.run(["apply", "--install", root]).status == 0)
         #expect(try contents(root + "/current") == contents(build))
         let report = try lastJSON(synced.stdout)
         let peers = try #require(report["bytesFromPeers"] as? Int)
         #expect(Int64(peers) == manifest.totalSize - Int64(report["bytesFromLocal"] as? Int ?? -1), "\(report)")
         #expect(report["bytesFromOrigin"] as? Int == 0)
         #expect(server.counters.served > 0 && server.counters.refused == 0)
+    }
+
+    @Test("a seed whose files were overwritten by hand (same sizes, zeros) serves none of their chunks (each is read back against its hash): a player that names it still installs byte-exact, from the origin")
+    func seedDamagedByHand() throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.01)
+        try fixture.publish(build, id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        defer { nginx.stop() }
+        let seed = try player(fixture, "seed", remote: nginx.url)
+        let (server, url) = try Self.share(seed)
+        defer { server.stop() }
+        let damaged = try CLI.runProgram(
+            "/bin/sh",
+            [
+                "-c",
+                "chmod -R u+w '\(seed)/current/' && find '\(seed)/current/' -type f -size +0 -exec sh -c "
+                    + "'head -c $(stat -c %s \"$1\") /dev/zero | dd of=\"$1\" conv=notrunc status=none' _ {} \\;"
+            ])
+        #expect(damaged.status == 0, "\(damaged.stdout)")
+        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", url])
+        #expect(try contents(root + "/current") == contents(build))
+        #expect(server.counters.served == 0 && server.counters.notHeld > 0, "\(server.counters)")
     }
 
     @Test(
@@ -62,11 +79,7 @@ struct PeerTests {
         try fixture.publish(build, id: "1")
         let nginx = try NginxOrigin(root: fixture.origin)
         defer { nginx.stop() }
-        let seedRoot = fixture.directory + "/seed"
-        #expect(try CLI.run(["init", "--install", seedRoot, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
-        #expect(try CLI.run(["sync", "--install", seedRoot]).status == 0)
-        #expect(try CLI.run(["apply", "--install", seedRoot]).status == 0)
-        let (server, url) = try Self.share(try Install.open(at: seedRoot))
+        let (server, url) = try Self.share(try player(fixture, "seed", remote: nginx.url))
         defer { server.stop() }
         let proxy = Process()
         proxy.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
@@ -81,14 +94,11 @@ struct PeerTests {
         }
         let port = try #require(Int(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
 
-        let root = fixture.directory + "/player"
-        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
         let before = nginx.bytesServed(under: "/objects/")
         let started = Date()
-        let synced = try CLI.run(["sync", "--install", root, "--peer", "http://127.0.0.1:\(port)", "--json"])
-        #expect(synced.status == 0, "\(mode): \(synced.stderr)")
+        var synced = CLI.Result(status: -1, stdout: "", stderr: "")
+        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", "http://127.0.0.1:\(port)", "--json"]) { synced = $0 }
         #expect(Date().timeIntervalSince(started) < 60, "\(mode): a bad peer costs seconds, not the sync")
-        #expect(try CLI.run(["apply", "--install", root]).status == 0)
         #expect(try contents(root + "/current") == contents(build), "\(mode): the install is exact")
         #expect(nginx.bytesServed(under: "/objects/") > before, "\(mode): the origin filled in")
         let peers = try #require(try lastJSON(synced.stdout)["peers"] as? [[String: Any]])
@@ -192,6 +202,22 @@ struct LANPeerTests {
             #expect(try contents(root + "/current") == contents(build), "\(root) is byte-exact")
         }
     }
+}
+
+/// A player's install of the fixture's newest build: `init` from `remote`, `sync` (with `sync`'s extra
+/// arguments; its result to `synced`) and `apply`, each expected to succeed. Returns the install folder.
+@discardableResult
+func player(
+    _ fixture: Fixture, _ name: String, remote: String, sync arguments: [String] = [],
+    synced: (CLI.Result) -> Void = { _ in }
+) throws -> String {
+    let root = fixture.directory + "/" + name
+    #expect(try CLI.run(["init", "--install", root, "--remote", remote, "--root", fixture.rootMetadata]).status == 0)
+    let result = try CLI.run(["sync", "--install", root] + arguments)
+    #expect(result.status == 0, "\(name): \(result.stderr)")
+    synced(result)
+    #expect(try CLI.run(["apply", "--install", root]).status == 0)
+    return root
 }
 
 /// The content of every file under `root` (modes aside: installs make files read-only).

@@ -58,10 +58,7 @@ enum RawHTTP {
 struct ShareServiceTests {
     /// An install of the sample build, synced from the fixture's origin folder.
     static func installed(_ fixture: Fixture, _ name: String = "seed") throws -> (Install, Manifest) {
-        let root = fixture.directory + "/" + name
-        #expect(try CLI.run(["init", "--install", root, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata]).status == 0)
-        #expect(try CLI.run(["sync", "--install", root]).status == 0)
-        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        let root = try player(fixture, name, remote: fixture.fileRemote)
         return (try Install.open(at: root), try BundleChoiceTests.manifest(fixture, "1"))
     }
 
@@ -74,7 +71,7 @@ struct ShareServiceTests {
         let server = try ShareServer(install: install, options: options)
         server.start()
         defer { server.stop() }
-        let port = Int(server.addresses[0].split(separator: ":")[1])!
+        let port = server.port
         let chunk = try #require(manifest.files.first { !$0.chunks.isEmpty }?.chunks.first)
         let repo = server.repository
         let good = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk.sha256)) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
@@ -115,7 +112,7 @@ struct ShareServiceTests {
         let server = try ShareServer(install: install, options: options)
         server.start()
         defer { server.stop() }
-        let port = Int(server.addresses[0].split(separator: ":")[1])!
+        let port = server.port
 
         // A client that sends half a request and waits: answered 408 and closed within about a second.
         let slow = RawHTTP.connect("127.0.0.1", port)

@@ -16,10 +16,13 @@ public struct ChunkingParameters: Codable, Hashable, Sendable {
         self.maxSize = maxSize
     }
 
+    /// The largest chunk any chunking may make.
+    static let largestChunk = 64 << 20
+
     /// Refuses sizes a chunker cannot honour.
     func validate() throws(PatchSyncError) {
         guard minSize >= 64, minSize < averageSize, averageSize < maxSize,
-            averageSize & (averageSize - 1) == 0, maxSize <= 64 << 20
+            averageSize & (averageSize - 1) == 0, maxSize <= Self.largestChunk
         else {
             throw PatchSyncError(
                 .usage, "chunk sizes \(minSize)/\(averageSize)/\(maxSize) are not usable",

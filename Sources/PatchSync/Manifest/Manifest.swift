@@ -33,10 +33,6 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// The objects (and delta packs) of a preload build stored sealed, by plain object (format 4).
     public var sealed: [SealedObject]?
 
-    /// The format publish writes: 6, since every object is named as format 6 names them (an older
-    /// client would look for other names).
-    var lowestFormat: Int { Manifest.formatVersion }
-
     /// The total size of all files.
     public var totalSize: Int64 { files.reduce(0) { $0 + $1.size } }
 }

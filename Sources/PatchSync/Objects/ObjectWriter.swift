@@ -161,14 +161,11 @@ struct ObjectWriter: Sendable {
             let packed = Self.mayCompress(bytes) ? codec.compress(bytes) : []
             let compressed = !packed.isEmpty && Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
             let stored = compressed ? packed.count : bytes.count
-            // A chunk that would cross into the next segment starts it (never in a pack's bytes: packs
-            // stay under a segment).
-            let segment = ObjectNaming.segmentBytes
-            // A segment filled to the byte also starts the next one.
-            let inSegment = objectOffset % segment
-            if segmented, collected == nil, objectOffset > 0, inSegment == 0 || inSegment + Int64(stored) > segment {
-                if inSegment != 0 { objectOffset = (objectOffset / segment + 1) * segment }
-                do { try output?.next() } catch { throw PatchSyncError.wrap(error) }
+            // Where the chunk goes in the object's segments (never in a pack's bytes: packs stay under one).
+            if segmented, collected == nil {
+                let (at, opens) = ObjectNaming.place(after: objectOffset, stored: Int64(stored))
+                objectOffset = at
+                if opens { do { try output?.next() } catch { throw PatchSyncError.wrap(error) } }
             }
             do {
                 if compressed { try output?.write(packed) } else { try output?.write(bytes) }

@@ -150,7 +150,6 @@ extension Publisher {
         do { try FileSystem.syncFileSystem(of: OriginLayout(root: options.origin).objectsFolder) } catch { throw PatchSyncError.wrap(error) }
         manifest.sealed = sealed.values.sorted { $0.object < $1.object }
         if manifest.sealed?.isEmpty == true { manifest.sealed = nil }
-        manifest.formatVersion = manifest.lowestFormat
         let (sealedManifest, manifestObject) = try sealer.seal(
             Zlib.gzip(try manifest.encoded()),
             object: PreloadPlan.manifestLabel(channel: channel, build: build))

@@ -145,10 +145,9 @@ public struct Publisher: Sendable {
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1.first?.temp ?? "") }
         let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
         var manifest = Manifest(
-            formatVersion: 1, buildId: options.buildId,
+            formatVersion: Manifest.formatVersion, buildId: options.buildId,
             channel: options.channel, sequence: sequence, chunking: options.chunking,
             bundles: options.bundles.bundles, files: files, links: links, folders: folders)
-        manifest.formatVersion = manifest.lowestFormat
         try Self.checkPublishable(manifest, folder: options.buildDirectory)
         var report = Report(
             buildId: options.buildId.value, channel: options.channel.name,

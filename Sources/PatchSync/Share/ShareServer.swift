@@ -57,6 +57,8 @@ public final class ShareServer: Sendable {
     public let options: Options
     /// The addresses bound, as `ADDRESS:PORT`.
     public let addresses: [String]
+    /// The port of the first address (every one has the same unless --listen said otherwise).
+    public var port: Int { addresses.first.flatMap { $0.split(separator: ":").last.flatMap { Int($0) } } ?? 0 }
     private let sockets: [Int32]
     private let state: Mutex<State>
     private let stopping = Atomic<Bool>(false)
@@ -219,13 +221,15 @@ public final class ShareServer: Sendable {
             state.withLock { $0.counters.paused += 1 }
             return Self.send(fd, Self.head(503, length: 0, close: false, retryAfter: 30))
         }
-        // Reading and hashing a chunk costs the share's budget too, HEAD included: a flood of requests
-        // is held to the rate like a flood of bytes.
-        if let length = chunks.length(of: request.chunk) { bucket.take(length) }
-        guard request.repository == repository, let bytes = chunks.read(request.chunk) else {
-            state.withLock { $0.counters.notHeld += 1 }
+        let notHeld = { () -> Bool in
+            self.state.withLock { $0.counters.notHeld += 1 }
             return Self.send(fd, Self.head(404, length: 0, close: false))
         }
+        guard request.repository == repository, let length = chunks.length(of: request.chunk) else { return notHeld() }
+        // Reading and hashing a chunk costs the share's budget too, HEAD included: a flood of requests
+        // is held to the rate like a flood of bytes.
+        bucket.take(length)
+        guard let bytes = chunks.read(request.chunk) else { return notHeld() }
         if request.headOnly { return Self.send(fd, Self.head(200, length: bytes.count, close: request.close)) }
         // The head and the body in one buffer: no small write waits for an ACK (Nagle).
         let response = Array(Self.head(200, length: bytes.count, close: request.close).utf8) + bytes

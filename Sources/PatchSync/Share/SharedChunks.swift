@@ -60,7 +60,7 @@ public struct SharedChunks: Sendable {
     /// The bytes of chunk `sha`, read from its file and checked against the hash; nil when this
     /// install does not hold it (or its file no longer has it).
     func read(_ sha: SHA256Digest) -> [UInt8]? {
-        guard let place = places[sha], place.length <= 64 << 20 else { return nil }
+        guard let place = places[sha], place.length <= ChunkingParameters.largestChunk else { return nil }
         var bytes = [UInt8](repeating: 0, count: place.length)
         // O_NOFOLLOW: a link planted in a build's tree is not followed (and its bytes would fail the hash anyway).
         guard let file = try? FileDescriptor(path: place.file, flags: O_RDONLY | O_NOFOLLOW) else { return nil }

@@ -69,6 +69,7 @@ public struct SyncReport: Codable, Sendable {
         deltaBytes += step.deltaBytes
         bytesPlanned += step.bytesPlanned
         bytesFromOrigin += step.bytesFromOrigin
+        bytesFromPeers += step.bytesFromPeers
         requests += step.requests
         deploymentsStaged += 1
     }

@@ -46,17 +46,20 @@ extension Syncer {
             report.chunksCopiedLocally = plan.local.count - (fetchPlan.fetch.count - plan.fetch.count)
             report.chunksFetched = fetchPlan.fetch.count
             report.bytesPlanned = fetchPlan.bytesToFetch
-            // Content fetched (peers or origin); the sync's end tells the peers' part apart.
-            report.bytesFromOrigin = fetchPlan.fetch.reduce(0) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
             let requests = fetchPlan.requests(
                 gap: context.config.gapBytes, maxBytes: context.config.requestBytes,
                 naming: ObjectNaming(format: manifest.formatVersion))
             report.requests = requests.count
+            let peersBefore = context.peers?.bytes ?? 0
             context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
             try await ChunkFetcher(
                 sources: context.sources(for: manifest), files: files, limit: context.config.connections, onEvent: context.onEvent,
                 meter: context.origin.client.meter
             ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
+            // The content fetched, as installed: what peers delivered in this step, the origin the rest.
+            let fetched = fetchPlan.fetch.reduce(Int64(0)) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
+            report.bytesFromPeers = (context.peers?.bytes ?? 0) - peersBefore
+            report.bytesFromOrigin = fetched - report.bytesFromPeers
             try files.flush()
             try finish(manifest, staged: staged, tree: tree, plan: plan)
         } catch {

@@ -208,11 +208,7 @@ public struct Syncer: Sendable {
             if chosen != nil && outcome != .upToDate { report.outcome = outcome }
         }
         report.bytesReceived = context.origin.client.bytesReceived
-        if let peers = context.peers {
-            report.bytesFromPeers = peers.bytes
-            report.peers = peers.standings
-        }
-        report.bytesFromOrigin = max(0, report.bytesFromOrigin - report.bytesFromPeers)
+        report.peers = context.peers?.standings
         report.bytesFromLocal = max(0, report.buildBytes - report.bytesFromOrigin - report.bytesFromPeers)
         if meter.wasted > 0 { report.bytesWasted = meter.wasted }
         return report

@@ -176,22 +176,29 @@ struct DownloadPageTests {
     func retryingAndRangeIgnored() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.02), id: "1")
-        // A dead first mirror: every first try fails over to the second.
-        let port = 20000 + Int(getpid() % 20000)
+        // A dead first mirror: every first try fails over to the second. The server takes a free port itself and
+        // prints it: a port picked here could be taken by another test's ephemeral connection.
+        let script = """
+            import functools, http.server, sys
+            handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+            handler.func.log_message = lambda *args: None
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            print(server.server_address[1], flush=True)
+            server.serve_forever()
+            """
         let server = Process()
+        let out = Pipe()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        server.arguments = ["-m", "http.server", "--bind", "127.0.0.1", "--directory", fixture.origin, String(port)]
-        server.standardOutput = FileHandle.nullDevice
+        server.arguments = ["-c", script, fixture.origin]
+        server.standardOutput = out
         server.standardError = FileHandle.nullDevice
         try server.run()
         defer {
             kill(server.processIdentifier, SIGKILL)  // SIGTERM may be blocked in the threads that spawn it
             server.waitUntilExit()
         }
-        for _ in 0..<100 {
-            if (try? Data(contentsOf: URL(string: "http://127.0.0.1:\(port)/metadata/timestamp.json")!)) != nil { break }
-            usleep(100_000)
-        }
+        let printed = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let port = try #require(Int(printed.trimmingCharacters(in: .whitespacesAndNewlines)), "python's http.server gave no port: \(printed)")
         // Requests of 64 KiB: most start inside an object, where a whole-file answer wastes what precedes them.
         let install = try fixture.makeInstall(remotes: ["http://127.0.0.1:1", "http://127.0.0.1:\(port)"]) { $0.maxRequestBytes = 65536 }
         let run = try CLI.run(["sync", "--install", install.root, "--json"])

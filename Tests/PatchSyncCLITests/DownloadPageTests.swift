@@ -8,7 +8,7 @@ import Testing
 @Suite("A launcher's download page", .tags(.cli), .serialized)
 struct DownloadPageTests {
     /// A build of `megabytes` MiB of incompressible files, published, served by nginx.
-    static func world(megabytes: Int) throws -> (Fixture, NginxOrigin, Install) {
+    static func world(megabytes: Int, configure: (inout InstallConfig) -> Void = { _ in }) throws -> (Fixture, NginxOrigin, Install) {
         let fixture = try Fixture()
         let build = fixture.directory + "/big"
         try FileManager.default.createDirectory(atPath: build, withIntermediateDirectories: true)
@@ -19,7 +19,7 @@ struct DownloadPageTests {
         }
         try fixture.publish(build, id: "1")
         let nginx = try NginxOrigin(root: fixture.origin)
-        return (fixture, nginx, try fixture.makeInstall(remotes: [nginx.url]))
+        return (fixture, nginx, try fixture.makeInstall(remotes: [nginx.url], configure: configure))
     }
 
     /// Each line `patchsync ARGS…` prints on stdout, with when it came (seconds from the start); `during`
@@ -78,9 +78,10 @@ struct DownloadPageTests {
         #expect(abs(Double(median) - 1_048_576) <= 0.2 * 1_048_576, "median rate \(median) B/s under a 1 MiB/s cap: \(settled)")
     }
 
-    @Test("an origin that freezes mid-transfer (SIGSTOP) gives a `stalled` event within 15 s of its last byte and exit 69 at --give-up, with the verified chunks kept; the next sync finishes")
+    @Test("an origin that freezes mid-transfer (SIGSTOP) gives a `stalled` event within 15 s of its last byte and exit 69 at --give-up, with the verified chunks kept, though libcurl cuts each silent request off after 6 s and the retries wait their backoff (the quiet goes on through them); the next sync finishes")
     func stallAndGiveUp() throws {
-        let (fixture, nginx, install) = try Self.world(megabytes: 8)
+        // Requests cut off for low speed long before the give-up: each retry must not start the quiet again.
+        let (fixture, nginx, install) = try Self.world(megabytes: 8) { $0.lowSpeedSeconds = 6 }
         defer {
             nginx.thaw()  // a stopped nginx never takes its SIGTERM
             nginx.stop()
@@ -170,6 +171,31 @@ struct DownloadPageTests {
             #expect((hd["bundleInstalledBytes"] as? Int) == 3 << 20)
         }
         #expect(statusTotal == total, "status from another process: \(statusTotal.map(String.init) ?? "no running sync seen")")
+    }
+
+    @Test("a patch through a delta pack: the update's total is what the sync downloads (the pack, and the chunks of the files no delta covers), the same on every transfer event; bytesDone never goes back nor leaps, and ends at the total")
+    func deltaUpdateTotal() throws {
+        let fixture = try Fixture()
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.05), id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        defer { nginx.stop() }
+        let install = try fixture.makeInstall(remotes: [nginx.url])
+        #expect(try CLI.run(["sync", "--install", install.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.05), id: "2")
+        let run = try CLI.run(["sync", "--install", install.root, "--json", "--max-rate", "512K"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let result = try lastJSON(run.stdout)
+        let pack = result["deltaBytes"] as? Int ?? 0, chunks = result["bytesPlanned"] as? Int ?? -1
+        try #require(pack > 0 && (result["deltaFallbacks"] as? Int) == 0, "the patch went through a delta pack: \(result)")
+        let transfers = run.stdout.split(separator: "\n").compactMap { Self.event(String($0)) }.filter { $0["event"] as? String == "transfer" }
+        let totals = Set(transfers.compactMap { $0["bytesTotal"] as? Int })
+        #expect(totals == [pack + chunks], "one total, the pack (\(pack)) and the chunks after it (\(chunks)): \(totals.sorted()) \(result)")
+        let done = transfers.compactMap { $0["bytesDone"] as? Int }
+        #expect(done == done.sorted(), "bytesDone never goes back: \(done)")
+        let leaps = zip(done, done.dropFirst()).map { $1 - $0 }
+        #expect((leaps.max() ?? 0) <= (pack + chunks) / 2, "no leap over half the update between two events: \(done)")
+        #expect(done.last == pack + chunks, "the update ends at its total: \(done.suffix(3))")
     }
 
     @Test("a request that fails is told as a `retrying` event naming the next mirror and the attempt; an origin that ignores Range (python's http.server) is told once, as a warning event and on stderr, with the bytes it wasted in the result, and the install is still exact")

@@ -128,6 +128,10 @@ public struct DeltaSource: Codable, Hashable, Sendable {
     public var length: Int64
     /// How many files the pack rebuilds.
     public var files: Int
+    /// The indices in the manifest's `files` of the files the pack rebuilds, ascending (written since
+    /// format 6): a client knows before downloading the pack which chunks it still fetches, so a download
+    /// page's total is right from the first byte.
+    public var covers: [Int]? = nil
 }
 
 /// One file of a build.

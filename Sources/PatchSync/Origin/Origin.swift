@@ -53,7 +53,12 @@ final class Origin: MetadataSource, Sendable {
         var attempts = 0
         while case .attempt(let mirror, let wait) = decision {
             attempts += 1
-            try await Self.pause(wait)
+            if let meter = client.meter, wait > .zero {
+                if Task.isCancelled { throw PatchSyncError.cancelled }
+                try await meter.backingOff(wait)
+            } else {
+                try await Self.pause(wait)
+            }
             let outcome = try await attempt(mirror)
             if Task.isCancelled { throw PatchSyncError.cancelled }
             switch outcome {

@@ -126,7 +126,9 @@ extension Publisher {
             try output.sync()
             try ObjectWriter.place(temp, as: layout.objectFile(sha))
             return (
-                DeltaSource(from: source.buildId, object: sha, length: writer.length, files: writer.files),
+                DeltaSource(
+                    from: source.buildId, object: sha, length: writer.length, files: writer.files,
+                    covers: appended.map(\.index).sorted()),
                 appended.map(\.index)
             )
         } catch {

@@ -10,14 +10,43 @@ import Synchronization
 public final class SyncMeter: Sendable {
     private struct State {
         var received: Int64 = 0
-        var inFlight = 0
-        /// The last time a byte arrived, or a request started while none was in flight.
-        var lastProgress = ContinuousClock.now
+        /// Requests in flight plus retries waiting their turn: while any is, the network is wanted.
+        var active = 0
+        /// When `active` last went from 0 to 1, or the last byte came while active.
+        var activeSince = ContinuousClock.now
+        /// Time the network was wanted and gave nothing, in earlier active spells since the last byte:
+        /// a retry after a backoff, or a request curl cut off for low speed, continues the quiet rather
+        /// than starting it again.
+        var quietBefore = Duration.zero
         var current: TransferProgress?
+        /// The step's progress event that arriving bytes made due, sent by the watch's next tick (never
+        /// from the transfer thread: the event's consumers write to disk and pipes).
+        var pending: SyncEvent?
+        var throttled: (@Sendable () -> Bool)?
         var stallReported = false
         /// Bytes downloaded and dropped because the origin answered a range request with the whole file.
         var wasted: Int64 = 0
         var rangeWarned = false
+
+        func quiet(_ now: ContinuousClock.Instant) -> Duration {
+            quietBefore + (active > 0 ? now - activeSince : .zero)
+        }
+
+        mutating func began(_ now: ContinuousClock.Instant) {
+            if active == 0 { activeSince = now }
+            active += 1
+        }
+
+        mutating func ended(_ now: ContinuousClock.Instant) {
+            active -= 1
+            if active == 0 { quietBefore += now - activeSince }
+        }
+
+        mutating func heard(_ now: ContinuousClock.Instant) {
+            quietBefore = .zero
+            activeSince = now
+            stallReported = false
+        }
     }
 
     private let state = Mutex(State())
@@ -31,17 +60,42 @@ public final class SyncMeter: Sendable {
     /// Every byte the responses delivered so far (metadata, manifests and content).
     public var received: Int64 { state.withLock { $0.received } }
 
-    /// The progress of the step being fetched now: arriving bytes count toward it.
-    func follow(_ progress: TransferProgress?) { state.withLock { $0.current = progress } }
+    /// Whether the transfers wait for the cap's tokens now (set by the sync's HTTP client): quiet then is
+    /// the cap's doing, whatever the cap is at the moment, so the stall clock starts again.
+    func throttled(by check: @escaping @Sendable () -> Bool) { state.withLock { $0.throttled = check } }
 
-    func requestBegan() {
-        state.withLock { state in
-            if state.inFlight == 0 { state.lastProgress = .now }
-            state.inFlight += 1
+    /// The progress of the step being fetched now: arriving bytes count toward it.
+    func follow(_ progress: TransferProgress?) {
+        state.withLock {
+            $0.current = progress
+            $0.pending = nil
         }
     }
 
-    func requestEnded() { state.withLock { $0.inFlight -= 1 } }
+    /// Sends the progress event that arriving bytes made due, if any (the watch's tick calls it).
+    func flush() {
+        let event = state.withLock { state -> SyncEvent? in
+            defer { state.pending = nil }
+            return state.pending
+        }
+        if let event { onEvent(event) }
+    }
+
+    func requestBegan(now: ContinuousClock.Instant = .now) { state.withLock { $0.began(now) } }
+
+    func requestEnded(now: ContinuousClock.Instant = .now) { state.withLock { $0.ended(now) } }
+
+    /// A retry waits out its backoff: the network is wanted all that time (a network that refuses every
+    /// connection is as stalled as one that accepts and sends nothing).
+    func backingOff(_ wait: Duration) async throws(PatchSyncError) {
+        requestBegan()
+        defer { requestEnded() }
+        do { try await Task.sleep(for: wait) } catch { throw PatchSyncError.cancelled }
+    }
+
+    /// Body bytes arrived that are no progress (what precedes a range in a whole-file answer): the
+    /// origin is not stalled.
+    func heard(now: ContinuousClock.Instant = .now) { state.withLock { $0.heard(now) } }
 
     /// The origin answered a range request of `url` with the whole file: `wasted` bytes before the range
     /// came and were dropped. Said once per sync, as a `.warning`.
@@ -65,30 +119,32 @@ public final class SyncMeter: Sendable {
 
     /// `count` bytes of a response arrived (on the transfer thread).
     func arrived(_ count: Int) {
-        let event = state.withLock { state -> SyncEvent? in
+        state.withLock { state in
             state.received += Int64(count)
-            state.lastProgress = .now
-            state.stallReported = false
-            return state.current?.received(Int64(count))
+            state.heard(.now)
+            if let event = state.current?.received(Int64(count)) { state.pending = event }
         }
-        if let event { onEvent(event) }
     }
 
-    /// How long requests have been in flight with no byte arriving (nil: none in flight, or bytes came
-    /// within the last second).
+    /// How long the network has been wanted (requests in flight, retries waiting) with no byte arriving,
+    /// since the last byte (nil: not wanted now, or bytes came within the last second).
     func stalled(now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLock { state in
-            guard state.inFlight > 0 else { return nil }
-            let quiet = now - state.lastProgress
+        let throttled = state.withLock { $0.throttled }?() ?? false
+        return state.withLock { state in
+            if throttled { state.heard(now) }
+            guard state.active > 0 else { return nil }
+            let quiet = state.quiet(now)
             return quiet >= .seconds(1) ? quiet : nil
         }
     }
 
     /// True once per stall, the first time it is asked after `after` with no byte.
     func reportStall(after: Duration, now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLock { state in
-            guard state.inFlight > 0, !state.stallReported else { return nil }
-            let quiet = now - state.lastProgress
+        let throttled = state.withLock { $0.throttled }?() ?? false
+        return state.withLock { state in
+            if throttled { state.heard(now) }
+            guard state.active > 0, !state.stallReported else { return nil }
+            let quiet = state.quiet(now)
             guard quiet >= after else { return nil }
             state.stallReported = true
             return quiet
@@ -110,4 +166,6 @@ final class MeteredSink: ResponseSink, @unchecked Sendable {
         meter.arrived(bytes.count)
         return inner.receive(bytes)
     }
+
+    func dropped(_ count: Int) { meter.heard() }
 }

@@ -136,6 +136,7 @@ struct SyncWatch: Sendable {
                 while !Task.isCancelled {
                     if let (reason, message) = failing(tick: tick) { return .stop(reason, message) }
                     if let meter {
+                        meter.flush()
                         if let quiet = meter.reportStall(after: stallAfter) { meter.onEvent(.stalled(seconds: Int(quiet.components.seconds))) }
                         if let giveUpAfter, let quiet = meter.stalled(), quiet >= giveUpAfter { return .gaveUp(quiet) }
                     }

@@ -16,6 +16,21 @@ extension Syncer {
 
     private static let deltaLogger = Logger(label: "patchsync.delta")
 
+    /// The bytes a step downloads: the delta pack from the live build and the chunks of the files no delta
+    /// covers when there is one, else the chunks to fetch. What the step's progress counts.
+    func downloadBytes(_ manifest: Manifest, plan: Plan, live: LiveTree) -> Int64 {
+        guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: plan.done) else {
+            return plan.bytesToFetch
+        }
+        return pack.length + Self.chunkBytes(plan, besides: Set(candidates.values.map(\.0.path)))
+    }
+
+    /// The object bytes of `plan`'s chunks that some file outside `covered` needs.
+    static func chunkBytes(_ plan: Plan, besides covered: Set<String>) -> Int64 {
+        plan.fetch.filter { !$0.destinations.allSatisfy { covered.contains($0.path) } }
+            .reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
+    }
+
     /// The files of `plan` that the manifest's delta pack from the live build can rebuild: target file
     /// index → (file, a verified live file with the delta's source content).
     func deltaCandidates(
@@ -27,8 +42,10 @@ extension Syncer {
         }
         let before = Dictionary(source.files.map { ($0.path, $0.sha256) }, uniquingKeysWith: { a, _ in a })
         let assembled = Set(plan.assembled.map(\.path))
+        // The files the pack rebuilds, when the manifest says (format 6): the others' chunks are fetched.
+        let covers = pack.covers.map(Set.init)
         var candidates: [Int: (FileEntry, String)] = [:]
-        for (index, file) in manifest.files.enumerated() where assembled.contains(file.path) {
+        for (index, file) in manifest.files.enumerated() where assembled.contains(file.path) && covers?.contains(index) != false {
             guard let sha = before[file.path], let path = live.files[sha],
                 file.chunks.indices.contains(where: { !done.contains(.init(path: file.path, index: $0)) })
             else { continue }
@@ -53,9 +70,7 @@ extension Syncer {
         let path = install.layout.deltaPack(pack.object)
         // Progress counts the pack, then the chunks (ChunkFetcher goes on from the pack's bytes): until
         // the deltas are applied, the chunks still to come are those of the files no delta covers.
-        let covered = Set(candidates.values.map(\.0.path))
-        let chunksAfter = plan.fetch.filter { !$0.destinations.allSatisfy { covered.contains($0.path) } }
-            .reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
+        let chunksAfter = Self.chunkBytes(plan, besides: Set(candidates.values.map(\.0.path)))
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
             result.packBytes = try await context.sources(for: manifest).whole(pack.object, length: pack.length, to: path) { have in

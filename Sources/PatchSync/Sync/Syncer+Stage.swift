@@ -22,7 +22,9 @@ extension Syncer {
             try checkFreeSpace(for: plan, in: staged.directory)
             try link(plan.links, into: tree)
         }
-        if let step { try context.totals?.begin(step, plan: plan, live: live) }
+        if let step {
+            try context.totals?.begin(step, plan: plan, downloading: downloadBytes(manifest, plan: plan, live: live), live: live)
+        }
         // A disk that fills on the way says how much the build needed and what is free.
         let needed = plan.bytesToWrite + StagedFiles.slackBytes
         do {

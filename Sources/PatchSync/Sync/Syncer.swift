@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Check, diff, plan, transfer and stage: brings the newest build of the install's
 /// channel into `.patchsync/staging/<build>` and marks it ready. Never touches the
@@ -64,20 +65,27 @@ public struct Syncer: Sendable {
         defer { watcher.cancel() }
         defer { recorder.end() }
         let totals = UpdateTotals(store: state)
+        // One event at a time, in order, from any thread: a step's count an event shows never goes back
+        // (the watch's tick sends what arriving bytes made due, the fetch what was verified).
+        let order = Mutex(TransferStatus(done: 0, total: -1, filesDone: 0, filesTotal: 0))
         let emit: @Sendable (SyncEvent) -> Void = { event in
-            var event = event
-            if case .transfer(let status) = event { event = .transfer(totals.decorate(status)) }
-            recorder.note(event)
-            log.write(event)
-            onEvent(event)
+            order.withLock { last in
+                var event = event
+                if case .transfer(var status) = event {
+                    if status.total == last.total, last.done < last.total {
+                        status.done = max(status.done, last.done)
+                        status.filesDone = max(status.filesDone, last.filesDone)
+                    }
+                    last = status
+                    event = .transfer(totals.decorate(status))
+                }
+                recorder.note(event)
+                log.write(event)
+                onEvent(event)
+            }
         }
         let meter = SyncMeter(onEvent: emit)
-        // Under a cap, libcurl's write callback waits for the budget between pieces of up to 256 KiB: that
-        // wait is the cap working, not the origin stalling, so neither counts a quiet shorter than two of it.
-        let throttled = config.maxBytesPerSecond.map { Duration.milliseconds(Int64(2 * 256 * 1024 * 1000 / max(1, $0))) } ?? .zero
-        let result = await watch.supervise(
-            state: state, meter: meter, stallAfter: max(stallAfter, throttled), giveUpAfter: giveUpAfter.map { max($0, throttled) }
-        ) {
+        let result = await watch.supervise(state: state, meter: meter, stallAfter: stallAfter, giveUpAfter: giveUpAfter) {
             () async throws(PatchSyncError) -> SyncReport in
             try await runAdmitted(config: config, state: state, meter: meter, totals: totals, control: control, onEvent: emit)
         }

@@ -85,15 +85,16 @@ final class UpdateTotals: Sendable {
     /// The update's transfers are over (what follows, a preload, counts on its own).
     func finish() { state.withLock { $0 = nil } }
 
-    /// A step begins with `plan` (what is left of it, after what an earlier run of it verified) and
+    /// A step begins with `plan` (what is left of it, after what an earlier run of it verified), the bytes
+    /// it downloads for that (`downloading`: a delta pack replaces the chunks of the files it covers) and
     /// the live content it plans against: the bytes the later steps still lack put this step on the
     /// update's scale.
-    func begin(_ bundles: [String], plan: Plan, live: LiveTree) throws(PatchSyncError) {
+    func begin(_ bundles: [String], plan: Plan, downloading: Int64, live: LiveTree) throws(PatchSyncError) {
         guard let (manifest, steps) = state.withLock({ s in s.map { ($0.manifest, $0.steps) } }) else { return }
         let index = steps.firstIndex(of: bundles) ?? steps.count
         let added = index == 0 ? bundles : bundles.filter { !(steps[index - 1]).contains($0) }
         let key = added.joined(separator: ",")
-        let planned = plan.bytesToFetch
+        let planned = downloading
         let planChunks = Set(plan.fetch.map(\.chunk.sha256) + plan.local.map(\.0.chunk.sha256))
         var later: [String: Int64] = [:]
         var laterTotal: Int64 = 0

@@ -45,6 +45,8 @@ final class HTTPClient: Sendable {
     init(settings: Settings = Settings(), meter: SyncMeter? = nil) throws(PatchSyncError) {
         self.meter = meter
         loop = try TransferLoop(settings: settings)
+        // A transfer paused for the cap's tokens is the cap at work, not an origin that stalled.
+        meter?.throttled { [loop] in loop.waitingForTokens }
         let thread = Thread { [loop] in loop.run() }
         thread.name = "patchsync-transfer"
         thread.start()
@@ -111,6 +113,9 @@ private final class TransferLoop: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// The shared bandwidth budget (transfer thread only).
     private let limiter: RateLimiter?
+
+    /// True while some transfer is paused for want of the cap's tokens.
+    var waitingForTokens: Bool { limiter?.hasPaused ?? false }
 
     init(settings: HTTPClient.Settings) throws(PatchSyncError) {
         var error = [CChar](repeating: 0, count: 256)

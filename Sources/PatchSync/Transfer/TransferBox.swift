@@ -114,6 +114,7 @@ final class TransferBox: @unchecked Sendable {
             let dropped = Int(min(skip, Int64(piece.count)))
             piece = piece.dropFirst(dropped)
             skip -= Int64(dropped)
+            sink.dropped(dropped)
             if piece.isEmpty { return true }
         }
         if let range = request.range, status == 200 {  // and stop once the range is complete

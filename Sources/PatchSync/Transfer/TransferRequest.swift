@@ -66,6 +66,13 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
 protocol ResponseSink: AnyObject {
     /// Takes the next piece of the body; returns an error to abort the transfer.
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError?
+    /// `count` bytes of the body arrived and were dropped before the sink (what precedes a range in a
+    /// whole-file answer): the network is alive, though nothing was received.
+    func dropped(_ count: Int)
+}
+
+extension ResponseSink {
+    func dropped(_ count: Int) {}
 }
 
 /// A sink that collects a bounded body in memory (metadata, manifests).

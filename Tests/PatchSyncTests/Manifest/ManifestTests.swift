@@ -74,6 +74,25 @@ struct ManifestTests {
         #expect(newer?.remedy?.contains("update PatchSync") == true)
     }
 
+    @Test("a delta pack's list of the files it rebuilds must name as many files as it says, ascending, each in the manifest", .tags(.small))
+    func deltaCovers() throws {
+        var manifest = try Self.oneFile(format: 1, codec: .raw, objectLength: 10)
+        let pack = DeltaSource(from: try BuildID("0"), object: manifest.files[0].object, length: 100, files: 1, covers: [0])
+        manifest.deltas = [pack]
+        try manifest.validate()
+        for wrong in [[1], [0, 0], [-1]] {
+            manifest.deltas?[0].covers = wrong
+            manifest.deltas?[0].files = wrong.count
+            #expect(throws: PatchSyncError.self, "covers \(wrong)") { try manifest.validate() }
+        }
+        manifest.deltas?[0].covers = [0]
+        manifest.deltas?[0].files = 2
+        #expect(throws: PatchSyncError.self, "files and covers disagree") { try manifest.validate() }
+        manifest.deltas?[0].covers = nil
+        manifest.deltas?[0].files = 1
+        try manifest.validate()
+    }
+
     @Test("a manifest with special mode bits or chunks that do not tile the file is refused", .tags(.small))
     func malformed() throws {
         var manifest = try Self.oneFile(format: 1, codec: .raw, objectLength: 10)

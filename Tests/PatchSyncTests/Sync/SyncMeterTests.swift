@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import PatchSync
+
+@Suite("The sync meter: when a sync is stalled, and where arrival events are sent from")
+struct SyncMeterTests {
+    final class Events: Sendable {
+        let list = Mutex<[SyncEvent]>([])
+        var count: Int { list.withLock { $0.count } }
+    }
+
+    @Test("the quiet goes on through a request libcurl cut off, the backoff before the retry and the retry: a frozen origin is stalled and given up on however often requests restart")
+    func quietSpansRetries() {
+        let meter = SyncMeter(onEvent: { _ in })
+        let t0 = ContinuousClock.now
+        meter.requestBegan(now: t0)
+        meter.requestEnded(now: t0 + .seconds(6))  // cut off for low speed
+        meter.requestBegan(now: t0 + .seconds(6))  // the backoff
+        meter.requestEnded(now: t0 + .seconds(9))
+        meter.requestBegan(now: t0 + .seconds(9))  // the retry
+        #expect(meter.stalled(now: t0 + .seconds(12)) == .seconds(12))
+        #expect(meter.reportStall(after: .seconds(10), now: t0 + .seconds(12)) == .seconds(12))
+        #expect(meter.reportStall(after: .seconds(10), now: t0 + .seconds(13)) == nil, "once per stall")
+    }
+
+    @Test("time with nothing asked of the network is no quiet (local work between steps), and a byte, or bytes dropped before a range, start it again")
+    func idleAndHeard() {
+        let meter = SyncMeter(onEvent: { _ in })
+        let t0 = ContinuousClock.now
+        meter.requestBegan(now: t0)
+        meter.requestEnded(now: t0 + .seconds(2))
+        #expect(meter.stalled(now: t0 + .seconds(60)) == nil, "nothing in flight")
+        meter.requestBegan(now: t0 + .seconds(60))
+        #expect(meter.stalled(now: t0 + .seconds(63)) == .seconds(5))
+        meter.heard(now: t0 + .seconds(63))
+        #expect(meter.stalled(now: t0 + .seconds(63.5)) == nil)
+        #expect(meter.stalled(now: t0 + .seconds(70)) == .seconds(7))
+    }
+
+    @Test("transfers waiting for the cap's tokens are the cap at work: no stall while they wait, whatever the cap is now")
+    func throttledIsNoStall() {
+        let meter = SyncMeter(onEvent: { _ in })
+        let waiting = Mutex(true)
+        meter.throttled { waiting.withLock { $0 } }
+        let t0 = ContinuousClock.now
+        meter.requestBegan(now: t0)
+        #expect(meter.reportStall(after: .seconds(10), now: t0 + .seconds(30)) == nil)
+        waiting.withLock { $0 = false }
+        #expect(meter.stalled(now: t0 + .seconds(31)) == .seconds(1), "the quiet counts from the last wait")
+    }
+
+    @Test("arriving bytes never send an event from the transfer thread: it waits for the watch's flush, and a new step drops one not sent")
+    func arrivalEventsWaitForFlush() {
+        let events = Events()
+        let meter = SyncMeter(onEvent: { event in events.list.withLock { $0.append(event) } })
+        let progress = TransferProgress(total: 1000, filesTotal: 1)
+        meter.follow(progress)
+        usleep(600_000)  // past the half second between events
+        meter.arrived(100)
+        #expect(events.count == 0)
+        meter.flush()
+        #expect(events.count == 1)
+        meter.flush()
+        #expect(events.count == 1, "sent once")
+        usleep(600_000)
+        meter.arrived(100)
+        meter.follow(nil)
+        meter.flush()
+        #expect(events.count == 1, "the step ended: its late event is dropped")
+    }
+}

@@ -12,9 +12,12 @@
 import Foundation
 import PatchSync
 
+/// One line for the player, written at once (into a pipe or a log file too, where print would hold it).
+func say(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
+
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2 else {
-    print("usage: launcher-example INSTALL_DIR [--limit RATE] GAME [ARGS…]")
+    say("usage: launcher-example INSTALL_DIR [--limit RATE] GAME [ARGS…]")
     exit(64)
 }
 let folder = arguments.removeFirst()
@@ -87,14 +90,14 @@ final class Download: @unchecked Sendable {
         session = nil
         state.unlock()
         running?.cancel()
-        print("Download paused.")
+        say("Download paused.")
     }
 
     func resume() {
         state.lock()
         paused = false
         state.unlock()
-        print("Download resumed.")
+        say("Download resumed.")
         start()
     }
 
@@ -111,22 +114,24 @@ final class Download: @unchecked Sendable {
     private func show(_ session: SyncSession) async {
         for await event in session.events {
             switch event {
-            case .phase(let phase, _) where phase == .checking: print("Checking for updates…")
-            case .transfer(let status): print(Launcher.bar(status, rate: measure(status)))
+            case .phase(let phase, _) where phase == .checking: say("Checking for updates…")
+            case .transfer(let status): say(Launcher.bar(status, rate: measure(status)))
             case .bundles(let progress):
-                print(progress.playable ? "Build \(progress.buildId) is playable." : "Build \(progress.buildId) is not playable yet.")
-            case .stalled: print("Waiting for the server… (no data for a while; it keeps trying)")
-            case .retrying(let retry) where retry.attempt == 1: print("Connection trouble; trying again.")
-            case .preload(let status): print("Pre-loading \(status.buildId): \(Launcher.size(status.bytesDone)) of \(Launcher.size(status.bytes)).")
+                say(progress.playable ? "Build \(progress.buildId) is playable." : "Build \(progress.buildId) is not playable yet.")
+            case .stalled: say("Waiting for the server… (no data for a while; it keeps trying)")
+            case .retrying(let retry) where retry.attempt == 1: say("Connection trouble; trying again.")
+            case .preload(let status): say("Pre-loading \(status.buildId): \(Launcher.size(status.bytesDone)) of \(Launcher.size(status.bytes)).")
             default: break
             }
         }
         do {
             let report = try await session.result()
-            if report.outcome == .ready { print("Update \(report.buildId) is downloaded; it is installed at the next start.") }
+            if report.outcome == .ready { say("Update \(report.buildId) is downloaded; it is installed at the next start.") }
         } catch {
-            if error.reason != .playerPaused { print(Launcher.explain(error)) }
+            if error.reason != .playerPaused { say(Launcher.explain(error)) }
         }
+        // Over: a later start() begins a new one (after a failure, the play loop's "try again").
+        state.withLock { if self.session === session { self.session = nil } }
     }
 
     /// A rate over the update's bytes, smoothed.
@@ -149,7 +154,7 @@ do {
     let install = try Install.open(at: folder)
     if let limit {  // the settings page's "limit download speed"
         try install.updateConfig { $0.maxBytesPerSecond = limit }
-        print("Download speed limited to \(Launcher.size(Int64(limit)))/s.")
+        say("Download speed limited to \(Launcher.size(Int64(limit)))/s.")
     }
     let download = Download(install: install)
     signal(SIGUSR1, SIG_IGN)
@@ -169,21 +174,21 @@ do {
         do {
             started = try await GameLauncher(install: install).start(game, arguments)
         } catch  where error.reason == .notPlayableYet {
-            try? await Task.sleep(for: .seconds(1))
-            download.start()  // after a failed download, try again
+            try? await Task.sleep(for: .seconds(2))
+            download.start()  // after a failed download, try again (nothing happens while one runs)
         }
     }
     let running = started!
-    if let skipped = running.apply.skipped { print("Starting the current build without updating: \(skipped)") }
-    if running.apply.report?.applied == true { print("updated to build \(running.buildId)") }
-    print("Playing build \(running.buildId).")
+    if running.apply.skipped != nil { say("Starting the current build; the update is installed at a later start.") }
+    if running.apply.report?.applied == true { say("updated to build \(running.buildId)") }
+    say("Playing build \(running.buildId).")
     let status = await running.exitStatus
     await download.stop()  // the game is done; a later start picks the download up where it stopped
     exit(status)
 } catch let error as PatchSyncError {
-    print(Launcher.explain(error))
+    say(Launcher.explain(error))
     exit(1)
 } catch {
-    print("Something went wrong: \(error)")
+    say("Something went wrong: \(error)")
     exit(1)
 }

@@ -97,6 +97,37 @@ struct TwoAgentsTests {
         #expect(install.currentBuild() == "2")
     }
 
+    @Test("Examples/Launcher with nothing installed and a first download that fails (an origin without the repository): it says so in a player's words, tries again, and once the origin is right the game starts")
+    func exampleLauncherRetriesFirstDownload() throws {
+        let fixture = try Fixture.published(scale: 0.01)
+        let empty = fixture.directory + "/empty-origin"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let (wrong, right) = (try NginxOrigin(root: empty), try NginxOrigin(root: fixture.origin))
+        defer { withExtendedLifetime((wrong, right)) {} }
+        let install = try fixture.makeInstall(remotes: [wrong.url])
+        let example = CLI.productsDirectory + "/launcher-example"
+        try #require(FileManager.default.isExecutableFile(atPath: example), "build the launcher-example product")
+        let log = fixture.directory + "/launcher.log"
+        FileManager.default.createFile(atPath: log, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: example)
+        process.arguments = [install.root, "/bin/sh", "-c", "echo game-ran"]
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        process.standardError = process.standardOutput
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let output = { String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: log))) ?? Data(), as: UTF8.self) }
+        for _ in 0..<100 where !output().contains("Checking for updates") { usleep(100_000) }
+        usleep(3_000_000)  // the first download has failed by now (404 for every file), and the launcher waits to play
+        #expect(process.isRunning, "no game yet: \(output())")
+        #expect(output().components(separatedBy: "\n").count >= 3, "the failure is told: \(output())")
+        try Self.setRemotes(install, [right.url])
+        for _ in 0..<600 where process.isRunning { usleep(100_000) }
+        #expect(!process.isRunning && process.terminationStatus == 0, "the launcher went on to play: \(output())")
+        #expect(output().contains("game-ran"), "\(output())")
+        #expect(install.currentBuild() == "1")
+    }
+
     @Test("Examples/Launcher while a background discretionary sync stages: the game starts with the ready build, the background sync exits 75")
     func exampleLauncherDuringBackgroundSync() throws {
         let (fixture, nginx, install) = try Self.world()

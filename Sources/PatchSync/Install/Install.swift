@@ -90,6 +90,8 @@ public struct Install: Sendable {
     /// try install.updateConfig { $0.maxBytesPerSecond = 2 << 20 }
     /// ```
     public func updateConfig(_ change: (inout InstallConfig) throws(PatchSyncError) -> Void) throws(PatchSyncError) {
+        let unlock = configLock()
+        defer { unlock() }
         var config = try config()
         try change(&config)
         try Origin.checkMirrors(config.remotes)
@@ -117,6 +119,16 @@ public struct Install: Sendable {
             return false
         }
         return errno == EWOULDBLOCK
+    }
+
+    /// Held while the configuration is read, changed and written, one change at a time (a launcher's
+    /// setting beside `patchsync config set`): each reads what the last one wrote. A lock file that
+    /// cannot be opened (a read-only folder) leaves the write to fail on its own.
+    /// Returns what releases it.
+    func configLock() -> () -> Void {
+        let fd = Glibc.open(layout.configLockFile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        if fd >= 0 { while flock(fd, LOCK_EX) != 0 && errno == EINTR {} }
+        return { if fd >= 0 { Glibc.close(fd) } }
     }
 
     func saveConfig(_ config: InstallConfig) throws(PatchSyncError) {

@@ -56,6 +56,8 @@ struct InstallLayout: Sendable, Equatable {
     var configFile: String { stateFolder + "/config.json" }
     /// Written by a foreground sync waiting for a discretionary one to stop: its pid.
     var takeOverFile: String { stateFolder + "/take-over" }
+    /// Held (flock) while the configuration is read, changed and written: two changes never lose one.
+    var configLockFile: String { stateFolder + "/config.lock" }
     /// The running (or last) sync's events, one JSON line each, then its result: what `sync --attach` follows.
     var eventLogFile: String { stateFolder + "/sync-events.jsonl" }
     var databaseFile: String { stateFolder + "/state.db" }

@@ -67,17 +67,23 @@ enum SyncEventLog {
         }
     }
 
+    /// Where the run before the current one left its lines.
+    static func previous(_ path: String) -> String { path + ".previous" }
+
     /// Appends a running sync's lines (best effort: a log that cannot be written never fails the sync).
     ///
     /// Thread-safety: a `Mutex` holds the descriptor and serialises the lines; events come from any thread.
     final class Writer: Sendable {
         private let file: Mutex<Int32>
 
-        /// A new file renamed over the last run's: a follower of that run keeps reading its own file to its end.
+        /// A new file renamed over the last run's: a follower of that run keeps reading its own file to its
+        /// end, and one that opens the path only now finds that run's file as ``previous(_:)``.
         init(_ path: String) {
             let temporary = path + ".\(getpid()).tmp"
             unlink(temporary)
             let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            _ = link(path, temporary + ".previous")
+            _ = rename(temporary + ".previous", SyncEventLog.previous(path))
             if fd >= 0, rename(temporary, path) != 0 {
                 close(fd)
                 unlink(temporary)
@@ -136,7 +142,7 @@ extension Install {
     }
 
     /// Reads `path` as it grows until the sync of `pid` writes its result, or its process is gone.
-    private static func follow(
+    static func follow(
         _ path: String, pid: Int32, emit: @Sendable (SyncEvent) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
         // The file of this run, opened once: a later run writes a new file in its place, never into this one.
@@ -144,6 +150,10 @@ extension Install {
         defer { try? opened?.close() }
         var pending = Data()
         var sawEnd = false
+        // The path may already hold a later run's file (one that took over as this was attached): the
+        // lines of `pid` are then in the file before it.
+        var ours = false
+        var lookedBack = false
         while true {
             if Task.isCancelled { throw PatchSyncError(.deferred, "stopped following the sync; it goes on", reason: .playerPaused) }
             let alive = kill(pid, 0) == 0 || errno == EPERM
@@ -152,7 +162,17 @@ extension Install {
             while let newline = pending.firstIndex(of: 0x0a) {
                 let bytes = pending[pending.startIndex..<newline]
                 pending.removeSubrange(pending.startIndex...newline)
-                guard let line = try? JSONDecoder.isoDates.decode(SyncEventLog.Line.self, from: Data(bytes)), line.pid == pid else { continue }
+                guard let line = try? JSONDecoder.isoDates.decode(SyncEventLog.Line.self, from: Data(bytes)) else { continue }
+                guard line.pid == pid else {
+                    if !ours, !lookedBack, let earlier = FileHandle(forReadingAtPath: SyncEventLog.previous(path)) {
+                        lookedBack = true
+                        try? opened?.close()
+                        opened = earlier
+                        pending = (try? earlier.readToEnd()) ?? Data()
+                    }
+                    continue
+                }
+                ours = true
                 if let report = line.report { return report }
                 if let error = line.error { throw error.error }
                 if let event = line.event { emit(event) }
@@ -161,8 +181,8 @@ extension Install {
                 // One more read after the process ended: its last lines were written before it exited.
                 if sawEnd {
                     throw PatchSyncError(
-                        .originUnavailable, "the sync (process \(pid)) ended without a result: it was killed",
-                        remedy: "start the download again; it goes on where it stopped")
+                        .deferred, "the sync (process \(pid)) ended without a result: it was killed",
+                        remedy: "start the download again; it goes on where it stopped", reason: .stopped)
                 }
                 sawEnd = true
                 continue

@@ -42,14 +42,15 @@ public struct Syncer: Sendable {
 
     /// Runs one sync; `onEvent` is called with progress, from any thread.
     public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> SyncReport {
+        let lock = try await stagingLock()
+        defer { withExtendedLifetime(lock) {} }
+        // Saved once this run holds the staging: a run refused beside another changes nothing.
         if let bundles {
             try install.updateConfig { config in
                 config.bundles = bundles
                 config.excludedBundles = nil
             }
         }
-        let lock = try await stagingLock()
-        defer { withExtendedLifetime(lock) {} }
         let config = settled(try install.config())
         let state = try install.state()
         let watch = try SyncWatch(

@@ -71,3 +71,45 @@ struct SyncMeterTests {
         #expect(events.count == 1, "the step ended: its late event is dropped")
     }
 }
+
+@Suite("Following a sync through its event log")
+struct SyncEventLogTests {
+    static func write(_ lines: [SyncEventLog.Line], to path: String) throws {
+        var data = Data()
+        for line in lines {
+            data.append(try JSONEncoder.iso.encode(line))
+            data.append(0x0a)
+        }
+        try data.write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test("a follower attached to a sync that a foreground one took over as it attached reads the first sync's lines and result from the file before, not a claim that it was killed")
+    func followAcrossTakeOver() async throws {
+        let folder = NSTemporaryDirectory() + "patchsync-log-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/sync-events.jsonl"
+        let (background, foreground): (Int32, Int32) = (999_990, 999_991)  // no such processes: both have ended
+        var ended = SyncEventLog.Line(pid: background)
+        ended.error = SyncEventLog.ErrorRecord(PatchSyncError(.deferred, "another sync took over", reason: .otherSync))
+        try Self.write([SyncEventLog.Line(.phase(.fetching, "fetching"), pid: background), ended], to: SyncEventLog.previous(path))
+        try Self.write([SyncEventLog.Line(.phase(.checking, "checking"), pid: foreground)], to: path)
+        let seen = Mutex<[SyncEvent]>([])
+        let error = await #expect(throws: PatchSyncError.self) {
+            _ = try await Install.follow(path, pid: background) { event in seen.withLock { $0.append(event) } }
+        }
+        #expect(error?.reason == .otherSync, "\(String(describing: error))")
+        #expect(seen.withLock { $0.count } == 1, "the background sync's own event, not the foreground's")
+    }
+
+    @Test("a sync whose process is gone without a result is reported stopped (75, progress kept), not an origin that failed")
+    func killedWithoutResult() async throws {
+        let folder = NSTemporaryDirectory() + "patchsync-log-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/sync-events.jsonl"
+        try Self.write([SyncEventLog.Line(.phase(.fetching, "fetching"), pid: 999_990)], to: path)
+        let error = await #expect(throws: PatchSyncError.self) { _ = try await Install.follow(path, pid: 999_990) { _ in } }
+        #expect(error?.code == .deferred && error?.reason == .stopped, "\(String(describing: error))")
+    }
+}

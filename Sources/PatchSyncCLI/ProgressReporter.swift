@@ -19,8 +19,13 @@ struct RateEstimator {
     private var last: (seconds: Double, done: Int64)?
 
     mutating func add(seconds: Double, done: Int64) {
-        guard let last, done >= last.done else {
-            // The first sample, or a new step whose count starts again: measure from here.
+        guard let last else {
+            // The first sample, or the first of a step: measure from here (the rate so far stands until then).
+            self.last = (seconds, done)
+            return
+        }
+        guard done >= last.done else {
+            // A count that starts again: measure from here, from nothing.
             self.last = (seconds, done)
             bytesPerSecond = 0
             return
@@ -30,6 +35,10 @@ struct RateEstimator {
         bytesPerSecond = bytesPerSecond == 0 ? instant : Self.smoothing * instant + (1 - Self.smoothing) * bytesPerSecond
         self.last = (seconds, done)
     }
+
+    /// A new step: the time between steps (comparing, linking) is not download time, so the measure
+    /// starts again at its first event.
+    mutating func restart() { last = nil }
 
     /// No byte came for a while: the rate is zero until bytes come again.
     mutating func stalled() {
@@ -94,6 +103,8 @@ final class ProgressReporter: Sendable {
     /// What the reporter remembers between events.
     private struct State {
         var estimator = RateEstimator()
+        /// The step the last transfer event came from (its own total and bundles).
+        var step: (total: Int64, bundles: [String]?)?
         var lastLine = -1.0
         var liveLineShown = false
     }
@@ -212,6 +223,8 @@ final class ProgressReporter: Sendable {
         let (files, filesTotal) = (status.filesDone, status.filesTotal)
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        if let step = state.step, step.total != status.total || step.bundles != status.bundles { state.estimator.restart() }
+        state.step = (status.total, status.bundles)
         state.estimator.add(seconds: seconds, done: done)
         let eta = state.estimator.eta(remaining: total - done)
         let rate = state.estimator.bytesPerSecond

@@ -28,6 +28,16 @@ struct ProgressTests {
         slow.add(seconds: 1, done: 2048)
         #expect(slow.eta(remaining: Int64(2048) * 8 * 86400) == nil, "no ETA beyond a week")
         #expect(slow.eta(remaining: 2048 * 60) == 60)
+
+        // Ten seconds of comparing between two steps download nothing: the next step is measured from its
+        // own first event, and the rate of the step before stands until then.
+        var steps = RateEstimator()
+        for second in 0...5 { steps.add(seconds: Double(second), done: Int64(second) * 1_000_000) }
+        steps.restart()
+        steps.add(seconds: 15, done: 5_000_000)
+        #expect(abs(steps.bytesPerSecond - 1_000_000) < 1, "the gap is no download time: \(steps.bytesPerSecond)")
+        steps.add(seconds: 16, done: 6_000_000)
+        #expect(abs(steps.bytesPerSecond - 1_000_000) < 1, "\(steps.bytesPerSecond)")
     }
 
     @Test("mirror failures are logged through swift-log when PATCHSYNC_LOG asks, and are quiet by default")

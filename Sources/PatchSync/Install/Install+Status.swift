@@ -13,7 +13,10 @@ public struct InstallStatus: Codable, Sendable {
 
     /// A kept build folder and the disk it uses that no folder listed before it shares (hard links count once).
     public struct BuildDisk: Codable, Sendable {
+        /// The folder in `builds/` (`<build id>`, or `<build id>@<n>` when a build came back).
         public var name: String
+        /// The build it holds.
+        public var buildId: String
         /// Only when asked for (`status(diskUsage: true)`, `status --disk`): it walks every file.
         public var diskBytes: Int64?
     }
@@ -74,7 +77,10 @@ extension Install {
             (history.firstIndex(of: $0) ?? -1, $0) < (history.firstIndex(of: $1) ?? -1, $1)
         }
         var inodes = Set<UInt64>()
-        let builds = folders.map { InstallStatus.BuildDisk(name: $0, diskBytes: diskUsage ? DiskUsage.of(buildDirectory($0), &inodes) : nil) }
+        let builds = folders.map {
+            InstallStatus.BuildDisk(
+                name: $0, buildId: String($0.prefix { $0 != "@" }), diskBytes: diskUsage ? DiskUsage.of(buildDirectory($0), &inodes) : nil)
+        }
         let stagingBytes = diskUsage ? DiskUsage.of(stagingDirectory, &inodes) : nil
         var status = InstallStatus(
             install: root, channel: config.channel, remotes: config.remotes,
@@ -87,7 +93,7 @@ extension Install {
         if let staging = state.staging, let manifest = try? Syncer(install: self).loadManifest(staging.name) {
             let done = try StagedBuild(staging, in: self, state: store).recorded(manifest)
             var progress = InstallStatus.Staging(
-                buildId: staging.name, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
+                buildId: staging.buildId, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
                 bytesTotal: manifest.totalSize)
             for file in manifest.files {
                 for (index, chunk) in file.chunks.enumerated() {

@@ -33,7 +33,7 @@ extension Syncer {
             let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
             (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
             let routes = InstallStatus.Routes(
-                buildId: id, linked: plan.links.count, delta: deltas.files,
+                buildId: staged.identity.buildId, linked: plan.links.count, delta: deltas.files,
                 chunks: plan.assembled.count - deltas.files)
             try context.state.update { $0.recordRoutes(routes) }
             if deltas.chunks > 0 {  // what is left after the deltas: chunks only

@@ -13,7 +13,7 @@ import Foundation
 import PatchSync
 
 /// One line for the player, written at once (into a pipe or a log file too, where print would hold it).
-func say(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
+func say(_ text: String) { try? FileHandle.standardOutput.write(contentsOf: Data((text + "\n").utf8)) }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2 else {

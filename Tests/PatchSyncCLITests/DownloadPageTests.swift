@@ -173,16 +173,18 @@ struct DownloadPageTests {
         #expect(statusTotal == total, "status from another process: \(statusTotal.map(String.init) ?? "no running sync seen")")
     }
 
-    @Test("a patch through a delta pack: the update's total is what the sync downloads (the pack, and the chunks of the files no delta covers), the same on every transfer event; bytesDone never goes back nor leaps, and ends at the total")
-    func deltaUpdateTotal() throws {
+    @Test("a patch through a delta pack, of every bundle or of the required ones only: the update's total is what the sync downloads (the pack, and the chunks of the files no delta covers), the same on every transfer event; bytesDone never goes back nor leaps, and ends at the total; no delta is refused", arguments: [false, true])
+    func deltaUpdateTotal(requiredOnly: Bool) throws {
+        // Also for an install of the required bundles only: the pack names files by their index among all
+        // of the build's, which the install's narrower list must map.
         let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.05), id: "1")
+        try fixture.publish(try fixture.sampleBuild(1, scale: 0.05), id: "1", bundles: SampleGame.bundles)
         let nginx = try NginxOrigin(root: fixture.origin)
         defer { nginx.stop() }
-        let install = try fixture.makeInstall(remotes: [nginx.url])
+        let install = try fixture.makeInstall(remotes: [nginx.url]) { if requiredOnly { $0.bundles = [] } }
         #expect(try CLI.run(["sync", "--install", install.root, "--quiet"]).status == 0)
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
-        try fixture.publish(try fixture.sampleBuild(2, scale: 0.05), id: "2")
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.05), id: "2", bundles: SampleGame.bundles)
         let run = try CLI.run(["sync", "--install", install.root, "--json", "--max-rate", "512K"])
         #expect(run.status == 0, "\(run.stderr)")
         let result = try lastJSON(run.stdout)
@@ -193,6 +195,8 @@ struct DownloadPageTests {
         #expect(totals == [pack + chunks], "one total, the pack (\(pack)) and the chunks after it (\(chunks)): \(totals.sorted()) \(result)")
         let done = transfers.compactMap { $0["bytesDone"] as? Int }
         #expect(done == done.sorted(), "bytesDone never goes back: \(done)")
+        let step = transfers.compactMap { $0["stepBytesDone"] as? Int }
+        #expect(step == step.sorted() && step.last == transfers.last?["stepBytesTotal"] as? Int, "nor the step's own count: \(step)")
         let leaps = zip(done, done.dropFirst()).map { $1 - $0 }
         #expect((leaps.max() ?? 0) <= (pack + chunks) / 2, "no leap over half the update between two events: \(done)")
         #expect(done.last == pack + chunks, "the update ends at its total: \(done.suffix(3))")

@@ -16,7 +16,7 @@ public struct InstallStatus: Codable, Sendable {
         /// The folder in `builds/` (`<build id>`, or `<build id>@<n>` when a build came back).
         public var name: String
         /// The build it holds.
-        public var buildId: String
+        public var buildId: String?
         /// Only when asked for (`status(diskUsage: true)`, `status --disk`): it walks every file.
         public var diskBytes: Int64?
     }
@@ -115,7 +115,9 @@ extension Install {
         }
         status.currentRollback = state.currentIdentity?.rollback
         status.readyRollback = state.ready?.rollback
-        if let routes = state.routes, [status.staging?.buildId, status.ready].contains(routes.buildId) {
+        // The state names the deployment by its folder; a status names builds by their ids.
+        if var routes = state.routes, let owner = [state.staging, state.ready].compactMap({ $0 }).first(where: { $0.name == routes.buildId }) {
+            routes.buildId = owner.buildId
             status.routes = routes
         }
         return status

@@ -84,7 +84,9 @@ public struct Install: Sendable {
     }
 
     /// Changes the install's configuration (`patchsync config set` does the same): a running sync applies a
-    /// new bandwidth cap within a second.
+    /// new bandwidth cap within a second. Changes from several processes or threads take turns, each on
+    /// what the last one wrote; `change` itself must not change the configuration (it would wait for
+    /// its own turn).
     ///
     /// ```swift
     /// try install.updateConfig { $0.maxBytesPerSecond = 2 << 20 }

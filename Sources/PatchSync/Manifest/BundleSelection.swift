@@ -64,6 +64,15 @@ extension Manifest {
         guard !self.bundles.allSatisfy({ keep.contains($0.name) }) else { return self }
         var selected = self
         selected.files = files.filter { keep.contains($0.bundle) }
+        // A delta pack names files by their index in the full list: the narrowed list says where each went.
+        var position: [Int: Int] = [:]
+        for (index, file) in files.enumerated() where keep.contains(file.bundle) { position[index] = position.count }
+        selected.deltas = deltas?.map { pack in
+            var pack = pack
+            pack.narrowed = pack.narrowed.map { $0.compactMapValues { position[$0] } } ?? position
+            pack.covers = pack.covers?.compactMap { position[$0] }
+            return pack
+        }
         selected.links = links?.filter { keep.contains($0.bundle) }
         selected.folders = folders?.filter { keep.contains($0.bundle) }
         return selected

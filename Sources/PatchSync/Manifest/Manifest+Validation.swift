@@ -60,7 +60,7 @@ extension Manifest {
         for pack in deltas ?? [] {
             guard pack.from != buildId, pack.length > 0, pack.files > 0, pack.files <= files.count,
                 pack.covers.map({ covers in
-                    covers.count == pack.files && zip(covers, covers.dropFirst()).allSatisfy { $0 < $1 }
+                    (covers.count == pack.files || pack.narrowed != nil) && zip(covers, covers.dropFirst()).allSatisfy { $0 < $1 }
                         && covers.allSatisfy { files.indices.contains($0) }
                 }) ?? true
             else {

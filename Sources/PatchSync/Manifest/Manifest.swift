@@ -132,6 +132,13 @@ public struct DeltaSource: Codable, Hashable, Sendable {
     /// format 6): a client knows before downloading the pack which chunks it still fetches, so a download
     /// page's total is right from the first byte.
     public var covers: [Int]? = nil
+    /// In a manifest narrowed to some bundles (``Manifest/selecting(_:)``): the index in the narrowed
+    /// `files` of each file of the full list it kept, for the pack's own file indices (not encoded).
+    var narrowed: [Int: Int]? = nil
+
+    enum CodingKeys: String, CodingKey {
+        case from, object, length, files, covers
+    }
 }
 
 /// One file of a build.

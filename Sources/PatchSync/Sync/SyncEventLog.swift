@@ -79,11 +79,12 @@ enum SyncEventLog {
         /// A new file renamed over the last run's: a follower of that run keeps reading its own file to its
         /// end, and one that opens the path only now finds that run's file as ``previous(_:)``.
         init(_ path: String) {
-            let temporary = path + ".\(getpid()).tmp"
+            // Fixed names (the writer holds the staging lock): what a killed run left is replaced, not kept.
+            let (temporary, keeping) = (path + ".new", SyncEventLog.previous(path) + ".new")
             unlink(temporary)
+            unlink(keeping)
             let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            _ = link(path, temporary + ".previous")
-            _ = rename(temporary + ".previous", SyncEventLog.previous(path))
+            if link(path, keeping) == 0 { _ = rename(keeping, SyncEventLog.previous(path)) }
             if fd >= 0, rename(temporary, path) != 0 {
                 close(fd)
                 unlink(temporary)
@@ -179,6 +180,14 @@ extension Install {
             }
             if !alive {
                 // One more read after the process ended: its last lines were written before it exited.
+                if sawEnd, !ours, !lookedBack, let earlier = FileHandle(forReadingAtPath: SyncEventLog.previous(path)) {
+                    // A later run's file, still empty, took the path as this one ended: its end is in the one before.
+                    lookedBack = true
+                    try? opened?.close()
+                    opened = earlier
+                    pending = Data()
+                    continue
+                }
                 if sawEnd {
                     throw PatchSyncError(
                         .deferred, "the sync (process \(pid)) ended without a result: it was killed",

@@ -23,6 +23,8 @@ public final class SyncMeter: Sendable {
         /// from the transfer thread: the event's consumers write to disk and pipes).
         var pending: SyncEvent?
         var throttled: (@Sendable () -> Bool)?
+        /// Where flushed events go when not straight to `onEvent` (a sync with peers adds their bytes).
+        var through: (@Sendable (SyncEvent) -> Void)?
         var stallReported = false
         /// Bytes downloaded and dropped because the origin answered a range request with the whole file.
         var wasted: Int64 = 0
@@ -72,13 +74,20 @@ public final class SyncMeter: Sendable {
         }
     }
 
+    /// A progress event from the transfer thread (a delta pack's or a preload's bytes as they are
+    /// written): sent by the watch's next tick, not from there.
+    func post(_ event: SyncEvent) { state.withLock { $0.pending = event } }
+
+    /// Flushed events go through `sink` (which ends at `onEvent`) from now on.
+    func send(through sink: @escaping @Sendable (SyncEvent) -> Void) { state.withLock { $0.through = sink } }
+
     /// Sends the progress event that arriving bytes made due, if any (the watch's tick calls it).
     func flush() {
-        let event = state.withLock { state -> SyncEvent? in
+        let (event, through) = state.withLock { state -> (SyncEvent?, (@Sendable (SyncEvent) -> Void)?) in
             defer { state.pending = nil }
-            return state.pending
+            return (state.pending, state.through)
         }
-        if let event { onEvent(event) }
+        if let event { (through ?? onEvent)(event) }
     }
 
     func requestBegan(now: ContinuousClock.Instant = .now) { state.withLock { $0.began(now) } }

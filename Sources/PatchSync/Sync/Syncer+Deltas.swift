@@ -73,8 +73,10 @@ extension Syncer {
         let chunksAfter = Self.chunkBytes(plan, besides: Set(candidates.values.map(\.0.path)))
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
+            let meter = context.origin.client.meter
             result.packBytes = try await context.sources(for: manifest).whole(pack.object, length: pack.length, to: path) { have in
-                if let event = progress.set(have) { onEvent(event) }
+                guard let event = progress.set(have) else { return }
+                if let meter { meter.post(event) } else { onEvent(event) }  // not from the transfer thread
             }
             result.progressBytes = progress.bytesDone
         } catch  where error.code == .refusedData || error.code == .originUnavailable {
@@ -91,7 +93,7 @@ extension Syncer {
         do throws(PatchSyncError) {
             try DeltaPack.read(input) { (index, instructions) throws(PatchSyncError) in
                 if Task.isCancelled { throw PatchSyncError.cancelled }
-                guard let (file, source) = remaining.removeValue(forKey: index) else {
+                guard let index = pack.narrowed.map({ $0[index] }) ?? index, let (file, source) = remaining.removeValue(forKey: index) else {
                     skipped += 1  // not needed here (done, or the live file differs): not a fallback
                     return
                 }

@@ -500,7 +500,8 @@ extension Syncer {
         try await ChunkFetcher.each(ranges, atOnce: context.config.connections) { range in
             let counted = Tally(0)  // of this range, so far
             try await store.fetch(range, origin: context.origin) { have in
-                if let event = progress.add(counted.raise(to: have)) { context.onEvent(event) }
+                guard let event = progress.add(counted.raise(to: have)) else { return }
+                if let meter = context.origin.client.meter { meter.post(event) } else { context.onEvent(event) }  // not from the transfer thread
             }
             var updated = status
             updated.bytesDone = done.add(range.length)

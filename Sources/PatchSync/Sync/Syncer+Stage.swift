@@ -32,9 +32,9 @@ extension Syncer {
             defer { files.closeAll() }
             let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
             (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
+            // Named by the deployment's folder in the state; a status shows its build id.
             let routes = InstallStatus.Routes(
-                buildId: staged.identity.buildId, linked: plan.links.count, delta: deltas.files,
-                chunks: plan.assembled.count - deltas.files)
+                buildId: id, linked: plan.links.count, delta: deltas.files, chunks: plan.assembled.count - deltas.files)
             try context.state.update { $0.recordRoutes(routes) }
             if deltas.chunks > 0 {  // what is left after the deltas: chunks only
                 try files.flush()

@@ -68,16 +68,12 @@ public struct Syncer: Sendable {
         let totals = UpdateTotals(store: state)
         // One event at a time, in order, from any thread: a step's count an event shows never goes back
         // (the watch's tick sends what arriving bytes made due, the fetch what was verified).
-        let order = Mutex(TransferStatus(done: 0, total: -1, filesDone: 0, filesTotal: 0))
+        let order = Mutex(TransferOrder())
         let emit: @Sendable (SyncEvent) -> Void = { event in
-            order.withLock { last in
+            order.withLock { order in
                 var event = event
-                if case .transfer(var status) = event {
-                    if status.total == last.total, last.done < last.total {
-                        status.done = max(status.done, last.done)
-                        status.filesDone = max(status.filesDone, last.filesDone)
-                    }
-                    last = status
+                if case .transfer(let status) = event {
+                    guard let status = order.admit(status) else { return }
                     event = .transfer(totals.decorate(status))
                 }
                 recorder.note(event)
@@ -202,6 +198,7 @@ public struct Syncer: Sendable {
                 status.peerBytes = peers.bytes
                 onEvent(.transfer(status))
             }
+            meter.send(through: context.onEvent)
         }
         var report: SyncReport
         if let chosen {

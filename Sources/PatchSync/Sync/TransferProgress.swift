@@ -21,18 +21,23 @@ final class TransferProgress: Sendable {
 
         /// The event to send now, if one is due: bytes move as they arrive, capped below the total until
         /// what arrived is verified and durable.
-        mutating func due() -> SyncEvent? {
+        mutating func due(_ id: Int) -> SyncEvent? {
             let now = ContinuousClock.now
             let moving = done >= total ? total : min(total - 1, max(done, start + arrived))
             guard done >= total || now - last >= TransferProgress.interval else { return nil }
             last = now
             shown = max(shown, moving)
-            return .transfer(TransferStatus(done: shown, total: total, filesDone: filesDone, filesTotal: filesTotal))
+            var status = TransferStatus(done: shown, total: total, filesDone: filesDone, filesTotal: filesTotal)
+            status.progress = id
+            return .transfer(status)
         }
     }
 
     private let state: Mutex<State>
     static let interval = Duration.milliseconds(500)
+    /// This progress's number: each one made gets a higher one, so a late event of an earlier step is known.
+    let id = TransferProgress.made.add(1, ordering: .relaxed).newValue
+    private static let made = Atomic<Int>(0)
 
     init(done: Int64 = 0, total: Int64, filesTotal: Int) {
         state = Mutex(State(done: done, total: total, filesTotal: filesTotal, start: done, shown: done))
@@ -46,7 +51,7 @@ final class TransferProgress: Sendable {
         state.withLock { state in
             state.done += bytes
             state.filesDone += files
-            return state.due()
+            return state.due(id)
         }
     }
 
@@ -54,7 +59,7 @@ final class TransferProgress: Sendable {
     func received(_ bytes: Int64) -> SyncEvent? {
         state.withLock { state in
             state.arrived += bytes
-            return state.due()
+            return state.due(id)
         }
     }
 
@@ -62,7 +67,27 @@ final class TransferProgress: Sendable {
     func set(_ done: Int64) -> SyncEvent? {
         state.withLock { state in
             state.done = max(state.done, done)
-            return state.due()
+            return state.due(id)
         }
+    }
+}
+
+/// A sync's transfer statuses put in order as they go out, whichever thread sent them: a late one of a
+/// step that has ended (an earlier ``TransferProgress``) is dropped, and within a step the counts never
+/// go back (a status made before the step's last, sent after it, shows the last's counts).
+struct TransferOrder {
+    private var last = TransferStatus(done: 0, total: 0)
+
+    /// The status to send, or nil to send none.
+    mutating func admit(_ status: TransferStatus) -> TransferStatus? {
+        var status = status
+        let (id, latest) = (status.progress ?? 0, last.progress ?? 0)
+        if id < latest { return nil }
+        if id == latest {
+            status.done = max(status.done, last.done)
+            status.filesDone = max(status.filesDone, last.filesDone)
+        }
+        last = status
+        return status
     }
 }

@@ -25,6 +25,14 @@ public struct TransferStatus: Codable, Sendable, Equatable {
     public var bundleInstalledBytes: Int64?
     /// Content bytes LAN peers delivered so far in this sync (absent without peers).
     public var peerBytes: Int64?
+    /// The ``TransferProgress`` the status came from (later ones have higher numbers): events are put
+    /// in order by it. Not encoded.
+    var progress: Int?
+
+    enum CodingKeys: String, CodingKey {
+        case done, total, filesDone, filesTotal, updateDone, updateTotal, bundles, bundleDone, bundleTotal
+        case bundleInstalledBytes, peerBytes
+    }
 
     public init(done: Int64, total: Int64, filesDone: Int = 0, filesTotal: Int = 0) {
         self.done = done

@@ -14,8 +14,9 @@ import Synchronization
 /// With a ``DelayController`` the rate follows request latency below the cap (discretionary syncs
 /// yield to other traffic).
 ///
-/// Thread-safety: a `Mutex` holds the bucket, the controller and the paused transfers. Only the
-/// transfer thread takes it, except to read ``publishedRate``, so it is uncontended.
+/// Thread-safety: a `Mutex` holds the bucket, the controller and the paused transfers. The transfer
+/// thread takes it, and others only to read ``publishedRate`` and ``hasPaused`` (the sync's stall
+/// watch, ten times a second), so it is hardly contended.
 final class RateLimiter: Sendable {
     private struct State {
         var bytesPerSecond: Double

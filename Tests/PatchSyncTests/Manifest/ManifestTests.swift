@@ -77,20 +77,30 @@ struct ManifestTests {
     @Test("a delta pack's list of the files it rebuilds must name as many files as it says, ascending, each in the manifest", .tags(.small))
     func deltaCovers() throws {
         var manifest = try Self.oneFile(format: 1, codec: .raw, objectLength: 10)
-        let pack = DeltaSource(from: try BuildID("0"), object: manifest.files[0].object, length: 100, files: 1, covers: [0])
+        for name in ["b", "c"] {  // three files: every rule has room to be broken alone
+            var file = manifest.files[0]
+            file.path = name
+            manifest.files.append(file)
+        }
+        let pack = DeltaSource(from: try BuildID("0"), object: manifest.files[0].object, length: 100, files: 2, covers: [0, 2])
         manifest.deltas = [pack]
         try manifest.validate()
-        for wrong in [[1], [0, 0], [-1]] {
+        for wrong in [[2, 0], [1, 1], [0, 3], [-1, 0]] {
             manifest.deltas?[0].covers = wrong
-            manifest.deltas?[0].files = wrong.count
             #expect(throws: PatchSyncError.self, "covers \(wrong)") { try manifest.validate() }
         }
-        manifest.deltas?[0].covers = [0]
-        manifest.deltas?[0].files = 2
-        #expect(throws: PatchSyncError.self, "files and covers disagree") { try manifest.validate() }
+        manifest.deltas?[0].covers = [0, 1, 2]
+        #expect(throws: PatchSyncError.self, "covers three files, files says two") { try manifest.validate() }
         manifest.deltas?[0].covers = nil
-        manifest.deltas?[0].files = 1
         try manifest.validate()
+        // Narrowed to some bundles, the indices follow the files that stay.
+        manifest.deltas?[0].covers = [0, 2]
+        manifest.files[1].bundle = "hd"
+        manifest.bundles.append(PatchSync.Bundle(name: "hd", required: false, priority: 1, paths: ["b"]))
+        let narrowed = manifest.selecting([manifest.bundles[0].name])
+        #expect(narrowed.files.map(\.path) == [manifest.files[0].path, "c"])
+        #expect(narrowed.deltas?[0].covers == [0, 1] && narrowed.deltas?[0].narrowed == [0: 0, 2: 1])
+        try narrowed.validate()
     }
 
     @Test("a manifest with special mode bits or chunks that do not tile the file is refused", .tags(.small))

@@ -72,6 +72,29 @@ struct SyncMeterTests {
     }
 }
 
+@Suite("Transfer events in order")
+struct TransferOrderTests {
+    @Test("an arrival event made before a step's last and sent after it shows the last's counts; a late one of an ended step is dropped")
+    func staleEvents() throws {
+        let step = TransferProgress(total: 1000, filesTotal: 2)
+        usleep(600_000)
+        guard case .transfer(let early)? = step.received(400) else { throw Failure("no arrival event") }
+        guard case .transfer(let final)? = step.add(1000, files: 2) else { throw Failure("no final event") }
+        var order = TransferOrder()
+        #expect(order.admit(final)?.done == 1000)
+        #expect(order.admit(early)?.done == 1000, "the bar never goes back from the step's end")
+        let next = TransferProgress(total: 500, filesTotal: 1)
+        guard case .transfer(let first)? = next.add(500, files: 1) else { throw Failure("no event of the next step") }
+        #expect(order.admit(first)?.done == 500)
+        #expect(order.admit(early) == nil, "the ended step's late event is not shown against the next step")
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
+
 @Suite("Following a sync through its event log")
 struct SyncEventLogTests {
     static func write(_ lines: [SyncEventLog.Line], to path: String) throws {

@@ -2,48 +2,45 @@ import Foundation
 import PatchSync
 import Synchronization
 
-/// A smoothed transfer rate and an ETA that is never absurd, from samples whose time is given
-/// (so tests drive it without a clock): an exponentially weighted rate, and no ETA while the rate
-/// is under 1 KiB/s or the ETA would exceed a week.
+/// A transfer rate and an ETA that is never absurd, from samples whose time is given (so tests drive it
+/// without a clock): the bytes counted over the last few seconds of the step (a sliding window, so one
+/// burst moves it only part way and it never shows more than arrived in the window), and no ETA while the
+/// rate is under 1 KiB/s or the ETA would exceed a week.
 struct RateEstimator {
-    static let smoothing = 0.3
+    static let window = 3.0
     static let minimumRate = 1024.0
     static let longestETA: Int64 = 7 * 86400
 
-    /// Samples closer than this are taken together: the last event of a step comes at once.
+    /// A rate over less than this is not measured: the last event of a step comes at once.
     static let shortestSample = 0.25
 
     private(set) var bytesPerSecond = 0.0
-    /// The sample the next rate is measured from: the first event of a step, or of a resumed sync,
-    /// starts the measure (bytes counted before it did not arrive at this rate).
-    private var last: (seconds: Double, done: Int64)?
+    /// The samples of the window, oldest first: the first event of a step, or of a resumed sync, starts
+    /// the measure (bytes counted before it did not arrive at this rate).
+    private var samples: [(seconds: Double, done: Int64)] = []
 
     mutating func add(seconds: Double, done: Int64) {
-        guard let last else {
-            // The first sample, or the first of a step: measure from here (the rate so far stands until then).
-            self.last = (seconds, done)
-            return
-        }
-        guard done >= last.done else {
+        if let last = samples.last, done < last.done {
             // A count that starts again: measure from here, from nothing.
-            self.last = (seconds, done)
+            samples = []
             bytesPerSecond = 0
-            return
         }
-        guard seconds - last.seconds >= Self.shortestSample else { return }
-        let instant = Double(done - last.done) / (seconds - last.seconds)
-        bytesPerSecond = bytesPerSecond == 0 ? instant : Self.smoothing * instant + (1 - Self.smoothing) * bytesPerSecond
-        self.last = (seconds, done)
+        if let last = samples.last, seconds < last.seconds { return }  // an event counted before the last one
+        samples.append((seconds, done))
+        while samples.count > 2, seconds - samples[1].seconds >= Self.window { samples.removeFirst() }
+        // Until the step has a measure of its own, the rate of the one before stands.
+        guard let first = samples.first, seconds - first.seconds >= Self.shortestSample else { return }
+        bytesPerSecond = Double(done - first.done) / (seconds - first.seconds)
     }
 
     /// A new step: the time between steps (comparing, linking) is not download time, so the measure
     /// starts again at its first event.
-    mutating func restart() { last = nil }
+    mutating func restart() { samples = [] }
 
     /// No byte came for a while: the rate is zero until bytes come again.
     mutating func stalled() {
         bytesPerSecond = 0
-        last = nil
+        samples = []
     }
 
     func eta(remaining: Int64) -> Int64? {
@@ -221,7 +218,7 @@ final class ProgressReporter: Sendable {
         // The whole update's scale when the sync gives it: one bar from the first byte to the last.
         let (done, total) = (status.updateDone ?? status.done, status.updateTotal ?? status.total)
         let (files, filesTotal) = (status.filesDone, status.filesTotal)
-        let elapsed = ContinuousClock.now - start
+        let elapsed = (status.countedAt ?? .now) - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         if let step = state.step, step.total != status.total || step.bundles != status.bundles { state.estimator.restart() }
         state.step = (status.total, status.bundles)

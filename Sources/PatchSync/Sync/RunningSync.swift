@@ -78,7 +78,7 @@ public struct RunningSync: Codable, Sendable, Equatable {
             guard case .transfer(let status) = event else { return }
             // The rate and the ETA on the update's scale when there is one: it never restarts at a step.
             let (done, total) = (status.updateDone ?? status.done, status.updateTotal ?? status.total)
-            let now = ContinuousClock.now
+            let now = status.countedAt ?? ContinuousClock.now
             let due: RunningSync? = progress.withLock { p in
                 p.samples.append((now, done))
                 p.samples.removeAll { now - $0.at > Self.window }

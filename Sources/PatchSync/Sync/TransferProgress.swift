@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
 
-/// Bytes and files done out of a sync's totals, as `.transfer` events: at most one every half second,
+/// Bytes and files done out of a sync's totals, as `.transfer` events: one every 0.4 s while bytes come (so
+/// that one reaches the consumer at least every half second, sent at the sync's next 0.1 s tick),
 /// and always the one that reaches the total. The delta pack and the chunks after it count on one
 /// scale, so `done` only grows and a rate taken over it stays true.
 ///
@@ -29,12 +30,13 @@ final class TransferProgress: Sendable {
             shown = max(shown, moving)
             var status = TransferStatus(done: shown, total: total, filesDone: filesDone, filesTotal: filesTotal)
             status.progress = id
+            status.countedAt = now
             return .transfer(status)
         }
     }
 
     private let state: Mutex<State>
-    static let interval = Duration.milliseconds(500)
+    static let interval = Duration.milliseconds(400)
     /// This progress's number: each one made gets a higher one, so a late event of an earlier step is known.
     let id = TransferProgress.made.add(1, ordering: .relaxed).newValue
     private static let made = Atomic<Int>(0)

@@ -25,6 +25,9 @@ public struct TransferStatus: Codable, Sendable, Equatable {
     public var bundleInstalledBytes: Int64?
     /// Content bytes LAN peers delivered so far in this sync (absent without peers).
     public var peerBytes: Int64?
+    /// When the counts were taken (not encoded): a rate measured over events is true even when an event
+    /// reaches its consumer a moment later (arrival events go out at the sync's next tick).
+    public var countedAt: ContinuousClock.Instant?
     /// The ``TransferProgress`` the status came from (later ones have higher numbers): events are put
     /// in order by it. Not encoded.
     var progress: Int?

@@ -57,7 +57,7 @@ struct SyncMeterTests {
         let meter = SyncMeter(onEvent: { event in events.list.withLock { $0.append(event) } })
         let progress = TransferProgress(total: 1000, filesTotal: 1)
         meter.follow(progress)
-        usleep(600_000)  // past the half second between events
+        usleep(600_000)  // past the time between events
         meter.arrived(100)
         #expect(events.count == 0)
         meter.flush()

@@ -7,14 +7,15 @@ import Testing
 /// a way to stop it and its exit status; the build it runs stays while it runs.
 @Suite("A launch handle", .tags(.cli), .serialized)
 struct LaunchHandleTests {
-    /// A build whose `bin/game` prints its folder, a line on stderr, then sleeps until killed.
+    /// A build whose `bin/game` prints its folder, a line on stderr, then sleeps until killed (or for
+    /// `GAME_SECONDS`).
     static func build(_ fixture: Fixture, _ number: Int) throws -> String {
         let folder = fixture.directory + "/game-\(number)"
         try FileManager.default.createDirectory(atPath: folder + "/bin", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: folder + "/data", withIntermediateDirectories: true)
         try Data("build \(number)\n".utf8).write(to: URL(fileURLWithPath: folder + "/data/version.txt"))
         let script = folder + "/bin/game"
-        try Data("#!/bin/sh\necho \"pwd=$(pwd -P)\"\necho started >&2\nexec sleep 30\n".utf8).write(to: URL(fileURLWithPath: script))
+        try Data("#!/bin/sh\necho \"pwd=$(pwd -P)\"\necho started >&2\nexec sleep ${GAME_SECONDS:-30}\n".utf8).write(to: URL(fileURLWithPath: script))
         chmod(script, 0o755)
         return folder
     }
@@ -29,7 +30,7 @@ struct LaunchHandleTests {
         return String(decoding: data.prefix { $0 != 0x0a }, as: UTF8.self)
     }
 
-    @Test("GameLauncher.start returns at once with the game's pid, build and output; ./bin/game runs in its own build (or --cwd's folder); nothing it uses is swapped while it runs; terminate() ends it with 128+15; with no build yet it is notPlayableYet (75)")
+    @Test("GameLauncher.start returns at once with the game's pid, build and output; ./bin/game runs in its own build (or --cwd's folder); nothing it uses is swapped while it runs; terminate() ends it with 128+15; with no build yet it is notPlayableYet (75); `patchsync launch -- ./bin/game` from another folder runs the new build's game in its folder")
     func handle() async throws {
         let fixture = try Fixture()
         try fixture.publish(try Self.build(fixture, 1), id: "1")
@@ -76,5 +77,14 @@ struct LaunchHandleTests {
         #expect(Self.firstLine(second.standardOutput) == "pwd=\(data)")
         second.terminate(SIGKILL)
         #expect(await second.exitStatus == 128 + SIGKILL)
+
+        // The command line, started from another folder: `./bin/game` is the new build's, run in its folder.
+        try fixture.publish(try Self.build(fixture, 3), id: "3")
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        let three = URL(fileURLWithPath: install.root + "/builds/3").resolvingSymlinksInPath().path
+        #expect(FileManager.default.currentDirectoryPath != three)
+        let launched = try CLI.run(["launch", "--install", install.root, "--", "./bin/game"], environment: ["GAME_SECONDS": "0"])
+        #expect(launched.status == 0 && launched.stdout.hasPrefix("pwd=\(three)\n"), "\(launched.stdout) \(launched.stderr)")
+        #expect(install.currentBuild() == "3")
     }
 }

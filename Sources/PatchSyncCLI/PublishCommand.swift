@@ -65,6 +65,8 @@ struct Publish: AsyncParsableCommand {
     @Flag(help: "Check the folder and cost the patch from the channel's current build; write nothing.") var dryRun = false
     @Flag(help: "Publish a build that drops most of the current build's files (refused otherwise, as the wrong folder).")
     var replaceMost = false
+    @Flag(help: "List the build on a new channel whose name is close to an existing one (refused otherwise, as a typo).")
+    var newChannel = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -96,6 +98,7 @@ struct Publish: AsyncParsableCommand {
         options.portable = portable
         options.dryRun = dryRun
         options.replaceMost = replaceMost
+        options.newChannel = newChannel
         if let chunkSize {
             let average = chunkSize << 10
             options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)

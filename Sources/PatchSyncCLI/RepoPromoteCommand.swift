@@ -23,12 +23,15 @@ struct RepoPromote: AsyncParsableCommand {
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
     @Option(help: "How many builds of each channel targets.json keeps listed.") var keepBuilds = Publisher.Options.defaultKeepBuilds
+    @Flag(help: "List it on a new channel whose name is close to an existing one (refused otherwise, as a typo).")
+    var newChannel = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         try originWait.apply()
         var release = Release(origin: origin, signers: try signing.signers())
         release.keepBuilds = keepBuilds
+        release.newChannel = newChannel
         let report = try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))
         warn(report.warnings)
         Output(json: json).result(

@@ -34,7 +34,7 @@ struct RepoStatus: AsyncParsableCommand {
             for build in channel.builds {
                 var line =
                     "  \(build.current ? "*" : " ") \(build.buildId)  sequence \(build.sequence), "
-                    + (build.releaseAt == nil ? "\(build.files) files, " : "") + ByteCount.format(build.size)
+                    + (build.releaseAt == nil || build.released == true ? "\(build.files) files, " : "") + ByteCount.format(build.size)
                 if let at = build.releaseAt {
                     line += build.released == true ? ", preload, released" : ", preload, sealed until \(TUFDate.format(at))"
                 }

@@ -3,11 +3,11 @@ import Foundation
 /// What a publish checks against the channel before it writes anything: the wrong folder going live,
 /// and a dry run's report.
 extension Publisher {
-    /// The channel's current build, as the publisher's tools read it (nil when there is none, it is a
-    /// preload, or its manifest cannot be read).
+    /// The channel's current build, as the publisher's tools read it: the newest installable build, a
+    /// released preload too (nil when there is none, or its manifest cannot be read).
     func currentManifest(_ repo: Repository) -> Manifest? {
-        guard let current = ChannelListing(repo, channel: options.channel.name).current, current.info.preload == nil else { return nil }
-        return try? Repository.manifest(in: options.origin, current.path, current.file, validating: false)
+        guard let current = ChannelListing(repo, channel: options.channel.name).current else { return nil }
+        return try? repo.listedManifest(current.path, current.file, validating: false)
     }
 
     /// Refuses, unless ``Options/replaceMost``, a folder that lacks more than half the files (by count

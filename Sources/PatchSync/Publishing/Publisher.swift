@@ -37,6 +37,9 @@ public struct Publisher: Sendable {
         public var replaceMost = false
         /// Check the folder and cost the patch from the channel's current build; write nothing.
         public var dryRun = false
+        /// List the build on a channel the repository has never had although its name is close to one
+        /// it has (``NewChannelCheck``); without it such a name is refused as a typo.
+        public var newChannel = false
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
             self.buildDirectory = buildDirectory
@@ -96,6 +99,7 @@ public struct Publisher: Sendable {
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
+        try NewChannelCheck.check(options.channel, repo: repo, meant: options.newChannel, command: "publish")
         if options.preload == nil { try checkNoPendingPreload(repo) }
         // Every problem of the folder at once, before anything is chunked or written (a preload's key too).
         let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)

@@ -41,6 +41,8 @@ public struct Release: Sendable {
     /// How many of the target channel's latest builds get a delta pack to a promoted or rolled-back build.
     public var deltaSources = 2
     public var now = Date()
+    /// Promote to a channel whose name is close to an existing one although it has none yet (``NewChannelCheck``).
+    public var newChannel = false
 
     public init(origin: String, signers: Repository.Signers) {
         self.origin = origin
@@ -59,6 +61,7 @@ public struct Release: Sendable {
         guard from != to else {
             throw PatchSyncError(.usage, "--from and --to are both \(from)", remedy: "promote from one channel to another")
         }
+        try NewChannelCheck.check(to, repo: repo, meant: newChannel, command: "repo promote --to")
         guard let entry = ChannelListing(repo, channel: from.name).build(build.value) else {
             throw PatchSyncError(
                 .usage, "channel \(from) of \(origin) lists no build \(build)",

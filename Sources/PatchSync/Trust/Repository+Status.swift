@@ -53,8 +53,8 @@ extension Repository {
         for (path, file) in targetFiles {
             guard let info = file.custom else { continue }
             var files = info.files, size = info.size
-            if (files == nil || size == nil) && info.preload == nil,  // a preload's manifest is sealed
-                let manifest = try? Self.manifest(in: origin, path, file, validating: false)  // status never wedges
+            if files == nil || size == nil, isReleased(info),  // a pending preload's manifest is sealed
+                let manifest = try? listedManifest(path, file, validating: false)  // status never wedges
             {
                 (files, size) = (manifest.files.count, manifest.totalSize)
             }
@@ -134,6 +134,12 @@ extension Repository {
     /// The manifest a target names, read from the origin and checked against its signed hash.
     func manifest(_ path: String, _ file: TargetFile) throws(PatchSyncError) -> Manifest {
         try Self.manifest(in: origin, path, file)
+    }
+
+    /// The manifest of a listed build as players read it: a plain build's, or a released preload's
+    /// sealed manifest opened with the key the releases role lists. A pending preload is refused by name.
+    public func listedManifest(_ path: String, _ file: TargetFile, validating: Bool = true) throws(PatchSyncError) -> Manifest {
+        try Self.manifest(in: origin, path, file, released: releasedKeys, validating: validating)
     }
 
     /// The manifest target `path` of the origin folder `origin`, checked against its signed length and hash.

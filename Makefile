@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils faketime strace chromium curl python3 python3-pip python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps demo test build release clean man fuzz lint format
+.PHONY: deps demo test build release clean man fuzz lint format soak
 
 FORMATTED := Sources Tests Examples Benchmarks Fuzz Package.swift
 
@@ -43,6 +43,15 @@ format:
 test: deps lint
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+# The two model tests at length, on a fresh random seed (printed first; SEED=N runs one again):
+# the install model over 2,000 sequences, the release history over 200.
+soak: deps
+	$(SWIFT) build --build-tests
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "soak seed: $$seed (SEED=$$seed make soak runs it again)"; \
+	  PATCHSYNC_MODEL_SEED=$$seed PATCHSYNC_MODEL_SEQUENCES=2000 $(SWIFT) test --skip-build --filter InstallModel \
+	  && PATCHSYNC_HISTORY_SEED=$$seed PATCHSYNC_HISTORY_SEQUENCES=200 $(SWIFT) test --skip-build --filter ReleaseHistory \
+	  && echo "soak seed $$seed: passed"
 
 # libFuzzer targets for the metadata parser, canonical JSON, the manifest and object decoders
 # (FUZZ_SECONDS each, default 60); `make test` replays their seed corpus Fuzz/Corpus.

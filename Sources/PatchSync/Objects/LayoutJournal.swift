@@ -19,6 +19,8 @@ final class LayoutJournal: Sendable {
         /// The temporary file, relative to `objects/.incoming`.
         var temp: String
         var sha256: SHA256Digest
+        /// The object's name when it is not `sha256` (``ObjectWriter/layoutName(of:chunks:)``).
+        var object: SHA256Digest?
         var size: Int64
         var chunks: [ChunkEntry]
 
@@ -38,8 +40,10 @@ final class LayoutJournal: Sendable {
 
     /// Records a finished temporary object (any thread). A journal that cannot be written only costs
     /// the next publish after a kill the rewriting it would do anyway.
-    func record(_ pending: ObjectWriter.Pending, sha256: SHA256Digest, size: Int64, chunks: [ChunkEntry]) {
-        let entry = Entry(temp: String(pending.temp.dropFirst(FileSystem.parent(of: path).count + 1)), sha256: sha256, size: size, chunks: chunks)
+    func record(_ pending: ObjectWriter.Pending, sha256: SHA256Digest, object: SHA256Digest, size: Int64, chunks: [ChunkEntry]) {
+        let entry = Entry(
+            temp: String(pending.temp.dropFirst(FileSystem.parent(of: path).count + 1)), sha256: sha256,
+            object: object == sha256 ? nil : object, size: size, chunks: chunks)
         guard var line = try? JSONEncoder().encode(entry) else { return }
         line.append(0x0a)
         file.withLock { file in
@@ -77,9 +81,10 @@ final class LayoutJournal: Sendable {
                     entry.chunks.last.map({ $0.offset + Int64($0.length) }) ?? 0 == entry.size,
                     entry.storedLength <= ObjectNaming.segmentBytes
                 else { continue }  // a line torn by the kill, one already seen, or one too large for one file
-                let final = layout.objectFile(entry.sha256), temp = folder + "/" + entry.temp
+                let object = entry.object ?? entry.sha256
+                let final = layout.objectFile(object), temp = folder + "/" + entry.temp
                 let file = FileEntry(
-                    path: "", size: entry.size, mode: 0o644, sha256: entry.sha256, object: entry.sha256, bundle: "",
+                    path: "", size: entry.size, mode: 0o644, sha256: entry.sha256, object: object, bundle: "",
                     chunks: entry.chunks)
                 // Every chunk is read back against its hash, in place or not: a length proves nothing after a crash.
                 if FileSystem.exists(final) {

@@ -22,6 +22,8 @@ struct ObjectWriter: Sendable {
     /// What writing one file produced.
     struct Result {
         var sha256: SHA256Digest
+        /// The object's name: the file's SHA-256, or its layout's name when that one is taken.
+        var object: SHA256Digest
         var size: Int64
         var chunks: [ChunkEntry]
         /// The bytes of the object (written by ``write(file:knownHash:)``; what it would be for
@@ -53,17 +55,37 @@ struct ObjectWriter: Sendable {
         do {
             let input: Input = try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
             var result = try store(input, into: segments, knownHash: knownHash)
-            let naming = ObjectNaming.current
+            let naming = ObjectNaming.current, layout = OriginLayout(root: origin)
+            // A name never changes its bytes: when the file's own name is taken by an object whose layout
+            // this publish does not know (a leftover of a pruned build, written with another codec or level),
+            // the object is named by its layout instead (``layoutName(of:chunks:)``), never renamed over it.
+            if FileSystem.exists(layout.path(naming.path(result.sha256, segment: 0))) {
+                result.object = Self.layoutName(of: result.sha256, chunks: result.chunks)
+            }
+            let object = result.object
             result.pending = segments.temps.enumerated().map { k, temp in
-                Pending(temp: temp, final: OriginLayout(root: origin).path(naming.path(result.sha256, segment: k)))
+                Pending(temp: temp, final: layout.path(naming.path(object, segment: k)))
             }
             // A journal line names one temporary file: an object of several segments is written again after a kill.
-            if result.pending.count == 1 { journal?.record(result.pending[0], sha256: result.sha256, size: result.size, chunks: result.chunks) }
+            if result.pending.count == 1 {
+                journal?.record(result.pending[0], sha256: result.sha256, object: object, size: result.size, chunks: result.chunks)
+            }
             return result
         } catch {
             segments.removeAll()
             throw PatchSyncError.wrap(error).during("storing \(path)")
         }
+    }
+
+    /// The name of an object of file content `sha256` stored as `chunks`: any bytes ever written under it
+    /// read back as this content through this layout (the same chunks at the same stored offsets, lengths
+    /// and codecs), so a CDN copy of an earlier write of it is as good as this one.
+    static func layoutName(of sha256: SHA256Digest, chunks: [ChunkEntry]) -> SHA256Digest {
+        var text = "patchsync object layout 1\0\(sha256.hex)"
+        for chunk in chunks {
+            text += "\0\(chunk.offset),\(chunk.length),\(chunk.sha256.hex),\(chunk.objectOffset),\(chunk.objectLength),\(chunk.codec.rawValue)"
+        }
+        return SHA256Hasher.hash(Data(text.utf8))
     }
 
     /// The temporary files of one object's segments, each made when the first chunk reaches it, spread
@@ -187,6 +209,6 @@ struct ObjectWriter: Sendable {
         let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0
         guard let sha = knownHash ?? fileHasher?.finish() else { throw PatchSyncError(.internal, "no file hash") }
         let written = chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
-        return Result(sha256: sha, size: size, chunks: chunks, bytesWritten: written)
+        return Result(sha256: sha, object: sha, size: size, chunks: chunks, bytesWritten: written)
     }
 }

@@ -421,7 +421,7 @@ public struct Publisher: Sendable {
         }
         return .entry(
             FileEntry(
-                path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.object,
                 bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
     }
 

@@ -51,6 +51,8 @@ public struct PatchSyncError: Error, CustomStringConvertible, Sendable {
         case stalled
         /// The build is preloaded and its release has not come yet.
         case notReleasedYet
+        /// The publisher withdrew the channel's last build: nothing to install until it publishes again.
+        case withdrawn
     }
 
     public var code: Code
@@ -93,6 +95,7 @@ public struct PatchSyncError: Error, CustomStringConvertible, Sendable {
         case .playHours: return "The download waits until your play time is over."
         case .deadline, .stopped, .backingOff: return "The download stopped for now; it goes on where it stopped next time."
         case .notReleasedYet: return "The new version is downloaded and unlocks at its release time."
+        case .withdrawn: return "The publisher took this version of the game down for now. Try again later."
         case nil: break
         }
         switch code {

@@ -26,6 +26,9 @@ struct RateEstimator {
             bytesPerSecond = 0
         }
         if let last = samples.last, seconds < last.seconds { return }  // an event counted before the last one
+        // No event for a whole window (events come at least every second while a step runs): the process
+        // was frozen or the machine slept, and what arrives now is no rate over that time: measure again.
+        if let last = samples.last, seconds - last.seconds >= Self.window { samples = [] }
         samples.append((seconds, done))
         while samples.count > 2, seconds - samples[1].seconds >= Self.window { samples.removeFirst() }
         // Until the step has a measure of its own, the rate of the one before stands.
@@ -104,6 +107,8 @@ final class ProgressReporter: Sendable {
         var step: (total: Int64, bundles: [String]?)?
         var lastLine = -1.0
         var liveLineShown = false
+        /// A stall was told to a person (its later heartbeats are not, until bytes come again).
+        var stallTold = false
     }
 
     private let mode: Mode
@@ -123,7 +128,9 @@ final class ProgressReporter: Sendable {
             case .phase(let id, let message):
                 Output.enter(id.rawValue)
                 phase(message, &state)
-            case .transfer(let status): transfer(status, &state)
+            case .transfer(let status):
+                state.stallTold = false
+                transfer(status, &state)
             case .bundles(let progress): bundles(progress, &state)
             case .stalled(let seconds):
                 state.estimator.stalled()
@@ -135,8 +142,14 @@ final class ProgressReporter: Sendable {
                     event.stalledSeconds = seconds
                     event.bytesPerSecond = 0
                     Output.line(Output.stamped(event))
-                case .live, .lines: phase(message, &state)
+                case .live, .lines:
+                    if !state.stallTold { phase(message, &state) }
                 }
+                state.stallTold = true
+            case .offline(let failures):
+                notice("offline", "no mirror can be reached (\(failures)); trying again every few seconds", &state)
+            case .online:
+                notice("online", "the origin answers again", &state)
             case .warning(let text):
                 // Said on stderr whatever the mode: it costs money or time, and is fixed by the publisher.
                 FileHandle.standardError.write(Data("warning: \(text)\n".utf8))
@@ -173,6 +186,15 @@ final class ProgressReporter: Sendable {
                 write("\n")
                 state.liveLineShown = false
             }
+        }
+    }
+
+    /// An event with nothing but its message (`offline`, `online`).
+    private func notice(_ name: String, _ message: String, _ state: inout State) {
+        switch mode {
+        case .quiet: return
+        case .json: Output.line(Output.stamped(ProgressEvent(event: name, message: message)))
+        case .live, .lines: phase(message, &state)
         }
     }
 

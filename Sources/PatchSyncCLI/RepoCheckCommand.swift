@@ -49,7 +49,7 @@ struct RepoCheck: AsyncParsableCommand {
                     Repository.ListingProblem(
                         kind: .missingFromBucket, channel: "", buildId: "",
                         problem: "\(state.destination) lacks \(path), which signed metadata it serves names",
-                        fix: "patchsync upload \(origin) \(state.destination) --verify"))
+                        fix: state.repair))
             }
         }
         if let cdn { problems += try await CDNCheck.run(origin: origin, cdn: cdn, metadataMaxAge: max(0, metadataMaxAge)) }

@@ -50,6 +50,16 @@ struct RepoRefresh: AsyncParsableCommand {
                 remedy: "fix what it names, then run `patchsync repo release BUILD`; snapshot and timestamp "
                     + "were re-signed")
         }
+        // Refresh signs only snapshot and timestamp: an expired targets or root makes every player refuse
+        // the repository whatever refresh signs, so the cron job must fail loudly, naming the renewal.
+        let now = Date()
+        if let expired = try repo.status(now: now).roles.first(where: { ["root", "targets"].contains($0.role) && $0.expires <= now }) {
+            throw PatchSyncError(
+                .refusedData,
+                "\(expired.role).json of \(origin) expired at \(TUFDate.format(expired.expires)): players refuse the repository "
+                    + "until it is signed again, which refresh (the online key) cannot do",
+                remedy: "run `\(expired.renewal)`; snapshot and timestamp were re-signed")
+        }
         if !outcome.missingKeys.isEmpty {
             throw PatchSyncError(
                 .usage,

@@ -70,7 +70,7 @@ struct RepoStatus: AsyncParsableCommand {
             text +=
                 "\n  lacks \(state.missing.count) signed file(s) players may ask for: "
                 + state.missing.prefix(5).joined(separator: ", ") + (state.missing.count > 5 ? ", …" : "")
-                + "\n  send them again: patchsync upload ORIGIN \(state.destination) --verify"
+                + "\n  send them again: \(state.repair)"
         }
         return text
     }

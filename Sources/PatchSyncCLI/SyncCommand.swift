@@ -18,6 +18,11 @@ struct Sync: AsyncParsableCommand {
             inside playHours, on a metered network or while backing off after such a deferral; \
             conditions are watched while it runs too.
 
+            A network blink does not end a sync: while no mirror can be reached (connections \
+            refused, a Wi-Fi handover, a resume from suspend) it tries again every few seconds, \
+            with `offline` and `online` events, and exits 69 only when no byte has arrived for \
+            --give-up (default 2m).
+
             A sync started while a --discretionary one runs takes over: it asks that one to stop, waits \
             until its progress is recorded, and goes on at full speed. --attach follows a running sync's \
             progress from another process.
@@ -58,7 +63,7 @@ struct Sync: AsyncParsableCommand {
     var duration: String?
     @Option(
         help: ArgumentHelp(
-            "Stop with exit 69 when no byte has arrived for this long (30s, 2m), progress kept; a `stalled` event comes after 10 s.",
+            "Stop with exit 69 when no byte has arrived for this long since the last one (30s, 2m; default 2m), progress kept; a `stalled` event comes after 10 s.",
             valueName: "duration"))
     var giveUp: String?
     @Flag(

@@ -77,7 +77,7 @@ struct CLITests {
                 "init", "--install", install, "--remote", "http://127.0.0.1:1",
                 "--root", fixture.rootMetadata
             ]).status == 0)
-        let result = try CLI.run(["sync", "--install", install, "--json"])
+        let result = try CLI.run(["sync", "--install", install, "--json", "--give-up", "3s"])
         #expect(result.status == 69)
         let error = try lastJSON(result.stdout)
         #expect(error["exitStatus"] as? Int == 69)

@@ -461,15 +461,23 @@ struct ModelRun {
             let result = try CLI.run(["sync", "--install", install.root, "--quiet"], environment: ["PATCHSYNC_CRASH_AT": point])
             if result.status == 0 { model.syncCompleted() } else { model.syncInterrupted() }
         case .applyCrashed(let point):
-            _ = try CLI.run(["apply", "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": point])
-            // Killed before the flip: the old build is live; after it: the ready one is, whatever was recorded.
+            let killed = try CLI.run(["apply", "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": point]).status == SIGKILL
+            // Killed before the flip: the old build is live; at the flip or after it: the ready one is, whatever was recorded.
             let live = try liveDeployment()
-            if live != model.live {
+            if live != model.live || (killed && point == "applyFlipped") {
                 guard let live, model.ready.contains(live) else {
                     return "apply killed at \(point) made \(live.map(\.description) ?? "nothing") live; ready was \(model.ready)"
                 }
-                liveChanges += 1
+                if live != model.live { liveChanges += 1 }
                 model.applied(live)
+            }
+            // The next command, whichever it is (here status, which only reads), sees that build current in the records too.
+            let status = try cli(["status"])
+            guard status.status == 0 else { return "status after apply killed at \(point) exited \(status.status): \(status.stderr)" }
+            let recorded = try install.recordedFolders().current
+            guard recorded == install.currentDeployment() else {
+                return "after apply killed at \(point), the next command (status) left the state recording \(recorded ?? "nothing") "
+                    + "as current; the link says \(install.currentDeployment() ?? "nothing")"
             }
         case .syncDiscretionary:
             let result = try cli(["sync", "--discretionary"])
@@ -659,7 +667,6 @@ struct ModelRun {
         let staged = FileSystemProbe.isFolder(stagingRoot) ? (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] : []
         if staged.count > 3 { return "staging/ holds \(staged.count) folders: \(staged.sorted())" }
         let status = try install.recordedFolders()
-        if case .applyCrashed = op { return nil }  // the records catch up with the link at the next command
         if status.current != install.currentDeployment() {
             return "the state records \(status.current ?? "nothing") as current, the link says \(install.currentDeployment() ?? "nothing")"
         }

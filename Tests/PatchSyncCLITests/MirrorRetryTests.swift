@@ -71,9 +71,11 @@ struct MirrorRetryTests {
 
     /// Runs a sync and prints one row of the hostile-origin table (exit, seconds, object requests,
     /// faulted ones) for the closing notes; returns the result.
-    static func timedSync(_ install: Install, _ name: String, origin: FaultOrigin? = nil, faulted: Int = 503) throws -> CLI.Result {
+    static func timedSync(
+        _ install: Install, _ name: String, origin: FaultOrigin? = nil, faulted: Int = 503, extra: [String] = []
+    ) throws -> CLI.Result {
         let start = ContinuousClock.now
-        let result = try CLI.run(["sync", "--install", install.root])
+        let result = try CLI.run(["sync", "--install", install.root] + extra)
         let seconds =
             Double((ContinuousClock.now - start).components.attoseconds) / 1e18
             + Double((ContinuousClock.now - start).components.seconds)
@@ -119,12 +121,12 @@ struct MirrorRetryTests {
         try TransferFaultTests.expectVerified(install, fixture: fixture)
     }
 
-    @Test("every mirror dead (ports closed): exit 69 naming each mirror, once the failure streak is spent")
+    @Test("every mirror dead (ports closed): exit 69 naming each mirror, once --give-up has passed with no byte")
     func deadOrigin() throws {
         let fixture = try Fixture.published(packs: false)
         let mirrors = ["http://127.0.0.1:1", "http://127.0.0.1:9"]  // nothing listens: connections are refused
         let install = try fixture.makeInstall(remotes: mirrors)
-        let result = try Self.timedSync(install, "two dead mirrors (connections refused)")
+        let result = try Self.timedSync(install, "two dead mirrors (connections refused)", extra: ["--give-up", "3s"])
         #expect(result.status == 69, "\(result.stderr)")
         #expect(mirrors.allSatisfy { result.stderr.contains($0 + ": ") }, "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: install.root + "/current"))

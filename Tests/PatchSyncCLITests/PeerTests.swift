@@ -70,10 +70,27 @@ struct PeerTests {
         #expect(server.counters.served == 0 && server.counters.notHeld > 0, "\(server.counters)")
     }
 
-    @Test(
-        "a peer that sends wrong bytes, one that vanishes mid-transfer and one that answers slowly never make an install wrong or fail: it is dropped and the origin fills in",
-        arguments: ["flip", "vanish", "slow"])
-    func hostilePeers(mode: String) throws {
+    /// What a player's fresh install did with `--peer` a hostile_peer.py in `mode` in front of a seed's
+    /// share (the sample build at scale 0.01, from nginx).
+    struct HostileRun {
+        /// The sync's `--json` report.
+        var report: [String: Any]
+        /// The requests the hostile peer received.
+        var asked: Int
+        /// What the share behind it was asked and served.
+        var share: ShareServer.Counters
+        /// Object bytes the origin served the player.
+        var fromOrigin: Int64
+        /// The sync's time (and the apply's).
+        var seconds: TimeInterval
+        /// The player's tree is the build, byte for byte.
+        var exact: Bool
+
+        /// Why the peer was dropped (nil: it was not).
+        var dropped: String? { (report["peers"] as? [[String: Any]])?.first?["dropped"] as? String }
+    }
+
+    static func hostileRun(_ mode: String) throws -> HostileRun {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
         try fixture.publish(build, id: "1")
@@ -81,31 +98,96 @@ struct PeerTests {
         defer { nginx.stop() }
         let (server, url) = try Self.share(try player(fixture, "seed", remote: nginx.url))
         defer { server.stop() }
-        let proxy = Process()
-        proxy.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        proxy.arguments = [S3Server.packageRoot + "/Tests/Peers/hostile_peer.py", url, mode, "5"]
-        let out = Pipe()
-        proxy.standardOutput = out
-        try proxy.run()
-        // SIGKILL: a SIGTERM ignored by the test process stays ignored in its children.
-        defer {
-            kill(proxy.processIdentifier, SIGKILL)
-            proxy.waitUntilExit()
-        }
-        let port = try #require(Int(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
-
+        let peer = try HostilePeer(upstream: url, mode: mode)
         let before = nginx.bytesServed(under: "/objects/")
         let started = Date()
         var synced = CLI.Result(status: -1, stdout: "", stderr: "")
-        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", "http://127.0.0.1:\(port)", "--json"]) { synced = $0 }
-        #expect(Date().timeIntervalSince(started) < 60, "\(mode): a bad peer costs seconds, not the sync")
-        #expect(try contents(root + "/current") == contents(build), "\(mode): the install is exact")
-        #expect(nginx.bytesServed(under: "/objects/") > before, "\(mode): the origin filled in")
-        let peers = try #require(try lastJSON(synced.stdout)["peers"] as? [[String: Any]])
-        let dropped = peers.first?["dropped"] as? String
-        #expect(dropped != nil, "\(mode): the peer is dropped: \(peers)")
-        if mode == "flip" { #expect(dropped?.contains("SHA-256") == true, "\(dropped ?? "")") }
+        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", peer.url, "--json"]) { synced = $0 }
+        let seconds = Date().timeIntervalSince(started)
+        return HostileRun(
+            report: try lastJSON(synced.stdout), asked: peer.stop(), share: server.counters,
+            fromOrigin: nginx.bytesServed(under: "/objects/") - before, seconds: seconds,
+            exact: try contents(root + "/current") == contents(build))
     }
+
+    @Test(
+        "a peer that sends wrong bytes, one that vanishes mid-transfer and one that answers slowly never make an install wrong or fail: it is dropped and the origin fills in",
+        arguments: ["flip", "vanish", "slow"])
+    func hostilePeers(mode: String) throws {
+        let run = try Self.hostileRun(mode)
+        #expect(run.seconds < 60, "\(mode): a bad peer costs seconds, not the sync")
+        #expect(run.exact, "\(mode): the install is exact")
+        #expect(run.fromOrigin > 0, "\(mode): the origin filled in")
+        #expect(run.dropped != nil, "\(mode): the peer is dropped: \(run.report["peers"] ?? "no peers")")
+        if mode == "flip" { #expect(run.dropped?.contains("SHA-256") == true, "\(run.dropped ?? "")") }
+    }
+
+    @Test("a peer that holds nothing (404 at once) is asked once per range, never chunk by chunk: its probe and at most one request for each range the sync planned, then the origin serves the build")
+    func emptyPeerAskedOncePerRange() throws {
+        let run = try Self.hostileRun("empty")
+        let ranges = try #require(run.report["requests"] as? Int)
+        let chunks = try #require(run.report["chunksFetched"] as? Int)
+        #expect(chunks > 2 * (1 + ranges), "the build has many chunks a range: \(chunks) chunks in \(ranges) ranges")
+        #expect(run.asked >= 1 && run.asked <= 1 + ranges, "\(run.asked) requests for \(chunks) chunks in \(ranges) ranges")
+        #expect(run.exact)
+        #expect(run.fromOrigin > 0)
+    }
+
+    @Test("a peer that answers every chunk 404 after 1.8 s (just under the 2 s a peer once had) costs a probe, not a wait per chunk: it is asked at most a probe and three times, dropped, and the origin serves the build")
+    func latePeerDropped() throws {
+        let run = try Self.hostileRun("late404")
+        #expect(run.asked >= 1 && run.asked <= 1 + PeerPolicy.strikes, "\(run.asked) requests")
+        #expect(run.dropped != nil, "the late peer is dropped: \(run.report["peers"] ?? "no peers")")
+        #expect(run.exact)
+        #expect(run.fromOrigin > 0)
+    }
+
+    @Test("a peer's redirect is never followed: a peer that answers 302 to a share holding every chunk gets no request to that share, delivers nothing, is dropped, and the origin serves the build")
+    func redirectNotFollowed() throws {
+        let run = try Self.hostileRun("redirect")
+        #expect(run.asked >= 1, "the peer was asked")
+        #expect(run.share.requests == 0, "no request reached the share behind the redirect: \(run.share)")
+        #expect((run.report["bytesFromPeers"] as? Int ?? 0) == 0, "\(run.report)")
+        #expect(run.dropped?.contains("302") == true, "\(run.dropped ?? "not dropped")")
+        #expect(run.exact)
+    }
+}
+
+/// Tests/Peers/hostile_peer.py in `mode` in front of `upstream`, on loopback: a LAN peer that
+/// misbehaves (`after`: the chunks it forwards before it vanishes, in mode `vanish`).
+final class HostilePeer {
+    private let process = Process()
+    private let out = Pipe()
+    /// Its base URL, for `--peer`.
+    private(set) var url = ""
+    private var stopped = true
+
+    init(upstream: String, mode: String, after: Int = 5) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [S3Server.packageRoot + "/Tests/Peers/hostile_peer.py", upstream, mode, String(after)]
+        process.standardOutput = out
+        try process.run()
+        stopped = false
+        let printed = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        guard let port = Int(printed.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            _ = stop()
+            throw PatchSyncError(.internal, "hostile_peer.py printed no port: \(printed)")
+        }
+        url = "http://127.0.0.1:\(port)"
+    }
+
+    /// Stops it (SIGKILL: a SIGTERM ignored by the test process stays ignored in its children) and
+    /// returns the requests it received.
+    func stop() -> Int {
+        guard !stopped else { return 0 }
+        stopped = true
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return printed.split(separator: "\n").filter { $0 == "asked" }.count
+    }
+
+    deinit { _ = stop() }
 }
 
 /// Players in network namespaces on one bridge, as machines on a LAN: each namespace has its own

@@ -109,3 +109,25 @@ struct ReleaseEngineerTests {
         return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
     }
 }
+
+@Suite("Hints that paste and run", .tags(.cli), .serialized)
+struct ExpiredTargetsTests {
+    @Test("500 days on (targets signed for 455): the cron job's refresh exits 65 naming `repo renew --targets-key`, never 0; a player's sync then names renew, not refresh")
+    func expiredTargets() throws {
+        let fixture = try Fixture.published()
+        let keys = fixture.keyDirectory
+        let refresh = try ChannelModelTests.later("+500d", ["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/online.key"])
+        #expect(
+            refresh.status == 65 && refresh.stdout.contains("targets.json") && refresh.stdout.contains("repo renew")
+                && refresh.stdout.contains("--targets-key"),
+            "\(refresh.status) \(refresh.stdout)")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        defer { nginx.stop() }
+        let root = fixture.directory + "/game"
+        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
+        let sync = try ChannelModelTests.later("+500d", ["sync", "--install", root])
+        #expect(
+            sync.status == 65 && sync.stdout.contains("targets") && sync.stdout.contains("repo renew") && !sync.stdout.contains("repo refresh"),
+            "\(sync.status) \(sync.stdout)")
+    }
+}

@@ -166,6 +166,40 @@ struct ShareServiceTests {
         withExtendedLifetime(running) {}
     }
 
+    @Test("a share never binds a public address without --public: 0.0.0.0, 8.8.8.8, :: and 2001:db8::1 are refused by name, with --public as the remedy, by the library and by `patchsync share`, and the flag is what lets one bind")
+    func publicAddressNeedsTheFlag() throws {
+        let fixture = try Fixture.published(scale: 0.005)
+        let (install, _) = try Self.installed(fixture)
+        func options(_ address: String, allowPublic: Bool = false) -> ShareServer.Options {
+            var options = ShareServer.Options()
+            options.listen = [address]
+            options.allowPublic = allowPublic
+            return options
+        }
+        for address in ["0.0.0.0:0", "8.8.8.8:0", "[::]:0", "[2001:db8::1]:0"] {
+            let error = #expect(throws: PatchSyncError.self, "\(address)") { try ShareServer(install: install, options: options(address)) }
+            #expect(error?.code == .usage && error?.message.contains("is a public address") == true, "\(address): \(error?.message ?? "")")
+            #expect(error?.remedy?.contains("--public") == true, "\(address): \(error?.remedy ?? "")")
+        }
+        let flagged = try ShareServer(install: install, options: options("0.0.0.0:0", allowPublic: true))
+        #expect(flagged.port > 0, "with the flag, the wildcard binds (the share is never started)")
+        // `--for`: were the address taken, the share would stop by itself rather than hang the test.
+        let refused = try CLI.run(["share", "--install", install.root, "--listen", "0.0.0.0:0", "--for", "2s"])
+        #expect(refused.status == 64 && refused.stderr.contains("--public"), "\(refused.status): \(refused.stderr)")
+    }
+
+    @Test(
+        "only 10/8, 172.16/12, 192.168/16 and fc00::/7 count as private (what a share binds by default); their neighbours, the wildcards and public addresses do not",
+        arguments: [
+            ("10.0.0.1", true), ("10.255.255.254", true), ("172.16.0.1", true), ("172.31.255.254", true), ("192.168.1.20", true),
+            ("fd00::11", true), ("fc00::1", true), ("9.255.255.255", false), ("11.0.0.1", false), ("172.15.255.254", false),
+            ("172.32.0.1", false), ("192.167.1.1", false), ("192.169.0.1", false), ("8.8.8.8", false), ("100.64.0.1", false),
+            ("0.0.0.0", false), ("::", false), ("2001:db8::1", false), ("fe80::1", false)
+        ])
+    func privateAddresses(address: String, isPrivate: Bool) {
+        #expect(ShareServer.isPrivate(address) == isPrivate, "\(address)")
+    }
+
     @Test("the request parser refuses what a share never takes, takes its own form back, and avahi-browse output names only this repository's shares")
     func parser() throws {
         let repo = String(repeating: "a", count: 64), chunk = String(repeating: "1", count: 64)

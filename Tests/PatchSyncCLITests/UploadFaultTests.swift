@@ -37,7 +37,7 @@ struct UploadFaultTests {
         try Self.expectInstalled(player, "2", from: second)
     }
 
-    @Test("a bucket that lost files behind upload's back: repo check --bucket fails naming them and repo status --bucket lists them; upload says up to date and sends nothing; upload --verify sends again exactly the files it lacks or holds with another size, and next to a new build's, metadata before timestamp.json; players then sync byte-exact; --force sends every file again")
+    @Test("a bucket that lost files behind upload's back: repo check --bucket fails naming them and repo status --bucket lists them; upload says up to date and sends nothing; upload --verify sends again exactly the files it lacks or holds with another size or other bytes (ETag), next to a new build's, metadata before timestamp.json; players then sync byte-exact; --force sends all again")
     func verify() throws {
         let fixture = try Fixture.published(packs: false)
         let server = try S3Server()
@@ -52,12 +52,16 @@ struct UploadFaultTests {
         #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
         let files = try Self.servedFiles(fixture.origin)
         let objects = files.filter { $0.hasPrefix("objects/") }
-        try #require(objects.count >= 3)
-        let (lost, shortened, lostLater) = (objects[0], objects[1], objects[2])
+        try #require(objects.count >= 4)
+        let (lost, shortened, lostLater, corrupted) = (objects[0], objects[1], objects[2], objects[3])
         try Self.tamper(server, lost)
         try Self.tamper(server, shortened, bytes: Data("short".utf8))
+        // The same size, other bytes: a size comparison passes it, a player's hash check does not.
+        var flipped = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + corrupted))
+        flipped[flipped.count / 2] ^= 0xff
+        try Self.tamper(server, corrupted, bytes: flipped)
         let damaged = try Self.differing(server, origin: fixture.origin)
-        #expect(Set(damaged) == [lost, shortened], "the bucket lacks one file and holds another shortened: \(damaged)")
+        #expect(Set(damaged) == [lost, shortened, corrupted], "the bucket lacks one file, holds one shortened, one changed: \(damaged)")
 
         var mark = server.requests().count
         let plain = try upload([])
@@ -68,18 +72,22 @@ struct UploadFaultTests {
         let bucketArgs = ["--bucket", "s3://\(server.bucket)/\(Self.prefix)", "--endpoint", server.endpoint]
         let check = try CLI.run(["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials)
         #expect(
-            check.status == 65 && check.stderr.contains(lost) && check.stderr.contains(shortened) && check.stderr.contains("--verify"),
+            check.status == 65 && check.stderr.contains(lost) && check.stderr.contains(shortened) && check.stderr.contains(corrupted)
+                && check.stderr.contains("patchsync upload \(fixture.origin) s3://\(server.bucket)/\(Self.prefix) --endpoint \(server.endpoint) --verify"),
             "\(check.stderr)")
         let status = try CLI.run(["repo", "status", "--origin", fixture.origin, "--json"] + bucketArgs, environment: server.credentials)
         let seen = try #require(try UploadTests.json(status.stdout)["bucket"] as? [String: Any])
-        #expect(Set(seen["missing"] as? [String] ?? []) == [lost, shortened] && seen["current"] as? Bool == true, "\(status.stdout)")
+        #expect(Set(seen["missing"] as? [String] ?? []) == [lost, shortened, corrupted] && seen["current"] as? Bool == true, "\(status.stdout)")
 
         mark = server.requests().count
         let verified = try upload(["--verify"])
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
-        #expect(putsSince(mark).sorted() == [lost, shortened].sorted(), "exactly the lost and the shortened file, once each: \(putsSince(mark))")
         #expect(
-            verified.stdout.contains("re-sent 2 files") && verified.stdout.contains(lost) && verified.stdout.contains(shortened),
+            putsSince(mark).sorted() == [lost, shortened, corrupted].sorted(),
+            "exactly the lost, the shortened and the changed file, once each: \(putsSince(mark))")
+        #expect(
+            verified.stdout.contains("re-sent 3 files") && verified.stdout.contains(lost) && verified.stdout.contains(shortened)
+                && verified.stdout.contains(corrupted),
             "\(verified.stdout)")
         #expect(try Self.differing(server, origin: fixture.origin).isEmpty, "the bucket holds every file byte-exact")
         #expect(try CLI.run(["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials).status == 0)

@@ -1,10 +1,13 @@
 """A LAN peer that misbehaves, in front of a real share (patchsync share): the tests of `sync --peer`.
 
 usage: hostile_peer.py UPSTREAM MODE [N]
-  flip    forwards, with the first byte of every chunk flipped (the right length, the wrong bytes)
-  vanish  forwards N chunks, then sends half of the next one and exits (its port then refuses)
-  slow    answers each request with its headers, then 100 bytes a second
-Prints the port it listens on (127.0.0.1), then serves until killed.
+  flip      forwards, with the first byte of every chunk flipped (the right length, the wrong bytes)
+  vanish    forwards N chunks, then sends half of the next one and exits (its port then refuses)
+  slow      answers each request with its headers, then 100 bytes a second
+  empty     answers every request 404 at once (a peer that holds nothing)
+  late404   answers every request 404 after 1.8 s (just under the 2 s a peer once had)
+  redirect  answers every request 302 to the same path at UPSTREAM (a peer must never be followed)
+Prints the port it listens on (127.0.0.1), then "asked" for each request, until killed.
 """
 import os, socket, sys, threading, time, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +20,15 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *args): pass
     def do_GET(self):
+        with lock:
+            print("asked", flush=True)
+        if mode in ("empty", "late404"):
+            if mode == "late404":
+                time.sleep(1.8)
+            self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+        if mode == "redirect":
+            self.send_response(302); self.send_header("Location", upstream + self.path)
+            self.send_header("Content-Length", "0"); self.end_headers(); return
         try:
             with urllib.request.urlopen(upstream + self.path, timeout=10) as answer:
                 body, status = answer.read(), answer.status

@@ -131,6 +131,25 @@ final class SHA256Hasher {
         return out.withUnsafeBytes { Hex.encode($0) }
     }
 
+    /// The MD5 of a whole file in hex, streamed in bounded reads: S3 names a single PUT's body by it
+    /// (its ETag), so `upload --verify` can tell a bucket's copy from the origin's without fetching it.
+    static func md5(file path: String) throws(Errno) -> String {
+        guard let context = EVP_MD_CTX_new() else { throw Errno(ENOMEM, "hashing (MD5)", path) }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestInit_ex(context, EVP_md5(), nil) == 1 else { throw Errno(ENOSYS, "hashing (OpenSSL offers no MD5)", path) }
+        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = try file.read(into: &buffer)
+            if count == 0 { break }
+            buffer.withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, count) }
+        }
+        var out = [UInt8](repeating: 0, count: 16)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &out, &length)
+        return out.withUnsafeBytes { Hex.encode($0) }
+    }
+
     /// The digest of a whole file, streamed in bounded reads.
     static func hash(file path: String) throws(Errno) -> SHA256Digest {
         let file = try FileDescriptor(path: path, flags: O_RDONLY)

@@ -154,21 +154,27 @@ extension Install {
     }
 
     /// Refuses (74, nothing changed) to make a kept build current when a file it was staged with is missing,
-    /// not a regular file or of another size: a build folder damaged by hand is never swapped in. One stat
-    /// per file; bytes changed in place are `verify --full`'s to find once it is live.
+    /// not a regular file or of another size: a build folder damaged by hand is never swapped in.
     private func checkComplete(_ deployment: String, state: StateStore) throws(PatchSyncError) {
+        guard let file = try firstDamagedFile(of: deployment, state: state) else { return }
+        throw PatchSyncError(
+            .localIO,
+            "\(deployment) in \(buildsDirectory) was changed since it was installed (\(file) is missing or "
+                + "changed); it is not made current",
+            remedy: "nothing was changed: the current build stays live; a build published later updates it")
+    }
+
+    /// The first file `deployment` was staged with that is missing from its folder in builds/, not a regular
+    /// file, or (with `sizes`) of another size; nil when each is there. One stat per file; bytes changed in
+    /// place are `verify --full`'s to find once it is live.
+    func firstDamagedFile(of deployment: String, state: StateStore, sizes: Bool = true) throws(PatchSyncError) -> String? {
         let folder = buildDirectory(deployment)
         for (file, _) in try state.buildFiles(build: deployment) {
             var st = stat()
-            guard lstat(folder + "/" + file.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == file.size
-            else {
-                throw PatchSyncError(
-                    .localIO,
-                    "\(deployment) in \(buildsDirectory) was changed since it was installed (\(file.path) is missing or "
-                        + "changed); it is not made current",
-                    remedy: "nothing was changed: the current build stays live; a build published later updates it")
-            }
+            guard lstat(folder + "/" + file.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, !sizes || Int64(st.st_size) == file.size
+            else { return file.path }
         }
+        return nil
     }
 
     /// Moves builds beyond the kept ones out of builds/ with one rename each (cheap at launch);
@@ -182,22 +188,6 @@ extension Install {
             try FileSystem.syncDirectory(buildsDirectory)
         } catch { throw PatchSyncError.wrap(error).during("retiring old builds") }
         CrashPoint.retired.reached()
-    }
-
-    /// Brings the recorded state in line with the `current` symlink after a crash between
-    /// a flip and its record: an apply (the link is new) or a rollback (the link went one back).
-    /// The caller holds the live tree's lock, so no flip happens meanwhile; the link is read inside
-    /// the transaction all the same.
-    func reconcile(_ state: StateStore) throws(PatchSyncError) {
-        try state.update { $0.reconcile(link: currentDeployment()) }
-    }
-
-    /// ``reconcile(_:)`` when the live tree's lock is free (a sync); else an apply or rollback is
-    /// under way and records its own flip.
-    func reconcileIfFree(_ state: StateStore) throws(PatchSyncError) {
-        guard let lock = try? lock(.live, for: "sync") else { return }
-        defer { withExtendedLifetime(lock) {} }
-        try reconcile(state)
     }
 }
 

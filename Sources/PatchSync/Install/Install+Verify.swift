@@ -35,13 +35,14 @@ extension Install {
     /// Checks the live tree against its manifest: size and mode of every file, and its
     /// SHA-256 where the stat cache cannot vouch for it (or always, with `full`).
     public func verify(full: Bool) throws(PatchSyncError) -> VerifyReport {
+        let lock = try lock(.live, for: "verify")
+        defer { withExtendedLifetime(lock) {} }
+        let state = try state()
+        try reconcile(state)  // an apply killed after its flip is finished first: the records name what is checked
         guard let deployment = currentDeployment() else {
             throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
         }
         let build = Deployment.buildID(of: deployment)
-        let lock = try lock(.live, for: "verify")
-        defer { withExtendedLifetime(lock) {} }
-        let state = try state()
         try dropTamperedReady(state)  // no record names a ready tree that was removed or changed by hand
         var files = try state.buildFiles(build: deployment)
         if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs

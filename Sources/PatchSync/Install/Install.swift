@@ -64,7 +64,8 @@ public struct Install: Sendable {
         return install
     }
 
-    /// Opens an existing install.
+    /// Opens an existing install, and brings `current` and the recorded live build in line when a kill or a
+    /// hand left them apart (``recover()``).
     public static func open(at root: String) throws(PatchSyncError) -> Install {
         let install = Install(root: absolute(root))
         guard FileSystem.exists(install.configPath) else {
@@ -73,6 +74,7 @@ public struct Install: Sendable {
                 remedy: "create one with `patchsync init --install \(install.root) --remote URL --root ROOT_JSON`")
         }
         install.securePrivateFolder()
+        install.recover()
         return install
     }
 
@@ -155,6 +157,15 @@ public struct Install: Sendable {
             try FileSystem.rename(temp, currentLink)
             try FileSystem.syncDirectory(root)
         } catch { throw PatchSyncError.wrap(error).during("switching \(currentLink) to \(id)") }
+    }
+
+    /// Removes `current` (unlink(2), fsync of the install folder) when it names no complete build and none
+    /// is recorded live (``reconcile(_:)``): the install has no live build until the next apply.
+    func removeCurrent() throws(PatchSyncError) {
+        do {
+            try FileSystem.remove(currentLink)
+            try FileSystem.syncDirectory(root)
+        } catch { throw PatchSyncError.wrap(error).during("removing \(currentLink)") }
     }
 
     private static func absolute(_ path: String) -> String {

@@ -13,7 +13,8 @@ final class Origin: MetadataSource, Sendable {
     private let group: Mutex<MirrorGroup>
 
     /// `failureStreak`: failed requests in a row, with no byte delivered between them, after which
-    /// requests give up (``MirrorGroup``).
+    /// requests give up (``MirrorGroup``). Mirrors that cannot be reached are asked again until
+    /// ``MirrorGroup/defaultGiveUp`` has passed; in a sync (a client with a meter) until its watch gives up.
     init(
         mirrors: [String], client: HTTPClient,
         failureStreak: Int = MirrorGroup.defaultFailureStreak
@@ -21,7 +22,8 @@ final class Origin: MetadataSource, Sendable {
         try Self.checkMirrors(mirrors)
         self.mirrors = mirrors.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.client = client
-        group = Mutex(MirrorGroup(mirrors: mirrors.count, failureStreak: failureStreak))
+        let giveUpAfter = client.meter == nil ? MirrorGroup.defaultGiveUp : nil
+        group = Mutex(MirrorGroup(mirrors: mirrors.count, failureStreak: failureStreak, giveUpAfter: giveUpAfter))
     }
 
     /// What one attempt at a request came to, as the request tells ``withRetries(_:absence:deadline:preferring:onGiveUp:_:)``.
@@ -80,9 +82,12 @@ final class Origin: MetadataSource, Sendable {
                     Self.logger.notice("\(what) on \(mirrors[mirror]) failed: \(failure)")
                 }
                 let random = Double.random(in: 0..<1)
-                decision = group.withLock {
-                    policy.next(after: failure, on: mirror, progressed: progressed, group: &$0, now: .now, random: random)
+                let offline = group.withLock { group -> String? in
+                    decision = policy.next(after: failure, on: mirror, progressed: progressed, group: &group, now: .now, random: random)
+                    guard group.isOffline else { return nil }
+                    return group.lastFailure.sorted { $0.key < $1.key }.map { "\(mirrors[$0.key]): \($0.value)" }.joined(separator: "; ")
                 }
+                if let offline, case .attempt = decision { client.meter?.offline(offline) }
                 if !expected, case .attempt(let next, let after) = decision, let meter = client.meter {
                     meter.onEvent(
                         .retrying(
@@ -183,7 +188,7 @@ final class Origin: MetadataSource, Sendable {
     static func allAbsent(_ failures: [(String, TransferFailure)]) -> Bool {
         let answered = failures.map { $0.1 }.filter { failure in
             switch failure {
-            case .network, .untrusted: return false  // could not be asked: no answer about the file
+            case .network, .unreachable, .untrusted: return false  // could not be asked: no answer about the file
             case .httpStatus: return !failure.isRetryable
             default: return true
             }

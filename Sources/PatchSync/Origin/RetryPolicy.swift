@@ -8,7 +8,9 @@ import Foundation
 /// The budget follows progress: a request is not given up for how often it alone failed. It ends when
 /// the sync's failures in a row with no progress between them reach the group's limit, when every
 /// mirror answered that it lacks the file (a non-retryable answer) or served a damaged copy of it, or
-/// when the next attempt would start after the deadline. A retryable failure is retried at once on
+/// when the next attempt would start after the deadline or the group's give-up time. A mirror that
+/// cannot be reached (``TransferFailure/unreachable(_:)``) spends no budget: it is asked again, backing
+/// off up to ``cap``, until bytes come or the give-up time. A retryable failure is retried at once on
 /// another mirror that is not cooling down, else after exponential backoff with full jitter on the first
 /// mirror in the group's order; a Retry-After from that mirror is honoured, up to ``maxRetryAfter``.
 /// The backoff grows with the request's failures in a row or the sync's streak, whichever is longer, so
@@ -110,6 +112,7 @@ struct RetryPolicy: Sendable {
         }
         let wait = self.wait(before: choice, after: failure, on: mirror, group: group, now: now, random: random)
         if let deadline, now + wait >= deadline { return giveUp(group) }
+        if group.outlasts(now + wait) { return giveUp(group) }
         asked.insert(choice)
         return .attempt(mirror: choice, after: wait)
     }
@@ -128,7 +131,7 @@ struct RetryPolicy: Sendable {
     private func writtenOff(_ mirror: Int, group: MirrorGroup, now: ContinuousClock.Instant) -> Bool {
         guard asked.contains(mirror) else { return group.isCooling(mirror, now: now) }
         switch failures.first(where: { $0.mirror == mirror })?.failure {
-        case .network?, .untrusted?: return true
+        case .network?, .unreachable?, .untrusted?: return true
         default: return false
         }
     }
@@ -161,17 +164,23 @@ struct RetryPolicy: Sendable {
 }
 
 extension TransferFailure {
-    /// Whether asking again may help: network failures, 5xx, 429 and 408, a wrong range or body,
-    /// bytes that failed verification (a damaged whole file on another mirror). "Not found", other 4xx
-    /// and a certificate that does not verify are the mirror's answer; a local
-    /// failure (the sink could not write) is not the mirror's doing.
+    /// Whether asking again may help: network failures (a mirror that cannot be reached among them),
+    /// 5xx, 429 and 408, a wrong range or body, bytes that failed verification (a damaged whole file on
+    /// another mirror). "Not found", other 4xx and a certificate that does not verify are the mirror's
+    /// answer; a local failure (the sink could not write) is not the mirror's doing.
     var isRetryable: Bool {
         switch self {
-        case .network, .wrongRange, .tooLarge, .damaged: return true
+        case .network, .unreachable, .wrongRange, .tooLarge, .damaged: return true
         case .httpStatus(let code, _): return code >= 500 || code == 429 || code == 408
         case .refused(let error): return error.code == .refusedData
         case .notFound, .cancelled, .untrusted: return false
         }
+    }
+
+    /// Whether the mirror could not be reached at all (refused, unresolved, no route): it is offline, not failing.
+    var isUnreachable: Bool {
+        if case .unreachable = self { return true }
+        return false
     }
 
     /// Whether the mirror answered that it lacks the file or refuses the request (404, 410, another

@@ -7,6 +7,7 @@ enum BuildContents {
     static func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<String> {
         guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256") }
         var paths: Set<String> = [OriginLayout.targetFile(path, sha256: hash)]
+        if file.custom == nil, file.channelRecord != nil { return paths }  // a channel's record: the file alone
         for delta in file.custom?.manifestDeltas ?? [] { paths.insert(OriginLayout.object(hex: delta.object)) }
         if file.custom?.preload != nil {  // its plan names every object it needs, sealed or shared
             let plan = try Repository.plan(in: origin, path, file)

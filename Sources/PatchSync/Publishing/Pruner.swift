@@ -95,6 +95,10 @@ public struct Pruner: Sendable {
         for version in live {
             let targets = version == repo.targetsVersion ? repo.targetFiles : try Self.targets(of: origin, version: version)
             for (path, file) in targets {
+                if file.channelRecord != nil, let hash = file.hashes["sha256"] {
+                    needed.insert(OriginLayout.targetFile(path, sha256: hash))  // a channel's record
+                    continue
+                }
                 guard let info = file.custom else { continue }
                 builds.insert("\(info.channel)/\(info.buildId)")
                 // A build only an older version lists, whose manifest an earlier prune (stopped half way, or

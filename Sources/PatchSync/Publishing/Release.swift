@@ -182,6 +182,7 @@ public struct Release: Sendable {
                     + "or release both")
         }
         var warnings: [String] = [], unlisting: [String] = []
+        var emptied: (channel: String, withdrawal: ChannelRecord.Withdrawal)?
         if !entry.pending, entry.path == listing.current?.path {
             let found: (build: ChannelListing.Build, manifest: Manifest)?
             (found, warnings) = earlierBuild(in: listing, below: entry, skipping: [], repo: repo)
@@ -205,11 +206,12 @@ public struct Release: Sendable {
                 "channel \(listing.channel) lists no installable build now"
                     + (below.isEmpty ? "" : " (\(below.map(\.info.buildId).joined(separator: ", ")) taken off too: none can be listed again)")
                     + ": players keep what they have, new players get nothing until you publish a build on \(listing.channel)")
+            emptied = (listing.channel, ChannelRecord.Withdrawal(build: build.value, reason: reason, at: now))
         }
         var targets = repo.targetFiles
         for path in unlisting { targets[path] = nil }
         targets[entry.path] = nil
-        try writer.commit(targets, repo: &repo)
+        try writer.commit(targets, repo: &repo, withdrawn: emptied)
         report.warnings = warnings + repo.expiryWarnings(now: now)
         return report
     }

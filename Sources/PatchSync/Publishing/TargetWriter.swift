@@ -38,11 +38,44 @@ struct TargetWriter: Sendable {
 
     /// Signs `targets` as the new targets metadata, without the builds beyond the newest `keepBuilds` of
     /// each channel (``Publisher/beyondKept(_:keep:released:)``).
-    func commit(_ targets: [String: TargetFile], repo: inout Repository, delegatingReleases: Bool = false) throws(PatchSyncError) {
+    /// `withdrawn`: a withdraw that leaves the channel without an installable build, told to its players
+    /// through the channel's record.
+    func commit(
+        _ targets: [String: TargetFile], repo: inout Repository, delegatingReleases: Bool = false,
+        withdrawn: (channel: String, withdrawal: ChannelRecord.Withdrawal)? = nil
+    ) throws(PatchSyncError) {
         var targets = targets
         for old in Publisher.beyondKept(targets, keep: keepBuilds, released: repo.isReleased) { targets[old] = nil }
-        try ChannelListing.recordSequences(origin: origin, repo.targetFiles, targets)
+        try recordChannels(&targets, repo: repo, withdrawn: withdrawn)
         try repo.commit(targets: targets, signers: signers, now: now, delegatingReleases: delegatingReleases)
+    }
+
+    /// Gives each channel the record (``ChannelRecord``) its listed builds need: one when its highest
+    /// sequence ever is above every build it lists, or a withdraw emptied it; none otherwise. A
+    /// withdrawal stays recorded until the channel lists an installable build again.
+    private func recordChannels(
+        _ targets: inout [String: TargetFile], repo: Repository,
+        withdrawn: (channel: String, withdrawal: ChannelRecord.Withdrawal)?
+    ) throws(PatchSyncError) {
+        let before = ChannelRecord.all(in: repo.targetFiles)
+        for (channel, highest) in ChannelListing.highestSequences(origin: origin, repo.targetFiles, targets) {
+            let listed = targets.values.compactMap(\.custom).filter { $0.channel == channel }
+            let installable = listed.contains { repo.isReleased($0) }
+            let withdrawal = withdrawn?.channel == channel ? withdrawn?.withdrawal : (installable ? nil : before[channel]?.withdrawn)
+            let path = ChannelRecord.targetPath(channel: channel)
+            guard (listed.map(\.sequence).max() ?? 0) < highest || withdrawal != nil else {
+                targets[path] = nil
+                continue
+            }
+            let record = ChannelRecord(channel: channel, highestSequence: highest, withdrawn: withdrawal)
+            guard targets[path]?.channelRecord != record else { continue }
+            let data = try record.encoded()
+            let hash = SHA256Hasher.hash(data).hex
+            do { try FileSystem.writeAtomically(data, to: OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash))) } catch {
+                throw PatchSyncError.wrap(error).during("recording channel \(channel)")
+            }
+            targets[path] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], channelRecord: record)
+        }
     }
 
     /// A delta of the new manifest's `json` from each base's manifest JSON, stored as objects.

@@ -30,8 +30,8 @@ public enum PeerDiscovery {
         return process
     }
 
-    /// The shares of `repository` that Avahi resolves within `timeout` seconds, as base URLs; empty
-    /// without Avahi.
+    /// The shares of `repository` that Avahi resolves within `timeout` seconds, as base URLs, at most
+    /// ``PeerPolicy/maxProbed`` (a network may announce any number); empty without Avahi.
     public static func browse(repository: String, timeout: TimeInterval = 3) -> [String] {
         guard let browse = tool("avahi-browse") else { return [] }
         let process = Process()
@@ -50,10 +50,11 @@ public enum PeerDiscovery {
     }
 
     /// The base URLs of the resolved services (`=` lines of `avahi-browse --parsable`) whose TXT
-    /// record names `repository`; link-local IPv6 addresses (which need an interface) are left out.
-    static func peers(inBrowseOutput text: String, repository: String) -> [String] {
+    /// record names `repository`, the first `limit`; link-local IPv6 addresses (which need an
+    /// interface) are left out.
+    static func peers(inBrowseOutput text: String, repository: String, limit: Int = PeerPolicy.maxProbed) -> [String] {
         var urls: [String] = []
-        for line in text.split(separator: "\n") where line.hasPrefix("=;") {
+        for line in text.split(separator: "\n") where line.hasPrefix("=;") && urls.count < limit {
             let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
             guard fields.count >= 10, let port = Int(fields[8]), (1...65535).contains(port),
                 fields[9...].joined(separator: ";").contains("\"repo=\(repository)\"")

@@ -34,7 +34,7 @@ public struct InstallState: Codable, Sendable, Equatable {
     /// The format of this value in state.db; a newer one is refused with a clear message.
     public static let formatVersion = 1
     public private(set) var version = InstallState.formatVersion
-    /// The deployment `current` points at, as recorded (the symlink wins after a crash: ``reconcile(link:)``).
+    /// The deployment `current` points at, as recorded (the symlink wins after a crash: ``reconcile(link:linkComplete:present:)``).
     public private(set) var current: String?
     /// Deployments applied, oldest first (at most ``historyLimit``).
     public private(set) var history: [String] = []
@@ -176,19 +176,47 @@ extension InstallState {
         if ready?.buildId == heldBack { ready = nil }
     }
 
-    /// Brings the records in line with the `current` symlink after a crash between a flip and its
-    /// record: an apply (the link is new) or a rollback (the link went one back).
-    mutating func reconcile(link: String?) {
-        guard let link, link != current else { return }
-        if history.count >= 2, history[history.count - 2] == link {
-            rolledBack(to: link)
-        } else if let identity = ready?.name == link ? ready : deployed[link] {
-            applied(identity)
-        } else {
-            current = link
-            history = Array((history.filter { $0 != link } + [link]).suffix(Self.historyLimit))
-        }
+    /// What ``reconcile(link:linkComplete:present:)`` leaves to do to the `current` link.
+    enum LinkRepair: Sendable, Equatable {
+        /// The link and the records agree; nothing changed.
+        case inLine
+        /// The records changed to agree with the link (a flip recorded, a live build whose folder is gone forgotten).
+        case recorded
+        /// Point `current` at this recorded deployment (again): the link was removed, or names no complete deployment.
+        case flip(to: String)
+        /// Remove `current`: it names no complete deployment, and none is recorded current.
+        case unlink
     }
+
+    /// Brings the records and the `current` symlink (`link`) in line after a crash between a flip and its
+    /// record, or a change by hand, and says what becomes of the link. A recorded live build whose folder
+    /// is gone (`present` false) is no longer installed: the next sync fetches it again. A link on a
+    /// complete deployment (`linkComplete`) finishes what flipped it: a rollback when it is the one before,
+    /// an apply when it is the ready or a recorded deployment (the recorded one becomes previous). Any other
+    /// link goes back to the recorded deployment (put back when it was removed), or goes when none is.
+    mutating func reconcile(link: String?, linkComplete: Bool, present: (String) -> Bool) -> LinkRepair {
+        let before = self
+        if let current, !present(current) { forgetCurrent() }
+        if link == current { return self == before ? .inLine : .recorded }
+        if let link, linkComplete {
+            if history.count >= 2, history[history.count - 2] == link {
+                rolledBack(to: link)
+                return .recorded
+            }
+            if let identity = ready?.name == link ? ready : deployed[link] {
+                applied(identity)
+                return .recorded
+            }
+        }
+        // An apply undone: a ready tree damaged since it was moved into builds/ is staged anew.
+        if let ready, ready.name == link { dropReady(ready) }
+        return current.map { LinkRepair.flip(to: $0) } ?? .unlink
+    }
+
+    /// The live build's folder is gone (deleted by hand, by a cleaner): nothing is current, so a sync stages
+    /// the build again. Its name stays in the history (never given to other content: the copy staged gets a
+    /// new one), and leaves it when that copy is applied.
+    private mutating func forgetCurrent() { current = nil }
 
     /// The deployment before the current one.
     var previous: String? { history.count >= 2 ? history[history.count - 2] : nil }

@@ -16,6 +16,14 @@ struct ManifestTarget: Sendable {
             return ManifestTarget(path: entry.key, file: entry.value, info: info)
         }
         guard let newest = candidates.max(by: { $0.info.sequence < $1.info.sequence }) else {
+            if build == nil, let withdrawal = targets.targets[ChannelRecord.targetPath(channel: channel.name)]?.channelRecord?.withdrawn {
+                throw PatchSyncError(
+                    .deferred,
+                    "channel \(channel) lists no build: the publisher withdrew build \(withdrawal.build)"
+                        + (withdrawal.reason.map { " (\($0))" } ?? ""),
+                    remedy: "the installed build stays as it is; sync again later, when a build is published on \(channel)",
+                    reason: .withdrawn)
+            }
             throw PatchSyncError(
                 .originUnavailable, "the origin has no build \(build ?? "") on channel \(channel)",
                 remedy: "publish one with `patchsync publish … --channel \(channel)`, or check --channel")

@@ -16,6 +16,8 @@ enum SyncEventLog {
         var stalledSeconds: Int?
         var retry: RetryStatus?
         var warning: String?
+        var offline: String?
+        var online: Bool?
         var report: SyncReport?
         var error: ErrorRecord?
 
@@ -31,6 +33,8 @@ enum SyncEventLog {
             case .stalled(let seconds): stalledSeconds = seconds
             case .retrying(let status): retry = status
             case .warning(let text): warning = text
+            case .offline(let text): offline = text
+            case .online: online = true
             }
         }
 
@@ -42,6 +46,8 @@ enum SyncEventLog {
             if let stalledSeconds { return .stalled(seconds: stalledSeconds) }
             if let retry { return .retrying(retry) }
             if let warning { return .warning(warning) }
+            if let offline { return .offline(offline) }
+            if online == true { return .online }
             return nil
         }
     }

@@ -17,10 +17,14 @@ public struct SyncOptions: Sendable {
     public var discretionary = false
     /// The sync stops there, deferred, its progress kept.
     public var deadline: Date?
-    /// After this long with no byte arriving, the sync stops with ``PatchSyncError/Reason/stalled``.
-    public var giveUpAfter: Duration?
-    /// After this long with no byte arriving, a `.stalled` event says so.
-    public var stallAfter: Duration = .seconds(10)
+    /// After this long with no byte arriving, counted from the last byte (an origin that refuses
+    /// connections waits it out, with `.offline` and `.online` events), the sync stops with
+    /// ``PatchSyncError/Reason/stalled`` (exit 69). The default (2 minutes) is what a player waits
+    /// through; nil: never, the sync waits until bytes come or it is stopped.
+    public var giveUpAfter: Duration? = MirrorGroup.defaultGiveUp
+    /// After this long with no byte arriving (10 s), a `.stalled` event says so, and another every few
+    /// seconds while it lasts.
+    public var stallAfter: Duration = NetworkQuiet.stallAfter
     /// The optional bundles to install, saved in the install's configuration before the sync (nil: as
     /// configured).
     public var bundles: [String]?

@@ -104,10 +104,17 @@ public enum SyncEvent: Sendable {
     /// Where a preload build stands: bytes here of those to preload, its release time, released or not.
     case preload(PreloadStatus)
     /// Requests are in flight and no byte has arrived for `seconds`: the origin froze or the network went
-    /// away. Sent once per stall; the sync goes on retrying until bytes come or it gives up.
+    /// away. Sent when the quiet reaches the sync's `stallAfter`, then every 5 s while it lasts (a heartbeat);
+    /// the sync goes on retrying until bytes come or it gives up.
     case stalled(seconds: Int)
     /// A request failed and is tried again: on which mirror, after how long.
     case retrying(RetryStatus)
+    /// No mirror can be reached (connections refused, names that do not resolve, no route), as the text
+    /// says for each: the sync waits for the origin, retrying, until bytes come (`.online`) or it gives up.
+    /// Sent once until then.
+    case offline(String)
+    /// Bytes arrive again after `.offline`.
+    case online
     /// Something costs more than it should (an origin that ignores Range): said once per sync.
     case warning(String)
 }

@@ -112,11 +112,13 @@ struct SyncWatch: Sendable {
 
     /// Runs `body`, cancelling it when a condition fails; its chunks in flight are finished and
     /// recorded before it returns, and the result is then a deferred error naming the condition.
-    /// With `meter`, the same tick reports a stall (`.stalled`, once per stall, after `stallAfter` with
-    /// no byte) and gives up after `giveUpAfter` with no byte: origin unavailable (69), the chunks already
-    /// verified kept.
+    /// With `meter`, the same tick sends what the meter has due (progress, `.online`, `.stalled` after
+    /// `stallAfter` with no byte and then every few seconds) and gives up after `giveUpAfter` with no
+    /// byte, counted from the last byte (an origin that refuses connections included): origin
+    /// unavailable (69), the chunks already verified kept. nil: it never gives up for the quiet.
     func supervise(
-        state: StateStore, meter: SyncMeter? = nil, stallAfter: Duration = .seconds(10), giveUpAfter: Duration? = nil,
+        state: StateStore, meter: SyncMeter? = nil, stallAfter: Duration = NetworkQuiet.stallAfter,
+        giveUpAfter: Duration? = MirrorGroup.defaultGiveUp,
         _ body: @escaping @Sendable () async throws(PatchSyncError) -> SyncReport
     )
         async -> Result<SyncReport, PatchSyncError>
@@ -135,11 +137,7 @@ struct SyncWatch: Sendable {
                 var tick = 1
                 while !Task.isCancelled {
                     if let (reason, message) = failing(tick: tick) { return .stop(reason, message) }
-                    if let meter {
-                        meter.flush()
-                        if let quiet = meter.reportStall(after: stallAfter) { meter.onEvent(.stalled(seconds: Int(quiet.components.seconds))) }
-                        if let giveUpAfter, let quiet = meter.stalled(), quiet >= giveUpAfter { return .gaveUp(quiet) }
-                    }
+                    if let quiet = meter?.tick(stallAfter: stallAfter, giveUpAfter: giveUpAfter) { return .gaveUp(quiet) }
                     try? await Task.sleep(for: Self.tick)
                     tick += 1
                 }
@@ -165,12 +163,7 @@ struct SyncWatch: Sendable {
         }
         // Only the stop it caused: a refusal (65) or a local failure (74) on the way keeps its own code.
         if let gaveUp, case .failure(let error) = result, error.code == .deferred || error.code == .originUnavailable {
-            return .failure(
-                PatchSyncError(
-                    .originUnavailable,
-                    "no byte arrived from the origin for \(gaveUp.components.seconds) s (--give-up); the chunks already verified are kept",
-                    remedy: "check the network and the remotes, then run sync again; it goes on where it stopped",
-                    reason: .stalled))
+            return .failure(Self.gaveUp(after: gaveUp, unreachable: meter?.unreachable))
         }
         guard let (reason, message) = stopped, case .failure(let error) = result, error.code == .deferred else {
             return result
@@ -178,6 +171,17 @@ struct SyncWatch: Sendable {
         do throws(PatchSyncError) { return .failure(try deferred(reason, message, state: state)) } catch {
             return .failure(error)
         }
+    }
+
+    /// The error of a sync given up after `quiet` with no byte: origin unavailable (69) for a stall,
+    /// naming what each mirror last did when none could be reached (`unreachable`).
+    static func gaveUp(after quiet: Duration, unreachable: String?) -> PatchSyncError {
+        PatchSyncError(
+            .originUnavailable,
+            "no byte arrived from the origin for \(quiet.components.seconds) s (--give-up)"
+                + (unreachable.map { "; no mirror could be reached: \($0)" } ?? "") + "; the chunks already verified are kept",
+            remedy: "check the network and the remotes, then run sync again; it goes on where it stopped",
+            reason: .stalled)
     }
 
     static func deferral(in state: StateStore) throws(PatchSyncError) -> Deferral? {

@@ -22,10 +22,11 @@ public struct Syncer: Sendable {
     public var stop: SyncStop?
     /// After this long with requests in flight and no byte arriving, a `.stalled` event says so (the
     /// origin froze, or the network went away); the sync goes on, retrying.
-    public var stallAfter: Duration = .seconds(10)
-    /// After this long with requests in flight and no byte arriving, the sync stops with exit 69 (the
-    /// chunks already verified are kept). nil: it waits for the transfer timeouts and the retry policy.
-    public var giveUpAfter: Duration?
+    public var stallAfter: Duration = NetworkQuiet.stallAfter
+    /// After this long with requests in flight and no byte arriving, counted from the last byte (an
+    /// origin that refuses connections is waited for), the sync stops with exit 69 (the chunks already
+    /// verified are kept). nil: never; it waits until bytes come or it is stopped.
+    public var giveUpAfter: Duration? = MirrorGroup.defaultGiveUp
     /// A foreground sync that finds a discretionary one running asks it to stop and goes on at full speed.
     public var takeOver = true
     /// The optional bundles to install, saved in the install's configuration first (nil: as configured).
@@ -225,7 +226,9 @@ public struct Syncer: Sendable {
     private func makePeers(_ config: InstallConfig) -> Peers? {
         guard let repository = try? ShareIdentity.of(install) else { return nil }
         var urls = peers + (config.peers ?? [])
-        if config.discoverPeers ?? true {
+        // Discovered shares only fill the places that named peers leave: a network may announce any
+        // number, and only the first PeerPolicy.maxProbed are probed (the few that answer soonest are used).
+        if config.discoverPeers ?? true, urls.count < PeerPolicy.maxProbed {
             // Not this machine's own share (`sync --share`): it lacks what this sync needs.
             let own = Set(ShareServer.privateAddresses())
             urls += PeerDiscovery.browse(repository: repository, timeout: 2).filter { url in

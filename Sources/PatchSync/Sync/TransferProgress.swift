@@ -2,9 +2,10 @@ import Foundation
 import Synchronization
 
 /// Bytes and files done out of a sync's totals, as `.transfer` events: one every 0.4 s while bytes come (so
-/// that one reaches the consumer at least every half second, sent at the sync's next 0.1 s tick),
-/// and always the one that reaches the total. The delta pack and the chunks after it count on one
-/// scale, so `done` only grows and a rate taken over it stays true.
+/// that one reaches the consumer at least every half second, sent at the sync's next 0.1 s tick), one a
+/// second while they stop (a heartbeat, until the sync is told stalled), and always the one that reaches
+/// the total. The delta pack and the chunks after it count on one scale, so `done` only grows and a rate
+/// taken over it stays true.
 ///
 /// Thread-safety: a `Mutex` holds the counters; any thread adds.
 final class TransferProgress: Sendable {
@@ -26,8 +27,13 @@ final class TransferProgress: Sendable {
             let now = ContinuousClock.now
             let moving = done >= total ? total : min(total - 1, max(done, start + arrived))
             guard done >= total || now - last >= TransferProgress.interval else { return nil }
-            last = now
             shown = max(shown, moving)
+            return event(id, now: now)
+        }
+
+        /// The counts shown, as of `now`.
+        mutating func event(_ id: Int, now: ContinuousClock.Instant) -> SyncEvent {
+            last = now
             var status = TransferStatus(done: shown, total: total, filesDone: filesDone, filesTotal: filesTotal)
             status.progress = id
             status.countedAt = now
@@ -37,6 +43,8 @@ final class TransferProgress: Sendable {
 
     private let state: Mutex<State>
     static let interval = Duration.milliseconds(400)
+    /// With no event for this long (bytes stopped), the counts as they stand go out again.
+    static let heartbeatInterval = Duration.seconds(1)
     /// This progress's number: each one made gets a higher one, so a late event of an earlier step is known.
     let id = TransferProgress.made.add(1, ordering: .relaxed).newValue
     private static let made = Atomic<Int>(0)
@@ -62,6 +70,15 @@ final class TransferProgress: Sendable {
         state.withLock { state in
             state.arrived += bytes
             return state.due(id)
+        }
+    }
+
+    /// The counts as they stand, counted at `now`, when no event went out for ``heartbeatInterval`` and the step
+    /// is not done: the reader sees the sync live while bytes stop, and a rate taken over the events falls.
+    func heartbeat(now: ContinuousClock.Instant = .now) -> SyncEvent? {
+        state.withLock { state -> SyncEvent? in
+            guard state.done < state.total, now - state.last >= Self.heartbeatInterval else { return nil }
+            return state.event(id, now: now)
         }
     }
 

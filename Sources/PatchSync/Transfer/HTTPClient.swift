@@ -308,6 +308,9 @@ private final class TransferLoop: @unchecked Sendable {
             if code == CURLE_FILE_COULDNT_READ_FILE { return .failure(.notFound) }
             let text = box.curlMessage ?? ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"
             if code == CURLE_PEER_FAILED_VERIFICATION { return .failure(.untrusted(text)) }
+            if code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY {
+                return .failure(.unreachable(text))
+            }
             return .failure(.network(text))
         }
         if !box.checkedStatus, let failure = box.checkStatus(easy) { return .failure(failure) }

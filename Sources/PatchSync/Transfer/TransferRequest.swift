@@ -34,6 +34,10 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
     case httpStatus(Int, retryAfter: Duration? = nil)
     /// Connection, TLS, timeout or protocol failure, as libcurl words it.
     case network(String)
+    /// The mirror could not be reached at all (as libcurl words it): the connection was refused, its name
+    /// did not resolve, or there is no route to it. The origin is offline for now (a restart, a Wi-Fi
+    /// handover, a resume from suspend), so it is asked again until the give-up time, not for a streak.
+    case unreachable(String)
     /// The mirror's TLS certificate cannot be verified (as libcurl words it): asking it again cannot
     /// help until its certificate or the install's `caFile` changes.
     case untrusted(String)
@@ -53,7 +57,7 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
         switch self {
         case .notFound: return "not found"
         case .httpStatus(let code, _): return "HTTP status \(code)"
-        case .network(let text), .untrusted(let text), .damaged(let text): return text
+        case .network(let text), .unreachable(let text), .untrusted(let text), .damaged(let text): return text
         case .tooLarge(let limit): return "response exceeds the \(limit) bytes allowed"
         case .wrongRange(let text): return "wrong range: \(text)"
         case .refused(let error): return error.description

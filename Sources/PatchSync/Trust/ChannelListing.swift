@@ -20,13 +20,17 @@ public struct ChannelListing: Sendable {
     /// Newest (highest sequence) first.
     public let builds: [Build]
 
-    /// The origin folder, where the highest sequence each channel ever listed is recorded.
+    /// The origin folder, where origins written before the channel records kept the highest sequence
+    /// each channel ever listed (`.sequences.json`, read still).
     private let origin: String
+    /// The channel's signed record (``ChannelRecord``), when targets holds one.
+    public let record: ChannelRecord?
 
     public init(_ repo: Repository, channel: String) {
         self.channel = channel
         origin = repo.origin
         builds = Self.builds(repo.targetFiles, channel: channel, released: repo.isReleased)
+        record = repo.targetFiles[ChannelRecord.targetPath(channel: channel)]?.channelRecord
     }
 
     /// The sequences recorded in `origin` by channel.
@@ -37,20 +41,15 @@ public struct ChannelListing: Sendable {
         return record
     }
 
-    /// Records, before targets that may list fewer builds are signed, the highest sequence of each channel
-    /// in `before` and `after` (and recorded already).
-    static func recordSequences(origin: String, _ before: [String: TargetFile], _ after: [String: TargetFile]) throws(PatchSyncError) {
-        var record = recordedSequences(origin: origin)
-        let old = record
+    /// The highest sequence of each channel that `before` (the targets signed now, with their records)
+    /// lists or records, `after` lists, or an older origin's `.sequences.json` recorded.
+    static func highestSequences(origin: String, _ before: [String: TargetFile], _ after: [String: TargetFile]) -> [String: Int] {
+        var highest = recordedSequences(origin: origin)
+        for record in ChannelRecord.all(in: before).values { highest[record.channel] = max(highest[record.channel] ?? 0, record.highestSequence) }
         for info in (Array(before.values) + Array(after.values)).compactMap(\.custom) {
-            record[info.channel] = max(record[info.channel] ?? 0, info.sequence)
+            highest[info.channel] = max(highest[info.channel] ?? 0, info.sequence)
         }
-        guard record != old else { return }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        do {
-            try FileSystem.writeAtomically(try encoder.encode(record), to: OriginLayout(root: origin).path(OriginLayout.sequencesRecord))
-        } catch { throw PatchSyncError(.localIO, "recording the sequences of \(origin): \(error)") }
+        return highest
     }
 
     static func builds(_ targets: [String: TargetFile], channel: String, released: (ManifestTargetInfo) -> Bool) -> [Build] {
@@ -75,10 +74,11 @@ public struct ChannelListing: Sendable {
     /// Pending preloads that a newer installable build left behind: players never install them.
     public var strandedPreloads: [Build] { builds.filter(isStranded) }
 
-    /// The highest sequence the channel lists (preloads too) or ever listed: the next build listed takes
-    /// one more, so players who saw a withdrawn build never see a sequence go back.
-    /// Read from the origin folder when asked: only the commands that list a build with a new sequence do.
-    public var highestSequence: Int { max(builds.first?.info.sequence ?? 0, Self.recordedSequences(origin: origin)[channel] ?? 0) }
+    /// The highest sequence the channel lists (preloads too) or ever listed (its signed record): the next
+    /// build listed takes one more, so players who saw a withdrawn build never see a sequence go back.
+    public var highestSequence: Int {
+        max(builds.first?.info.sequence ?? 0, record?.highestSequence ?? 0, Self.recordedSequences(origin: origin)[channel] ?? 0)
+    }
 
     /// Whether `build` is a pending preload a newer installable build left behind: players never install it.
     public func isStranded(_ build: Build) -> Bool { build.pending && build.info.sequence < (current?.info.sequence ?? 0) }

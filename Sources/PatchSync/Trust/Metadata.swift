@@ -92,12 +92,20 @@ public struct TargetFile: Codable, Hashable, Sendable {
     public var length: Int64
     public var hashes: [String: String]
     public var custom: ManifestTargetInfo?
+    /// The custom field of a channel's record (``ChannelRecord``), when the target is one.
+    public var channelRecord: ChannelRecord?
     private var foreignCustom: JSONValue?
 
     public init(length: Int64, hashes: [String: String], custom: ManifestTargetInfo?) {
         self.length = length
         self.hashes = hashes
         self.custom = custom
+    }
+
+    public init(length: Int64, hashes: [String: String], channelRecord: ChannelRecord) {
+        self.length = length
+        self.hashes = hashes
+        self.channelRecord = channelRecord
     }
 
     enum CodingKeys: String, CodingKey { case length, hashes, custom }
@@ -107,7 +115,10 @@ public struct TargetFile: Codable, Hashable, Sendable {
         length = try container.decode(Int64.self, forKey: .length)
         hashes = try container.decode([String: String].self, forKey: .hashes)
         custom = try? container.decodeIfPresent(ManifestTargetInfo.self, forKey: .custom)
-        foreignCustom = custom == nil ? try container.decodeIfPresent(JSONValue.self, forKey: .custom) : nil
+        if custom == nil, let record = try? container.decodeIfPresent(ChannelRecord.self, forKey: .custom), record.record == "channel" {
+            channelRecord = record
+        }
+        foreignCustom = custom == nil && channelRecord == nil ? try container.decodeIfPresent(JSONValue.self, forKey: .custom) : nil
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -116,6 +127,8 @@ public struct TargetFile: Codable, Hashable, Sendable {
         try container.encode(hashes, forKey: .hashes)
         if let custom {
             try container.encode(custom, forKey: .custom)
+        } else if let channelRecord {
+            try container.encode(channelRecord, forKey: .custom)
         } else {
             try container.encodeIfPresent(foreignCustom, forKey: .custom)
         }

@@ -351,8 +351,18 @@ struct TrustClient: Sendable {
             throw PatchSyncError(
                 .refusedData,
                 "\(role) metadata version \(meta.version) expired at \(TUFCoding.format(meta.expires))",
-                remedy: "the publisher must re-sign it (`patchsync repo refresh`); "
+                remedy: "the publisher must re-sign it (`\(Self.renewal(of: role))`); "
                     + "if this machine's clock is wrong, correct it")
+        }
+    }
+
+    /// The publisher's command that signs `role` anew: refresh for the online roles, renew for targets
+    /// and root (refresh cannot: it holds only the online key).
+    static func renewal(of role: String) -> String {
+        switch role {
+        case "root": return "patchsync repo renew --root-key ROOT_KEY …"
+        case "targets": return "patchsync repo renew --targets-key TARGETS_KEY --online-key ONLINE_KEY …"
+        default: return "patchsync repo refresh"
         }
     }
 

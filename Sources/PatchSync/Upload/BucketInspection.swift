@@ -14,9 +14,11 @@ extension Uploader {
         /// The bucket's timestamp.json is the origin's.
         public var current: Bool
         /// Signed files players of what the bucket serves may ask for that the bucket lacks, or holds
-        /// with another size than the origin's: `upload --verify` sends them again.
+        /// with another size or content (its ETag) than the origin's: `upload --verify` sends them again.
         public var missing: [String]
         public var requests: Int
+        /// The command that sends what the bucket lacks, ready to paste.
+        public var repair: String
     }
 
     /// Reads the bucket's timestamp.json and lists its keys: see ``BucketState``. Needs s3:ListBucket.
@@ -27,7 +29,8 @@ extension Uploader {
         let remote = try connection.get(OriginLayout.timestamp, limit: 1 << 20)
         let ours: Signed<TimestampMetadata> = try Signed(parsing: local, name: OriginLayout.timestampName)
         var state = BucketState(
-            destination: bucket.publicURL, originTimestamp: ours.signed.version, current: remote == local, missing: [], requests: 1)
+            destination: bucket.publicURL, originTimestamp: ours.signed.version, current: remote == local, missing: [], requests: 1,
+            repair: "patchsync upload \(origin) \(bucket.commandArguments) --verify")
         if let remote, let theirs = try? Signed<TimestampMetadata>(parsing: remote, name: OriginLayout.timestampName) {
             state.servedTimestamp = theirs.signed.version
         }
@@ -46,7 +49,10 @@ extension Uploader {
             asked.subtract(Self.mutable)
         }
         let listed = try connection.list(requests: &state.requests)
-        state.missing = files.filter { asked.contains($0.path) && listed[$0.path] != $0.bytes }.map(\.path).sorted()
+        let layout = OriginLayout(root: origin)
+        state.missing = files.filter { file in
+            asked.contains(file.path) && !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes) ?? false)
+        }.map(\.path).sorted()
         return state
     }
 }

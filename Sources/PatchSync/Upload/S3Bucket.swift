@@ -43,6 +43,12 @@ public struct S3Bucket: Sendable {
         self.credentials = credentials
     }
 
+    /// The bucket as the commands take it: `s3://BUCKET/PREFIX`, with `--endpoint` for a store other than
+    /// AWS S3, ready to paste after `patchsync upload ORIGIN`.
+    public var commandArguments: String {
+        "s3://\(bucket)" + (prefix.isEmpty ? "" : "/" + prefix) + (endpoint.map { " --endpoint \($0)" } ?? "")
+    }
+
     /// The bucket as a player's client reads it (anonymous GETs), for `--remote`.
     public var publicURL: String { baseURL + (prefix.isEmpty ? "" : "/" + Self.encode(prefix)) }
 

@@ -83,11 +83,11 @@ final class S3Connection {
         guard (200..<300).contains(response.status) || response.status == 404 else { throw refusal("deleting", bucket.url(path), response) }
     }
 
-    /// The keys under the origin's prefix, each relative to it (``S3Bucket/path(ofKey:)``), with its size:
-    /// ListObjectsV2, page by page (up to 1,000 keys a request, each counted in `requests`). Needs
-    /// s3:ListBucket.
-    func list(requests: inout Int) throws(PatchSyncError) -> [String: Int64] {
-        var listed: [String: Int64] = [:]
+    /// The keys under the origin's prefix, each relative to it (``S3Bucket/path(ofKey:)``), with its size
+    /// and ETag: ListObjectsV2, page by page (up to 1,000 keys a request, each counted in `requests`).
+    /// Needs s3:ListBucket.
+    func list(requests: inout Int) throws(PatchSyncError) -> [String: ListedObject] {
+        var listed: [String: ListedObject] = [:]
         var token: String?
         repeat {
             let url = bucket.listURL(continuation: token)
@@ -95,8 +95,8 @@ final class S3Connection {
             requests += 1
             guard response.status == 200 else { throw refusal("listing", url, response) }
             let page = try S3Listing(parsing: response.body, from: url)
-            for (key, size) in page.objects {
-                if let path = bucket.path(ofKey: key) { listed[path] = size }
+            for (key, size, etag) in page.objects {
+                if let path = bucket.path(ofKey: key) { listed[path] = ListedObject(size: size, etag: etag) }
             }
             if let next = page.next, next == token {
                 throw PatchSyncError(

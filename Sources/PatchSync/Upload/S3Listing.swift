@@ -4,8 +4,8 @@ import Foundation
 /// token of the next page. Read as text, element by element: S3 escapes `<` and `&` in keys, so an
 /// element's tags never occur inside another's text.
 struct S3Listing {
-    /// The page's keys (whole, with the prefix), with their sizes in bytes.
-    var objects: [(key: String, size: Int64)] = []
+    /// The page's keys (whole, with the prefix), with their sizes in bytes and ETags (quotes removed).
+    var objects: [(key: String, size: Int64, etag: String?)] = []
     /// The NextContinuationToken of a truncated listing; nil on its last page.
     var next: String?
 
@@ -23,7 +23,8 @@ struct S3Listing {
             guard let key = Self.element("Key", in: entry), let size = Self.element("Size", in: entry).flatMap({ Int64($0) }) else {
                 throw Self.refusal(url, "listed an object without a Key or a Size")
             }
-            objects.append((Self.unescape(key), size))
+            let etag = Self.element("ETag", in: entry).map { Self.unescape($0).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            objects.append((Self.unescape(key), size, etag))
             from = close.upperBound
         }
         guard Self.element("IsTruncated", in: text) == "true" else { return }

@@ -140,7 +140,7 @@ public struct Uploader: Sendable {
     static let mutable: Set<String> = [OriginLayout.rootMetadata, OriginLayout.timestamp]
 
     /// The files of `wanted` to send: all of them with `force`; with `verify` those the bucket's listing
-    /// lacks or holds with another size; else those not in `believed` and not found by a HEAD (root
+    /// lacks or holds with another size or content (its ETag, ``ListedObject/holds(_:bytes:)``); else those not in `believed` and not found by a HEAD (root
     /// versions). Files that change in place go whenever the bucket's timestamp.json is not the origin's
     /// (`current`). Counts its requests in `report`, and there names the files sent again that were
     /// `believed` to be in the bucket.
@@ -154,7 +154,10 @@ public struct Uploader: Sendable {
         } else if options.verify {
             let listed = try connection.list(requests: &report.requests)
             report.verified = true
-            send = wanted.filter { listed[$0.path] != $0.bytes || (!current && Self.mutable.contains($0.path)) }
+            send = wanted.filter { file in
+                !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes) ?? false)
+                    || (!current && Self.mutable.contains(file.path))
+            }
         } else {
             var present = believed
             if remote {

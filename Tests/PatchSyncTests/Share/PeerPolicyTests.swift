@@ -1,0 +1,198 @@
+import Testing
+
+@testable import PatchSync
+
+/// What a sync may spend on LAN peers, driven by instants the tests choose: no request, no waiting.
+@Suite("LAN peers: what a sync may spend on them", .tags(.small))
+struct PeerPolicyTests {
+    typealias Instant = ContinuousClock.Instant
+
+    static let start = ContinuousClock.now
+    /// The chunk size of these ranges: the chunker's average.
+    static let chunk = 256 << 10
+
+    /// A policy whose probe found `count` peers that hold the chunk, peer 0 the soonest.
+    static func chosen(_ count: Int) -> PeerPolicy {
+        var policy = PeerPolicy(urls: (0..<count).map { "http://10.0.0.\($0 + 1):27472" })
+        policy.choose((0..<count).map { (answer: PeerPolicy.Answer.chunk(installed: 0), elapsed: Duration.milliseconds(10 * ($0 + 1))) }, length: chunk)
+        return policy
+    }
+
+    /// One range of `chunks` chunks from `start`: each request goes to the peer the policy names, which
+    /// answers `answer(peer)` after its time, or is cut at the request's timeout (a failure). Returns the
+    /// peers asked, request by request, the step that ended the range, and when.
+    static func walk(
+        _ policy: inout PeerPolicy, chunks: Int, from start: Instant, answer: (Int) -> (PeerPolicy.Answer, Duration)
+    ) -> (asked: [Int], end: PeerPolicy.Step, at: Instant) {
+        var turn = policy.begin(chunks: chunks, bytes: Int64(chunks * Self.chunk), at: start)
+        var (now, asked) = (start, [Int]())
+        for _ in 0..<10_000 {
+            let step = policy.next(&turn, length: Self.chunk, at: now)
+            guard case .ask(let peer, let timeout) = step else { return (asked, step, now) }
+            asked.append(peer)
+            var (reply, took) = answer(peer)
+            if took > timeout {
+                reply = .failed("timed out after \(timeout)")
+                took = timeout
+            }
+            now = now + took
+            policy.answered(reply, elapsed: took, length: Self.chunk, turn: &turn, at: now)
+        }
+        Issue.record("the range never ended")
+        return (asked, .origin, now)
+    }
+
+    @Test("a peer that lacks a range's first chunk is asked nothing more of it: the next peer is, then the origin; a range of 64 chunks no peer holds costs one request per peer")
+    func lackCostsOneRequestPerRange() {
+        var policy = Self.chosen(3)
+        let walk = Self.walk(&policy, chunks: 64, from: Self.start) { _ in (.lacks, .milliseconds(2)) }
+        #expect(walk.asked == [0, 1, 2])
+        #expect(walk.end == .origin)
+        #expect(policy.records.map(\.standing.misses) == [1, 1, 1])
+        #expect(policy.records.allSatisfy { $0.standing.dropped == nil }, "one range lacked drops no one")
+    }
+
+    @Test("a peer that lacks three ranges, over half of those it was asked, is dropped for the sync and asked nothing more; one that serves most ranges and lacks some is kept")
+    func repeatedLacksDrop() {
+        var empty = Self.chosen(1)
+        for range in 0..<PeerPolicy.misses {
+            let walk = Self.walk(&empty, chunks: 64, from: Self.start + .seconds(range)) { _ in (.lacks, .milliseconds(2)) }
+            #expect(walk.asked == [0], "range \(range): one request")
+        }
+        #expect(empty.records[0].standing.dropped?.contains("lacked 3 of the 3 ranges") == true, "\(empty.records[0].standing)")
+        let after = Self.walk(&empty, chunks: 64, from: Self.start + .seconds(10)) { _ in (.lacks, .milliseconds(2)) }
+        #expect(after.asked.isEmpty && after.end == .origin)
+
+        var partial = Self.chosen(1)
+        for range in 0..<9 {
+            let lacks = range % 3 == 0
+            _ = Self.walk(&partial, chunks: 4, from: Self.start + .seconds(range)) { _ in (lacks ? .lacks : .chunk(installed: 1), .milliseconds(2)) }
+        }
+        #expect(partial.records[0].standing.dropped == nil, "3 of 9 ranges lacked: \(partial.records[0].standing)")
+        #expect(partial.records[0].standing.chunks == 24)
+    }
+
+    @Test("an answer later than the answer budget is a strike, a 404 too: a peer that answers every chunk 404 after 1.8 s is cut at its answer's allowance and dropped after three, under 2 s in all, not a wait per chunk")
+    func lateAnswersStrike() {
+        var policy = Self.chosen(2)
+        let walk = Self.walk(&policy, chunks: 64, from: Self.start) { peer in (peer == 0 ? .lacks : .chunk(installed: 1), .milliseconds(peer == 0 ? 1800 : 5)) }
+        #expect(walk.asked == [0, 0, 0] + Array(repeating: 1, count: 64), "three requests to the late peer, then the other serves the range")
+        #expect(walk.end == .done)
+        let allowed = PeerPolicy.allowance(PeerPolicy.answerBudget, bytes: Self.chunk)
+        #expect(allowed == .milliseconds(625), "0.5 s, and 256 KiB at 2 MiB/s")
+        #expect(walk.at - Self.start == allowed * 3 + .milliseconds(5) * 64)
+        #expect(policy.records[0].standing.dropped?.contains("3 answers in a row failed or came late") == true, "\(policy.records[0].standing)")
+
+        // An answer that does come, after its allowance, is a strike too; a prompt chunk clears the strikes.
+        var slow = Self.chosen(1)
+        var turn = slow.begin(chunks: 8, bytes: Int64(8 * Self.chunk), at: Self.start)
+        _ = slow.next(&turn, length: Self.chunk, at: Self.start)
+        slow.answered(.chunk(installed: 1), elapsed: .milliseconds(900), length: Self.chunk, turn: &turn, at: Self.start + .milliseconds(900))
+        #expect(slow.records[0].strikes == 1, "a chunk 0.9 s late is a strike")
+        slow.answered(.chunk(installed: 1), elapsed: .milliseconds(5), length: Self.chunk, turn: &turn, at: Self.start + .milliseconds(905))
+        #expect(slow.records[0].strikes == 0, "a prompt chunk clears it")
+    }
+
+    @Test("a peer that fails now and then is kept (a prompt chunk clears its strikes); three failures in a row drop it, and the rest of the range goes to the origin")
+    func failuresInARowDrop() {
+        var policy = Self.chosen(1)
+        var replies: [PeerPolicy.Answer] = [
+            .failed("reset"), .chunk(installed: 1), .failed("reset"), .failed("reset"), .chunk(installed: 1),
+            .failed("refused"), .failed("refused"), .failed("refused")
+        ]
+        let walk = Self.walk(&policy, chunks: 64, from: Self.start) { _ in (replies.removeFirst(), .milliseconds(2)) }
+        #expect(walk.asked.count == 8 && walk.end == .origin)
+        #expect(policy.records[0].standing.chunks == 2)
+        #expect(policy.records[0].standing.dropped?.contains("last: refused") == true, "\(policy.records[0].standing)")
+    }
+
+    @Test("each request to a peer is cut at the answer budget plus its chunk at the floor rate, never past the range's time, which all peers share; then the rest goes to the origin")
+    func requestTimeouts() {
+        var policy = Self.chosen(1)
+        let budget = PeerPolicy.budget(chunks: 2, bytes: 2 << 20)
+        #expect(budget == .milliseconds(2050), "two answers' budget, 25 ms a chunk, 2 MiB at 2 MiB/s")
+        var turn = policy.begin(chunks: 2, bytes: 2 << 20, at: Self.start)
+        #expect(policy.next(&turn, length: 1 << 20, at: Self.start) == .ask(peer: 0, timeout: .seconds(1)))
+        #expect(policy.next(&turn, length: 1 << 20, at: Self.start + .milliseconds(1800)) == .ask(peer: 0, timeout: .milliseconds(250)))
+        #expect(policy.next(&turn, length: 1 << 20, at: Self.start + budget) == .origin)
+    }
+
+    @Test("a peer that sends every chunk just inside the answer budget (0.49 s) is cut when the range's time is up, the rest of the range goes to the origin, and after three such ranges it is dropped")
+    func rangeBudgetBoundsASlowDrip() {
+        var policy = Self.chosen(1)
+        var now = Self.start
+        let budget = PeerPolicy.budget(chunks: 64, bytes: Int64(64 * Self.chunk))
+        for range in 0..<PeerPolicy.overruns {
+            let walk = Self.walk(&policy, chunks: 64, from: now) { _ in (.chunk(installed: 1), .milliseconds(490)) }
+            #expect(walk.end == .origin && walk.at - now <= budget, "range \(range) ends within its \(budget)")
+            #expect(walk.asked.count < 64, "range \(range): \(walk.asked.count) requests")
+            now = walk.at
+        }
+        #expect(policy.records[0].standing.dropped?.contains("3 ranges in a row") == true, "\(policy.records[0].standing)")
+    }
+
+    @Test("a range a peer completes clears its overruns: a peer that runs out of time now and then is kept")
+    func completedRangeClearsOverruns() {
+        var policy = Self.chosen(1)
+        var now = Self.start
+        for slow in [true, true, false, true, true] {
+            let walk = Self.walk(&policy, chunks: 16, from: now) { _ in (.chunk(installed: 1), .milliseconds(slow ? 490 : 5)) }
+            #expect(walk.end == (slow ? PeerPolicy.Step.origin : PeerPolicy.Step.done))
+            now = walk.at
+        }
+        #expect(policy.records[0].overruns == 2 && policy.records[0].standing.dropped == nil)
+    }
+
+    @Test("a peer that answers 503 (its game runs) is skipped for 30 s, then asked again, and never dropped for it")
+    func busyPeerPaused() {
+        var policy = Self.chosen(2)
+        let first = Self.walk(&policy, chunks: 4, from: Self.start) { peer in (peer == 0 ? .busy : .chunk(installed: 1), .milliseconds(2)) }
+        #expect(first.asked == [0, 1, 1, 1, 1] && first.end == .done)
+        let soon = Self.walk(&policy, chunks: 1, from: Self.start + .seconds(10)) { _ in (.chunk(installed: 1), .milliseconds(2)) }
+        #expect(soon.asked == [1])
+        let later = Self.walk(&policy, chunks: 1, from: Self.start + .seconds(31)) { _ in (.chunk(installed: 1), .milliseconds(2)) }
+        #expect(later.asked == [0])
+        #expect(policy.records[0].standing.dropped == nil && policy.records[0].standing.misses == 1)
+    }
+
+    @Test("bytes that fail their hash drop the peer at once, and the next peer is asked for the same chunk")
+    func damagedBytesDrop() {
+        var policy = Self.chosen(2)
+        let walk = Self.walk(&policy, chunks: 3, from: Self.start) { peer in
+            (peer == 0 ? .damaged("it sent a chunk that does not match its signed SHA-256") : .chunk(installed: 1), .milliseconds(2))
+        }
+        #expect(walk.asked == [0, 1, 1, 1] && walk.end == .done)
+        #expect(policy.records[0].standing.dropped?.contains("SHA-256") == true)
+        #expect(policy.records[1].standing.chunks == 3)
+    }
+
+    @Test("at most three peers are used and eight probed, discovered ones included: the probe picks those that sent the chunk, then those that lack it, the soonest first; a failed, busy, damaged or late peer, and any beyond three, is dropped with the reason")
+    func probeChoosesAFew() {
+        var policy = PeerPolicy(urls: (1...12).map { "http://10.0.0.\($0):27472/" } + ["http://10.0.0.1:27472"])
+        #expect(policy.records.count == PeerPolicy.maxProbed, "12 peers (one given twice): the first 8 are kept")
+        #expect(policy.records[0].standing.url == "http://10.0.0.1:27472", "without its trailing slash")
+        policy.choose(
+            [
+                (.lacks, .milliseconds(5)), (.chunk(installed: 0), .milliseconds(40)), (.failed("connection refused"), .milliseconds(1)),
+                (.chunk(installed: 0), .milliseconds(1800)), (.busy, .milliseconds(3)), (.damaged("does not match its signed SHA-256"), .milliseconds(3)),
+                (.chunk(installed: 0), .milliseconds(20)), (.lacks, .milliseconds(9))
+            ], length: 64 << 10)
+        #expect(policy.inUse == [6, 1, 0])
+        let dropped = policy.records.map(\.standing.dropped)
+        #expect([0, 1, 6].allSatisfy { dropped[$0] == nil })
+        #expect(dropped[2]?.contains("connection refused") == true)
+        #expect(dropped[3]?.contains("answered the probe after 1.80 s") == true, "\(dropped[3] ?? "")")
+        #expect(dropped[4]?.contains("503") == true)
+        #expect(dropped[5]?.contains("SHA-256") == true)
+        #expect(dropped[7]?.hasPrefix("not chosen") == true)
+        let walk = Self.walk(&policy, chunks: 2, from: Self.start) { _ in (.lacks, .milliseconds(2)) }
+        #expect(walk.asked == [6, 1, 0], "a range asks the peers in use, best first, and no other")
+    }
+
+    @Test("a network that announces twenty shares of the game gives a sync the first eight: discovered peers are capped")
+    func discoveryCapped() {
+        let repo = String(repeating: "a", count: 64)
+        let browse = (1...20).map { "=;eth0;IPv4;PatchSync on p\($0);_patchsync._tcp;local;p\($0).local;10.0.0.\($0);27472;\"repo=\(repo)\"" }
+        #expect(PeerDiscovery.peers(inBrowseOutput: browse.joined(separator: "\n"), repository: repo) == (1...8).map { "http://10.0.0.\($0):27472" })
+    }
+}

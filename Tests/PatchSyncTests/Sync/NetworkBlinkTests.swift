@@ -1,0 +1,159 @@
+import Foundation
+import PatchSyncTestSupport
+import Synchronization
+import Testing
+
+@testable import PatchSync
+
+/// What a download page sees while bytes stop, as the sync's meter and watch decide it: the watch's
+/// ticks stepped with a timeline of instants, two a second (the watch ticks ten times a second); nothing
+/// sleeps.
+@Suite("Waiting out a network blink", .tags(.small))
+struct NetworkBlinkTests {
+    let t0 = ContinuousClock.now
+    static let refusals = "http://127.0.0.1:1: Failed to connect to 127.0.0.1 port 1 after 0 ms: Connection refused"
+
+    /// A meter whose events are kept, in order, as short names ("stalled 10", "offline", "transfer").
+    static func meter() -> (SyncMeter, SyncMeterTests.Events) {
+        let events = SyncMeterTests.Events()
+        return (SyncMeter(onEvent: { event in events.list.withLock { $0.append(event) } }), events)
+    }
+
+    static func names(_ events: SyncMeterTests.Events) -> [String] {
+        events.list.withLock { list in
+            list.map { event -> String in
+                switch event {
+                case .stalled(let seconds): return "stalled \(seconds)"
+                case .offline: return "offline"
+                case .online: return "online"
+                case .transfer: return "transfer"
+                default: return "other"
+                }
+            }
+        }
+    }
+
+    /// The instant of tick `n`, half a second apart.
+    func tick(_ n: Int) -> ContinuousClock.Instant { t0 + .milliseconds(500 * n) }
+
+    @Test("an origin that refuses every connection keeps the sync waiting, offline, until --give-up has passed with no byte; then it gives up for the stall (69), naming what each mirror did")
+    func refusedOriginWaitsForGiveUp() throws {
+        let (meter, events) = Self.meter()
+        meter.requestBegan(now: t0)  // tries refused at once and the waits between them: the network is wanted throughout
+        var gaveUp: (tick: Int, quiet: Duration)?
+        for n in 1...2400 where gaveUp == nil {
+            if n % 6 == 0 { meter.offline(Self.refusals) }  // every try refused again
+            if let quiet = meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(n)) { gaveUp = (n, quiet) }
+        }
+        let (at, quiet) = try #require(gaveUp, "gave up")
+        #expect(at == 120 && quiet == .seconds(60), "gave up \(at / 2) s in, after \(quiet) with no byte")
+        let names = Self.names(events)
+        #expect(names.filter { $0 == "offline" }.count == 1, "told once while it lasts: \(names)")
+        #expect(names.filter { $0.hasPrefix("stalled") } == (2...12).map { "stalled \($0 * 5)" }, "at 10 s, then every 5 s: \(names)")
+        let error = SyncWatch.gaveUp(after: quiet, unreachable: meter.unreachable)
+        #expect(error.code == .originUnavailable && error.reason == .stalled)
+        #expect(error.message.contains("no byte arrived") && error.message.contains(Self.refusals), "\(error.message)")
+    }
+
+    @Test("a healthy sync that runs longer than --give-up never gives up: the quiet counts from the last byte, not from the start of the sync; once bytes stop, it gives up --give-up after the last one")
+    func healthySyncOutlastsGiveUp() {
+        let (meter, events) = Self.meter()
+        meter.requestBegan(now: t0)
+        var gaveUp: [Int] = []
+        for n in 1...2400 {  // twenty minutes, a response's bytes every 2 s
+            if n % 4 == 0 { meter.arrived(16 << 10, now: tick(n)) }
+            if meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(n)) != nil { gaveUp.append(n) }
+        }
+        #expect(gaveUp.isEmpty, "gave up \(gaveUp.first.map { $0 / 2 } ?? 0) s into a sync whose bytes kept coming")
+        #expect(!Self.names(events).contains { $0.hasPrefix("stalled") })
+        for n in 2401...2519 {  // bytes stop after the 2400th tick
+            #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(n)) == nil, "\(n - 2400) ticks after the last byte")
+        }
+        #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(2520)) == .seconds(60))
+    }
+
+    @Test("by default a `stalled` event comes after 10 s with no byte: not at 9.9 s, at 10 s")
+    func stalledAfterTenSeconds() throws {
+        let fixture = try Fixture()
+        let install = try fixture.makeInstall(remotes: ["http://127.0.0.1:1"])
+        let defaults = [Syncer(install: install).stallAfter, Syncer(install: install, options: SyncOptions()).stallAfter]
+        #expect(defaults == [.seconds(10), .seconds(10)])
+        for stallAfter in defaults {
+            let (meter, events) = Self.meter()
+            meter.requestBegan(now: t0)
+            for tenth in 1...99 { _ = meter.tick(stallAfter: stallAfter, giveUpAfter: nil, now: t0 + .milliseconds(100 * tenth)) }
+            #expect(Self.names(events).isEmpty, "nothing at 9.9 s of quiet: \(Self.names(events))")
+            _ = meter.tick(stallAfter: stallAfter, giveUpAfter: nil, now: t0 + .seconds(10))
+            #expect(Self.names(events) == ["stalled 10"])
+        }
+    }
+
+    @Test("`offline` is said once while no mirror can be reached, `online` at the next tick after a byte (never from the transfer thread), and a second blink is said again")
+    func offlineThenOnline() {
+        let (meter, events) = Self.meter()
+        meter.requestBegan(now: t0)
+        meter.offline(Self.refusals)
+        meter.offline(Self.refusals)
+        #expect(Self.names(events) == ["offline"])
+        #expect(meter.unreachable == Self.refusals)
+        meter.arrived(100, now: tick(3))
+        #expect(Self.names(events) == ["offline"], "nothing from the transfer thread")
+        #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(3)) == nil)
+        #expect(Self.names(events) == ["offline", "online"])
+        #expect(meter.unreachable == nil)
+        _ = meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(4))
+        meter.offline(Self.refusals)
+        #expect(Self.names(events) == ["offline", "online", "offline"])
+    }
+
+    @Test("while bytes stop, the step's counts go out once a second (a heartbeat) until the stall is said; then `stalled` every 5 s, and no transfer event says otherwise")
+    func heartbeatWhileBytesStop() {
+        let (meter, events) = Self.meter()
+        meter.follow(TransferProgress(total: 1 << 20, filesTotal: 1))
+        meter.requestBegan(now: t0)
+        for n in 1...50 { _ = meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(n)) }
+        let names = Self.names(events)
+        #expect(Array(names.prefix(9)) == Array(repeating: "transfer", count: 9), "\(names)")
+        #expect(Array(names.dropFirst(9)) == ["stalled 10", "stalled 15", "stalled 20", "stalled 25"], "\(names)")
+    }
+
+    @Test("a process frozen past --give-up (SIGSTOP, a suspended machine) does not give up as it wakes: the quiet starts again, and --give-up counts from then")
+    func frozenProcessStartsTheQuietAgain() {
+        let (meter, _) = Self.meter()
+        meter.requestBegan(now: t0)
+        for n in 1...40 { #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(n)) == nil) }
+        let woke = tick(40) + .seconds(3600)
+        #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: woke) == nil, "an hour asleep is no quiet")
+        var gaveUp: Duration?
+        for n in 1...200 where gaveUp == nil {
+            if let quiet = meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: woke + .milliseconds(500 * n)) {
+                gaveUp = .milliseconds(500 * n)
+                #expect(quiet == .seconds(60))
+            }
+        }
+        #expect(gaveUp == .seconds(60), "gave up \(String(describing: gaveUp)) after waking")
+    }
+}
+
+/// The same through a whole sync, against ports where nothing listens (connections refused at once).
+@Suite("A sync through a network blink", .tags(.medium))
+struct NetworkBlinkSyncTests {
+    @Test("a sync whose every mirror refuses connections waits for them, offline, until --give-up has passed with no byte, then ends 69 for the stall naming each mirror's refusal (it ended once a failure streak was spent, in a second or two)")
+    func refusedOriginEndsAtGiveUp() async throws {
+        let fixture = try Fixture()
+        let mirrors = ["http://127.0.0.1:1", "http://127.0.0.1:9"]
+        var syncer = Syncer(install: try fixture.makeInstall(remotes: mirrors))
+        syncer.giveUpAfter = .seconds(3)
+        syncer.stallAfter = .seconds(1)
+        let configured = syncer
+        let events = SyncMeterTests.Events()
+        let error = await #expect(throws: PatchSyncError.self) {
+            _ = try await configured.run { event in events.list.withLock { $0.append(event) } }
+        }
+        #expect(error?.code == .originUnavailable && error?.reason == .stalled, "\(String(describing: error))")
+        let message = error?.message ?? ""
+        #expect(message.contains("no byte arrived") && mirrors.allSatisfy { message.contains($0 + ": ") }, "\(message)")
+        let names = NetworkBlinkTests.names(events)
+        #expect(names.filter { $0 == "offline" }.count == 1 && names.contains { $0.hasPrefix("stalled") }, "\(names)")
+    }
+}

@@ -19,11 +19,14 @@ set -euo pipefail
 : "${ONLINE_KEY:?set ONLINE_KEY to the online key file (mode 0600)}"
 PATCHSYNC="${PATCHSYNC:-patchsync}"
 
-# It also releases each preload build whose --release-at has come, with its key file from
-# CONTENT_KEYS (default: content/ beside the online key; copy keys/content/<channel>/<build>.key there
-# before the release). A due build it cannot release makes it exit non-zero after re-signing.
+# It also releases each preload build whose --release-at has come, with its key file from the folder
+# publish recorded in the origin folder (else content/ beside the online key), or from CONTENT_KEYS
+# when set. A due build it cannot release, or an expired targets.json or root.json (which refresh
+# cannot sign: run `patchsync repo renew`), makes it exit non-zero after re-signing.
 status=0
-"$PATCHSYNC" repo refresh --origin "$ORIGIN" --online-key "$ONLINE_KEY"   --content-keys "${CONTENT_KEYS:-$(dirname "$ONLINE_KEY")/content}" --json || status=$?
+keys=()
+if [ -n "${CONTENT_KEYS:-}" ]; then keys=(--content-keys "$CONTENT_KEYS"); fi
+"$PATCHSYNC" repo refresh --origin "$ORIGIN" --online-key "$ONLINE_KEY" "${keys[@]}" --json || status=$?
 if [ -n "${UPLOAD:-}" ]; then
   # Uploaded whatever the refresh said: what it re-signed must reach the CDN before the old expires.
   # Versioned files first is what --delay-updates gives rsync; timestamp.json is replaced last.

@@ -61,7 +61,7 @@ struct Publish: AsyncParsableCommand {
         help: ArgumentHelp(
             "Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
             valueName: "time")) var releaseAt: String?
-    @Option(help: "The folder preload content keys go to (default: the folder an earlier preload publish recorded, else content/ beside the targets key).") var contentKeys: String?
+    @Option(help: "The folder of preload content keys: a preload's goes there, and a pending preload's is read there to list it again above this build (default: the folder an earlier preload publish recorded, else content/ beside the targets key).") var contentKeys: String?
     @Flag(help: "Check the folder and cost the patch from the channel's current build; write nothing.") var dryRun = false
     @Flag(help: "Publish a build that drops most of the current build's files (refused otherwise, as the wrong folder).")
     var replaceMost = false
@@ -99,6 +99,7 @@ struct Publish: AsyncParsableCommand {
         options.dryRun = dryRun
         options.replaceMost = replaceMost
         options.newChannel = newChannel
+        options.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
         if let chunkSize {
             let average = chunkSize << 10
             options.chunking = ChunkingParameters(minSize: average / 4, averageSize: average, maxSize: average * 4)
@@ -138,6 +139,7 @@ struct Publish: AsyncParsableCommand {
                     + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
                     + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
                     + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
+                    + report.relistedPreloads.map { "\npending preload \($0) is listed again above it: what players preloaded stays valid" }.joined()
                     + (report.preload.map { preload in
                         "\npreload: sealed until \(TUFDate.format(preload.releaseAt)); content key in \(preload.keyFile) "
                             + "(keep it private: `repo release` or `repo refresh` publishes it at the release)"

@@ -8,8 +8,9 @@ struct RepoPromote: AsyncParsableCommand {
         discussion: """
             Writes one manifest, the same files and objects with the new channel and sequence, with delta \
             packs from the target channel's latest builds (its players patch as after a publish there), \
-            and signs new targets. Run again, it changes nothing. Refused while the target channel has a \
-            pending preload: release or withdraw it first.
+            and signs new targets. Run again, it changes nothing. A pending preload of the target channel \
+            is listed again above it (its content key from --content-keys), so players still get it at \
+            its release.
 
             Example:
               patchsync repo promote 1.4.2+873 --from beta --to live --origin out/ \\
@@ -22,6 +23,8 @@ struct RepoPromote: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
+    @Option(help: "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key).")
+    var contentKeys: String?
     @Option(help: "How many builds of each channel targets.json keeps listed.") var keepBuilds = Publisher.Options.defaultKeepBuilds
     @Flag(help: "List it on a new channel whose name is close to an existing one (refused otherwise, as a typo).")
     var newChannel = false
@@ -32,6 +35,7 @@ struct RepoPromote: AsyncParsableCommand {
         var release = Release(origin: origin, signers: try signing.signers())
         release.keepBuilds = keepBuilds
         release.newChannel = newChannel
+        release.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
         let report = try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))
         warn(report.warnings)
         Output(json: json).result(

@@ -42,6 +42,16 @@ struct RepoRefresh: AsyncParsableCommand {
                 missingKeys: outcome.missingKeys, failed: outcome.failed, warnings: warnings),
             human: "re-signed snapshot and timestamp of \(origin)"
                 + outcome.released.map { "\nreleased \($0): players unlock it at their next sync" }.joined())
+        // Refresh signs only snapshot and timestamp: an expired targets or root makes every player refuse
+        // the repository whatever refresh signs, so the cron job must fail loudly, naming the renewal.
+        let now = Date()
+        if let expired = repo.expiredRoles(now: now).first(where: { ["root", "targets"].contains($0.role) }) {
+            throw PatchSyncError(
+                .refusedData,
+                "\(expired.role).json of \(origin) expired at \(TUFDate.format(expired.expires)): players refuse the repository "
+                    + "until it is signed again, which refresh (the online key) cannot do",
+                remedy: "run `\(expired.renewal)`; snapshot and timestamp were re-signed")
+        }
         if !outcome.failed.isEmpty {
             throw PatchSyncError(
                 .refusedData,
@@ -49,16 +59,6 @@ struct RepoRefresh: AsyncParsableCommand {
                     + outcome.failed.joined(separator: "; "),
                 remedy: "fix what it names, then run `patchsync repo release BUILD`; snapshot and timestamp "
                     + "were re-signed")
-        }
-        // Refresh signs only snapshot and timestamp: an expired targets or root makes every player refuse
-        // the repository whatever refresh signs, so the cron job must fail loudly, naming the renewal.
-        let now = Date()
-        if let expired = try repo.status(now: now).roles.first(where: { ["root", "targets"].contains($0.role) && $0.expires <= now }) {
-            throw PatchSyncError(
-                .refusedData,
-                "\(expired.role).json of \(origin) expired at \(TUFDate.format(expired.expires)): players refuse the repository "
-                    + "until it is signed again, which refresh (the online key) cannot do",
-                remedy: "run `\(expired.renewal)`; snapshot and timestamp were re-signed")
         }
         if !outcome.missingKeys.isEmpty {
             throw PatchSyncError(

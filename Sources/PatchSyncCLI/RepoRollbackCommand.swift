@@ -21,11 +21,14 @@ struct RepoRollback: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
+    @Option(help: "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key).")
+    var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
         try originWait.apply()
-        let release = Release(origin: origin, signers: try signing.signers())
+        var release = Release(origin: origin, signers: try signing.signers())
+        release.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
         let report = try release.rollback(
             channel: try Channel(channel), to: try to.map { t throws(PatchSyncError) in try BuildID(t) },
             reason: reason)

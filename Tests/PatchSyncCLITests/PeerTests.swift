@@ -47,6 +47,32 @@ struct PeerTests {
         #expect(server.counters.served > 0 && server.counters.refused == 0)
     }
 
+    @Test("--max-rate holds a sync's peers as it holds its origin: what the share and the origin sent the player together stays at or below 256 KiB/s, and the peer still serves most of the build")
+    func capHoldsPeers() throws {
+        let fixture = try Fixture()
+        let build = try fixture.sampleBuild(1, scale: 0.02)
+        try fixture.publish(build, id: "1")
+        let nginx = try NginxOrigin(root: fixture.origin)
+        defer { nginx.stop() }
+        let (server, url) = try Self.share(try player(fixture, "seed", remote: nginx.url))
+        defer { server.stop() }
+        let root = fixture.directory + "/player"
+        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
+        let before = nginx.bytesServed()
+        let started = Date()
+        let synced = try CLI.run(["sync", "--install", root, "--peer", url, "--max-rate", "256K", "--json"])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(synced.status == 0, "\(synced.stderr)")
+        let fromPeer = server.counters.bytesServed
+        let sent = fromPeer + (nginx.bytesServed() - before)
+        #expect(fromPeer > 1 << 20, "the peer sent most of the build: \(fromPeer) of \(sent) bytes")
+        // The bucket starts full (16 KiB at this rate), so allow that burst on top of the rate.
+        let rate = Double(sent - 16 * 1024) / elapsed
+        #expect(rate <= 256 * 1024 * 1.1, "\(Int(rate)) B/s with a 256 KiB/s cap over \(elapsed) s")
+        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        #expect(try contents(root + "/current") == contents(build))
+    }
+
     @Test("a seed whose files were overwritten by hand (same sizes, zeros) serves none of their chunks (each is read back against its hash): a player that names it still installs byte-exact, from the origin")
     func seedDamagedByHand() throws {
         let fixture = try Fixture()

@@ -177,6 +177,10 @@ struct HistoryModel {
     /// `channel/build` of every content key released (the releases role keeps them all).
     var released: Set<String> = []
     var keys: HistoryKeys
+    /// The newest listing each channel ever had: players saw it, so no later one may come below it.
+    var newestEver: [String: Int] = [:]
+    /// Channels whose record says a withdraw left them without an installable build.
+    var withdrawnRecord: Set<String> = []
 
     /// The channel's builds, newest listed first.
     func listed(_ channel: String) -> [HistoryEntry] { (entries[channel] ?? []).sorted { $0.order > $1.order } }
@@ -195,10 +199,34 @@ struct HistoryModel {
     }
 
     /// Lists `build` on `channel` as its newest build (replacing its earlier listing there).
-    mutating func list(_ build: Int, on channel: String, releaseDay: Int? = nil, rollbackFrom: Int? = nil) {
+    mutating func list(_ build: Int, on channel: String, releaseDay: Int? = nil, released: Bool = false, rollbackFrom: Int? = nil) {
         order += 1
+        newestEver[channel] = order
         unlist(build, from: channel)
-        entries[channel, default: []].append(HistoryEntry(build: build, order: order, releaseDay: releaseDay, rollbackFrom: rollbackFrom))
+        entries[channel, default: []].append(
+            HistoryEntry(build: build, order: order, releaseDay: releaseDay, released: released, rollbackFrom: rollbackFrom))
+    }
+
+    /// Lists `build` as the channel's newest, then `waiting` (its pending preloads that were above the current
+    /// build) again above it, oldest first, as the help pages say: a hotfix, promote or rollback never
+    /// strands a preload, and what players preloaded stays valid.
+    mutating func list(_ entry: HistoryEntry, on channel: String, rollbackFrom: Int? = nil, above waiting: [HistoryEntry]) {
+        list(entry.build, on: channel, releaseDay: entry.releaseDay, released: entry.released, rollbackFrom: rollbackFrom)
+        for preload in waiting.sorted(by: { $0.order < $1.order }) { list(preload.build, on: channel, releaseDay: preload.releaseDay) }
+    }
+
+    /// Signed targets changed: each channel's record follows (a withdrawal is told until the channel lists
+    /// an installable build again; `emptying` is the channel a withdraw just emptied).
+    mutating func committed(emptying: String? = nil) {
+        for channel in Self.channels {
+            if channel == emptying { withdrawnRecord.insert(channel) } else if current(channel) != nil { withdrawnRecord.remove(channel) }
+        }
+    }
+
+    /// Whether signed targets holds a record of `channel`: its newest listing ever is no longer listed
+    /// (players must never see a sequence below it), or a withdraw emptied it.
+    func hasRecord(_ channel: String) -> Bool {
+        (newestEver[channel] ?? 0) > (listed(channel).map(\.order).max() ?? 0) || withdrawnRecord.contains(channel)
     }
 
     mutating func unlist(_ build: Int, from channel: String) { entries[channel]?.removeAll { $0.build == build } }
@@ -471,14 +499,15 @@ struct HistoryRun {
             guard let player = players.first(where: { $0.channel == channel && !$0.follows }) else { return nil }
             let result = try patchsync(["sync", "--install", player.root, "--quiet"], environment: ["PATCHSYNC_CRASH_AT": "batchWritten"])
             // Done before its first batch (nothing to fetch), no build on the channel yet, or killed (no error printed).
-            let fine = result.status == 0 || (result.status == 69 && model.listed(channel).isEmpty) || !result.stdout.contains("error")
+            let empty = model.listed(channel).isEmpty, withdrawn = model.withdrawnRecord.contains(channel)
+            let fine = result.status == 0 || (empty && result.status == (withdrawn ? 75 : 69)) || !result.stdout.contains("error")
             return fine ? nil : "the \(player.name) player's sync exited \(result.status): \(tail(result))"
         }
     }
 
     /// The next build, written from the last one (files changed, added and removed, modes, links and
     /// empty folders), published at once or, with `releaseIn`, as a preload. A build published at once
-    /// is refused while a preload of its channel is pending.
+    /// while a preload of its channel is pending lists the preload again above it.
     private mutating func publish(on channel: String, bundles: Bool, releaseIn: Int?) throws -> String? {
         let number = model.builds.count + 1
         var build = ModelBuild.next(after: model.builds.last, number: number, rng: &rng)
@@ -498,18 +527,16 @@ struct HistoryRun {
             releaseDay = day
             arguments += ["--release-at", TUFDate.format(start.addingTimeInterval(TimeInterval(day) * 86400))]
         }
+        let waiting = releaseDay == nil ? model.pendingAbove(channel) : []
         let result = try patchsync(arguments)
-        if releaseDay == nil, let preload = model.pendingAbove(channel).first {
-            refusals += 1
-            return refused(result, "build \(number) would come after pending preload \(preload.build) of \(channel)")
-        }
         if let broken = succeeded(result, "publish of build \(number)") { return broken }
-        model.list(number, on: channel, releaseDay: releaseDay)
+        model.list(HistoryEntry(build: number, order: 0, releaseDay: releaseDay), on: channel, above: waiting)
+        model.committed()
         return nil
     }
 
-    /// `repo promote`: refused for a preload (its content is sealed with a key of its channel) and above a
-    /// pending preload of the channel promoted to; a no-op when the build is that channel's newest.
+    /// `repo promote`: refused for a preload (its content is sealed with a key of its channel); a no-op when
+    /// the build is that channel's newest; the pending preloads of the channel promoted to go above it.
     private mutating func promote(from: String, to: String, pick: Int) throws -> String? {
         let listed = model.listed(from)
         guard !listed.isEmpty else { return nil }
@@ -520,18 +547,15 @@ struct HistoryRun {
             return refused(result, "build \(entry.build) of \(from) is a preload, sealed with a key of \(from)")
         }
         if model.listed(to).first?.build == entry.build { return succeeded(result, "promote of \(to)'s newest build (nothing to do)") }
-        if let preload = model.pendingAbove(to).first {
-            refusals += 1
-            return refused(result, "build \(entry.build) would be listed above pending preload \(preload.build) of \(to)")
-        }
         if let broken = succeeded(result, "promote of build \(entry.build)") { return broken }
-        model.list(entry.build, on: to)
+        model.list(HistoryEntry(build: entry.build, order: 0), on: to, above: model.pendingAbove(to))
+        model.committed()
         return nil
     }
 
-    /// `repo rollback`: the newest earlier installable build that no rollback left goes back on as the
-    /// newest, and the build the channel left is marked; refused without one, when it is a preload, and
-    /// while a preload of the channel is pending.
+    /// `repo rollback`: the newest earlier installable build (a released preload too) that no rollback left
+    /// goes back on as the newest, and the build the channel left is marked; refused without one. The
+    /// channel's pending preloads go above it.
     private mutating func rollback(_ channel: String) throws -> String? {
         let result = try patchsync(
             ["repo", "rollback", "--channel", channel, "--reason", "history step \(stepNumber)", "--origin", origin, "--json"] + signing)
@@ -549,24 +573,18 @@ struct HistoryRun {
             refusals += 1
             return refused(result, "channel \(channel) lists no earlier build that no rollback left")
         }
-        if chosen.releaseDay != nil {
-            refusals += 1
-            return refused(result, "the build to go back to, \(chosen.build), was published as a preload")
-        }
-        if let preload = model.pendingAbove(channel).first {
-            refusals += 1
-            return refused(result, "build \(chosen.build) would be listed above pending preload \(preload.build)")
-        }
         if let broken = succeeded(result, "rollback of \(channel) to build \(chosen.build)") { return broken }
-        model.list(chosen.build, on: channel, rollbackFrom: current.build)
+        model.list(chosen, on: channel, rollbackFrom: current.build, above: model.pendingAbove(channel))
         model.markWithdrawn(current.build, on: channel)
+        model.committed()
         return nil
     }
 
     /// `repo withdraw`: a pending preload or any build but the current one is unlisted; the current one
-    /// is replaced by the newest earlier plain build no rollback marked, listed again as the newest (refused
-    /// while a preload is pending, as a rollback), or, with none, simply unlisted. A pending preload that a
-    /// newer one shares sealed objects with is refused.
+    /// is replaced by the newest earlier installable build (a released preload too) no rollback marked, listed
+    /// again as the newest with the pending preloads above it, as a rollback; or, with none, simply unlisted,
+    /// and the channel's record tells players why. A pending preload that a newer one shares sealed objects
+    /// with is refused.
     private mutating func withdraw(on channel: String, pick: Int) throws -> String? {
         let listed = model.listed(channel)
         let build = listed.isEmpty ? model.builds.count : listed[pick % listed.count].build
@@ -586,31 +604,32 @@ struct HistoryRun {
             }
             if let broken = succeeded(result, "withdrawal of pending preload \(build)") { return broken }
             model.unlist(build, from: channel)
+            model.committed()
             return nil
         }
         guard build == model.current(channel)?.build else {
             if let broken = succeeded(result, "withdrawal of build \(build), not the current one") { return broken }
             model.unlist(build, from: channel)
+            model.committed()
             return nil
         }
         guard
             let earlier = listed.first(where: {
-                $0.installable && $0.order < entry.order && $0.releaseDay == nil && $0.build != build && !$0.withdrawn
+                $0.installable && $0.order < entry.order && $0.build != build && !$0.withdrawn
             })
         else {
             if let broken = succeeded(result, "withdrawal of build \(build), the only installable one") { return broken }
             model.unlist(build, from: channel)
             // What stays listed must never look like a rollback: the installable builds below it go too.
             for other in listed where other.installable && other.build != build { model.unlist(other.build, from: channel) }
+            model.committed(emptying: channel)
             return nil
         }
-        if let preload = model.pendingAbove(channel).first {
-            refusals += 1
-            return refused(result, "build \(earlier.build) would be listed again above pending preload \(preload.build)")
-        }
         if let broken = succeeded(result, "withdrawal of current build \(build) (back to \(earlier.build))") { return broken }
+        let waiting = model.pendingAbove(channel)
         model.unlist(build, from: channel)
-        model.list(earlier.build, on: channel, rollbackFrom: build)
+        model.list(earlier, on: channel, rollbackFrom: build, above: waiting)
+        model.committed()
         return nil
     }
 
@@ -632,6 +651,7 @@ struct HistoryRun {
             }
             try FileTimes.stamp(origin, since: times, at: clock.now)
             times = FileTimes.read(origin)
+            model.committed()
         }
         let result = try patchsync(
             ["repo", "prune", "--origin", origin, "--keep", "\(keep)", "--grace", graceDays == 0 ? "0" : "\(graceDays)d", "--json"] + signing,
@@ -690,6 +710,18 @@ struct HistoryRun {
     private mutating func advance(days: Int) throws -> String? {
         model.day += days
         clock.advance(days: days)
+        // The monitoring of the days passed: what repo check found due among root and targets (which the
+        // refresh job cannot sign, and fails on once expired) is renewed before the refresh job runs.
+        let before = try patchsync(["repo", "check", "--origin", origin, "--within", "30d", "--json"])
+        if before.status == 65, let found = Self.jsonObjects(before.stdout).first(where: { $0["due"] != nil }) {
+            let due = Set(((found["due"] as? [[String: Any]]) ?? []).compactMap { $0["role"] as? String }).intersection(["root", "targets"])
+            if !due.isEmpty {
+                var renew = ["repo", "renew", "--origin", origin]
+                if due.contains("root") { renew += ["--root-key", model.keys.root] }
+                if due.contains("targets") { renew += signing }
+                if let broken = succeeded(try patchsync(renew), "repo renew of \(due.sorted()) found due after \(days) days") { return broken }
+            }
+        }
         if let broken = try refresh() { return "the refresh job: \(broken)" }
         let check = try patchsync(["repo", "check", "--origin", origin, "--within", "30d", "--online-within", "2d", "--json"])
         guard check.status != 0 else { return nil }
@@ -863,18 +895,21 @@ struct HistoryRun {
         var expected = Set(model.released.map { "releases/\($0).key" })
         for channel in HistoryModel.channels {
             for entry in model.listed(channel) { expected.insert("manifests/\(channel)/\(entry.build).json.gz") }
+            if model.hasRecord(channel) { expected.insert("channels/\(channel).json") }
         }
         return downloaded == expected ? nil : "python-tuf downloaded \(downloaded.sorted()); the model lists \(expected.sorted())"
     }
 
     /// Player `index` syncs and applies; its live tree is then exactly its channel's current build (or,
-    /// with none, the one it had). Nothing to sync when the channel lists nothing (69); nothing to apply
+    /// with none, the one it had). Nothing to sync when the channel lists nothing (69; 75 when a withdraw
+    /// emptied it, its record telling why); nothing to apply
     /// while a preload is pending (75, or 65 for a preload record left from a channel that lists nothing).
     private mutating func update(_ index: Int) throws -> String? {
         let player = players[index]
         let listed = model.listed(player.channel)
         let sync = try patchsync(["sync", "--install", player.root, "--quiet"])
-        let expected: Int32 = listed.isEmpty ? 69 : 0
+        // A channel a withdraw emptied says so (75, reason withdrawn); one that never listed a build: 69.
+        let expected: Int32 = listed.isEmpty ? (model.withdrawnRecord.contains(player.channel) ? 75 : 69) : 0
         if sync.status != expected { return "the \(player.name) player's sync exited \(sync.status) (\(expected) expected): \(tail(sync))" }
         let apply = try patchsync(["apply", "--install", player.root])
         let waiting: Set<Int32> = listed.isEmpty ? [0, 65, 75] : model.pendingAbove(player.channel).isEmpty ? [0] : [0, 75]

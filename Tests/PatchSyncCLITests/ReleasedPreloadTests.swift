@@ -71,3 +71,78 @@ struct ReleasedPreloadTests {
         #expect(try publish("beta").status == 0, "a name far from every channel is a new channel as before")
     }
 }
+
+@Suite("Preloads beside a live channel: a hotfix and a rollback never strand a waiting preload", .tags(.cli), .serialized)
+struct PreloadBesideLiveTests {
+    /// Build 1.1: build 1 with one file changed.
+    static func hotfix(_ day: ReleaseDay) throws -> String {
+        let folder = day.fixture.directory + "/build-1.1"
+        _ = try CLI.runProgram("/bin/cp", ["-a", day.fixture.directory + "/build-1", folder])
+        let file = try #require(
+            try FileManager.default.subpathsOfDirectory(atPath: folder).sorted().first { path in
+                var isDir: ObjCBool = false
+                return FileManager.default.fileExists(atPath: folder + "/" + path, isDirectory: &isDir) && !isDir.boolValue
+            })
+        try Data("hotfixed\n".utf8).write(to: URL(fileURLWithPath: folder + "/" + file))
+        return folder
+    }
+
+    @Test("a hotfix published while a preload waits goes live at once; the preload is listed again above it without a new key, players keep what they preloaded (no object fetched again), and at the release it goes live byte-exact")
+    func hotfixBesidePreload() throws {
+        let day = try ReleaseDay()
+        defer { day.nginx.stop() }
+        #expect(try day.publish2(["--release-at", PreloadTests.releaseAt(86400)]).status == 0)
+        let key = try Data(contentsOf: URL(fileURLWithPath: day.keys + "/content/live/2.key"))
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        let preloaded = try #require(try Install.open(at: day.root).status().preload)
+        #expect(preloaded.bytesDone == preloaded.bytes && preloaded.bytes > 0)
+
+        let hotfix = try day.publish2([], id: "1.1", build: try Self.hotfix(day))
+        #expect(hotfix.status == 0 && hotfix.stdout.contains("pending preload 2 is listed again"), "\(hotfix.stdout) \(hotfix.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: day.keys + "/content/live/2.key")) == key, "the preload keeps its key")
+        let listing = ChannelListing(try Repository.load(origin: day.fixture.origin), channel: "live")
+        #expect(listing.current?.info.buildId == "1.1")
+        #expect(listing.pendingPreloads.map(\.info.buildId) == ["2"] && listing.strandedPreloads.isEmpty)
+
+        let objectsBefore = day.nginx.bytesServed(under: "/objects/")
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+        #expect(try Install.open(at: day.root).currentBuild() == "1.1", "the hotfix is live")
+        let still = try #require(try Install.open(at: day.root).status().preload)
+        #expect(still.buildId == "2" && still.bytesDone == still.bytes, "the preload is still whole")
+        let hotfixBytes = day.nginx.bytesServed(under: "/objects/") - objectsBefore
+        #expect(hotfixBytes < preloaded.bytes, "the hotfix fetched \(hotfixBytes) B, the preload is not fetched again (\(preloaded.bytes) B)")
+
+        #expect(try CLI.run(["repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"]).status == 0)
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+        #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2")
+    }
+
+    @Test("a released preload is an ordinary build to roll back to: repo rollback from the build after it lists it again (still sealed, its released key opening it), and players go back to it byte-exact")
+    func rollbackToReleasedPreload() throws {
+        let day = try ReleaseDay()
+        defer { day.nginx.stop() }
+        #expect(try day.publish2(["--release-at", PreloadTests.releaseAt(86400)]).status == 0)
+        #expect(try CLI.run(["repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"]).status == 0)
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+        #expect(try day.publish2([], id: "3", build: try Self.hotfix(day)).status == 0)
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+
+        let back = try CLI.run(
+            [
+                "repo", "rollback", "--channel", "live", "--reason", "3 crashes", "--origin", day.fixture.origin,
+                "--targets-key", day.keys + "/targets.key", "--online-key", day.keys + "/online.key", "--json"
+            ])
+        #expect(back.status == 0, "\(back.stdout) \(back.stderr)")
+        #expect(try lastJSON(back.stdout)["buildId"] as? String == "2", "\(back.stdout)")
+        let objectsBefore = day.nginx.bytesServed(under: "/objects/")
+        #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
+        #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
+        #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2 again")
+        #expect(day.nginx.bytesServed(under: "/objects/") - objectsBefore < 64 << 10, "build 2 is kept: nothing of it is fetched again")
+        #expect(try Install.open(at: day.root).status().currentRollback?.reason == "3 crashes")
+    }
+}

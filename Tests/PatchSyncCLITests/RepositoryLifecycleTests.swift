@@ -63,8 +63,10 @@ struct RepositoryLifecycleTests {
         let refresh = { (day: Int) throws -> CLI.Result in
             try runLater(days: day, ["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/online.key"])
         }
-        // A quiet year and a half: only the cron job runs. Targets (455 days) has expired: every sync fails.
-        #expect(try refresh(470).status == 0)
+        // A quiet year and a half: only the cron job runs. Targets (455 days) has expired: every sync fails,
+        // and the cron job says so (65, naming the renewal) instead of passing as if all were well.
+        let unrenewed = try refresh(470)
+        #expect(unrenewed.status == 65 && unrenewed.stdout.contains("repo renew"), "\(unrenewed.stdout)")
         let stranded = try runLater(days: 470, ["sync", "--install", install.root])
         #expect(stranded.status == 65 && stranded.stderr.contains("expired"), "\(stranded.stderr)")
 

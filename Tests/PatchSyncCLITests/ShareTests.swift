@@ -1,14 +1,28 @@
 import Foundation
 import PatchSyncTestSupport
+import Synchronization
 import Testing
 
 @_spi(Fuzzing) @testable import PatchSync
 
 /// Raw HTTP over a socket, as any client on the network may send it.
 enum RawHTTP {
-    /// Connects to `host:port`; -1 when refused.
-    static func connect(_ host: String, _ port: Int) -> Int32 {
+    /// Connects to `host:port`, from the local address `source` if given (any of 127.0.0.0/8 is
+    /// loopback: a client each); -1 when refused.
+    static func connect(_ host: String, _ port: Int, from source: String? = nil) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, source, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            if !bound {
+                close(fd)
+                return -1
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -40,9 +54,10 @@ enum RawHTTP {
         }
     }
 
-    /// One request on a new connection, closed after the answer: the status line and the body.
-    static func ask(_ host: String, _ port: Int, _ request: String) -> (status: Int, body: [UInt8], head: String) {
-        let fd = connect(host, port)
+    /// One request on a new connection (from `source`, if given), closed after the answer: the status
+    /// line and the body.
+    static func ask(_ host: String, _ port: Int, _ request: String, from source: String? = nil) -> (status: Int, body: [UInt8], head: String) {
+        let fd = connect(host, port, from: source)
         guard fd >= 0 else { return (-1, [], "") }
         defer { close(fd) }
         send(fd, request)
@@ -100,13 +115,14 @@ struct ShareServiceTests {
         #expect(server.counters.served == 1)
     }
 
-    @Test("a slow request is cut off within the time allowed; a flood of connections is held to the share's cap (503 for the rest) and its bytes to the share's rate; the share pauses (503) while the game runs")
+    @Test("a slow request is cut off within the time allowed; a flood of silent connections is closed, each new one taking the place of the one idle longest, never answered; a flood of requests is held to the share's rate (503 with Retry-After past it); the share pauses (503) while the game runs")
     func bounded() async throws {
         let fixture = try Fixture.published(scale: 0.02)
         let (install, manifest) = try Self.installed(fixture)
         var options = ShareServer.Options()
         options.listen = ["127.0.0.1:0"]
         options.requestSeconds = 1
+        options.idleSeconds = 1
         options.maxConnections = 4
         options.maxBytesPerSecond = 1 << 20
         let server = try ShareServer(install: install, options: options)
@@ -123,14 +139,13 @@ struct ShareServiceTests {
         #expect(Date().timeIntervalSince(started) < 4, "the slow request ends within its time")
         #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408"))
 
-        // A flood of connections: 12 opened at once and left silent; the share holds 4 and turns the rest away.
+        // A flood of connections: 12 opened at once and left silent. The share holds 4: each new one takes the
+        // place of the one idle longest, the last 4 are closed after the idle time, and none is answered.
         let held = (0..<12).map { _ in RawHTTP.connect("127.0.0.1", port) }
-        let turnedAway = held.filter { fd in
-            String(decoding: RawHTTP.readAll(fd).prefix(12), as: UTF8.self) == "HTTP/1.1 503"
-        }
+        let answered = held.filter { !RawHTTP.readAll($0).isEmpty }
         for fd in held { close(fd) }
-        #expect(turnedAway.count >= 8, "connections over the cap of 4 are answered 503: \(turnedAway.count) of 12")
-        #expect(server.counters.busy >= 8)
+        #expect(answered.isEmpty, "silent connections are closed, not answered: \(answered.count) of 12 were")
+        #expect(server.counters.evicted >= 8 && server.counters.busy == 0, "\(server.counters)")
 
         // A flood of requests: 8 threads asking for every chunk, for 3 s, against a cap of 1 MiB/s.
         let chunks = Array(Set(manifest.files.flatMap { $0.chunks.map(\.sha256) }))
@@ -156,6 +171,7 @@ struct ShareServiceTests {
         let sent = server.counters.bytesServed - before
         let allowed = Double(1 << 20) * elapsed + Double(1 << 20) / 10 + Double(4 << 20)  // the rate, its burst, the pieces in flight
         #expect(sent > 0 && Double(sent) <= allowed, "\(sent) bytes in \(elapsed) s at a cap of 1 MiB/s")
+        #expect(server.counters.throttled > 0, "requests past the rate are answered 503: \(server.counters)")
 
         // The game starts: the share pauses.
         let running = try install.holdRunningLock()
@@ -164,6 +180,71 @@ struct ShareServiceTests {
         let paused = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
         #expect(paused.status == 503 && paused.head.contains("Retry-After"), "\(paused.head)")
         withExtendedLifetime(running) {}
+    }
+
+    @Test("sockets opened to a share and left silent, 12 from one address and then one from each of as many addresses as the share has places, never keep a peer from being served: the one idle longest makes way, none is answered 503, and each is closed")
+    func silentSocketsNeverLockOut() throws {
+        let fixture = try Fixture.published(scale: 0.005)
+        let (install, manifest) = try Self.installed(fixture)
+        var options = ShareServer.Options()
+        options.listen = ["127.0.0.1:0"]
+        options.idleSeconds = 3  // longer than the test takes to open them all
+        let server = try ShareServer(install: install, options: options)
+        server.start()
+        defer { server.stop() }
+        let port = server.port
+        let sources = Array(repeating: "127.0.0.2", count: 12) + (0..<options.maxConnections).map { "127.0.0.\(10 + $0)" }
+        let silent = sources.map { RawHTTP.connect("127.0.0.1", port, from: $0) }
+        #expect(silent.allSatisfy { $0 >= 0 }, "every silent socket connected")
+        let chunk = try #require(manifest.files.first { !$0.chunks.isEmpty }?.chunks.first)
+        let path = ShareRequest.path(repository: server.repository, chunk: chunk.sha256)
+        let answer = RawHTTP.ask("127.0.0.1", port, "GET \(path) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(answer.status == 200 && answer.body.count == chunk.length, "\(answer.status): \(answer.head)")
+        let answered = silent.filter { $0 >= 0 && !RawHTTP.readAll($0).isEmpty }
+        for fd in silent where fd >= 0 { close(fd) }
+        #expect(answered.isEmpty, "silent sockets are closed, never answered: \(answered.count) were")
+        #expect(server.counters.busy == 0 && server.counters.evicted >= 12, "\(server.counters)")
+    }
+
+    @Test("a share over its rate answers 503 with Retry-After at once instead of holding the request: 32 requests at once for its biggest chunks against 256 KiB/s get a few chunks and many 503s, each answered within seconds, and the bytes served stay within the rate, its bucket and a second's debt")
+    func overTheRateRefuses() throws {
+        let fixture = try Fixture.published(scale: 0.02)
+        let (install, manifest) = try Self.installed(fixture)
+        var options = ShareServer.Options()
+        options.listen = ["127.0.0.1:0"]
+        options.maxConnections = 64
+        options.maxBytesPerSecond = 256 << 10
+        let server = try ShareServer(install: install, options: options)
+        server.start()
+        defer { server.stop() }
+        let (port, repo) = (server.port, server.repository)
+        var seen = Set<SHA256Digest>()
+        let biggest = manifest.files.flatMap(\.chunks).filter { seen.insert($0.sha256).inserted }.sorted { $0.length > $1.length }.prefix(32)
+        #expect(biggest.count == 32)
+        let answers = Collected<(status: Int, head: String, seconds: Double)>()
+        let group = DispatchGroup()
+        let started = Date()
+        for (index, chunk) in biggest.enumerated() {
+            group.enter()
+            Thread {
+                let asked = Date()
+                let path = ShareRequest.path(repository: repo, chunk: chunk.sha256)
+                // Each from its own address: no client's connections make way for another's.
+                let answer = RawHTTP.ask("127.0.0.1", port, "GET \(path) HTTP/1.1\r\nConnection: close\r\n\r\n", from: "127.0.0.\(10 + index)")
+                answers.add((answer.status, answer.head, Date().timeIntervalSince(asked)))
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        let elapsed = Date().timeIntervalSince(started)
+        let all = answers.all
+        let refused = all.filter { $0.status == 503 }
+        #expect(all.allSatisfy { $0.status == 200 || $0.status == 503 }, "\(all.map { $0.status })")
+        #expect(refused.count >= 16 && refused.allSatisfy { $0.head.contains("Retry-After: ") }, "\(refused.count) of 32 answered 503")
+        #expect(all.allSatisfy { $0.seconds < 3 }, "no request is held: the slowest took \(all.map { $0.seconds }.max() ?? 0) s")
+        let served = server.counters.bytesServed
+        let most = Double(256 << 10) * (elapsed + 1.1) + Double(biggest.first?.length ?? 0)
+        #expect(served > 0 && Double(served) <= most, "\(served) bytes in \(elapsed) s at 256 KiB/s")
     }
 
     @Test("a share never binds a public address without --public: 0.0.0.0, 8.8.8.8, :: and 2001:db8::1 are refused by name, with --public as the remedy, by the library and by `patchsync share`, and the flag is what lets one bind")
@@ -239,4 +320,14 @@ struct ShareServiceTests {
             """
         #expect(PeerDiscovery.peers(inBrowseOutput: browse, repository: repo) == ["http://10.0.0.11:27472", "http://[fd00::11]:27472"])
     }
+}
+
+/// What concurrent threads of a test hand back.
+///
+/// Thread-safety: a `Mutex` holds the items.
+final class Collected<Item: Sendable>: Sendable {
+    private let items = Mutex<[Item]>([])
+
+    func add(_ item: Item) { items.withLock { $0.append(item) } }
+    var all: [Item] { items.withLock { $0 } }
 }

@@ -34,7 +34,8 @@ public struct InstallConfig: Codable, Sendable, Equatable {
     /// Failed requests in a row, with no byte delivered between them, after which a sync gives up
     /// (default 8, or the connections plus 2 when more: a blip that fails every request in flight is survived).
     public var failureStreak: Int?
-    /// A metadata refresh still running after this many seconds is abandoned (default 120).
+    /// A metadata refresh still running after this many seconds is abandoned (default 120; in a sync never
+    /// before its give-up time, which decides while no byte arrives).
     public var refreshDeadlineSeconds: Int?
     /// One request still running after this many seconds is cut off and retried (default: 60 s
     /// plus its size at the low-speed limit, so a transfer just above the limit still ends).

@@ -165,11 +165,16 @@ public struct PreloadPlan: Codable, Hashable, Sendable {
         do { return Zlib.gzip(try TUFCoding.encoder.encode(self)) } catch { throw PatchSyncError.wrap(error) }
     }
 
-    /// The ranges a player fetches for `bundles`: the route from `live` when the plan has one, else
-    /// every sealed object of those bundles whole. Each range once.
-    func ranges(for bundles: Set<String>, from live: String?) -> [SealedRange] {
+    /// The ranges a player fetches for `bundles`, holding the builds `held` (the live one first): none when it
+    /// holds this build, the route from the first held build the plan has one from, else every sealed
+    /// object of those bundles whole. Each range once.
+    func ranges(for bundles: Set<String>, from held: [String]) -> [SealedRange] {
         var seen = Set<SealedRange>(), out: [SealedRange] = []
-        if let live, let route = routes.first(where: { $0.from == live }) {
+        // The build itself held (a rollback back to it, listed again): its files are copied, nothing fetched.
+        if held.contains(buildId) { return [] }
+        // The route from the first held build that has one (the live build, else a kept one: a player who
+        // took a hotfix listed below this preload still has the build the preload was routed from).
+        if let route = held.lazy.compactMap({ build in self.routes.first { $0.from == build } }).first {
             for bundle in self.bundles where bundles.contains(bundle.name) {
                 for range in route.bundles[bundle.name] ?? [] where seen.insert(range).inserted { out.append(range) }
             }

@@ -18,6 +18,9 @@ struct ObjectWriter: Sendable {
     var segmented = true
     /// Where each finished object is recorded, for the next publish after a kill (``LayoutJournal``).
     var journal: LayoutJournal? = nil
+    /// Whether the object file at a path reads back, chunk by chunk, as a layout (the publisher's check):
+    /// an object already there that does is reused, never written again.
+    var readsBack: (@Sendable (String, FileEntry) -> Bool)? = nil
 
     /// What writing one file produced.
     struct Result {
@@ -56,11 +59,21 @@ struct ObjectWriter: Sendable {
             let input: Input = try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
             var result = try store(input, into: segments, knownHash: knownHash)
             let naming = ObjectNaming.current, layout = OriginLayout(root: origin)
-            // A name never changes its bytes: when the file's own name is taken by an object whose layout
-            // this publish does not know (a leftover of a pruned build, written with another codec or level),
-            // the object is named by its layout instead (``layoutName(of:chunks:)``), never renamed over it.
-            if FileSystem.exists(layout.path(naming.path(result.sha256, segment: 0))) {
-                result.object = Self.layoutName(of: result.sha256, chunks: result.chunks)
+            // A name never changes its bytes: when the file's own name is taken (a leftover of a pruned build,
+            // written with another codec or level; the same content stored a moment ago), an object that reads
+            // back as this layout is reused as it is; otherwise the object is named by its layout instead
+            // (``layoutName(of:chunks:)``), and never renamed over what is there.
+            for candidate in [result.sha256, Self.layoutName(of: result.sha256, chunks: result.chunks)] {
+                result.object = candidate
+                let first = layout.path(naming.path(candidate, segment: 0))
+                guard FileSystem.exists(first) else { break }
+                let entry = FileEntry(
+                    path: "", size: result.size, mode: 0o644, sha256: result.sha256, object: candidate, bundle: "", chunks: result.chunks)
+                if segments.temps.count == 1, let readsBack, readsBack(first, entry) {
+                    segments.removeAll()
+                    result.bytesWritten = 0
+                    return result
+                }
             }
             let object = result.object
             result.pending = segments.temps.enumerated().map { k, temp in

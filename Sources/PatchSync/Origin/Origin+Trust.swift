@@ -26,6 +26,17 @@ extension Origin {
         throw refusal ?? first ?? PatchSyncError(.internal, "a metadata refresh ran on no mirror")
     }
 
+    /// The deadline of a metadata refresh that starts now, `seconds` away (``InstallConfig/refreshDeadline``):
+    /// a trickle fast enough for the low-speed limit is still ended (slow retrieval). Inside a sync (the
+    /// client has a meter) it is never sooner than `giveUp`, the quiet the sync waits for: an origin that
+    /// refuses connections is the sync's stall to end, with its own words, not the refresh's. Nil when the
+    /// sync never gives up.
+    func refreshDeadline(seconds: TimeInterval, giveUp: Duration? = nil) -> Date? {
+        guard client.meter != nil else { return Date() + seconds }
+        guard let giveUp else { return nil }
+        return Date() + max(seconds, Double(giveUp.components.seconds) + 10)
+    }
+
     /// The origin's metadata with mirror `index` asked first (unless it is cooling down), then the
     /// others as the retry policy decides.
     func preferring(_ index: Int) -> some MetadataSource { PreferredMirror(origin: self, index: index) }

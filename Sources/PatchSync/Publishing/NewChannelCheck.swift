@@ -10,8 +10,7 @@ struct NewChannelCheck {
     /// Refuses `channel` when `repo` lists no build on it (and never did) and a listed channel's name is
     /// within ``closeEdits`` of it; `meant` (`--new-channel`) lets it through.
     static func check(_ channel: Channel, repo: Repository, meant: Bool, command: String) throws(PatchSyncError) {
-        let existing = Set(repo.targetFiles.values.compactMap { $0.custom?.channel })
-            .union(ChannelListing.recordedSequences(origin: repo.origin).keys)
+        let existing = Set(ChannelListing.all(repo).map(\.channel)).union(ChannelListing.recordedSequences(origin: repo.origin).keys)
         guard !meant, !existing.contains(channel.name) else { return }
         let close = existing.filter { distance($0, channel.name) <= closeEdits }.sorted()
         guard let nearest = close.first else { return }

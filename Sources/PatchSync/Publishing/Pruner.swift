@@ -87,7 +87,8 @@ public struct Pruner: Sendable {
                 }
                 var targets = repo.targetFiles
                 for path in beyond { targets[path] = nil }
-                try repo.commit(targets: targets, signers: signers, now: options.now)
+                // Through the one writer of targets: its keep rule and the channels' records hold here too.
+                try TargetWriter(origin: origin, signers: signers, keepBuilds: options.keep, now: options.now).commit(targets, repo: &repo)
             }
         }
         let live = try liveVersions("targets", current: repo.targetsVersion, servedFrom: options.served?.targets)

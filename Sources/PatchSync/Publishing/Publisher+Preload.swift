@@ -325,20 +325,3 @@ struct PreloadPlanner {
         return out
     }
 }
-
-extension Publisher {
-    /// Refuses a build published at once on a channel whose newest build is a preload not yet released:
-    /// it would come after the preload, so players would never move on to the preload when it unlocks.
-    func checkNoPendingPreload(_ repo: Repository) throws(PatchSyncError) {
-        let channel = options.channel.name
-        guard let pending = ChannelListing(repo, channel: channel).pendingPreloads.first(where: { $0.info.buildId != options.buildId.value })?.info,
-            let preload = pending.preload
-        else { return }
-        throw PatchSyncError(
-            .usage,
-            "build \(pending.buildId) is preloading on \(channel) until \(Repository.day(preload.releaseAt)); "
-                + "a build published now would come after it, and players would never move on to it",
-            remedy: "release it first (`patchsync repo release \(pending.buildId)`), publish this build "
-                + "on another channel, or as a preload too (--release-at)")
-    }
-}

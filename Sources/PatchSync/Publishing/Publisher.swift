@@ -37,6 +37,8 @@ public struct Publisher: Sendable {
         public var replaceMost = false
         /// Check the folder and cost the patch from the channel's current build; write nothing.
         public var dryRun = false
+        /// The publisher's content-key folder, for pending preloads listed again above this build.
+        public var contentKeys: String?
         /// List the build on a channel the repository has never had although its name is close to one
         /// it has (``NewChannelCheck``); without it such a name is refused as a typo.
         public var newChannel = false
@@ -82,6 +84,8 @@ public struct Publisher: Sendable {
         /// For a dry run: what players of the channel's current build would download (chunks only;
         /// deltas, which publish adds, can only lower it).
         public var patch: PatchDiff?
+        /// The channel's pending preloads listed again above this build (their content unchanged).
+        public var relistedPreloads: [String] = []
     }
 
     public let options: Options
@@ -100,7 +104,8 @@ public struct Publisher: Sendable {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
         try NewChannelCheck.check(options.channel, repo: repo, meant: options.newChannel, command: "publish")
-        if options.preload == nil { try checkNoPendingPreload(repo) }
+        // A build listed below the channel's pending preloads lists them again above it: their keys first.
+        if options.preload == nil { try PreloadRelisting(origin: options.origin, contentKeys: contentKeys).checkKeys(channel: options.channel.name, repo: repo) }
         // Every problem of the folder at once, before anything is chunked or written (a preload's key too).
         let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
         let check = BuildFolderCheck.of(folder, portable: options.portable)
@@ -124,6 +129,7 @@ public struct Publisher: Sendable {
         let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing, recovered: recovered)
         var writer = ObjectWriter(chunker: try Chunker(options.chunking), codec: options.codec, origin: root)
         writer.journal = journal
+        writer.readsBack = { path, layout in StoredObject(path: path).isWhole(layout) }
         writer.segmented = sealing == nil  // a preload's plain objects are sealed whole
         do { try ObjectWriter.prepare(origin: root) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(OriginLayout(root: root).objectsFolder)")
@@ -176,8 +182,9 @@ public struct Publisher: Sendable {
             report.objectsWritten = sealing.written
             report.objectBytesWritten = sealing.bytesWritten
         } else {
-            try writeManifest(manifest, target: target, repo: &repo, deltaBases: bases)
+            let relisted = try self.writer.write(manifest, target: target, repo: &repo, deltaBases: bases)
             journal?.finish(origin: options.origin)
+            report.relistedPreloads = relisted
         }
         report.warnings = check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
         return report
@@ -503,15 +510,15 @@ public struct Publisher: Sendable {
         return manifest.sequence
     }
 
-    /// Writes `manifest` as the target `target` with ``TargetWriter``.
-    func writeManifest(_ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [DeltaBase] = []) throws(PatchSyncError) {
-        try writer.write(manifest, target: target, repo: &repo, deltaBases: deltaBases)
-    }
-
     /// The one writer of targets this publish signs with.
     var writer: TargetWriter {
-        TargetWriter(origin: options.origin, signers: signers, keepBuilds: options.keepBuilds, now: options.now)
+        var writer = TargetWriter(origin: options.origin, signers: signers, keepBuilds: options.keepBuilds, now: options.now)
+        writer.contentKeys = contentKeys
+        return writer
     }
+
+    /// The publisher's content-key folder: a preload's, the one given, or the one a preload publish recorded.
+    var contentKeys: String? { options.preload?.contentKeys ?? options.contentKeys ?? Repository.recordedContentKeys(origin: options.origin) }
 
     /// The targets of builds beyond the newest `keep` (by sequence) of their channel.
     static func beyondKept(_ targets: [String: TargetFile], keep: Int, released: (ManifestTargetInfo) -> Bool) -> [String] {

@@ -43,13 +43,25 @@ public struct Release: Sendable {
     public var now = Date()
     /// Promote to a channel whose name is close to an existing one although it has none yet (``NewChannelCheck``).
     public var newChannel = false
+    /// The publisher's content-key folder (default: the one a preload publish recorded): a pending preload
+    /// of the channel is listed again above a build listed below it.
+    public var contentKeys: String?
 
     public init(origin: String, signers: Repository.Signers) {
         self.origin = origin
         self.signers = signers
     }
 
-    private var writer: TargetWriter { TargetWriter(origin: origin, signers: signers, keepBuilds: keepBuilds, now: now) }
+    private var writer: TargetWriter {
+        var writer = TargetWriter(origin: origin, signers: signers, keepBuilds: keepBuilds, now: now)
+        writer.contentKeys = relisting.contentKeys
+        return writer
+    }
+
+    /// Lists the channel's pending preloads again above a build listed below them.
+    private var relisting: PreloadRelisting {
+        PreloadRelisting(origin: origin, contentKeys: contentKeys ?? Repository.recordedContentKeys(origin: origin))
+    }
 
     /// Lists build `build` of channel `from` on channel `to` as that channel's newest build, with delta
     /// packs and manifest deltas from `to`'s latest builds (its players come from those). Run again, it
@@ -88,7 +100,7 @@ public struct Release: Sendable {
                     alreadyCurrent: true, manifestTarget: target, warnings: repo.expiryWarnings(now: now))
             }
         }
-        try listing.refusePendingPreloads("promoting \(build)", origin: origin)
+        try relisting.checkKeys(channel: to.name, repo: repo)
         manifest.channel = to
         manifest.sequence = listing.highestSequence + 1
         var report = Report(
@@ -120,14 +132,14 @@ public struct Release: Sendable {
             guard to.value != current.info.buildId else {
                 throw PatchSyncError(.usage, "build \(to) is already the newest on \(channel)", remedy: "name an earlier build with --to")
             }
-            try Self.refuseSealed(chosen, channel: channel)
-            try listing.refusePendingPreloads("rolling back", origin: origin)
-            var manifest = try repo.manifest(chosen.path, chosen.file)
+            try Self.refusePending(chosen, channel: channel)
+            try relisting.checkKeys(channel: channel.name, repo: repo)
+            var manifest = try repo.listedManifest(chosen.path, chosen.file)
             return try rollback(to: chosen, &manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: [])
         }
         let (earlier, warnings) = earlierBuild(in: listing, below: current, skipping: left, repo: repo)
         if var found = earlier {
-            try listing.refusePendingPreloads("rolling back", origin: origin)
+            try relisting.checkKeys(channel: channel.name, repo: repo)
             return try rollback(to: found.build, &found.manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: warnings)
         }
         throw PatchSyncError(
@@ -145,12 +157,36 @@ public struct Release: Sendable {
         var report = Report(
             buildId: chosen.info.buildId, channel: listing.channel, sequence: manifest.sequence, rollback: note,
             alreadyCurrent: false, manifestTarget: chosen.path, warnings: warnings)
+        if chosen.info.preload != nil {
+            report.warnings += try putBackReleased(chosen, sequence: manifest.sequence, rollback: note, withdrawing: current.path, repo: &repo)
+            report.warnings += repo.expiryWarnings(now: now)
+            return report
+        }
         let written = try relist(
             &manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note,
             withdrawing: current.path)
         report.deltas = written.deltas
         report.warnings += written.warnings + repo.expiryWarnings(now: now)
         return report
+    }
+
+    /// Lists a released preload again as the channel's newest build (a rollback or a withdraw going back
+    /// to it): as a preload still, its manifest sealed anew with its released key and `sequence`, so
+    /// its sealed objects serve as they are; the pending preloads of the channel go above it. Returns
+    /// the warnings to report.
+    private func putBackReleased(
+        _ chosen: ChannelListing.Build, sequence: Int, rollback note: RollbackNote, withdrawing: String? = nil,
+        unlisting: [String] = [], repo: inout Repository
+    ) throws(PatchSyncError) -> [String] {
+        let relisting = self.relisting
+        let key = try relisting.key(of: chosen, channel: chosen.info.channel, repo: repo)
+        var targets = repo.targetFiles
+        for path in unlisting { targets[path] = nil }
+        targets[chosen.path] = try relisting.listAgain(chosen, key: key, sequence: sequence, rollback: note)
+        if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
+        let relisted = try relisting.relist(channel: chosen.info.channel, above: sequence, in: &targets, repo: repo)
+        try writer.commit(targets, repo: &repo)
+        return relisted.map { "pending preload \($0) is listed again above build \(chosen.info.buildId): what players preloaded stays valid" }
     }
 
     /// Takes `build` off its channel without reading its manifest (which clients may refuse). A pending
@@ -187,9 +223,17 @@ public struct Release: Sendable {
             let found: (build: ChannelListing.Build, manifest: Manifest)?
             (found, warnings) = earlierBuild(in: listing, below: entry, skipping: [], repo: repo)
             if var found {
-                try listing.refusePendingPreloads("withdrawing \(build)", origin: origin)
+                try relisting.checkKeys(channel: listing.channel, repo: repo)
                 found.manifest.sequence = listing.highestSequence + 1
                 let note = RollbackNote(from: build.value, reason: reason ?? "build \(build.value) was withdrawn")
+                if found.build.info.preload != nil {
+                    let relisted = try putBackReleased(
+                        found.build, sequence: found.manifest.sequence, rollback: note, unlisting: [entry.path], repo: &repo)
+                    report.relisted = found.build.info.buildId
+                    report.sequence = found.manifest.sequence
+                    report.warnings = warnings + relisted + repo.expiryWarnings(now: now)
+                    return report
+                }
                 let written = try relist(
                     &found.manifest, target: found.build.path, repo: &repo, promotedFrom: found.build.info.promotedFrom, rollback: note,
                     unlisting: [entry.path])
@@ -216,9 +260,9 @@ public struct Release: Sendable {
         return report
     }
 
-    /// The newest build of `listing` below `build` that can be listed again: installable, not a preload
-    /// (its content is sealed), not in `skipping`, not withdrawn, with a manifest that reads as clients
-    /// read it. Each one passed over is named in the warnings.
+    /// The newest build of `listing` below `build` that can be listed again: installable (a released
+    /// preload too), not in `skipping`, not withdrawn, with a manifest that reads as clients read it.
+    /// Each one passed over is named in the warnings.
     private func earlierBuild(
         in listing: ChannelListing, below build: ChannelListing.Build, skipping: Set<String>, repo: Repository
     ) -> (found: (build: ChannelListing.Build, manifest: Manifest)?, warnings: [String]) {
@@ -227,12 +271,8 @@ public struct Release: Sendable {
         where earlier.installable && earlier.info.sequence < build.info.sequence && earlier.info.buildId != build.info.buildId
             && earlier.info.withdrawn != true && !skipping.contains(earlier.info.buildId)
         {
-            guard earlier.info.preload == nil else {
-                warnings.append("build \(earlier.info.buildId) was passed over: it was published as a preload (its content is sealed)")
-                continue
-            }
             do throws(PatchSyncError) {
-                return ((earlier, try repo.manifest(earlier.path, earlier.file)), warnings)
+                return ((earlier, try repo.listedManifest(earlier.path, earlier.file)), warnings)
             } catch {
                 warnings.append("build \(earlier.info.buildId) was passed over: its manifest cannot be used (\(error.message))")
             }
@@ -240,14 +280,12 @@ public struct Release: Sendable {
         return (nil, warnings)
     }
 
-    private static func refuseSealed(_ chosen: ChannelListing.Build, channel: Channel) throws(PatchSyncError) {
-        guard chosen.info.preload != nil else { return }
+    private static func refusePending(_ chosen: ChannelListing.Build, channel: Channel) throws(PatchSyncError) {
+        guard chosen.pending else { return }
         throw PatchSyncError(
             .usage,
-            "build \(chosen.info.buildId) of \(channel) was published as a preload: its content is "
-                + "sealed, and a rollback would list it as a plain build",
-            remedy: "name another build with --to, "
-                + "or publish the build folder again under a new --build-id")
+            "build \(chosen.info.buildId) of \(channel) is a preload not released yet: players cannot install it",
+            remedy: "name another build with --to, or release it (`patchsync repo release \(chosen.info.buildId)`)")
     }
 
     /// Writes `manifest` (a published build listed again on its channel with a new sequence) with the
@@ -277,9 +315,10 @@ public struct Release: Sendable {
         let fresh = Set(packs.map(\.source.from))
         let deltas = packs.map(\.source) + (manifest.deltas ?? []).filter { !fresh.contains($0.from) }
         manifest.deltas = deltas.isEmpty ? nil : deltas
-        try writer.write(
+        let relisted = try writer.write(
             manifest, target: target, repo: &repo, deltaBases: bases, promotedFrom: promotedFrom, rollback: rollback,
             withdrawing: withdrawing, unlisting: unlisting)
+        warnings += relisted.map { "pending preload \($0) is listed again above build \(manifest.buildId): what players preloaded stays valid" }
         return (packs.map { Publisher.DeltaReport(from: $0.source.from.value, files: $0.source.files, bytes: $0.source.length) }, skipped.warnings + warnings)
     }
 }

@@ -7,14 +7,21 @@ struct TargetWriter: Sendable {
     let signers: Repository.Signers
     var keepBuilds: Int
     var now: Date
+    /// The publisher's content-key folder: a pending preload is listed again above a build listed below
+    /// it (``PreloadRelisting``).
+    var contentKeys: String? = nil
 
     /// Writes `manifest` as the target `target`, with manifest deltas from `deltaBases`, and commits new
     /// signed targets. `withdrawing` is marked withdrawn (a later rollback never picks it); `unlisting`
-    /// is taken off.
+    /// is taken off. The channel's pending preloads that the build would leave behind are listed again
+    /// above it (``PreloadRelisting``); their build ids are returned.
+    @discardableResult
     func write(
         _ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [Publisher.DeltaBase] = [],
         promotedFrom: String? = nil, rollback: RollbackNote? = nil, withdrawing: String? = nil, unlisting: [String] = []
-    ) throws(PatchSyncError) {
+    ) throws(PatchSyncError) -> [String] {
+        let relisting = PreloadRelisting(origin: origin, contentKeys: contentKeys)
+        try relisting.checkKeys(channel: manifest.channel.name, repo: repo)
         let json = try manifest.encoded()
         let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
         let data = Zlib.gzip(json)
@@ -33,7 +40,9 @@ struct TargetWriter: Sendable {
         for path in unlisting { targets[path] = nil }
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
         if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
+        let relisted = try relisting.relist(channel: manifest.channel.name, above: manifest.sequence, in: &targets, repo: repo)
         try commit(targets, repo: &repo)
+        return relisted
     }
 
     /// Signs `targets` as the new targets metadata, without the builds beyond the newest `keepBuilds` of

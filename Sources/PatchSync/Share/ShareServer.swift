@@ -6,11 +6,14 @@ import Synchronization
 ///
 /// A service on a player's machine is an attack surface, so everything is bounded: it binds only the
 /// addresses it is given (by default those of private networks: ``privateAddresses()``), holds at most
-/// ``Options/maxConnections`` connections (one more is answered 503 and closed), reads at most
-/// ``ShareRequest/maxHeadBytes`` of a request head within ``Options/requestSeconds``, sends at most
-/// ``Options/maxBytesPerSecond`` in all (one token bucket for every connection), and answers 503 while
-/// the game runs or a discretionary sync would defer (``SyncWatch``). Responses carry no server name,
-/// no listing, no path: a chunk's bytes (checked against its hash as they are read), or an empty body.
+/// ``Options/maxConnections`` connections, ``Options/maxConnectionsPerAddress`` of them from one
+/// client address, and one idle connection makes way for a new one (``ShareConnections``): sockets left
+/// silent never lock a peer out. A connection waits at most ``Options/idleSeconds`` for a request and
+/// reads at most ``ShareRequest/maxHeadBytes`` of its head within ``Options/requestSeconds``. The share
+/// sends at most ``Options/maxBytesPerSecond`` in all, every answer costing some (``ShareBudget``):
+/// past a short wait, an answer is 503 with Retry-After. It answers 503 too while the game runs or a
+/// discretionary sync would defer (``SyncWatch``). Responses carry no server name, no listing, no
+/// path: a chunk's bytes (checked against its hash as they are read), or an empty body.
 ///
 /// Thread-safety: one accept thread, one thread per connection, one watcher thread; what they share
 /// is in `Mutex`es (``State``) or immutable.
@@ -20,11 +23,17 @@ public final class ShareServer: Sendable {
         public var listen: [String] = []
         /// Allow binding a public address.
         public var allowPublic = false
+        /// Connections held at once: past them, a new one takes the place of the one idle longest (503
+        /// when every one is answering a request).
         public var maxConnections = 16
+        /// Connections held at once from one client address (a sync asks a peer on up to 6 by default).
+        public var maxConnectionsPerAddress = 8
         /// All connections together.
         public var maxBytesPerSecond = 32 << 20
-        /// The time a client has to send a whole request head, and the idle time between requests.
+        /// The time a client has to send a whole request head, once it started one.
         public var requestSeconds = 10
+        /// The time a connection may wait for a request (its first, or the next on a keep-alive one).
+        public var idleSeconds = 2
         /// Pause (503) while the game runs or a discretionary sync would defer.
         public var pauseWithGame = true
 
@@ -43,12 +52,16 @@ public final class ShareServer: Sendable {
         public var busy = 0
         public var paused = 0
         public var timedOut = 0
+        /// Idle connections closed to make way for a new one.
+        public var evicted = 0
+        /// Answers 503 because the share was at its rate.
+        public var throttled = 0
     }
 
     private struct State: Sendable {
         var chunks: SharedChunks
         var counters = Counters()
-        var connections = 0
+        var connections: ShareConnections
         var pausedReason: String?
     }
 
@@ -62,7 +75,7 @@ public final class ShareServer: Sendable {
     private let sockets: [Int32]
     private let state: Mutex<State>
     private let stopping = Atomic<Bool>(false)
-    private let bucket: TokenBucket
+    private let bucket: Mutex<ShareBudget>
     private let done = DispatchGroup()
 
     public init(install: Install, options: Options = Options()) throws(PatchSyncError) {
@@ -70,8 +83,9 @@ public final class ShareServer: Sendable {
         self.options = options
         repository = try ShareIdentity.of(install)
         let chunks = try SharedChunks(install: install)
-        state = Mutex(State(chunks: chunks))
-        bucket = TokenBucket(bytesPerSecond: max(4096, options.maxBytesPerSecond))
+        let connections = ShareConnections(limit: options.maxConnections, perAddress: options.maxConnectionsPerAddress)
+        state = Mutex(State(chunks: chunks, connections: connections))
+        bucket = Mutex(ShareBudget(bytesPerSecond: max(4096, options.maxBytesPerSecond), at: .now))
         var wanted = options.listen
         if wanted.isEmpty {
             wanted = Self.privateAddresses().map { Self.join($0, Self.defaultPort) }
@@ -166,15 +180,8 @@ public final class ShareServer: Sendable {
             let fd = accept(listener, nil, nil)
             guard fd >= 0 else { continue }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            let admitted = state.withLock { state -> Bool in
-                guard state.connections < options.maxConnections else {
-                    state.counters.busy += 1
-                    return false
-                }
-                state.connections += 1
-                return true
-            }
-            guard admitted else {
+            guard let id = admit(fd) else {
+                bucket.withLock { $0.charge(0, at: .now) }
                 Self.send(fd, Self.head(503, length: 0, close: true, retryAfter: 5))
                 close(fd)
                 continue
@@ -183,34 +190,58 @@ public final class ShareServer: Sendable {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let thread = Thread { [self] in
-                serve(fd)
+                serve(fd, id: id)
+                // Forgotten before it is closed: an fd shut down by admit(_:) is never another's by then.
+                state.withLock { $0.connections.closed(id) }
                 close(fd)
-                state.withLock { $0.connections -= 1 }
             }
             thread.name = "patchsync-share-conn"
             thread.start()
         }
     }
 
-    /// One connection: requests one after another (keep-alive) until the client closes, a request is
-    /// refused, or one takes longer than ``Options/requestSeconds`` to arrive.
-    private func serve(_ fd: Int32) {
+    /// Takes connection `fd` from the client at its peer address, an idle connection making way for it
+    /// if need be (shut down here, under the lock: its thread closes it only once it is forgotten).
+    /// Returns its id; nil when it is turned away.
+    private func admit(_ fd: Int32) -> Int? {
+        let address = Self.peerAddress(fd)
+        return state.withLock { state -> Int? in
+            switch state.connections.admit(fd: fd, address: address, at: .now) {
+            case .refused:
+                state.counters.busy += 1
+                return nil
+            case .admitted(let id, let closing):
+                if let closing {
+                    state.counters.evicted += 1
+                    _ = Glibc.shutdown(closing, Int32(SHUT_RDWR))
+                }
+                return id
+            }
+        }
+    }
+
+    /// Connection `id`: requests one after another (keep-alive) until the client closes, a request is
+    /// refused, none comes within ``Options/idleSeconds``, a head takes longer than
+    /// ``Options/requestSeconds``, or the connection makes way for a new one.
+    private func serve(_ fd: Int32, id: Int) {
         var buffer: [UInt8] = []
         for _ in 0..<10_000 {
             guard !stopping.load(ordering: .relaxed) else { return }
-            guard let head = readHead(fd, &buffer) else { return }
+            guard let head = readHead(fd, &buffer), state.withLock({ $0.connections.busy(id) }) else { return }
             state.withLock { $0.counters.requests += 1 }
             switch head {
             case .failure(let refusal):
                 state.withLock { state in
                     if refusal.status == 408 { state.counters.timedOut += 1 } else { state.counters.refused += 1 }
                 }
+                bucket.withLock { $0.charge(0, at: .now) }
                 Self.send(fd, Self.head(refusal.status, length: 0, close: true))
                 return
             case .success(let request):
                 guard respond(fd, to: request) else { return }
                 if request.close { return }
             }
+            state.withLock { $0.connections.idle(id, at: .now) }
         }
     }
 
@@ -218,18 +249,19 @@ public final class ShareServer: Sendable {
     private func respond(_ fd: Int32, to request: ShareRequest) -> Bool {
         let (paused, chunks) = state.withLock { ($0.pausedReason, $0.chunks) }
         if paused != nil {
+            bucket.withLock { $0.charge(0, at: .now) }
             state.withLock { $0.counters.paused += 1 }
             return Self.send(fd, Self.head(503, length: 0, close: false, retryAfter: 30))
         }
+        let length = request.repository == repository ? chunks.length(of: request.chunk) : nil
+        // Every answer costs the share's budget, a 404 too, and reading and hashing a chunk its bytes,
+        // HEAD included: a flood of requests is held to the rate like a flood of bytes.
+        guard paid(length ?? 0, fd: fd) else { return false }
         let notHeld = { () -> Bool in
             self.state.withLock { $0.counters.notHeld += 1 }
             return Self.send(fd, Self.head(404, length: 0, close: false))
         }
-        guard request.repository == repository, let length = chunks.length(of: request.chunk) else { return notHeld() }
-        // Reading and hashing a chunk costs the share's budget too, HEAD included: a flood of requests
-        // is held to the rate like a flood of bytes.
-        bucket.take(length)
-        guard let bytes = chunks.read(request.chunk) else { return notHeld() }
+        guard length != nil, let bytes = chunks.read(request.chunk) else { return notHeld() }
         if request.headOnly { return Self.send(fd, Self.head(200, length: bytes.count, close: request.close)) }
         // The head and the body in one buffer: no small write waits for an ACK (Nagle).
         let response = Array(Self.head(200, length: bytes.count, close: request.close).utf8) + bytes
@@ -250,8 +282,25 @@ public final class ShareServer: Sendable {
         return true
     }
 
-    /// Reads one request head within the time allowed; nil when the client closed between requests.
+    /// Takes an answer with a body of `bytes` from the share's budget, after a wait of at most
+    /// ``ShareBudget/maxWait``. When the share is over its rate, answers 503 with Retry-After instead
+    /// and returns false: the connection closes, its place free for the retry.
+    private func paid(_ bytes: Int, fd: Int32) -> Bool {
+        switch bucket.withLock({ $0.take(bytes, at: .now) }) {
+        case .send(let wait):
+            if wait > .zero { usleep(UInt32(wait / .microseconds(1))) }
+            return true
+        case .refuse(let retryAfter):
+            state.withLock { $0.counters.throttled += 1 }
+            Self.send(fd, Self.head(503, length: 0, close: true, retryAfter: retryAfter))
+            return false
+        }
+    }
+
+    /// Reads one request head within the time allowed; nil when the client closed between requests, or
+    /// sent nothing for ``Options/idleSeconds`` (an idle connection holds a place a peer may want).
     private func readHead(_ fd: Int32, _ buffer: inout [UInt8]) -> Result<ShareRequest, ShareRequest.Refusal>? {
+        if buffer.isEmpty, !Self.readable(fd, within: options.idleSeconds) { return nil }
         let started = ContinuousClock.now
         let limit = Duration.seconds(options.requestSeconds)
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -317,131 +366,33 @@ public final class ShareServer: Sendable {
         return true
     }
 
+    /// Whether `fd` has bytes to read, or was closed, within `seconds` (poll(2)).
+    static func readable(_ fd: Int32, within seconds: Int) -> Bool {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let ready = poll(&poller, 1, Int32(max(1, seconds) * 1000))
+            if ready < 0 && errno == EINTR { continue }
+            return ready > 0
+        }
+    }
+
+    /// The numeric address of the client at the other end of `fd` ("" when it cannot be told).
+    static func peerAddress(_ fd: Int32) -> String {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let named = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                getpeername(fd, address, &length) == 0
+                    && getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0
+            }
+        }
+        return named ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    }
+
     static func setTimeouts(_ fd: Int32, seconds: Int) {
         var timeout = timeval(tv_sec: max(1, seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-}
-
-// MARK: addresses
-
-extension ShareServer {
-    /// `host:port`, with brackets around an IPv6 address.
-    static func join(_ host: String, _ port: Int) -> String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-
-    /// `ADDRESS:PORT` or `[V6]:PORT` into its parts.
-    static func split(_ text: String) throws(PatchSyncError) -> (String, Int) {
-        let host: Substring, port: Substring
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            host = text[text.index(after: text.startIndex)..<close]
-            port = text[text.index(after: close)...].hasPrefix(":") ? text[close...].dropFirst(2) : ""
-        } else if let colon = text.lastIndex(of: ":") {
-            host = text[..<colon]
-            port = text[text.index(after: colon)...]
-        } else {
-            host = Substring(text)
-            port = Substring(String(defaultPort))
-        }
-        guard let number = Int(port), (0...65535).contains(number), !host.isEmpty else {
-            throw PatchSyncError(.usage, "'\(text)' is not ADDRESS:PORT", remedy: "e.g. --listen 192.168.1.20:\(defaultPort)")
-        }
-        return (String(host), number)
-    }
-
-    /// The IPv4 and IPv6 addresses of this machine's interfaces that are on private networks.
-    public static func privateAddresses() -> [String] {
-        var found: [String] = []
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { return [] }
-        defer { freeifaddrs(list) }
-        var entry = list
-        while let item = entry {
-            defer { entry = item.pointee.ifa_next }
-            guard let address = item.pointee.ifa_addr else { continue }
-            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            let family = Int32(address.pointee.sa_family)
-            guard family == AF_INET || family == AF_INET6 else { continue }
-            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
-            guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
-            let text = String(cString: host)
-            if isPrivate(text) && !found.contains(text) { found.append(text) }
-        }
-        return found
-    }
-
-    /// 10/8, 172.16/12, 192.168/16, IPv6 unique local fc00::/7.
-    static func isPrivate(_ host: String) -> Bool {
-        let v4 = host.split(separator: ".").compactMap { UInt8($0) }
-        if v4.count == 4 {
-            return v4[0] == 10 || (v4[0] == 172 && (16...31).contains(v4[1])) || (v4[0] == 192 && v4[1] == 168)
-        }
-        let lower = host.lowercased()
-        return lower.hasPrefix("fc") || lower.hasPrefix("fd")
-    }
-
-    static func isPrivateOrLoopback(_ host: String) -> Bool {
-        isPrivate(host) || host.hasPrefix("127.") || host == "::1" || host == "localhost"
-    }
-
-    /// A listening socket on `host:port` (port 0: any free one).
-    static func bind(host: String, port: Int) throws(PatchSyncError) -> (Int32, String) {
-        var hints = addrinfo()
-        hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host == "localhost" ? "127.0.0.1" : host, String(port), &hints, &result) == 0, let info = result else {
-            throw PatchSyncError(.usage, "'\(host)' is not a numeric IP address", remedy: "give --listen ADDRESS:PORT, e.g. 192.168.1.20:\(defaultPort)")
-        }
-        defer { freeaddrinfo(result) }
-        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw PatchSyncError.wrap(Errno(errno, "opening a socket for", host)) }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        if info.pointee.ai_family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &yes, socklen_t(MemoryLayout<Int32>.size)) }
-        guard Glibc.bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 64) == 0 else {
-            let code = errno
-            close(fd)
-            throw PatchSyncError(
-                .usage, "cannot listen on \(join(host, port)): \(String(cString: strerror(code)))",
-                remedy: "give an address of this machine and a free port with --listen")
-        }
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let actual = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int in
-                guard getsockname(fd, pointer, &length) == 0 else { return port }
-                if pointer.pointee.sa_family == sa_family_t(AF_INET) {
-                    return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
-                }
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
-            }
-        }
-        return (fd, join(host, actual))
-    }
-}
-
-/// One bandwidth budget for all of a share's connections: `take` waits until the bytes fit.
-///
-/// Thread-safety: a `Mutex` holds the budget.
-final class TokenBucket: Sendable {
-    private let rate: Double
-    private let budget: Mutex<(tokens: Double, last: ContinuousClock.Instant)>
-
-    init(bytesPerSecond: Int) {
-        rate = Double(bytesPerSecond)
-        budget = Mutex((Double(bytesPerSecond) / 10, ContinuousClock.now))
-    }
-
-    func take(_ bytes: Int) {
-        let wait = budget.withLock { state -> Double in
-            let now = ContinuousClock.now
-            let elapsed = Double((now - state.last).components.attoseconds) / 1e18 + Double((now - state.last).components.seconds)
-            state.tokens = min(rate / 10, state.tokens + elapsed * rate)
-            state.last = now
-            state.tokens -= Double(bytes)
-            return state.tokens < 0 ? -state.tokens / rate : 0
-        }
-        if wait > 0 { usleep(UInt32(min(wait, 10) * 1_000_000)) }
     }
 }

@@ -192,8 +192,9 @@ extension InstallState {
     /// record, or a change by hand, and says what becomes of the link. A recorded live build whose folder
     /// is gone (`present` false) is no longer installed: the next sync fetches it again. A link on a
     /// complete deployment (`linkComplete`) finishes what flipped it: a rollback when it is the one before,
-    /// an apply when it is the ready or a recorded deployment (the recorded one becomes previous). Any other
-    /// link goes back to the recorded deployment (put back when it was removed), or goes when none is.
+    /// an apply when it is the ready or a recorded deployment (the recorded one becomes previous), and
+    /// with nothing recorded current (a lost state database) it is adopted. Any other link goes back to
+    /// the recorded deployment (put back when it was removed), or goes when none is.
     mutating func reconcile(link: String?, linkComplete: Bool, present: (String) -> Bool) -> LinkRepair {
         let before = self
         if let current, !present(current) { forgetCurrent() }
@@ -205,6 +206,13 @@ extension InstallState {
             }
             if let identity = ready?.name == link ? ready : deployed[link] {
                 applied(identity)
+                return .recorded
+            }
+            if current == nil, ready?.name != link {
+                // Nothing recorded (a state database lost or reset): the complete build the link names is
+                // the live one, adopted as it is rather than removed and downloaded again.
+                current = link
+                history = Array((history.filter { $0 != link } + [link]).suffix(Self.historyLimit))
                 return .recorded
             }
         }

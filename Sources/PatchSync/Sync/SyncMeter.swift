@@ -4,7 +4,7 @@ import Synchronization
 /// What a sync's network is doing, as bytes arrive rather than as requests complete: the bytes each
 /// response delivered, the requests in flight, and when the last byte came. The transfer progress of the
 /// step being staged counts arriving bytes through it (so a download page moves with the bytes, not in
-/// 16 MiB steps), and the sync's watch asks it each tick what is due (``tick(stallAfter:giveUpAfter:now:)``):
+/// 16 MiB steps), and the sync's watch asks it each tick what is due (``tick(stallAfter:giveUpAfter:asleep:now:)``):
 /// the decisions are ``NetworkQuiet``'s.
 ///
 /// Thread-safety: a `Mutex` holds the counters; libcurl's transfer thread adds, the watch reads.
@@ -146,13 +146,17 @@ public final class SyncMeter: Sendable {
     }
 
     /// The watch's tick: sends `.online` when bytes came after `.offline`, the progress event that is due
-    /// (``flush(now:)``), and `.stalled` as ``NetworkQuiet/check(now:stallAfter:giveUpAfter:)`` decides;
-    /// returns the quiet when it reached `giveUpAfter` (the sync gives up).
-    func tick(stallAfter: Duration, giveUpAfter: Duration?, now: ContinuousClock.Instant = .now) -> Duration? {
+    /// (``flush(now:)``), and `.stalled` as ``NetworkQuiet/check(now:asleep:stallAfter:giveUpAfter:)``
+    /// decides; returns the quiet when it reached `giveUpAfter` (the sync gives up). `asleep`: when the
+    /// watch slept before this tick.
+    func tick(
+        stallAfter: Duration, giveUpAfter: Duration?, asleep: Range<ContinuousClock.Instant>? = nil,
+        now: ContinuousClock.Instant = .now
+    ) -> Duration? {
         let throttled = state.withLock { $0.throttled }?() ?? false
         let due = state.withLock { state in
             if throttled { state.quiet.restart(now) }
-            return state.quiet.check(now: now, stallAfter: stallAfter, giveUpAfter: giveUpAfter)
+            return state.quiet.check(now: now, asleep: asleep, stallAfter: stallAfter, giveUpAfter: giveUpAfter)
         }
         if due.online { onEvent(.online) }
         flush(now: now)
@@ -169,13 +173,15 @@ public final class SyncMeter: Sendable {
 /// runs for hours is never quiet for long. A retry after a backoff, or a request libcurl cut off,
 /// continues the quiet rather than starting it again; time with nothing asked of the network (local
 /// work between steps) is no quiet. A process that did not run for a while (frozen by SIGSTOP, a machine
-/// suspended) starts the quiet again when it wakes: the network had no chance to deliver meanwhile.
+/// suspended) starts the quiet again when it wakes: the network had no chance to deliver meanwhile. Only
+/// the watch's sleep tells a frozen process: a tick whose own work takes long (`nmcli` hanging through a
+/// Wi-Fi handover, events written to a blocked pipe) ran, and its time is quiet like any other.
 struct NetworkQuiet: Sendable {
     /// After this long with no byte, a `.stalled` event says so (``SyncOptions/stallAfter``).
     static let stallAfter: Duration = .seconds(10)
     /// While stalled, another `.stalled` event this often: a heartbeat for the reader.
     static let heartbeat: Duration = .seconds(5)
-    /// Checks come ten times a second: a gap this long between two means the process did not run.
+    /// The watch sleeps a tenth of a second between checks: a sleep this long means the process did not run.
     static let frozen: Duration = .seconds(5)
 
     /// Requests in flight plus retries waiting their turn: while any is, the network is wanted.
@@ -189,7 +195,6 @@ struct NetworkQuiet: Sendable {
     /// No mirror could be reached, and no byte came since.
     private(set) var isOffline = false
     private var onlineDue = false
-    private var lastCheck: ContinuousClock.Instant?
 
     init(now: ContinuousClock.Instant) { activeSince = now }
 
@@ -263,12 +268,14 @@ struct NetworkQuiet: Sendable {
         var giveUp: Duration?
     }
 
-    /// The watch's tick at `now`: what is due.
+    /// The watch's tick at `now`: what is due. `asleep` is when the watch slept before this tick (from
+    /// just before its sleep to just after it): a sleep of ``frozen`` or more starts the quiet again from
+    /// the wake. The time of the ticks' own work is no freeze, however long.
     mutating func check(
-        now: ContinuousClock.Instant, stallAfter: Duration = Self.stallAfter, giveUpAfter: Duration?
+        now: ContinuousClock.Instant, asleep: Range<ContinuousClock.Instant>? = nil,
+        stallAfter: Duration = Self.stallAfter, giveUpAfter: Duration?
     ) -> Due {
-        if let lastCheck, now - lastCheck >= Self.frozen { restart(now) }
-        lastCheck = now
+        if let asleep, asleep.upperBound - asleep.lowerBound >= Self.frozen { restart(asleep.upperBound) }
         var due = Due(online: onlineDue)
         onlineDue = false
         if let quiet = reportStall(after: stallAfter, now: now) {

@@ -135,10 +135,16 @@ struct SyncWatch: Sendable {
             }
             group.addTask {
                 var tick = 1
+                // The sleep alone tells a frozen process: not the time of the tick's own work (nmcli, a flush).
+                var asleep: Range<ContinuousClock.Instant>?
                 while !Task.isCancelled {
                     if let (reason, message) = failing(tick: tick) { return .stop(reason, message) }
-                    if let quiet = meter?.tick(stallAfter: stallAfter, giveUpAfter: giveUpAfter) { return .gaveUp(quiet) }
+                    if let quiet = meter?.tick(stallAfter: stallAfter, giveUpAfter: giveUpAfter, asleep: asleep) {
+                        return .gaveUp(quiet)
+                    }
+                    let sleeps = ContinuousClock.now
                     try? await Task.sleep(for: Self.tick)
+                    asleep = sleeps..<ContinuousClock.now
                     tick += 1
                 }
                 return nil

@@ -292,7 +292,8 @@ extension Syncer {
             object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
             sha256: plan.manifest.sealed)
         let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.holds(sha, selection.wanted, all: all) == true }
-        let ranges = [manifest] + (staged ? [] : plan.ranges(for: Set(selection.wanted), from: recorded.currentIdentity?.buildId))
+        let held = [recorded.currentIdentity?.buildId].compactMap { $0 } + recorded.history.suffix(context.config.buildsKept).reversed().compactMap { recorded.deployed[$0]?.buildId }
+        let ranges = [manifest] + (staged ? [] : plan.ranges(for: Set(selection.wanted), from: held))
         return PreloadNeeds(plan: plan, sha: sha, manifest: manifest, ranges: ranges, staged: staged)
     }
 
@@ -416,7 +417,7 @@ extension Syncer {
         let origin = context.origin
         let trusted = try await origin.refreshTrust(
             directory: install.metadataDirectory, now: now,
-            deadline: Date() + context.config.refreshDeadline)
+            deadline: origin.refreshDeadline(seconds: context.config.refreshDeadline, giveUp: giveUpAfter))
         let target = try ManifestTarget(in: trusted.targets.signed, channel: manifest.channel, build: manifest.buildId.value)
         guard let sha = target.file.hashes["sha256"], target.info.preload != nil else {
             throw PatchSyncError(.refusedData, "build \(manifest.buildId) has sealed objects, and its target is no preload plan")

@@ -25,10 +25,13 @@ extension Syncer {
         if let step {
             try context.totals?.begin(step, plan: plan, downloading: downloadBytes(manifest, plan: plan, live: live), live: live)
         }
-        // A disk that fills on the way says how much the build needed and what is free.
+        // A disk that fills on the way says how much the build still needs (what this run has not
+        // written yet) and what is free.
         let needed = plan.bytesToWrite + StagedFiles.slackBytes
+        var writing: StagedFiles?
         do {
             let files = StagedFiles(staged, tree: tree, creating: resumed.toCreate)
+            writing = files
             defer { files.closeAll() }
             let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
             (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
@@ -67,7 +70,7 @@ extension Syncer {
         } catch {
             guard error.reason == .diskFull, error.requiredBytes == nil else { throw error }
             var full = error
-            full.requiredBytes = needed
+            full.requiredBytes = max(StagedFiles.slackBytes, needed - (writing?.bytesWritten ?? 0))
             full.availableBytes = FileSystem.freeBytes(at: staged.directory)
             throw full
         }

@@ -192,7 +192,7 @@ public struct Syncer: Sendable {
         // builds: the prunes of each one's steps keep what the other needs.
         let twoPreloads = chosen?.info.preload != nil && pending != nil
         // Peers only when there is content to fetch: an up-to-date sync asks no one (nor DNS-SD).
-        if chosen != nil || pending != nil, let peers = makePeers(config) {
+        if chosen != nil || pending != nil, let peers = makePeers(config, client: client) {
             context.peers = peers
             context.onEvent = { event in
                 guard case .transfer(var status) = event else { return onEvent(event) }
@@ -222,8 +222,9 @@ public struct Syncer: Sendable {
     }
 
     /// The peers of this run: `--peer`, the configuration's, and the shares of this repository that
-    /// DNS-SD finds (unless the configuration turns discovery off); nil when there are none.
-    private func makePeers(_ config: InstallConfig) -> Peers? {
+    /// DNS-SD finds (unless the configuration turns discovery off); nil when there are none. They are
+    /// asked through `client`, the origin's: one cap and one meter for every byte of the sync.
+    private func makePeers(_ config: InstallConfig, client: HTTPClient) -> Peers? {
         guard let repository = try? ShareIdentity.of(install) else { return nil }
         var urls = peers + (config.peers ?? [])
         // Discovered shares only fill the places that named peers leave: a network may announce any
@@ -236,7 +237,7 @@ public struct Syncer: Sendable {
             }
         }
         guard !urls.isEmpty else { return nil }
-        return try? Peers(urls: urls, repository: repository)
+        return Peers(urls: urls, repository: repository, client: client)
     }
 
     /// The channel's builds as the decision reads them, each preload with whether signed metadata has
@@ -395,7 +396,7 @@ public struct Syncer: Sendable {
         context.onEvent(.phase(.checking, "checking \(config.remotes[0]) for channel \(config.channel)"))
         let trusted = try await context.origin.refreshTrust(
             directory: install.metadataDirectory, now: now,
-            deadline: Date() + config.refreshDeadline)
+            deadline: context.origin.refreshDeadline(seconds: config.refreshDeadline, giveUp: giveUpAfter))
         return (try ManifestTarget(in: trusted.targets.signed, channel: try Channel(config.channel)), trusted)
     }
 

@@ -24,7 +24,8 @@ final class HTTPClient: Sendable {
         var adjustableRate = false
         /// Below the cap, cut the rate while request latency shows a full link (``DelayController``).
         var yieldToOtherTraffic = false
-        /// Follow redirects (up to 5, http(s) only); off for LAN peers.
+        /// Follow redirects (up to 5, http(s) only), for requests that allow it
+        /// (``TransferRequest/followRedirects``).
         var followRedirects = true
         /// Every request must end within this many seconds; nil: ``deadline(forBytes:)``'s bound.
         var requestTimeoutSeconds: Int?
@@ -39,11 +40,15 @@ final class HTTPClient: Sendable {
     }
 
     private let loop: TransferLoop
-    /// The sync's meter: every response's bytes are counted there as they arrive.
+    /// The sync's meter: every response's bytes are counted there as they arrive (a LAN peer's are
+    /// heard, ``HeardSink``).
     let meter: SyncMeter?
+    /// The most connections open at once, to every host together.
+    let maxConnections: Int
 
     init(settings: Settings = Settings(), meter: SyncMeter? = nil) throws(PatchSyncError) {
         self.meter = meter
+        maxConnections = settings.maxConnections
         loop = try TransferLoop(settings: settings)
         // A transfer paused for the cap's tokens is the cap at work, not an origin that stalled.
         meter?.throttled { [loop] in loop.waitingForTokens }
@@ -54,8 +59,13 @@ final class HTTPClient: Sendable {
 
     deinit { loop.stop() }
 
-    /// Body bytes received by every transfer so far.
+    /// Body bytes received from the origin so far (every transfer's but LAN peers',
+    /// ``TransferRequest/fromOrigin``).
     var bytesReceived: Int64 { loop.bytesReceived }
+
+    /// The bytes per second all transfers together may take now: the cap, or below it the rate a
+    /// yielding client allows; nil without a cap.
+    var rate: Double? { loop.rate }
 
     /// A new bandwidth cap for every transfer, running or to come (nil: none); only for a client made
     /// with a cap or ``Settings/adjustableRate``.
@@ -71,7 +81,7 @@ final class HTTPClient: Sendable {
     /// Performs one request, handing the body to `sink` on the transfer thread.
     func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<TransferResponse, TransferFailure> {
         let cancel = CancelFlag()
-        let sink: any ResponseSink = meter.map { MeteredSink(sink, meter: $0) } ?? sink
+        let sink = metered(sink, for: request)
         meter?.requestBegan()
         defer { meter?.requestEnded() }
         let result = await withTaskCancellationHandler {
@@ -88,6 +98,14 @@ final class HTTPClient: Sendable {
             meter.rangeIgnored(request.url, wasted: range.lowerBound)
         }
         return result
+    }
+
+    /// `sink` as the sync's meter takes the body of `request`: the origin's bytes count as they arrive,
+    /// a LAN peer's are only heard (``HeardSink``).
+    private func metered(_ sink: any ResponseSink, for request: TransferRequest) -> any ResponseSink {
+        guard let meter else { return sink }
+        if request.fromOrigin { return MeteredSink(sink, meter: meter) }
+        return HeardSink(sink, meter: meter)
     }
 
     /// Fetches a whole small resource into memory, bounded by `maxBytes`.
@@ -150,6 +168,8 @@ private final class TransferLoop: @unchecked Sendable {
     var bytesReceived: Int64 { lock.withLock { bytesTotal } }
 
     func setMaxBytesPerSecond(_ bytesPerSecond: Int?) { limiter?.setCap(bytesPerSecond) }
+    /// The rate the budget allows now; nil without a limiter or a cap.
+    var rate: Double? { limiter.map(\.publishedRate).flatMap { $0 < RateLimiter.unlimited ? $0 : nil } }
     /// The rate the delay controller allows now; nil when not yielding.
     var yieldingRate: Double? { settings.yieldToOtherTraffic ? limiter?.publishedRate : nil }
 
@@ -251,7 +271,7 @@ private final class TransferLoop: @unchecked Sendable {
         // Redirects stay on http(s), and a request that started on https never continues over plain http.
         let https = box.request.url.lowercased().hasPrefix("https://")
         try options.allow(https ? [.https] : [.http, .https], redirects: true)
-        try options.set(CURLOPT_FOLLOWLOCATION, settings.followRedirects ? 1 : 0)
+        try options.set(CURLOPT_FOLLOWLOCATION, settings.followRedirects && box.request.followRedirects ? 1 : 0)
         try options.set(CURLOPT_MAXREDIRS, 5)
         try options.set(CURLOPT_NOSIGNAL, 1)
         try options.set(CURLOPT_SSL_VERIFYPEER, 1)
@@ -293,7 +313,7 @@ private final class TransferLoop: @unchecked Sendable {
         let box = Unmanaged<TransferBox>.fromOpaque(pointer).takeRetainedValue()
         box.currentEasy = nil
         limiter?.forget(box)
-        lock.withLock { bytesTotal += box.arrived }
+        if box.request.fromOrigin { lock.withLock { bytesTotal += box.arrived } }
         box.complete(outcome(of: box, easy: easy, code: code))
         ccurl_easy_cleanup(easy)
     }
@@ -308,7 +328,9 @@ private final class TransferLoop: @unchecked Sendable {
             if code == CURLE_FILE_COULDNT_READ_FILE { return .failure(.notFound) }
             let text = box.curlMessage ?? ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"
             if code == CURLE_PEER_FAILED_VERIFICATION { return .failure(.untrusted(text)) }
-            if code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY {
+            if code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY
+                || (code == CURLE_OPERATION_TIMEDOUT && Self.neverConnected(easy))
+            {
                 return .failure(.unreachable(text))
             }
             return .failure(.network(text))
@@ -319,6 +341,34 @@ private final class TransferLoop: @unchecked Sendable {
         }
         return .success(TransferResponse(status: box.status, bytes: box.received, headers: box.headers))
     }
+
+    /// Whether the transfer ended before any connection was made (CURLINFO_CONNECT_TIME_T still zero):
+    /// a connect that timed out, as one to a dropped SYN does (a Wi-Fi blink, a blackholed address), is
+    /// as unreachable as a refused one.
+    private static func neverConnected(_ easy: UnsafeMutableRawPointer) -> Bool {
+        var connected: curl_off_t = 0
+        return ccurl_easy_getinfo_off_t(easy, CURLINFO_CONNECT_TIME_T, &connected) == CURLE_OK && connected == 0
+    }
+}
+
+/// A LAN peer's body as the sync's meter takes it: each piece is heard (the network is alive, so the sync
+/// is not stalled), not counted as progress: a peer sends a chunk raw, and the step's progress counts
+/// it at its stored (often compressed) length once it is written.
+private final class HeardSink: ResponseSink {
+    private let inner: any ResponseSink
+    private let meter: SyncMeter
+
+    init(_ inner: any ResponseSink, meter: SyncMeter) {
+        self.inner = inner
+        self.meter = meter
+    }
+
+    func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
+        meter.heard()
+        return inner.receive(bytes)
+    }
+
+    func dropped(_ count: Int) { meter.heard() }
 }
 
 /// libcurl's write callback: checks the status once, bounds the body, feeds the sink.

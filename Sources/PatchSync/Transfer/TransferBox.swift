@@ -91,7 +91,9 @@ final class TransferBox: @unchecked Sendable {
         if let limiter {
             if !sampledLatency, let easy = currentEasy {  // at the first byte, not once a paused body is read
                 sampledLatency = true
-                if let latency = Self.timeToFirstByte(easy) { limiter.observe(latency: latency) }
+                // Only the origin's round trips tell the yielding controller of congestion: a LAN peer's
+                // millisecond would become its baseline and make every origin look congested.
+                if request.fromOrigin, let latency = Self.timeToFirstByte(easy) { limiter.observe(latency: latency) }
             }
             guard limiter.available else {
                 limiter.pause(self)

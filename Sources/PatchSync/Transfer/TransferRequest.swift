@@ -10,6 +10,14 @@ struct TransferRequest: Sendable {
     var maxBytes: Int64
     /// The whole transfer must end within this many seconds (nil: the client's per-request deadline).
     var timeout: TimeInterval?
+    /// Redirects are followed only when the request and the client's settings both allow them: never for
+    /// a LAN peer, which must not send the player's requests elsewhere.
+    var followRedirects = true
+    /// The body is the origin's: counted in ``HTTPClient/bytesReceived`` and, as it arrives, in the
+    /// sync's progress. False for a LAN peer's answer, which the sync counts apart (``Peers/bytes``) and
+    /// whose bytes only tell its meter that the network is alive. Either way it takes the client's
+    /// bandwidth budget.
+    var fromOrigin = true
 
     init(url: String, range: ClosedRange<Int64>? = nil, maxBytes: Int64) {
         self.url = url
@@ -35,8 +43,9 @@ enum TransferFailure: Error, Sendable, CustomStringConvertible {
     /// Connection, TLS, timeout or protocol failure, as libcurl words it.
     case network(String)
     /// The mirror could not be reached at all (as libcurl words it): the connection was refused, its name
-    /// did not resolve, or there is no route to it. The origin is offline for now (a restart, a Wi-Fi
-    /// handover, a resume from suspend), so it is asked again until the give-up time, not for a streak.
+    /// did not resolve, there is no route to it, or no connection was made in time (a SYN dropped). The
+    /// origin is offline for now (a restart, a Wi-Fi handover, a resume from suspend), so it is asked
+    /// again until the give-up time, not for a streak.
     case unreachable(String)
     /// The mirror's TLS certificate cannot be verified (as libcurl words it): asking it again cannot
     /// help until its certificate or the install's `caFile` changes.

@@ -59,9 +59,10 @@ public struct ChannelListing: Sendable {
         }.sorted { $0.info.sequence > $1.info.sequence }
     }
 
-    /// Every channel the repository lists, by name.
+    /// Every channel the repository lists a build on or keeps a record of (one a withdraw emptied), by name.
     public static func all(_ repo: Repository) -> [ChannelListing] {
-        Set(repo.targetFiles.values.compactMap { $0.custom?.channel }).sorted().map { ChannelListing(repo, channel: $0) }
+        Set(repo.targetFiles.values.compactMap { $0.custom?.channel } + ChannelRecord.all(in: repo.targetFiles).keys).sorted()
+            .map { ChannelListing(repo, channel: $0) }
     }
 
     /// The build players of this channel install now: the newest installable one.
@@ -96,17 +97,4 @@ public struct ChannelListing: Sendable {
 
     /// The listed build `build`.
     public func build(_ build: String) -> Build? { builds.first { $0.info.buildId == build } }
-
-    /// Refuses listing an installable build above the channel's pending preloads: players would never
-    /// fetch them, and releasing them later would change nothing. `doing` says what was asked.
-    public func refusePendingPreloads(_ doing: String, origin: String) throws(PatchSyncError) {
-        guard let preload = pendingPreloads.first else { return }
-        throw PatchSyncError(
-            .usage,
-            "channel \(channel) has pending preload \(preload.info.buildId) (release "
-                + "\(Repository.day(preload.info.preload?.releaseAt ?? Date()))): \(doing) would list a newer build "
-                + "above it, and players would never install the preload",
-            remedy: "release it first (`patchsync repo release \(preload.info.buildId) --origin \(origin)`), "
-                + "or withdraw it (`patchsync repo withdraw \(preload.info.buildId) --origin \(origin)`), then run this again")
-    }
 }

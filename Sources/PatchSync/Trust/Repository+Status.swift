@@ -75,6 +75,9 @@ extension Repository {
         return RepositoryStatus(origin: origin, roles: roleExpiries(now: now), channels: listed)
     }
 
+    /// The roles that have expired at `now`, with how to renew each (no manifest is read).
+    public func expiredRoles(now: Date = Date()) -> [RepositoryStatus.Role] { roleExpiries(now: now).filter { $0.expires <= now } }
+
     /// The four roles, root first, with their expiry and how to renew each.
     func roleExpiries(now: Date) -> [RepositoryStatus.Role] {
         let renewals = [

@@ -50,8 +50,9 @@ extension Uploader {
         }
         let listed = try connection.list(requests: &state.requests)
         let layout = OriginLayout(root: origin)
+        let md5 = ListedObject.etagsAreMD5(listed, files: files, root: layout)
         state.missing = files.filter { file in
-            asked.contains(file.path) && !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes) ?? false)
+            asked.contains(file.path) && !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes, etagIsMD5: md5) ?? false)
         }.map(\.path).sorted()
         return state
     }

@@ -154,8 +154,9 @@ public struct Uploader: Sendable {
         } else if options.verify {
             let listed = try connection.list(requests: &report.requests)
             report.verified = true
+            let md5 = ListedObject.etagsAreMD5(listed, files: wanted, root: layout)
             send = wanted.filter { file in
-                !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes) ?? false)
+                !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes, etagIsMD5: md5) ?? false)
                     || (!current && Self.mutable.contains(file.path))
             }
         } else {

@@ -66,12 +66,15 @@ struct LinkRepairTests {
         #expect(next == .inLine && again == state, "a second pass finds nothing to do")
     }
 
-    @Test("a link on a folder no record names, with nothing recorded current, goes")
+    @Test("a complete link on a folder no record names, with nothing recorded current (a state database lost or reset), is adopted as the live build, never removed; an incomplete one goes")
     func unknownLinkOnAFreshInstall() {
         var state = InstallState()
         let repair = state.reconcile(link: "9", linkComplete: true) { _ in true }
-        #expect(repair == .unlink)
-        #expect(state.current == nil)
+        #expect(repair == .recorded)
+        #expect(state.current == "9" && state.history == ["9"])
+        var broken = InstallState()
+        #expect(broken.reconcile(link: "9", linkComplete: false) { _ in true } == .unlink)
+        #expect(broken.current == nil)
     }
 
     @Test("the name of a live build whose folder was deleted is never given to other content: the copy staged again gets a new one")

@@ -104,4 +104,56 @@ struct UnreachableOriginTests {
         }
         #expect(failure.isUnreachable && failure.isRetryable, "\(failure)")
     }
+
+    @Test("a connect that times out (its SYN dropped, as on a Wi-Fi blink or to a blackholed address) is an unreachable mirror too, not a failure that spends the streak", .tags(.medium))
+    func connectTimeoutIsUnreachable() async throws {
+        let (port, sockets) = try Self.droppingPort()
+        defer { for fd in sockets { close(fd) } }
+        var settings = HTTPClient.Settings()
+        settings.connectTimeoutSeconds = 1
+        let client = try HTTPClient(settings: settings)
+        // The whole request within 5 s: were the connection made after all, it would end as a network failure.
+        let result = await client.fetchData(url: "http://127.0.0.1:\(port)/metadata/timestamp.json", maxBytes: 1024, timeout: 5)
+        guard case .failure(let failure) = result else {
+            Issue.record("a port that drops every SYN answered: \(result)")
+            return
+        }
+        #expect(failure.isUnreachable && failure.isRetryable, "\(failure)")
+    }
+
+    /// A loopback port whose listener never accepts and whose queue of connections is full: the kernel
+    /// drops every further SYN, so a connect to it times out, as one to a blackholed address does (no
+    /// refusal comes). Fillers connect until one does not within 0.2 s. Returns the port and the sockets
+    /// to close.
+    static func droppingPort() throws -> (port: Int, sockets: [Int32]) {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var sockets = [listener]
+        let listening = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                var size = length
+                return bind(listener, address, length) == 0 && listen(listener, 1) == 0 && getsockname(listener, address, &size) == 0
+            }
+        }
+        guard listener >= 0, listening else {
+            let code = errno
+            for fd in sockets { close(fd) }
+            throw PatchSyncError(.internal, "cannot listen on 127.0.0.1: \(String(cString: strerror(code)))")
+        }
+        for _ in 0..<16 {
+            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            sockets.append(filler)
+            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+            setsockopt(filler, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) == 0 }
+            }
+            if !connected { return (Int(UInt16(bigEndian: address.sin_port)), sockets) }
+        }
+        for fd in sockets { close(fd) }
+        throw PatchSyncError(.internal, "16 connections to a listener that never accepts all completed")
+    }
 }

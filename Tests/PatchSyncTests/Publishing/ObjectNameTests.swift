@@ -51,6 +51,24 @@ struct ObjectNameTests {
         #expect(installed == (try Data(contentsOf: URL(fileURLWithPath: three + "/level.pak"))))
     }
 
+    @Test("content that comes back with the same codec reuses the object left under its own name (it reads back as its layout): nothing written again, and the publish run again is a no-op")
+    func comebackWithTheSameCodec() throws {
+        let fixture = try Fixture()
+        let one = fixture.directory + "/one", two = fixture.directory + "/two", three = fixture.directory + "/three"
+        try Self.writeBuild(one)
+        try FileManager.default.createDirectory(atPath: two, withIntermediateDirectories: true)
+        try Data("nothing else\n".utf8).write(to: URL(fileURLWithPath: two + "/readme.txt"))
+        try Self.writeBuild(three, extra: "back again\n")
+        try fixture.publish(one, id: "1", keepBuilds: 1)
+        let entry = try #require(try Self.manifest(fixture, "1").files.first { $0.path == "level.pak" })
+        try fixture.publish(two, id: "2", keepBuilds: 1)
+        let third = try fixture.publish(three, id: "3", keepBuilds: 1)
+        let again = try #require(try Self.manifest(fixture, "3").files.first { $0.path == "level.pak" })
+        #expect(again.object == entry.object, "the object in place is reused")
+        #expect(third.objectBytesWritten < 1 << 20, "only the readme's bytes are written: \(third.objectBytesWritten)")
+        #expect(try fixture.publish(three, id: "3", keepBuilds: 1).alreadyPublished, "the same publish again changes nothing")
+    }
+
     @Test("an object's layout name changes with every part of the layout and never equals the content's own name")
     func layoutNames() {
         let sha = SHA256Hasher.hash(Data("content".utf8))

@@ -117,30 +117,73 @@ struct PeerPolicyTests {
         #expect(policy.next(&turn, length: 1 << 20, at: Self.start + budget) == .origin)
     }
 
-    @Test("a peer that sends every chunk just inside the answer budget (0.49 s) is cut when the range's time is up, the rest of the range goes to the origin, and after three such ranges it is dropped")
-    func rangeBudgetBoundsASlowDrip() {
+    @Test("a peer that sends every chunk just inside the answer budget (0.49 s) is cut when a range's time is up, the rest of the range going to the origin; its time debt, a third of a second a chunk, drops it within 3 s of debt, in its first long range")
+    func slowDripRunsUpDebt() {
         var policy = Self.chosen(1)
-        var now = Self.start
-        let budget = PeerPolicy.budget(chunks: 64, bytes: Int64(64 * Self.chunk))
-        for range in 0..<PeerPolicy.overruns {
-            let walk = Self.walk(&policy, chunks: 64, from: now) { _ in (.chunk(installed: 1), .milliseconds(490)) }
-            #expect(walk.end == .origin && walk.at - now <= budget, "range \(range) ends within its \(budget)")
-            #expect(walk.asked.count < 64, "range \(range): \(walk.asked.count) requests")
-            now = walk.at
-        }
-        #expect(policy.records[0].standing.dropped?.contains("3 ranges in a row") == true, "\(policy.records[0].standing)")
+        let budget = PeerPolicy.budget(chunks: 4, bytes: Int64(4 * Self.chunk))
+        let short = Self.walk(&policy, chunks: 4, from: Self.start) { _ in (.chunk(installed: 1), .milliseconds(490)) }
+        #expect(short.end == .origin && short.at - Self.start == budget, "the range ends at its \(budget)")
+        #expect(short.asked.count == 4 && policy.records[0].standing.chunks == 3, "three chunks, then cut at the range's time")
+        #expect(policy.records[0].standing.dropped == nil)
+
+        let long = Self.walk(&policy, chunks: 64, from: short.at) { _ in (.chunk(installed: 1), .milliseconds(490)) }
+        #expect(long.end == .origin && long.asked.count < 9, "\(long.asked.count) chunks of 64")
+        #expect(long.at - short.at < PeerPolicy.maxDebt + .seconds(1), "dropped after \(long.at - short.at)")
+        #expect(policy.records[0].standing.dropped?.contains("more than they were worth") == true, "\(policy.records[0].standing)")
     }
 
-    @Test("a range a peer completes clears its overruns: a peer that runs out of time now and then is kept")
-    func completedRangeClearsOverruns() {
-        var policy = Self.chosen(1)
+    @Test("a range a peer completes clears its overruns, and its prompt chunks pay back its time debt: a peer slow every other range is kept; one slow two ranges in a row (which a completed range between once excused) is dropped in the second by its debt")
+    func slowRangesRunUpDebt() {
+        var kept = Self.chosen(1)
         var now = Self.start
-        for slow in [true, true, false, true, true] {
-            let walk = Self.walk(&policy, chunks: 16, from: now) { _ in (.chunk(installed: 1), .milliseconds(slow ? 490 : 5)) }
+        for slow in [true, false, true, false, true] {
+            let walk = Self.walk(&kept, chunks: 16, from: now) { _ in (.chunk(installed: 1), .milliseconds(slow ? 490 : 5)) }
             #expect(walk.end == (slow ? PeerPolicy.Step.origin : PeerPolicy.Step.done))
             now = walk.at
         }
-        #expect(policy.records[0].overruns == 2 && policy.records[0].standing.dropped == nil)
+        #expect(kept.records[0].overruns == 1 && kept.records[0].standing.dropped == nil, "\(kept.records[0].standing)")
+        #expect(kept.records[0].debt <= PeerPolicy.maxDebt)
+
+        var dropped = Self.chosen(1)
+        now = Self.start
+        for range in 0..<2 {
+            let walk = Self.walk(&dropped, chunks: 16, from: now) { _ in (.chunk(installed: 1), .milliseconds(490)) }
+            #expect(walk.end == .origin, "range \(range)")
+            now = walk.at
+        }
+        #expect(dropped.records[0].overruns < PeerPolicy.overruns, "two overruns: not what dropped it")
+        #expect(dropped.records[0].standing.dropped?.contains("more than they were worth") == true, "\(dropped.records[0].standing)")
+    }
+
+    @Test("a peer that alternates timeouts with prompt chunks, so that each chunk clears its strikes and every range completes, is dropped once it cost the sync 3 s more than its chunks were worth: within three ranges and 4 s of waiting in all, not a timeout every other chunk for as long as the sync runs")
+    func alternatingPeerDropped() {
+        var policy = Self.chosen(1)
+        var (now, answers, ranges, waited) = (Self.start, 0, 0, Duration.zero)
+        while policy.records[0].standing.dropped == nil, ranges < 100 {
+            let walk = Self.walk(&policy, chunks: 2, from: now) { _ -> (PeerPolicy.Answer, Duration) in
+                answers += 1
+                if answers % 2 == 1 { return (.failed("timed out"), .seconds(10)) }
+                return (.chunk(installed: 1), .milliseconds(5))
+            }
+            waited += walk.at - now
+            now = walk.at + .milliseconds(100)
+            ranges += 1
+        }
+        let record = policy.records[0]
+        #expect(record.standing.dropped?.contains("more than they were worth") == true, "\(record.standing) after \(ranges) ranges")
+        #expect(ranges <= 3 && waited < .seconds(4), "dropped in range \(ranges), after \(waited) spent on it")
+        #expect(record.strikes < PeerPolicy.strikes && record.overruns == 0, "neither strikes nor overruns would have dropped it")
+    }
+
+    @Test("under the sync's cap a peer is waited for at the rate a connection has: its request's timeout and the range's time stretch to it, and a chunk that takes that long is no strike and no debt")
+    func capStretchesTheFloor() {
+        var policy = Self.chosen(1)
+        let floor = 64 << 10  // 512 KiB/s over 8 connections
+        var turn = policy.begin(chunks: 1, bytes: Int64(Self.chunk), at: Self.start, floor: floor)
+        #expect(policy.next(&turn, length: Self.chunk, at: Self.start) == .ask(peer: 0, timeout: .milliseconds(4500)), "0.5 s, and 256 KiB at 64 KiB/s")
+        policy.answered(.chunk(installed: 1), elapsed: .seconds(4), length: Self.chunk, turn: &turn, at: Self.start + .seconds(4))
+        #expect(policy.records[0].strikes == 0 && policy.records[0].debt == .zero, "\(policy.records[0])")
+        #expect(policy.next(&turn, length: Self.chunk, at: Self.start + .seconds(4)) == .done)
     }
 
     @Test("a peer that answers 503 (its game runs) is skipped for 30 s, then asked again, and never dropped for it")

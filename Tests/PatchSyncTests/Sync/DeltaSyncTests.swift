@@ -167,7 +167,7 @@ struct DeltaSyncTests {
             withIntermediateDirectories: true)
         try FileManager.default.moveItem(atPath: packPath, toPath: fixture.origin + "/" + ObjectID.path(sha))
         manifest2.deltas = [DeltaSource(from: try BuildID("1"), object: sha, length: writer.length, files: wrong.count)]
-        try publisher.writeManifest(manifest2, target: target, repo: &repo)
+        try publisher.writer.write(manifest2, target: target, repo: &repo)
 
         let patch = try await Self.syncAndApply(install)
         #expect(wrong.count >= 3)

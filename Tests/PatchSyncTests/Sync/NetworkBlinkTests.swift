@@ -123,7 +123,8 @@ struct NetworkBlinkTests {
         meter.requestBegan(now: t0)
         for n in 1...40 { #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: tick(n)) == nil) }
         let woke = tick(40) + .seconds(3600)
-        #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: woke) == nil, "an hour asleep is no quiet")
+        let asleep = tick(40)..<woke
+        #expect(meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), asleep: asleep, now: woke) == nil, "an hour asleep is no quiet")
         var gaveUp: Duration?
         for n in 1...200 where gaveUp == nil {
             if let quiet = meter.tick(stallAfter: .seconds(10), giveUpAfter: .seconds(60), now: woke + .milliseconds(500 * n)) {
@@ -133,16 +134,47 @@ struct NetworkBlinkTests {
         }
         #expect(gaveUp == .seconds(60), "gave up \(String(describing: gaveUp)) after waking")
     }
+
+    /// Steps the watch's ticks from `t0` with the network wanted throughout: each tick's own work takes
+    /// `work`, then the watch sleeps `sleep`. Returns when the sync gave up (from `t0`) and the quiet then.
+    func giveUp(work: Duration, sleep: Duration, frozenAt freeze: Int? = nil, freezing: Duration = .zero) -> (at: Duration, quiet: Duration)? {
+        var quiet = NetworkQuiet(now: t0)
+        quiet.began(t0)
+        var now = t0
+        for n in 1...1000 {
+            let sleeps = now
+            let woke = sleeps + sleep + (n == freeze ? freezing : .zero)
+            now = woke + work
+            if let gaveUp = quiet.check(now: now, asleep: sleeps..<woke, giveUpAfter: .seconds(60)).giveUp { return (now - t0, gaveUp) }
+        }
+        return nil
+    }
+
+    @Test("ticks whose own work takes long (nmcli hanging through a Wi-Fi handover, a blocked pipe) are no frozen process: the sync still gives up at --give-up")
+    func slowTicksStillGiveUp() throws {
+        let (at, quiet) = try #require(giveUp(work: .seconds(6), sleep: .milliseconds(100)), "never gave up: every slow tick restarted the quiet")
+        #expect(at == .milliseconds(61_000) && quiet == .milliseconds(61_000), "gave up at \(at) after \(quiet) with no byte")
+    }
+
+    @Test("a sleep of the watch 5 s or longer is a frozen process: the quiet starts again at the wake, and --give-up counts from there")
+    func longSleepStartsTheQuietAgain() throws {
+        let freeze = 100  // 50 s in, the 100th sleep lasts 6 s longer than asked
+        let (at, quiet) = try #require(giveUp(work: .zero, sleep: .milliseconds(500), frozenAt: freeze, freezing: .seconds(6)))
+        let woke = Duration.milliseconds(500 * freeze) + .seconds(6)
+        #expect(quiet == .seconds(60) && at - woke == .milliseconds(60_000), "gave up \(at - woke) after the wake, after \(quiet) with no byte")
+    }
 }
 
 /// The same through a whole sync, against ports where nothing listens (connections refused at once).
 @Suite("A sync through a network blink", .tags(.medium))
 struct NetworkBlinkSyncTests {
-    @Test("a sync whose every mirror refuses connections waits for them, offline, until --give-up has passed with no byte, then ends 69 for the stall naming each mirror's refusal (it ended once a failure streak was spent, in a second or two)")
-    func refusedOriginEndsAtGiveUp() async throws {
+    static let mirrors = ["http://127.0.0.1:1", "http://127.0.0.1:9"]
+
+    /// A sync whose every mirror refuses connections, stalled after 1 s and giving up after 3 s with no
+    /// byte: its error and its events' short names.
+    static func refusedSync(configure: (inout InstallConfig) -> Void = { _ in }) async throws -> (PatchSyncError?, [String]) {
         let fixture = try Fixture()
-        let mirrors = ["http://127.0.0.1:1", "http://127.0.0.1:9"]
-        var syncer = Syncer(install: try fixture.makeInstall(remotes: mirrors))
+        var syncer = Syncer(install: try fixture.makeInstall(remotes: mirrors, configure: configure))
         syncer.giveUpAfter = .seconds(3)
         syncer.stallAfter = .seconds(1)
         let configured = syncer
@@ -150,10 +182,23 @@ struct NetworkBlinkSyncTests {
         let error = await #expect(throws: PatchSyncError.self) {
             _ = try await configured.run { event in events.list.withLock { $0.append(event) } }
         }
+        return (error, NetworkBlinkTests.names(events))
+    }
+
+    @Test("a sync whose every mirror refuses connections waits for them, offline, until --give-up has passed with no byte, then ends 69 for the stall naming each mirror's refusal (it ended once a failure streak was spent, in a second or two)")
+    func refusedOriginEndsAtGiveUp() async throws {
+        let (error, names) = try await Self.refusedSync()
         #expect(error?.code == .originUnavailable && error?.reason == .stalled, "\(String(describing: error))")
         let message = error?.message ?? ""
-        #expect(message.contains("no byte arrived") && mirrors.allSatisfy { message.contains($0 + ": ") }, "\(message)")
-        let names = NetworkBlinkTests.names(events)
+        #expect(message.contains("no byte arrived") && Self.mirrors.allSatisfy { message.contains($0 + ": ") }, "\(message)")
         #expect(names.filter { $0 == "offline" }.count == 1 && names.contains { $0.hasPrefix("stalled") }, "\(names)")
+    }
+
+    @Test("in a sync, --give-up alone ends the wait for the metadata: mirrors that refuse longer than refreshDeadlineSeconds are waited for until --give-up, and the sync ends for the stall, not the refresh's deadline")
+    func refreshDeadlineLeavesTheWaitToGiveUp() async throws {
+        let (error, _) = try await Self.refusedSync { $0.refreshDeadlineSeconds = 1 }
+        #expect(error?.code == .originUnavailable && error?.reason == .stalled, "3 s of no byte: \(String(describing: error))")
+        let message = error?.message ?? ""
+        #expect(message.contains("no byte arrived") && !message.contains("passed its deadline"), "\(message)")
     }
 }

@@ -10,7 +10,7 @@ struct Apply: AsyncParsableCommand {
     @OptionGroup var options: ClientOptions
 
     func run() async throws {
-        let report = try Install.open(at: options.install).applyPendingUpdate()
+        let report = try options.openInstall().applyPendingUpdate()
         let human =
             report.applied
             ? "build \(report.current ?? "?") is now current (previous: \(report.previous ?? "none"))"

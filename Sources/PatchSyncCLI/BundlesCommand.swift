@@ -35,7 +35,7 @@ struct BundlesCommand: AsyncParsableCommand {
     }
 
     static func change(_ options: ClientOptions, adding: [String], removing: [String]) throws(PatchSyncError) {
-        let install = try Install.open(at: options.install)
+        let install = try options.openInstall()
         let choice = try install.chooseBundles(adding: adding, removing: removing)
         var human =
             "optional bundles chosen: "

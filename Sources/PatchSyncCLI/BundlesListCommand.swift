@@ -11,7 +11,7 @@ extension BundlesCommand {
         @OptionGroup var options: ClientOptions
 
         func run() async throws {
-            let install = try Install.open(at: options.install)
+            let install = try options.openInstall()
             guard let progress = try install.bundleProgress() else {
                 throw PatchSyncError(.usage, "\(install.root) knows no build yet", remedy: "run `patchsync sync --install \(install.root)` first")
             }

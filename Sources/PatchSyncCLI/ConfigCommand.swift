@@ -34,7 +34,7 @@ struct ConfigCommand: AsyncParsableCommand {
         @Argument(help: "The setting to print (default: all).") var key: String?
 
         func run() async throws {
-            let install = try Install.open(at: options.install)
+            let install = try options.openInstall()
             let settings = try ConfigCommand.settings(try install.config())
             if let key {
                 let value = try ConfigCommand.check(key, in: settings)
@@ -89,7 +89,7 @@ struct ConfigCommand: AsyncParsableCommand {
 
     /// Sets `key` to what `value` makes of its kind, checks the whole configuration, saves it and prints it.
     static func change(_ options: ClientOptions, _ key: String, _ value: (Kind) throws(PatchSyncError) -> JSONValue) throws {
-        let install = try Install.open(at: options.install)
+        let install = try options.openInstall()
         var result: [String: JSONValue] = [:]
         try install.updateConfig { (config: inout InstallConfig) throws(PatchSyncError) in
             var settings = try settings(config)

@@ -61,6 +61,7 @@ struct Launch: AsyncParsableCommand {
         guard let executable = command.first else {
             throw PatchSyncError(.usage, "no game command given", remedy: "put it after --: patchsync launch -- ./game")
         }
+        try actAsOwner(of: folder)
         let install = try Install.open(at: folder)
         return try GameLauncher(install: install).launch(executable, Array(command.dropFirst()), options: options) { outcome in
             if json {

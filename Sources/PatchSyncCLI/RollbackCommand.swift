@@ -16,7 +16,7 @@ struct Rollback: AsyncParsableCommand {
     @OptionGroup var options: ClientOptions
 
     func run() async throws {
-        let report = try Install.open(at: options.install).rollback()
+        let report = try options.openInstall().rollback()
         Output(json: options.json).result(report, human: "build \(report.current ?? "?") is current again")
     }
 }

@@ -61,8 +61,10 @@ struct Share: AsyncParsableCommand {
 
     func run() async throws {
         let output = Output(json: json)
+        // Run as root, the share serves as the install folder's owner: a flaw in it never reaches beyond
+        // what the player can read.
+        try actAsOwner(of: self.install)
         let install = try Install.open(at: self.install)
-        try Self.dropPrivileges(to: install.root)
         let (server, announcer) = try share.start(install)
         defer { announcer?.terminate() }
         if !json {
@@ -92,18 +94,5 @@ struct Share: AsyncParsableCommand {
             Result(addresses: server.addresses, repository: server.repository, chunks: server.chunkCount, counters: c),
             human: "served \(c.served) chunks (\(ByteCount.format(c.bytesServed))) of \(c.requests) requests; "
                 + "\(c.notHeld) not held, \(c.refused) refused, \(c.busy) turned away busy, \(c.paused) while paused")
-    }
-
-    /// Run as root, the share serves as the install folder's owner: a flaw in it never reaches beyond
-    /// what the player can read.
-    static func dropPrivileges(to folder: String) throws(PatchSyncError) {
-        guard geteuid() == 0 else { return }
-        var st = stat()
-        guard stat(folder, &st) == 0, st.st_uid != 0 else { return }
-        guard setgroups(0, nil) == 0, setgid(st.st_gid) == 0, setuid(st.st_uid) == 0 else {
-            throw PatchSyncError(
-                .usage, "cannot serve as the owner of \(folder) (uid \(st.st_uid))",
-                remedy: "run `patchsync share` as the player who owns the install")
-        }
     }
 }

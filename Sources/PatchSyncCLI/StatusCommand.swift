@@ -19,7 +19,7 @@ struct Status: AsyncParsableCommand {
     var disk = false
 
     func run() async throws {
-        let status = try Install.open(at: options.install).status(diskUsage: disk)
+        let status = try options.openInstall().status(diskUsage: disk)
         var lines = [
             "install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
             "current:  \(status.current ?? "none")" + Self.why(status.currentRollback),

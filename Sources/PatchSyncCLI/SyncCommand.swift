@@ -82,7 +82,7 @@ struct Sync: AsyncParsableCommand {
     func run() async throws {
         let output = Output(json: options.json)
         if attach { return try await follow(output) }
-        var syncer = Syncer(install: try Install.open(at: options.install))
+        var syncer = Syncer(install: try options.openInstall())
         syncer.maxBytesPerSecond = maxRate
         syncer.discretionary = discretionary
         syncer.deadline = try stopTime(now: syncer.environment.now(), zone: syncer.environment.timeZone)
@@ -103,10 +103,7 @@ struct Sync: AsyncParsableCommand {
         defer { withExtendedLifetime(signals) {} }
         // A share that cannot start (no private network) never stops the sync.
         var sharing: (ShareServer, Process?)?
-        if share, geteuid() == 0, Self.owner(of: syncer.install.root) != 0 {
-            FileHandle.standardError.write(
-                Data("not sharing: run as root, a share would serve as root; run `patchsync share` as the install's owner\n".utf8))
-        } else if share {
+        if share {
             do { sharing = try shareOptions.start(syncer.install) } catch {
                 FileHandle.standardError.write(Data("not sharing: \(error.message)\n".utf8))
             }
@@ -127,7 +124,7 @@ struct Sync: AsyncParsableCommand {
 
     /// `--attach`: the running sync's events and result, as if this process ran it.
     private func follow(_ output: Output) async throws {
-        let install = try Install.open(at: options.install)
+        let install = try options.openInstall()
         guard let session = try install.attach() else {
             struct NotRunning: Encodable { var running = false }
             output.result(NotRunning(), human: "no sync is running on \(install.root)")
@@ -138,12 +135,6 @@ struct Sync: AsyncParsableCommand {
         let report = try await session.result()
         progress.finish()
         output.result(report, human: Self.describe(report))
-    }
-
-    /// The owner of `path` (nil when it cannot be read).
-    static func owner(of path: String) -> uid_t? {
-        var st = stat()
-        return stat(path, &st) == 0 ? st.st_uid : nil
     }
 
     /// The earlier of `--deadline` (its next occurrence) and now + `--for`.

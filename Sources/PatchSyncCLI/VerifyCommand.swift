@@ -23,7 +23,7 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         let output = Output(json: options.json)
-        let install = try Install.open(at: options.install)
+        let install = try options.openInstall()
         var report = try install.verify(full: full)
         if repair && !report.damaged.isEmpty {
             report.repairStaged = try await Syncer(install: install).repair(report) { event in

@@ -16,7 +16,7 @@ struct JSONShapeTests {
         "repo init": ["origin", "root"],
         "publish": [
             "alreadyPublished", "buildId", "channel", "deltas", "dryRun", "files", "manifestTarget", "objectBytesWritten",
-            "objectsWritten", "sequence", "totalBytes", "warnings"
+            "objectsWritten", "relistedPreloads", "sequence", "totalBytes", "warnings"
         ],
         "repo promote": ["alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "promotedFrom", "sequence", "warnings"],
         "repo rollback": ["alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "rollback", "sequence", "warnings"],

@@ -100,3 +100,39 @@ struct LiveLinkTests {
         #expect(try CLI.run(["verify", "--install", install.root, "--full"]).status == 0)
     }
 }
+
+@Suite("Root on a player's install", .tags(.cli), .serialized)
+struct RootOnPlayersInstallTests {
+    static let player: uid_t = 65534  // nobody
+
+    /// Every file and folder under `root` whose owner is not `uid` (links included, never followed).
+    static func notOwned(by uid: uid_t, under root: String) -> [String] {
+        (FileManager.default.enumerator(atPath: root)?.allObjects as? [String] ?? []).filter { path in
+            var st = stat()
+            return lstat(root + "/" + path, &st) == 0 && st.st_uid != uid
+        }
+    }
+
+    @Test(
+        "run as root (a sudo by habit, a root cron job) on an install a player owns, sync, apply and status act as the player: every file they write is the player's, and the player's own next sync and apply work",
+        .enabled(if: getuid() == 0, "needs root"))
+    func rootActsAsOwner() throws {
+        let fixture = try Fixture.published()
+        let root = fixture.directory + "/game"
+        #expect(try CLI.run(["init", "--install", root, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata]).status == 0)
+        #expect(chown(root, Self.player, Self.player) == 0)
+        _ = try CLI.runProgram("/bin/chown", ["-R", "\(Self.player):\(Self.player)", root])
+        let sync = try CLI.run(["sync", "--install", root, "--quiet"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try CLI.run(["apply", "--install", root]).status == 0)
+        #expect(try CLI.run(["status", "--install", root]).status == 0)
+        #expect(Self.notOwned(by: Self.player, under: root).isEmpty, "root-owned: \(Self.notOwned(by: Self.player, under: root).prefix(5))")
+
+        try fixture.publish(try fixture.sampleBuild(2, scale: 0.002), id: "2")
+        #expect(try CLI.run(["sync", "--install", root, "--quiet"]).status == 0)
+        let asPlayer = try CLI.runProgram(
+            "/usr/bin/setpriv", ["--reuid=\(Self.player)", "--regid=\(Self.player)", "--clear-groups", CLI.executable, "apply", "--install", root])
+        #expect(asPlayer.status == 0, "the player's own apply: \(asPlayer.stdout)")
+        #expect(try Install.open(at: root).currentBuild() == "2")
+    }
+}

@@ -7,6 +7,9 @@ usage: hostile_peer.py UPSTREAM MODE [N]
   empty     answers every request 404 at once (a peer that holds nothing)
   late404   answers every request 404 after 1.8 s (just under the 2 s a peer once had)
   redirect  answers every request 302 to the same path at UPSTREAM (a peer must never be followed)
+  turncoat  forwards N requests (it passes a probe), then answers 404 after 0.45 s each (just under
+            a peer's time per answer: the most a peer can cost without a single late answer)
+  stall     answers each request with its headers, then nothing
 Prints the port it listens on (127.0.0.1), then "asked" for each request, until killed.
 """
 import os, socket, sys, threading, time, urllib.request
@@ -22,6 +25,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         with lock:
             print("asked", flush=True)
+        if mode == "turncoat":
+            with lock:
+                served[0] += 1
+                honest = served[0] <= limit
+            if not honest:
+                time.sleep(0.45)
+                self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
         if mode in ("empty", "late404"):
             if mode == "late404":
                 time.sleep(1.8)
@@ -41,6 +51,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if mode == "stall":
+            self.wfile.flush(); time.sleep(3600)
+            return
         if mode == "slow":
             for start in range(0, len(body), 10):
                 self.wfile.write(body[start:start + 10]); self.wfile.flush(); time.sleep(0.1)

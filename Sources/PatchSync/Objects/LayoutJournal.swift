@@ -5,7 +5,8 @@ import Synchronization
 /// next publish reuses instead of writing them again.
 ///
 /// Each object ``ObjectWriter`` finishes appends one line to `objects/.incoming/layouts-<pid>-<n>.jsonl`:
-/// its temporary file, the file's SHA-256 and size, and the chunks as stored. The next publish holds the
+/// its temporary file, the file's SHA-256 and size, and the chunks as stored; each pack ``PackWriter``
+/// finishes appends one line per file it holds (the pack's temporary file, name and length). The next publish holds the
 /// origin's lock, so every journal it finds is from a publish that has ended: ``recover(origin:)`` reads
 /// back each object the journal names (in place, or still a temporary file) and checks every chunk
 /// against its hash, puts a temporary one in place (never over an existing object), and gives the
@@ -19,13 +20,15 @@ final class LayoutJournal: Sendable {
         /// The temporary file, relative to `objects/.incoming`.
         var temp: String
         var sha256: SHA256Digest
-        /// The object's name when it is not `sha256` (``ObjectWriter/layoutName(of:chunks:)``).
+        /// The object's name when it is not `sha256` (``ObjectWriter/layoutName(of:chunks:)``, or a pack's).
         var object: SHA256Digest?
         var size: Int64
         var chunks: [ChunkEntry]
+        /// For a file in a pack of small files: the pack's length (its chunks sit at their offsets in it).
+        var packLength: Int64?
 
-        /// The stored length the chunks add up to.
-        var storedLength: Int64 { chunks.reduce(0) { $0 + Int64($1.objectLength) } }
+        /// The length of the object file: the pack's, or what the chunks add up to.
+        var storedLength: Int64 { packLength ?? chunks.reduce(0) { $0 + Int64($1.objectLength) } }
     }
 
     static let prefix = "layouts-"
@@ -40,10 +43,13 @@ final class LayoutJournal: Sendable {
 
     /// Records a finished temporary object (any thread). A journal that cannot be written only costs
     /// the next publish after a kill the rewriting it would do anyway.
-    func record(_ pending: ObjectWriter.Pending, sha256: SHA256Digest, object: SHA256Digest, size: Int64, chunks: [ChunkEntry]) {
+    func record(
+        _ pending: ObjectWriter.Pending, sha256: SHA256Digest, object: SHA256Digest, size: Int64, chunks: [ChunkEntry],
+        packLength: Int64? = nil
+    ) {
         let entry = Entry(
             temp: String(pending.temp.dropFirst(FileSystem.parent(of: path).count + 1)), sha256: sha256,
-            object: object == sha256 ? nil : object, size: size, chunks: chunks)
+            object: object == sha256 ? nil : object, size: size, chunks: chunks, packLength: packLength)
         guard var line = try? JSONEncoder().encode(entry) else { return }
         line.append(0x0a)
         file.withLock { file in
@@ -73,13 +79,15 @@ final class LayoutJournal: Sendable {
         let folder = layout.incomingFolder
         var found: [SHA256Digest: FileEntry] = [:]
         var toPlace: [(temp: String, final: String, file: FileEntry)] = []
+        var placing: Set<String> = []  // the finals of toPlace: a pack's files share one temporary file
         for name in (try? FileSystem.list(folder)) ?? [] where name.hasPrefix(prefix) && name.hasSuffix(".jsonl") {
             guard let data = try? FileSystem.read(folder + "/" + name, limit: 256 << 20) else { continue }
             for line in data.split(separator: 0x0a) {
                 guard let entry = try? JSONDecoder().decode(Entry.self, from: Data(line)), found[entry.sha256] == nil,
                     !entry.temp.contains(".."), !entry.temp.hasPrefix("/"),
                     entry.chunks.last.map({ $0.offset + Int64($0.length) }) ?? 0 == entry.size,
-                    entry.storedLength <= ObjectNaming.segmentBytes
+                    entry.storedLength <= ObjectNaming.segmentBytes,
+                    entry.chunks.allSatisfy({ $0.objectOffset + Int64($0.objectLength) <= entry.storedLength })
                 else { continue }  // a line torn by the kill, one already seen, or one too large for one file
                 let object = entry.object ?? entry.sha256
                 let final = layout.objectFile(object), temp = folder + "/" + entry.temp
@@ -95,7 +103,7 @@ final class LayoutJournal: Sendable {
                 } else if let st = try? FileSystem.status(temp), (st.st_mode & S_IFMT) == S_IFREG,
                     Int64(st.st_size) == entry.storedLength, wholeChunks(temp, file)
                 {
-                    toPlace.append((temp, final, file))
+                    if placing.insert(final).inserted { toPlace.append((temp, final, file)) }
                     found[entry.sha256] = file
                 }
             }
@@ -110,7 +118,10 @@ final class LayoutJournal: Sendable {
             do {
                 try FileSystem.makeDirectory(FileSystem.parent(of: item.final))
                 try FileSystem.rename(item.temp, item.final)
-            } catch { found[item.file.sha256] = nil }
+            } catch {
+                // Every file of that object (one, or a pack's) is written again.
+                for (sha, file) in found where file.object == item.file.object { found[sha] = nil }
+            }
         }
         try? FileSystem.syncFileSystem(of: layout.objectsFolder)
         return found

@@ -35,6 +35,9 @@ public final class PackWriter {
     private var finished: [(index: Int, entry: FileEntry)] = []
     private(set) var packsWritten = 0
     private(set) var bytesWritten: Int64 = 0
+    /// Where each finished pack's files are recorded, so a publish killed before its manifest leaves
+    /// packs the next one reuses (``LayoutJournal``).
+    var journal: LayoutJournal?
 
     init(origin: String, placer: ObjectPlacer, targetSize: Int = PackWriter.defaultTargetSize) {
         self.origin = origin
@@ -77,7 +80,8 @@ public final class PackWriter {
             try? FileSystem.remove(temp)
             throw PatchSyncError.wrap(error).during("writing a pack of small files")
         }
-        placer.add(ObjectWriter.Pending(temp: temp, final: OriginLayout(root: origin).objectFile(hash)))
+        let pending = ObjectWriter.Pending(temp: temp, final: OriginLayout(root: origin).objectFile(hash))
+        placer.add(pending)
         for member in members {
             var entry = member.entry
             entry.object = hash
@@ -85,6 +89,9 @@ public final class PackWriter {
                 var chunk = chunk
                 chunk.objectOffset += member.base
                 return chunk
+            }
+            if closed[entry.sha256] == nil {
+                journal?.record(pending, sha256: entry.sha256, object: hash, size: entry.size, chunks: entry.chunks, packLength: Int64(buffer.count))
             }
             closed[entry.sha256] = closed[entry.sha256] ?? entry
             finished.append((member.index, entry))

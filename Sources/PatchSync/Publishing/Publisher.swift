@@ -136,6 +136,7 @@ public struct Publisher: Sendable {
         }
         let placer = ObjectPlacer(origin: root)
         let packer = PackWriter(origin: root, placer: placer, targetSize: options.packSize)
+        packer.journal = journal
         let entries: [(FileEntry, Int64, [ObjectWriter.Pending])]
         do {
             entries = try self.entries(

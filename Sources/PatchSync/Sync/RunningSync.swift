@@ -5,6 +5,8 @@ import Synchronization
 /// about once a second and removes it when it ends.
 public struct RunningSync: Codable, Sendable, Equatable {
     public var pid: Int32
+    /// When its process started (``ProcessIdentity``): a later process given the same pid is not it.
+    public var processStart: UInt64?
     public var startedAt: Date
     public var updatedAt: Date
     /// Compressed bytes fetched of those the whole update needs (of the step's, when no update total is known).
@@ -27,7 +29,7 @@ public struct RunningSync: Codable, Sendable, Equatable {
 
     /// The recorded sync, if its process still runs (a killed one leaves its record behind).
     static func alive(_ running: RunningSync?, now: Date = Date()) -> RunningSync? {
-        guard var running, kill(running.pid, 0) == 0 || errno == EPERM else { return nil }
+        guard var running, ProcessIdentity(pid: running.pid, startTicks: running.processStart).isRunning else { return nil }
         // A record not written for a few seconds is a sync whose bytes stopped: no rate to trust.
         if now.timeIntervalSince(running.updatedAt) > 3 {
             running.bytesPerSecond = 0
@@ -57,6 +59,7 @@ public struct RunningSync: Codable, Sendable, Equatable {
                 pid: getpid(), startedAt: now, updatedAt: now, bytesDone: 0, bytesTotal: 0,
                 bytesPerSecond: 0, etaSeconds: nil)
             record.discretionary = discretionary ? true : nil
+            record.processStart = ProcessIdentity.current.startTicks
             progress = Mutex(Progress(record: record))
             write(record)
         }

@@ -137,9 +137,9 @@ extension Install {
     /// ```
     public func attach() throws(PatchSyncError) -> SyncSession? {
         guard let running = RunningSync.alive(try state(readOnly: true).read().running) else { return nil }
-        let (path, pid) = (layout.eventLogFile, running.pid)
+        let (path, process) = (layout.eventLogFile, ProcessIdentity(pid: running.pid, startTicks: running.processStart))
         return SyncSession { emit throws(PatchSyncError) -> SyncReport in
-            try await Self.follow(path, pid: pid, emit: emit)
+            try await Self.follow(path, process: process, emit: emit)
         }
     }
 
@@ -150,8 +150,9 @@ extension Install {
 
     /// Reads `path` as it grows until the sync of `pid` writes its result, or its process is gone.
     static func follow(
-        _ path: String, pid: Int32, emit: @Sendable (SyncEvent) -> Void
+        _ path: String, process: ProcessIdentity, emit: @Sendable (SyncEvent) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
+        let pid = process.pid
         // The file of this run, opened once: a later run writes a new file in its place, never into this one.
         var opened: FileHandle?
         defer { try? opened?.close() }
@@ -162,8 +163,9 @@ extension Install {
         var ours = false
         var lookedBack = false
         while true {
-            if Task.isCancelled { throw PatchSyncError(.deferred, "stopped following the sync; it goes on", reason: .playerPaused) }
-            let alive = kill(pid, 0) == 0 || errno == EPERM
+            // Detaching is no pause: the sync goes on in its own process.
+            if Task.isCancelled { throw PatchSyncError(.deferred, "stopped following the sync; it goes on", reason: .otherSync) }
+            let alive = process.isRunning
             if opened == nil { opened = FileHandle(forReadingAtPath: path) }
             if let handle = opened { pending.append((try? handle.readToEnd()) ?? Data()) }
             while let newline = pending.firstIndex(of: 0x0a) {

@@ -192,7 +192,7 @@ struct PreloadRefusalTests {
                 == (try treeFacts(rc2)).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) })
     }
 
-    @Test("a preload never hides the live build: a fresh install gets build 1 and the preload beside it; a build published at once while it is pending is refused; a refresh whose due release fails still re-signs; a preload is neither promoted nor rolled back to")
+    @Test("a preload never hides the live build: a fresh install gets build 1 and the preload beside it; a build published at once while it is pending goes live with the preload listed again above it; a refresh whose due release fails still re-signs; a preload is neither promoted nor rolled back to")
     func liveBesidePreload() async throws {
         let world = try await PreloadWorld()
         try world.publishPreload(world.build2, id: "2", releaseAt: Date(timeIntervalSinceNow: 3600))
@@ -202,9 +202,10 @@ struct PreloadRefusalTests {
         #expect(try fresh.applyPendingUpdate().applied && fresh.currentDeployment()?.hasPrefix("1") == true)
         #expect(try await Syncer(install: fresh).run().outcome == .preloaded)
 
-        #expect(throws: PatchSyncError.self, "a build published at once would come after the preload") {
-            try world.fixture.publish(world.fixture.directory + "/build-1", id: "1.1", bundles: SampleGame.bundles)
-        }
+        // A build published at once goes live; the preload is listed again above it, never stranded.
+        try world.fixture.publish(world.fixture.directory + "/build-1", id: "1.1", bundles: SampleGame.bundles)
+        let listing = ChannelListing(try Repository.load(origin: world.fixture.origin), channel: "live")
+        #expect(listing.current?.info.buildId == "1.1" && listing.pendingPreloads.map(\.info.buildId) == ["2"], "\(listing.builds.map(\.info))")
         #expect(throws: PatchSyncError.self) {
             try Release(origin: world.fixture.origin, signers: world.fixture.signers)
                 .promote(try BuildID("2"), from: .live, to: try Channel("beta"))

@@ -119,7 +119,7 @@ struct SyncEventLogTests {
         try Self.write([SyncEventLog.Line(.phase(.checking, "checking"), pid: foreground)], to: path)
         let seen = Mutex<[SyncEvent]>([])
         let error = await #expect(throws: PatchSyncError.self) {
-            _ = try await Install.follow(path, pid: background) { event in seen.withLock { $0.append(event) } }
+            _ = try await Install.follow(path, process: ProcessIdentity(pid: background, startTicks: nil)) { event in seen.withLock { $0.append(event) } }
         }
         #expect(error?.reason == .otherSync, "\(String(describing: error))")
         #expect(seen.withLock { $0.count } == 1, "the background sync's own event, not the foreground's")
@@ -132,7 +132,7 @@ struct SyncEventLogTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/sync-events.jsonl"
         try Self.write([SyncEventLog.Line(.phase(.fetching, "fetching"), pid: 999_990)], to: path)
-        let error = await #expect(throws: PatchSyncError.self) { _ = try await Install.follow(path, pid: 999_990) { _ in } }
+        let error = await #expect(throws: PatchSyncError.self) { _ = try await Install.follow(path, process: ProcessIdentity(pid: 999_990, startTicks: nil)) { _ in } }
         #expect(error?.code == .deferred && error?.reason == .stopped, "\(String(describing: error))")
     }
 }

@@ -78,6 +78,7 @@ struct PeerSequenceTests {
         let withPeers = try timedInstall(fixture, "peers-\(index)", origin: origin, extra: urls.flatMap { ["--peer", $0] }, killed: draw.killed)
         if let broken = withPeers.broken { return "the install with peers: \(broken)" }
         let allowed = 3.0 + 3.0 * Double(urls.count)
+        print(String(format: "peer sequence %d (seed %llu): %@: %.1f s with peers, %.1f s without", index, seed, draw.description, withPeers.seconds, baseline.seconds))
         if withPeers.seconds - baseline.seconds > allowed {
             return String(
                 format: "the peers cost %.1f s over the install without them (%.1f s, at most %.0f s more allowed)",
@@ -93,6 +94,9 @@ struct PeerSequenceTests {
         let root = fixture.directory + "/" + name
         let created = try CLI.run(["init", "--install", root, "--remote", origin, "--root", fixture.rootMetadata])
         guard created.status == 0 else { return (0, "init exited \(created.status): \(created.stderr)") }
+        // Ranges of at most 64 KiB: many of them, so that what a peer costs per range adds up as on a big build.
+        let small = try CLI.run(["config", "set", "maxRequestBytes", "65536", "--install", root])
+        guard small.status == 0 else { return (0, "config set exited \(small.status): \(small.stderr)") }
         let start = ContinuousClock.now
         if killed {
             let first = try CLI.run(["sync", "--install", root, "--quiet"] + extra, environment: ["PATCHSYNC_CRASH_AT": "batchWritten"])

@@ -289,18 +289,21 @@ struct NetworkQuiet: Sendable {
     }
 }
 
-/// A response sink that counts what arrives in the sync's meter before handing it on.
+/// A response sink that tells the sync's meter of what arrives before handing it on: counted as bytes
+/// arrived (`counting`), or only heard (the network is alive: no stall, no progress).
 final class MeteredSink: ResponseSink, @unchecked Sendable {
     private let inner: any ResponseSink
     private let meter: SyncMeter
+    private let counting: Bool
 
-    init(_ inner: any ResponseSink, meter: SyncMeter) {
+    init(_ inner: any ResponseSink, meter: SyncMeter, counting: Bool = true) {
         self.inner = inner
         self.meter = meter
+        self.counting = counting
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
-        meter.arrived(bytes.count)
+        if counting { meter.arrived(bytes.count) } else { meter.heard() }
         return inner.receive(bytes)
     }
 

@@ -41,7 +41,7 @@ final class HTTPClient: Sendable {
 
     private let loop: TransferLoop
     /// The sync's meter: every response's bytes are counted there as they arrive (a LAN peer's are
-    /// heard, ``HeardSink``).
+    /// heard, ``MeteredSink``).
     let meter: SyncMeter?
     /// The most connections open at once, to every host together.
     let maxConnections: Int
@@ -101,11 +101,12 @@ final class HTTPClient: Sendable {
     }
 
     /// `sink` as the sync's meter takes the body of `request`: the origin's bytes count as they arrive,
-    /// a LAN peer's are only heard (``HeardSink``).
+    /// a LAN peer's are only heard.
     private func metered(_ sink: any ResponseSink, for request: TransferRequest) -> any ResponseSink {
         guard let meter else { return sink }
-        if request.fromOrigin { return MeteredSink(sink, meter: meter) }
-        return HeardSink(sink, meter: meter)
+        // A LAN peer's body is heard (the network is alive, so the sync is not stalled), not counted as
+        // progress: a peer sends a chunk raw, and the step counts it at its stored length once written.
+        return MeteredSink(sink, meter: meter, counting: request.fromOrigin)
     }
 
     /// Fetches a whole small resource into memory, bounded by `maxBytes`.
@@ -349,26 +350,6 @@ private final class TransferLoop: @unchecked Sendable {
         var connected: curl_off_t = 0
         return ccurl_easy_getinfo_off_t(easy, CURLINFO_CONNECT_TIME_T, &connected) == CURLE_OK && connected == 0
     }
-}
-
-/// A LAN peer's body as the sync's meter takes it: each piece is heard (the network is alive, so the sync
-/// is not stalled), not counted as progress: a peer sends a chunk raw, and the step's progress counts
-/// it at its stored (often compressed) length once it is written.
-private final class HeardSink: ResponseSink {
-    private let inner: any ResponseSink
-    private let meter: SyncMeter
-
-    init(_ inner: any ResponseSink, meter: SyncMeter) {
-        self.inner = inner
-        self.meter = meter
-    }
-
-    func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
-        meter.heard()
-        return inner.receive(bytes)
-    }
-
-    func dropped(_ count: Int) { meter.heard() }
 }
 
 /// libcurl's write callback: checks the status once, bounds the body, feeds the sink.

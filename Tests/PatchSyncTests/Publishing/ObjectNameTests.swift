@@ -16,6 +16,17 @@ struct ObjectNameTests {
         if let extra { try Data(extra.utf8).write(to: URL(fileURLWithPath: folder + "/readme.txt")) }
     }
 
+    /// A fixture and three build folders: one holding the 8 MiB file, two without it, three with it again.
+    static func comeback() throws -> (Fixture, String, String, String) {
+        let fixture = try Fixture()
+        let one = fixture.directory + "/one", two = fixture.directory + "/two", three = fixture.directory + "/three"
+        try Self.writeBuild(one)
+        try FileManager.default.createDirectory(atPath: two, withIntermediateDirectories: true)
+        try Data("nothing else\n".utf8).write(to: URL(fileURLWithPath: two + "/readme.txt"))
+        try Self.writeBuild(three, extra: "back again\n")
+        return (fixture, one, two, three)
+    }
+
     /// The manifest of build `id` on live in `fixture`'s origin.
     static func manifest(_ fixture: Fixture, _ id: String) throws -> Manifest {
         let repo = try Repository.load(origin: fixture.origin)
@@ -25,12 +36,7 @@ struct ObjectNameTests {
 
     @Test("content that comes back after its build was unlisted, published with another codec, gets a name of its own: the object a CDN may keep keeps its bytes, and an install of the new build is byte-exact")
     func comebackWithAnotherCodec() async throws {
-        let fixture = try Fixture()
-        let one = fixture.directory + "/one", two = fixture.directory + "/two", three = fixture.directory + "/three"
-        try Self.writeBuild(one)
-        try FileManager.default.createDirectory(atPath: two, withIntermediateDirectories: true)
-        try Data("nothing else\n".utf8).write(to: URL(fileURLWithPath: two + "/readme.txt"))
-        try Self.writeBuild(three, extra: "back again\n")
+        let (fixture, one, two, three) = try Self.comeback()
         let first = try fixture.publish(one, id: "1", keepBuilds: 1)
         let entry = try #require(try Self.manifest(fixture, "1").files.first { $0.path == "level.pak" })
         let path = OriginLayout(root: fixture.origin).objectFile(entry.object)
@@ -53,12 +59,7 @@ struct ObjectNameTests {
 
     @Test("content that comes back with the same codec reuses the object left under its own name (it reads back as its layout): nothing written again, and the publish run again is a no-op")
     func comebackWithTheSameCodec() throws {
-        let fixture = try Fixture()
-        let one = fixture.directory + "/one", two = fixture.directory + "/two", three = fixture.directory + "/three"
-        try Self.writeBuild(one)
-        try FileManager.default.createDirectory(atPath: two, withIntermediateDirectories: true)
-        try Data("nothing else\n".utf8).write(to: URL(fileURLWithPath: two + "/readme.txt"))
-        try Self.writeBuild(three, extra: "back again\n")
+        let (fixture, one, two, three) = try Self.comeback()
         try fixture.publish(one, id: "1", keepBuilds: 1)
         let entry = try #require(try Self.manifest(fixture, "1").files.first { $0.path == "level.pak" })
         try fixture.publish(two, id: "2", keepBuilds: 1)

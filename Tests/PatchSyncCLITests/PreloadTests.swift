@@ -122,10 +122,15 @@ struct PreloadTests {
             try day.spoilersFound(in: control.directory + "/plain") == "0 1 2",
             "the same scan finds the name, the text and the random sample in a normal publish")
 
-        let before = day.nginx.bytesServed()
+        let before = day.nginx.bytesServed(), objectsBeforePreload = day.nginx.bytesServed(under: "/objects/")
         let sync = try CLI.run(["sync", "--install", day.root, "--json"])
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(try lastJSON(sync.stdout)["outcome"] as? String == "preloaded", "\(sync.stdout)")
+        // Publish's estimate for players on build 1 is what they fetch ahead: the sealed manifest and the ranges.
+        let estimate = (try lastJSON(published.stdout)["preload"] as? [String: Any])?["routes"] as? [String: Any]
+        #expect(
+            (estimate?["1"] as? Int).map(Int64.init) == day.nginx.bytesServed(under: "/objects/") - objectsBeforePreload,
+            "estimated \(String(describing: estimate)); fetched \(day.nginx.bytesServed(under: "/objects/") - objectsBeforePreload)")
         #expect(sync.stdout.contains("\"event\":\"preload\"") && sync.stdout.contains("unlocks"), "\(sync.stdout)")
         let preloaded = day.nginx.bytesServed() - before
         let events = day.fixture.directory + "/preload-events.jsonl"

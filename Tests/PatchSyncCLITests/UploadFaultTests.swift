@@ -94,14 +94,14 @@ struct UploadFaultTests {
         let player = try fixture.makeInstall(remotes: ["\(server.endpoint)/\(server.bucket)/\(Self.prefix)"])
         try Self.expectInstalled(player, "1", from: try fixture.sampleBuild(1, scale: 0.002))
 
-        // A bucket that lacks nothing: one listing request on top of the timestamp.json GET, nothing sent.
+        // A bucket that lacks nothing: one listing request on top of the timestamp.json and root.json GETs, nothing sent.
         mark = server.requests().count
         let clean = try upload(["--verify", "--json"])
         let cleanReport = try UploadTests.json(clean.stdout)
         #expect(clean.status == 0 && putsSince(mark).isEmpty, "\(clean.stdout) \(clean.stderr)")
         #expect(
             cleanReport["alreadyCurrent"] as? Bool == true && cleanReport["verified"] as? Bool == true
-                && (cleanReport["resent"] as? [String])?.isEmpty == true && cleanReport["requests"] as? Int == 2,
+                && (cleanReport["resent"] as? [String])?.isEmpty == true && cleanReport["requests"] as? Int == 3,
             "\(clean.stdout)")
         #expect(
             Set(cleanReport.keys).subtracting(JSONShapeTests.envelope)
@@ -210,6 +210,28 @@ struct UploadFaultTests {
         if completed && !puts.isEmpty {
             #expect(puts.last == timestamp, "timestamp.json is the last PUT: \(puts.suffix(3))", sourceLocation: sourceLocation)
         }
+    }
+
+    @Test("a root key rotated alone (timestamp.json unchanged) still reaches the bucket: the next upload sends the new root.json and its versioned copy, and repo check --bucket finds nothing missing (seen at release-history seed 918280)")
+    func rootRotationAlone() throws {
+        let fixture = try Fixture.published()
+        let server = try S3Server()
+        #expect(try Self.upload(fixture, server, via: server.endpoint).status == 0)
+        let newKeys = fixture.directory + "/new-keys"
+        #expect(try CLI.run(["keygen", "--out", newKeys]).status == 0)
+        let rotated = try CLI.run(
+            [
+                "repo", "rotate-root", "--origin", fixture.origin, "--root-key", fixture.keyDirectory + "/root.key",
+                "--new-root-key", newKeys + "/root.key"
+            ])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        let sent = try Self.upload(fixture, server, via: server.endpoint, ["--json"])
+        #expect(sent.status == 0 && !sent.stdout.contains("is up to date"), "\(sent.stdout) \(sent.stderr)")
+        #expect(try Self.differing(server, origin: fixture.origin).isEmpty, "the bucket holds every file byte-exact")
+        let check = try CLI.run(
+            ["repo", "check", "--origin", fixture.origin, "--bucket", "s3://\(server.bucket)/\(Self.prefix)", "--endpoint", server.endpoint],
+            environment: server.credentials)
+        #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
     }
 
     // MARK: - The bucket, as players and other tools see it

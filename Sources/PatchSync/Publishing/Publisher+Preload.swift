@@ -9,7 +9,8 @@ extension Publisher {
         public var keyFile: String
         public var sealedObjects: Int
         public var sealedBytes: Int64
-        /// Recent build → bytes a player with it whole preloads (every bundle).
+        /// Recent build → bytes a player with it whole preloads (every bundle): the sealed manifest and the
+        /// route's ranges.
         public var routes: [String: Int64]
     }
 
@@ -184,7 +185,8 @@ extension Publisher {
         try? FileSystem.removeTree(sealing.scratch)
         var routes: [String: Int64] = [:]
         for route in plan.routes {
-            routes[route.from] = Set(route.bundles.values.joined()).reduce(0) { $0 + $1.length }
+            // The sealed manifest first, then the route's ranges: what such a player fetches ahead.
+            routes[route.from] = plan.manifest.length + Set(route.bundles.values.joined()).reduce(0) { $0 + $1.length }
         }
         return PreloadReport(
             releaseAt: info.preload!.releaseAt, keyFile: sealing.keyFile, sealedObjects: sealing.written,

@@ -95,13 +95,21 @@ public struct Uploader: Sendable {
         let journal = try Journal(
             origin: origin, destination: "s3://\(bucket.bucket)/\(bucket.prefix) \(bucket.endpoint ?? "")",
             bucketState: remote.map { SHA256Hasher.hash($0).hex } ?? "empty")
-        let current = remote == local
+        let sameTimestamp = remote == local
+        var current = sameTimestamp
+        if current {
+            // A new root alone (a root key rotated) leaves timestamp.json as it was: the bucket is current
+            // only when it serves this root too.
+            report.requests += 1
+            let localRoot = try FileSystem.read(layout.path(OriginLayout.rootMetadata), limit: 1 << 20)
+            current = try connection.get(OriginLayout.rootMetadata, limit: 1 << 20) == localRoot
+        }
         if current && !options.force && !options.verify {
             report.alreadyCurrent = true
             try journal.finish()
             return report
         }
-        if let remote, !current, !options.force { try checkNotAhead(remote: remote, local: local) }
+        if let remote, !sameTimestamp, !options.force { try checkNotAhead(remote: remote, local: local) }
         var contents = BuildContents.Memo()  // each manifest read once, for both questions
         let files = try BuildContents.files(of: origin)
         // What players can ask for: the metadata, and what the builds targets.json lists need. Content of

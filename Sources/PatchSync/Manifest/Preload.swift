@@ -110,8 +110,12 @@ public struct PreloadPlan: Codable, Hashable, Sendable {
         public var bundles: [String: [SealedRange]]
     }
 
-    static func manifestLabel(channel: String, build: String) -> SHA256Digest {
-        SHA256Hasher.hash(Data("patchsync sealed manifest 1\0\(channel)\0\(build)".utf8))
+    /// The label (nonce source) of a build's sealed manifest: the first listing's, or, for a manifest
+    /// sealed anew when the build is listed again with `sequence`, one that names it (a nonce is never
+    /// used twice with one key).
+    static func manifestLabel(channel: String, build: String, relistedAs sequence: Int? = nil) -> SHA256Digest {
+        guard let sequence else { return SHA256Hasher.hash(Data("patchsync sealed manifest 1\0\(channel)\0\(build)".utf8)) }
+        return SHA256Hasher.hash(Data("patchsync sealed manifest 2\0\(channel)\0\(build)\0\(sequence)".utf8))
     }
 
     /// The manifest opened from its sealed bytes with `key`, checked to be this plan's build; refused

@@ -62,7 +62,7 @@ struct PreloadRelisting {
         var plan = try Repository.plan(in: origin, preload.path, preload.file)
         var manifest = try plan.openManifest(in: origin, key: key)
         manifest.sequence = sequence
-        let label = SHA256Hasher.hash(Data("patchsync sealed manifest 2\0\(plan.channel)\0\(plan.buildId)\0\(sequence)".utf8))
+        let label = PreloadPlan.manifestLabel(channel: plan.channel, build: plan.buildId, relistedAs: sequence)
         let (sealed, object) = try Sealer(key: key, build: plan.buildId).seal(Zlib.gzip(try manifest.encoded()), object: label)
         let layout = OriginLayout(root: origin)
         do { try FileSystem.writeAtomically(sealed, to: layout.objectFile(object.sealed)) } catch {

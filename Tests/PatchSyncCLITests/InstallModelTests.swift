@@ -561,6 +561,7 @@ struct ModelRun {
         case .deleteStaging:
             try? FileManager.default.removeItem(atPath: stagingRoot)
             model.stagingDamaged = true
+            model.ready = [nil]  // the staged trees are gone: an apply finds nothing ready until a sync stages again
         case .stagingFolderToLink:
             guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
             guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first else { return nil }

@@ -13,3 +13,11 @@ func parseDuration(_ text: String, allowZero: Bool = false) throws(PatchSyncErro
     }
     return number * (unit ?? 1)
 }
+
+/// A duration as `parseDuration` reads it: whole days, hours, minutes, else seconds (7d, 12h, 0s).
+func formatDuration(_ seconds: Int64) -> String {
+    for (unit, size) in [("d", Int64(86400)), ("h", 3600), ("m", 60)] where seconds >= size && seconds % size == 0 {
+        return "\(seconds / size)\(unit)"
+    }
+    return "\(seconds)s"
+}

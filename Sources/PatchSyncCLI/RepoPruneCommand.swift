@@ -59,7 +59,12 @@ struct RepoPrune: AsyncParsableCommand {
     static func human(_ r: Pruner.Report) -> String {
         var lines = ["\(r.origin): \(r.listed.count) build(s) listed"]
         if !r.unlisted.isEmpty { lines.append("no longer listed: \(r.unlisted.joined(separator: ", "))") }
-        if !r.held.isEmpty { lines.append("held for the grace period (clients may still fetch them): \(r.held.joined(separator: ", "))") }
+        if !r.held.isEmpty {
+            let grace = formatDuration(r.graceSeconds)
+            lines.append(
+                "held for the grace period: \(r.held.joined(separator: ", ")) (a player that read metadata listing them "
+                    + "in the last \(grace) may still be fetching them; a prune once \(grace) have passed since frees them)")
+        }
         let what =
             "\(r.count(.object)) object(s), \(r.count(.manifest)) manifest(s), \(r.count(.metadata)) metadata version(s)"
             + (r.count(.incoming) > 0 ? ", \(r.count(.incoming)) leftover(s) of stopped publishes" : "")

@@ -25,7 +25,7 @@ struct JSONShapeTests {
         "repo check": ["builds", "due", "ok", "origin"],
         "repo refresh": ["failed", "missingKeys", "origin", "refreshed", "released", "warnings"],
         "repo renew": ["origin", "renewed"],
-        "repo prune --dry-run": ["bytesFreed", "dryRun", "held", "listed", "origin", "removed", "unlisted", "warnings"],
+        "repo prune --dry-run": ["bytesFreed", "dryRun", "graceSeconds", "held", "listed", "origin", "removed", "unlisted", "warnings"],
         "diff": ["bundles", "entries", "files", "folders", "metadataBytes", "new", "old", "removed", "total"],
         "repo rotate-root": ["hosts", "origin", "root", "rootVersion"]
     ]

@@ -127,6 +127,40 @@ struct PruneTests {
         #expect(again.status == 0 && again.stdout.contains("\"bytesFreed\":0"), "a second prune has nothing left to do: \(again.stdout.prefix(300))")
     }
 
+    @Test("regression: a dry run of a prune that unlists builds says what the run frees (it kept them as if still listed: 920 KiB said, 100 MiB freed), with no grace and within one; the output explains the grace")
+    func dryRunOfUnlisting() throws {
+        for grace in ["0", "7d"] {
+            let fixture = try Fixture()
+            let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+            try fixture.publish(try Self.zerothBuild(fixture), id: "0")
+            try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
+            try fixture.publish(try Self.thirdBuild(fixture), id: "3")
+            let prune = ["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", grace]
+            let present = try Self.files(fixture.origin)
+            let dry = try CLI.run(prune + ["--dry-run", "--json"])
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(try Self.files(fixture.origin) == present, "a dry run removes nothing")
+            let human = try CLI.run(prune + ["--dry-run"])
+            let real = try CLI.run(prune + ["--json"] + keys)
+            #expect(real.status == 0, "\(real.stderr)")
+            func report(_ text: String) throws -> [String: Any] {
+                let line = try #require(text.split(separator: "\n").last { $0.hasPrefix("{") })
+                return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            }
+            let said = try report(dry.stdout), did = try report(real.stdout)
+            let removed = { (r: [String: Any]) in ((r["removed"] as? [[String: Any]]) ?? []).compactMap { $0["path"] as? String } }
+            #expect(removed(said) == removed(did), "--grace \(grace): the dry run named the files the run removed")
+            #expect(said["bytesFreed"] as? Int == did["bytesFreed"] as? Int && said["held"] as? [String] == did["held"] as? [String])
+            #expect(said["listed"] as? [String] == ["live/3"] && said["unlisted"] as? [String] == ["live/0", "live/1"])
+            if grace == "0" {
+                #expect(removed(did).contains { $0.hasPrefix("objects/") }, "with no grace build 0's own content goes: \(removed(did))")
+            } else {
+                #expect(did["held"] as? [String] == ["live/0", "live/1"])
+                #expect(human.stdout.contains("held for the grace period: live/0, live/1") && human.stdout.contains("in the last 7d"), "\(human.stdout)")
+            }
+        }
+    }
+
     @Test("a publish, refresh or prune waits its turn: while one holds the origin's lock the others exit 75 and write nothing; with --wait they take their turn when it ends, or exit 75 at the deadline")
     func originLock() throws {
         let fixture = try Fixture()

@@ -42,6 +42,9 @@ public struct Pruner: Sendable {
         public var held: [String]
         /// Builds that targets.json stopped listing in this run (their content is held for the grace).
         public var unlisted: [String]
+        /// The grace period: how long a build stays after the last targets version that listed it stopped
+        /// being current (a player that read that version may still be fetching the build).
+        public var graceSeconds: Int64
         public var removed: [Removal]
         public var bytesFreed: Int64
         public var warnings: [String] = []
@@ -74,6 +77,10 @@ public struct Pruner: Sendable {
         var repo = try Repository.open(origin: origin, for: "pruning")
         var unlisted: [String] = []
         let beyond = Publisher.beyondKept(repo.targetFiles, keep: options.keep, released: repo.isReleased)
+        // The versions current when the prune began: unlisting supersedes them now (in a dry run, as it would).
+        let before = (targets: repo.targetsVersion, snapshot: repo.snapshotVersion, files: repo.targetFiles)
+        var kept = repo.targetFiles
+        for path in beyond { kept[path] = nil }
         if !beyond.isEmpty {
             unlisted = beyond.compactMap { repo.targetFiles[$0]?.custom }.map { "\($0.channel)/\($0.buildId)" }.sorted()
             if !options.dryRun {
@@ -85,16 +92,22 @@ public struct Pruner: Sendable {
                         remedy: "give --targets-key and --online-key, or a --keep of at least the builds listed "
                             + "(`patchsync repo status --origin \(origin)`)")
                 }
-                var targets = repo.targetFiles
-                for path in beyond { targets[path] = nil }
                 // Through the one writer of targets: its keep rule and the channels' records hold here too.
-                try TargetWriter(origin: origin, signers: signers, keepBuilds: options.keep, now: options.now).commit(targets, repo: &repo)
+                try TargetWriter(origin: origin, signers: signers, keepBuilds: options.keep, now: options.now).commit(kept, repo: &repo)
             }
         }
-        let live = try liveVersions("targets", current: repo.targetsVersion, servedFrom: options.served?.targets)
+        // What clients may still ask for: the targets as this prune leaves them, and every version of the
+        // grace (``liveVersions``). A version this prune supersedes stopped being current now: within any
+        // grace, and gone with none, the same in a dry run as in the real one.
+        let superseded = beyond.isEmpty ? nil : before
+        var listings: [(version: Int?, targets: [String: TargetFile])] = [(nil, kept)]
+        if !options.dryRun, superseded != nil { listings[0].version = repo.targetsVersion }
+        let live = try liveVersions("targets", current: before.targets, servedFrom: options.served?.targets, superseded: superseded != nil)
+        for version in live where superseded != nil || version != before.targets {
+            listings.append((version, version == before.targets ? before.files : try Self.targets(of: origin, version: version)))
+        }
         var needed = Set<String>(), builds = Set<String>()
-        for version in live {
-            let targets = version == repo.targetsVersion ? repo.targetFiles : try Self.targets(of: origin, version: version)
+        for (version, targets) in listings {
             for (path, file) in targets {
                 if file.channelRecord != nil, let hash = file.hashes["sha256"] {
                     needed.insert(OriginLayout.targetFile(path, sha256: hash))  // a channel's record
@@ -104,7 +117,7 @@ public struct Pruner: Sendable {
                 builds.insert("\(info.channel)/\(info.buildId)")
                 // A build only an older version lists, whose manifest an earlier prune (stopped half way, or
                 // with a shorter grace) already removed, has nothing left to keep.
-                if version != repo.targetsVersion, let hash = file.hashes["sha256"],
+                if version != nil, version != repo.targetsVersion, let hash = file.hashes["sha256"],
                     !FileSystem.exists(layout.path(OriginLayout.targetFile(path, sha256: hash)))
                 {
                     continue
@@ -112,15 +125,19 @@ public struct Pruner: Sendable {
                 try need(path, file, into: &needed)
             }
         }
-        for version in live { needed.insert(OriginLayout.metadata(role: "targets", version: version)) }
+        // In a dry run that unlists, the version on disk is the one superseded: the run's own goes unwritten.
+        let written = options.dryRun && superseded != nil ? [] : [repo.targetsVersion]
+        for version in live + written { needed.insert(OriginLayout.metadata(role: "targets", version: version)) }
         needed.formUnion(BuildContents.releasedKeys(of: repo))
-        for version in try liveVersions("snapshot", current: repo.snapshotVersion, servedFrom: options.served?.snapshot) {
+        let snapshots = try liveVersions("snapshot", current: before.snapshot, servedFrom: options.served?.snapshot, superseded: superseded != nil)
+        for version in snapshots + (options.dryRun && superseded != nil ? [] : [repo.snapshotVersion]) {
             needed.insert(OriginLayout.metadata(role: "snapshot", version: version))
         }
-        let listed = repo.targetFiles.values.compactMap(\.custom).map { "\($0.channel)/\($0.buildId)" }.sorted()
+        let listed = kept.values.compactMap(\.custom).map { "\($0.channel)/\($0.buildId)" }.sorted()
         var report = Report(
             origin: origin, dryRun: options.dryRun, listed: listed,
             held: builds.subtracting(listed).sorted(), unlisted: unlisted,
+            graceSeconds: Int64(options.grace),
             removed: try removals(keeping: needed), bytesFreed: 0, warnings: repo.expiryWarnings(now: options.now))
         report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
         guard !options.dryRun, !report.removed.isEmpty else { return report }
@@ -144,9 +161,12 @@ public struct Pruner: Sendable {
 
     /// The versions of `role` a client may still hold: the current one and each one whose successor
     /// was written within the grace period (a version whose successor is gone went long ago).
-    private func liveVersions(_ role: String, current: Int, servedFrom: Int?) throws(PatchSyncError) -> [Int] {
+    /// `superseded`: this prune writes the next version (or would, in a dry run), so `current` stopped
+    /// being current now: it stays for any grace above zero, or while a bucket serves it.
+    private func liveVersions(_ role: String, current: Int, servedFrom: Int?, superseded: Bool = false) throws(PatchSyncError) -> [Int] {
         let since = options.now.timeIntervalSince1970 - options.grace
-        var live = [current]
+        let servedNow = servedFrom.map { current >= $0 } ?? false
+        var live = !superseded || options.grace > 0 || servedNow ? [current] : []
         for version in try versions(role) where version < current {
             if let servedFrom, version >= servedFrom {
                 live.append(version)

@@ -12,7 +12,8 @@ struct Diff: AsyncParsableCommand {
             channel: with a file:// origin, the delta packs `repo promote` would write). Download bytes are what a \
             player on OLD fetches: the compressed chunks NEW needs that OLD lacks, each once, and \
             for a changed file that a delta pack from OLD rebuilds, its share of the pack instead \
-            (route delta). The pack is the one NEW's origin has from OLD; for a build folder NEW, \
+            (route delta); a file whose bytes an install holds at another path, or in a build it keeps, \
+            is linked (route link), and chunks it holds in any file are copied, as its sync plans it. The pack is the one NEW's origin has from OLD; for a build folder NEW, \
             the one publish would write, computed here when OLD is a build folder or a file:// \
             origin's build among the channel's latest --delta-sources; for a build folder NEW the \
             manifest (or its delta) and signed metadata a player fetches first are predicted too \
@@ -53,13 +54,7 @@ struct Diff: AsyncParsableCommand {
         let deltas = try await DiffSide.deltaShares(from: before, to: after)
         // A selection: what its player has and fetches (an install's own selection is already applied).
         let chosen: [String]? = requiredOnly || !selected.isEmpty ? selected : nil
-        func pick(_ manifest: Manifest) -> Manifest {
-            chosen.map { manifest.selecting(BundleSelection(manifest, chosen: $0).wanted) } ?? manifest
-        }
-        var report = PatchDiff(
-            old: pick(before.manifest), new: pick(after.manifest), oldName: before.name, newName: after.name,
-            deltas: deltas)
-        if let chosen { report.selection = BundleSelection(after.manifest, chosen: chosen).wanted }
+        var report = PatchDiff(from: before, to: after, deltas: deltas, chosen: chosen)
         report.metadataBytes = try DiffSide.predictedMetadataBytes(
             from: before, to: after,
             packBytes: deltas.values.reduce(0, +))

@@ -37,7 +37,7 @@ enum DiffTable {
             for f in r.largest {
                 lines.append(
                     "  \(ByteCount.format(f.downloadBytes).padding(toLength: 10, withPad: " ", startingAt: 0)) "
-                        + "\(f.path) (\(f.change.rawValue)\(f.route == .delta ? " by delta" : ""); reused \(ByteCount.format(f.reusedBytes)), "
+                        + "\(f.path) (\(f.change.rawValue)\(f.route == .delta ? " by delta" : f.route == .link ? ", held elsewhere: linked" : ""); reused \(ByteCount.format(f.reusedBytes)), "
                         + "new \(ByteCount.format(f.newBytes)))")
             }
         }

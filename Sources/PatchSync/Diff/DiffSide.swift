@@ -19,6 +19,9 @@ public struct DiffSide: Sendable {
     /// For a `file://` origin's build: its files, read from the origin's objects (the target of the delta
     /// packs `repo promote` writes when it lists this build on another channel).
     var objects: (any FileContentSource)? = nil
+    /// For an install: what it holds, verified as a sync sees it (the live build, the ready tree, the
+    /// builds kept for rollback), so that the patch is costed as its sync plans it.
+    var local: LiveTree? = nil
 
     /// Loads a side from `spec`: an origin URL (`http(s)://` or `file://`, with `#BUILD` for a given build,
     /// else the channel's newest; `#BUILD@CHANNEL` for one of another channel), verified through the TUF chain from `root`; an install folder (its current
@@ -39,9 +42,11 @@ public struct DiffSide: Sendable {
                 throw PatchSyncError(.usage, "\(spec) has no build installed", remedy: "sync and apply it first")
             }
             let build = Deployment.buildID(of: current)
-            return DiffSide(
-                manifest: try Syncer(install: install).loadManifest(current),
-                name: "\(build) (installed in \(install.root))", spec: spec)
+            let syncer = Syncer(install: install)
+            var side = DiffSide(
+                manifest: try syncer.loadManifest(current), name: "\(build) (installed in \(install.root))", spec: spec)
+            side.local = try syncer.liveTrees(state: try install.state())
+            return side
         }
         if FileSystem.isDirectory(spec) {
             var side = DiffSide(

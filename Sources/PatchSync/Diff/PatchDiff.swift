@@ -14,7 +14,8 @@ public struct PatchDiff: Codable, Sendable {
         /// chunk once, and for the files a delta pack rebuilds their shares of the pack instead. Metadata
         /// (the signed roles and the manifest) is in ``PatchDiff/metadataBytes``, not here.
         public var downloadBytes: Int64 = 0
-        /// Bytes written into the staged tree (added and changed files; unchanged ones are hard links).
+        /// Bytes written into the staged tree (added and changed files; unchanged ones, and files whose
+        /// bytes the player holds at another path, are hard links).
         public var writtenBytes: Int64 = 0
         /// Size of the new build minus size of the old one.
         public var diskDeltaBytes: Int64 = 0
@@ -35,9 +36,11 @@ public struct PatchDiff: Codable, Sendable {
         public var route: Route
     }
 
-    /// How a sync gets a file: its chunks OLD lacks, or a delta from OLD's file (its share of the pack).
+    /// How a sync gets a file: its chunks (those the player lacks fetched, the others copied), a delta
+    /// from OLD's file (its share of the pack), or a hard link to the same bytes the player already holds
+    /// at another path (a renamed or copied file: nothing fetched or written).
     public enum Route: String, Codable, Sendable {
-        case chunks, delta
+        case chunks, delta, link
     }
 
     public enum Change: String, Codable, Sendable {
@@ -103,10 +106,31 @@ public struct PatchDiff: Codable, Sendable {
 }
 
 extension PatchDiff {
-    /// Compares two manifests (OLD may be nil: a fresh install). `deltas` holds, per path, the file's share
-    /// of the delta pack from OLD that a player on OLD fetches (``DiffSide/deltaShares(from:to:)``); a
-    /// changed file with a share goes by delta, every other by chunks.
+    /// Compares two manifests (OLD may be nil: a fresh install), as a player holding exactly OLD's files
+    /// sees the patch. `deltas` holds, per path, the file's share of the delta pack from OLD that a player
+    /// on OLD fetches (``DiffSide/deltaShares(from:to:)``); empty: no pack.
     public init(old: Manifest?, new: Manifest, oldName: String, newName: String, deltas: [String: Int64] = [:]) {
+        self.init(old: old, new: new, oldName: oldName, newName: newName, deltas: deltas, local: LiveTree(holding: old.map { [$0] } ?? []))
+    }
+
+    /// The patch from side `old` to side `new`, for a player who chose the optional bundles `chosen`
+    /// (nil: every bundle; an install's own choice is already applied). An install costs it with what it
+    /// holds (kept builds and the ready tree too), any other side as a player holding exactly its build.
+    public init(from old: DiffSide, to new: DiffSide, deltas: [String: Int64], chosen: [String]?) {
+        func pick(_ manifest: Manifest) -> Manifest {
+            chosen.map { manifest.selecting(BundleSelection(manifest, chosen: $0).wanted) } ?? manifest
+        }
+        let before = pick(old.manifest)
+        self.init(
+            old: before, new: pick(new.manifest), oldName: old.name, newName: new.name, deltas: deltas,
+            local: old.local ?? LiveTree(holding: [before]))
+        if let chosen { selection = BundleSelection(new.manifest, chosen: chosen).wanted }
+    }
+
+    /// Compares two builds as a sync on a machine holding `local` plans the patch (``UpdatePlan``, the
+    /// sync's own planner): files it holds anywhere are linked, chunks it holds in any file are copied,
+    /// a changed file the delta pack covers is rebuilt from it, and every other chunk is fetched once.
+    init(old: Manifest?, new: Manifest, oldName: String, newName: String, deltas: [String: Int64], local: LiveTree) {
         self.old = oldName
         self.new = newName
         total = Totals()
@@ -114,12 +138,36 @@ extension PatchDiff {
         folders = [:]
         files = []
         removed = []
-        let oldFiles = Dictionary(uniqueKeysWithValues: (old?.files ?? []).map { ($0.path, $0) })
-        let have = Set((old?.files ?? []).flatMap { $0.chunks.map(\.sha256) })
-        var counted = Set<SHA256Digest>()
+        // The pack: the one NEW's origin has from OLD (its shares add up to its length), or the one a
+        // publish would write; only the files with a share are in it.
+        var target = new
+        target.deltas = nil
+        var pack: DeltaSource?
+        if let old, !deltas.isEmpty {
+            let covers = new.files.indices.filter { deltas[new.files[$0].path] != nil }
+            let length = covers.reduce(Int64(0)) { $0 + (deltas[new.files[$1].path] ?? 0) }
+            pack = DeltaSource(from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: covers.count, covers: covers)
+        }
+        var held = local
+        if let old { held.manifest = old }  // the source of OLD's delta packs
+        let update = UpdatePlan(manifest: target, local: held, pack: pack)
+        let linked = Set(update.plan.links.map(\.path)), rebuilt = update.delta?.paths ?? []
         let rank = BundleSelection.ranks(new.bundles)
-        for file in new.files.sorted(by: { (rank[$0.bundle] ?? 0, $0.path) < (rank[$1.bundle] ?? 0, $1.path) }) {
-            add(file, before: oldFiles[file.path], have: have, delta: deltas[file.path], counted: &counted)
+        let order = new.files.sorted(by: { (rank[$0.bundle] ?? 0, $0.path) < (rank[$1.bundle] ?? 0, $1.path) })
+        // Each chunk the sync fetches counts once, for the first file (in bundle order) that is not rebuilt by the pack.
+        let position = Dictionary(order.enumerated().map { ($1.path, $0) }, uniquingKeysWith: { a, _ in a })
+        var fetched: [String: Int64] = [:]
+        for need in update.plan.fetch {
+            let takers = need.destinations.map(\.path).filter { !rebuilt.contains($0) }
+            guard let first = takers.min(by: { (position[$0] ?? 0) < (position[$1] ?? 0) }) else { continue }
+            fetched[first, default: 0] += Int64(need.chunk.objectLength)
+        }
+        let oldFiles = Dictionary((old?.files ?? []).map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        for file in order {
+            add(
+                file, before: oldFiles[file.path], linked: linked.contains(file.path), held: held,
+                download: rebuilt.contains(file.path) ? deltas[file.path] : fetched[file.path] ?? 0,
+                delta: rebuilt.contains(file.path))
         }
         let newPaths = Set(new.files.map(\.path))
         for file in old?.files ?? [] where !newPaths.contains(file.path) {
@@ -146,33 +194,31 @@ extension PatchDiff {
         removed += before.keys.filter { after[$0] == nil } + oldFolders.subtracting(newFolders).map { $0 + "/" }
     }
 
-    private mutating func add(
-        _ file: FileEntry, before: FileEntry?, have: Set<SHA256Digest>, delta: Int64?,
-        counted: inout Set<SHA256Digest>
-    ) {
+    /// Counts one file of NEW: unchanged (OLD's file at its path, linked), linked from a file held
+    /// elsewhere, rebuilt by the delta pack (`download`: its share), or assembled from chunks (`download`:
+    /// the fetched chunks counted for it).
+    private mutating func add(_ file: FileEntry, before: FileEntry?, linked: Bool, held: LiveTree, download: Int64?, delta: Bool) {
         var bundle = bundles[file.bundle, default: Totals()]
         defer { bundles[file.bundle] = bundle }
         bundle.diskDeltaBytes += file.size - (before?.size ?? 0)
-        let patch = before == nil ? nil : delta  // a delta rebuilds a file from OLD's at the same path
-        if let before, before.sha256 == file.sha256, before.mode == file.mode {
+        if linked, let before, before.sha256 == file.sha256, before.mode == file.mode {
             total.filesUnchanged += 1
             bundle.filesUnchanged += 1
             return
         }
         var cost = FileCost(
             path: file.path, bundle: file.bundle, change: before == nil ? .added : .changed,
-            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: 0, route: .chunks)
-        for chunk in file.chunks {
-            if have.contains(chunk.sha256) {
-                cost.reusedBytes += Int64(chunk.length)
-                continue
+            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: download ?? 0, route: linked ? .link : delta ? .delta : .chunks)
+        if linked {
+            cost.reusedBytes = file.size
+        } else {
+            for chunk in file.chunks {
+                if held.chunks[chunk.sha256] != nil { cost.reusedBytes += Int64(chunk.length) } else { cost.newBytes += Int64(chunk.length) }
             }
-            cost.newBytes += Int64(chunk.length)
-            if patch == nil, counted.insert(chunk.sha256).inserted { cost.downloadBytes += Int64(chunk.objectLength) }
+            total.writtenBytes += file.size
+            bundle.writtenBytes += file.size
         }
-        if let patch {
-            cost.route = .delta
-            cost.downloadBytes = patch
+        if delta {
             total.filesPatched += 1
             bundle.filesPatched += 1
         }
@@ -184,9 +230,7 @@ extension PatchDiff {
             bundle.filesChanged += 1
         }
         total.downloadBytes += cost.downloadBytes
-        total.writtenBytes += file.size
         bundle.downloadBytes += cost.downloadBytes
-        bundle.writtenBytes += file.size
         let folder = file.path.split(separator: "/").first.map(String.init) ?? file.path
         folders[folder, default: 0] += cost.downloadBytes
         files.append(cost)

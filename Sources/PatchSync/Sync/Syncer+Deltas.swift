@@ -16,44 +16,6 @@ extension Syncer {
 
     private static let deltaLogger = Logger(label: "patchsync.delta")
 
-    /// The bytes a step downloads: the delta pack from the live build and the chunks of the files no delta
-    /// covers when there is one, else the chunks to fetch. What the step's progress counts.
-    func downloadBytes(_ manifest: Manifest, plan: Plan, live: LiveTree) -> Int64 {
-        guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: plan.done) else {
-            return plan.bytesToFetch
-        }
-        return pack.length + Self.chunkBytes(plan, besides: Set(candidates.values.map(\.0.path)))
-    }
-
-    /// The object bytes of `plan`'s chunks that some file outside `covered` needs.
-    static func chunkBytes(_ plan: Plan, besides covered: Set<String>) -> Int64 {
-        plan.fetch.filter { !$0.destinations.allSatisfy { covered.contains($0.path) } }
-            .reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
-    }
-
-    /// The files of `plan` that the manifest's delta pack from the live build can rebuild: target file
-    /// index → (file, a verified live file with the delta's source content).
-    func deltaCandidates(
-        _ manifest: Manifest, plan: Plan, live: LiveTree,
-        done: Set<StateStore.ChunkRef>
-    ) -> (DeltaSource, [Int: (FileEntry, String)])? {
-        guard let source = live.manifest, let pack = manifest.deltas?.first(where: { $0.from == source.buildId }) else {
-            return nil
-        }
-        let before = Dictionary(source.files.map { ($0.path, $0.sha256) }, uniquingKeysWith: { a, _ in a })
-        let assembled = Set(plan.assembled.map(\.path))
-        // The files the pack rebuilds, when the manifest says (format 6): the others' chunks are fetched.
-        let covers = pack.covers.map(Set.init)
-        var candidates: [Int: (FileEntry, String)] = [:]
-        for (index, file) in manifest.files.enumerated() where assembled.contains(file.path) && covers?.contains(index) != false {
-            guard let sha = before[file.path], let path = live.files[sha],
-                file.chunks.indices.contains(where: { !done.contains(.init(path: file.path, index: $0)) })
-            else { continue }
-            candidates[index] = (file, path)
-        }
-        return candidates.isEmpty ? nil : (pack, candidates)
-    }
-
     /// Rebuilds the files a delta pack from the live build covers, before any chunk is fetched. The pack
     /// is downloaded (resumably) to `.patchsync/deltas/`, checked against the manifest's length and
     /// SHA-256, and each rebuilt chunk against its own hash. Anything wrong with the pack or a delta
@@ -65,12 +27,13 @@ extension Syncer {
         var result = DeltaResult()
         let onEvent = context.onEvent
         let done = plan.done
-        guard let (pack, candidates) = deltaCandidates(manifest, plan: plan, live: live, done: done) else { return result }
+        guard let route = UpdatePlan.deltaRoute(manifest, plan: plan, local: live) else { return result }
+        let (pack, candidates) = (route.pack, route.files)
         onEvent(.phase(.patching, "patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
         let path = install.layout.deltaPack(pack.object)
         // Progress counts the pack, then the chunks (ChunkFetcher goes on from the pack's bytes): until
         // the deltas are applied, the chunks still to come are those of the files no delta covers.
-        let chunksAfter = Self.chunkBytes(plan, besides: Set(candidates.values.map(\.0.path)))
+        let chunksAfter = UpdatePlan.chunkBytes(plan, besides: route.paths)
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
             let meter = context.origin.client.meter

@@ -17,13 +17,14 @@ extension Syncer {
         if resumed.filesVouched + resumed.filesReread > 0 {
             Self.logger.info("resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)")
         }
-        var plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: resumed.done)
+        let update = UpdatePlan(manifest: manifest, local: live, done: resumed.done)
+        var plan = update.plan
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
             try checkFreeSpace(for: plan, in: staged.directory)
             try link(plan.links, into: tree)
         }
         if let step {
-            try context.totals?.begin(step, plan: plan, downloading: downloadBytes(manifest, plan: plan, live: live), live: live)
+            try context.totals?.begin(step, plan: plan, downloading: update.downloadBytes, live: live)
         }
         // A disk that fills on the way says how much the build still needs (what this run has not
         // written yet) and what is free.

@@ -12,6 +12,16 @@ struct Output: Sendable {
     let json: Bool
 
     /// The command running and the phase it is in, for the lines that follow.
+    /// The time lines say while an event recorded earlier is shown (`sync --attach`); nil: now.
+    private static let eventTime = Mutex<Date?>(nil)
+
+    /// Runs `body` with the lines it prints stamped `time` (nil: now).
+    static func at<T>(_ time: Date?, _ body: () -> T) -> T {
+        eventTime.withLock { $0 = time }
+        defer { eventTime.withLock { $0 = nil } }
+        return body()
+    }
+
     private static let context = Mutex<(command: String, phase: String, fd: Int32)>(("patchsync", "starting", STDOUT_FILENO))
 
     /// The command's name as typed ("sync", "repo promote").
@@ -32,7 +42,7 @@ struct Output: Sendable {
         let body = encode(value)
         let (command, current) = context.withLock { ($0.command, $0.phase) }
         var keys = [
-            "\"time\":" + encode(timestamp()), "\"phase\":" + encode(phase ?? current)
+            "\"time\":" + encode(timestamp(eventTime.withLock { $0 } ?? Date())), "\"phase\":" + encode(phase ?? current)
         ]
         if let event { keys.insert("\"event\":" + encode(event), at: 0) }
         if event == "result" || event == "error" { keys.append("\"command\":" + encode(command)) }

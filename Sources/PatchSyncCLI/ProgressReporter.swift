@@ -122,6 +122,11 @@ final class ProgressReporter: Sendable {
         self.verb = verb
     }
 
+    /// Shows `event` as it happened at `time` (an attached sync's snapshot), not now.
+    func handle(_ event: SyncEvent, at time: Date?) {
+        Output.at(time) { handle(event) }
+    }
+
     func handle(_ event: SyncEvent) {
         state.withLock { state in
             switch event {

@@ -131,7 +131,8 @@ struct Sync: AsyncParsableCommand {
             return
         }
         let progress = ProgressReporter(mode: .choose(json: options.json, quiet: quiet))
-        for await event in session.events { progress.handle(event) }
+        // The sync's state when attached (the latest of each kind), at the times it recorded them, then what comes.
+        for await timed in session.timedEvents { progress.handle(timed.event, at: timed.time) }
         let report = try await session.result()
         progress.finish()
         output.result(report, human: Self.describe(report))

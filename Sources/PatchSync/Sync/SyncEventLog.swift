@@ -8,6 +8,8 @@ enum SyncEventLog {
     /// One line of the log.
     struct Line: Codable {
         var pid: Int32
+        /// When the event happened (seconds since 1970): a follower that attaches late shows it at that time.
+        var time: Double?
         var phase: SyncPhase?
         var message: String?
         var transfer: TransferStatus?
@@ -36,6 +38,18 @@ enum SyncEventLog {
             case .offline(let text): offline = text
             case .online: online = true
             }
+        }
+
+        /// What a newer line of the same kind replaces in a snapshot (nil: every one is kept).
+        var kind: String? {
+            if phase != nil { return "phase" }
+            if transfer != nil { return "transfer" }
+            if bundles != nil { return "bundles" }
+            if preload != nil { return "preload" }
+            if stalledSeconds != nil { return "stalled" }
+            if retry != nil { return "retry" }
+            if offline != nil || online != nil { return "network" }
+            return nil
         }
 
         var event: SyncEvent? {
@@ -115,6 +129,8 @@ enum SyncEventLog {
         }
 
         private func append(_ line: Line) {
+            var line = line
+            line.time = Date().timeIntervalSince1970
             guard var data = try? JSONEncoder.iso.encode(line) else { return }
             data.append(0x0a)
             file.withLock { fd in
@@ -143,6 +159,14 @@ extension Install {
         }
     }
 
+    /// The lines a follower reads when it attaches, as a snapshot: the latest of each kind (phase,
+    /// transfer, bundles, …) and every warning, in the order they came, not the whole history replayed.
+    static func snapshot(_ lines: [SyncEventLog.Line]) -> [SyncEventLog.Line] {
+        var latest: [String: Int] = [:]
+        for (index, line) in lines.enumerated() { if let kind = line.kind { latest[kind] = index } }
+        return lines.enumerated().filter { index, line in line.kind.map { latest[$0] == index } ?? true }.map(\.1)
+    }
+
     /// The events of the running sync, as they come (an empty sequence when none runs).
     public func events() -> AsyncStream<SyncEvent> {
         (try? attach())?.events ?? AsyncStream { $0.finish() }
@@ -150,8 +174,17 @@ extension Install {
 
     /// Reads `path` as it grows until the sync of `pid` writes its result, or its process is gone.
     static func follow(
-        _ path: String, process: ProcessIdentity, emit: @Sendable (SyncEvent) -> Void
+        _ path: String, process: ProcessIdentity, emit: @Sendable (SyncEvent, Date?) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
+        // What the log held when this follower attached is shown as a snapshot, at its own times.
+        var history: [SyncEventLog.Line]? = []
+        func show(_ line: SyncEventLog.Line) {
+            if let event = line.event { emit(event, line.time.map { Date(timeIntervalSince1970: $0) }) }
+        }
+        func caughtUp() {
+            for line in Self.snapshot(history ?? []) { show(line) }
+            history = nil
+        }
         let pid = process.pid
         // The file of this run, opened once: a later run writes a new file in its place, never into this one.
         var opened: FileHandle?
@@ -182,10 +215,12 @@ extension Install {
                     continue
                 }
                 ours = true
+                if line.report != nil || line.error != nil { caughtUp() }
                 if let report = line.report { return report }
                 if let error = line.error { throw error.error }
-                if let event = line.event { emit(event) }
+                if history != nil { history?.append(line) } else { show(line) }
             }
+            if history != nil { caughtUp() }
             if !alive {
                 // One more read after the process ended: its last lines were written before it exited.
                 if sawEnd, !ours, !lookedBack, let earlier = FileHandle(forReadingAtPath: SyncEventLog.previous(path)) {

@@ -16,6 +16,10 @@ import Foundation
 public final class SyncSession: Sendable {
     /// Progress events; the sequence ends when the sync ends.
     public let events: AsyncStream<SyncEvent>
+    /// The same events with the time each happened: for a session on a sync that runs in another process
+    /// (``Install/attach()``), the first ones are a snapshot of where it stands (the latest of each kind)
+    /// at the times the sync recorded them. Read this or ``events``, not both.
+    public let timedEvents: AsyncStream<TimedSyncEvent>
     private let task: Task<SyncReport, any Error>
     private let control: SyncControl?
 
@@ -25,21 +29,37 @@ public final class SyncSession: Sendable {
         syncer.control = control
         self.control = control
         let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let (timed, timedContinuation) = AsyncStream.makeStream(of: TimedSyncEvent.self, bufferingPolicy: .bufferingNewest(256))
         events = stream
+        timedEvents = timed
         task = Task { [syncer] in
-            defer { continuation.finish() }
-            return try await syncer.run { continuation.yield($0) }
+            defer {
+                continuation.finish()
+                timedContinuation.finish()
+            }
+            return try await syncer.run {
+                continuation.yield($0)
+                timedContinuation.yield(TimedSyncEvent(event: $0, time: Date()))
+            }
         }
     }
 
     /// A session on work that `body` does, sending its events (``Install/attach()``).
-    init(_ body: @escaping @Sendable (@escaping @Sendable (SyncEvent) -> Void) async throws(PatchSyncError) -> SyncReport) {
+    init(_ body: @escaping @Sendable (@escaping @Sendable (SyncEvent, Date?) -> Void) async throws(PatchSyncError) -> SyncReport) {
         control = nil
         let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let (timed, timedContinuation) = AsyncStream.makeStream(of: TimedSyncEvent.self, bufferingPolicy: .bufferingNewest(256))
         events = stream
+        timedEvents = timed
         task = Task {
-            defer { continuation.finish() }
-            return try await body { continuation.yield($0) }
+            defer {
+                continuation.finish()
+                timedContinuation.finish()
+            }
+            return try await body { event, time in
+                continuation.yield(event)
+                timedContinuation.yield(TimedSyncEvent(event: event, time: time ?? Date()))
+            }
         }
     }
 
@@ -55,6 +75,12 @@ public final class SyncSession: Sendable {
     public func result() async throws(PatchSyncError) -> SyncReport {
         do { return try await task.value } catch { throw PatchSyncError.wrap(error) }
     }
+}
+
+/// A sync event and when it happened.
+public struct TimedSyncEvent: Sendable {
+    public var event: SyncEvent
+    public var time: Date
 }
 
 extension Install {

@@ -119,7 +119,7 @@ struct SyncEventLogTests {
         try Self.write([SyncEventLog.Line(.phase(.checking, "checking"), pid: foreground)], to: path)
         let seen = Mutex<[SyncEvent]>([])
         let error = await #expect(throws: PatchSyncError.self) {
-            _ = try await Install.follow(path, process: ProcessIdentity(pid: background, startTicks: nil)) { event in seen.withLock { $0.append(event) } }
+            _ = try await Install.follow(path, process: ProcessIdentity(pid: background, startTicks: nil)) { event, _ in seen.withLock { $0.append(event) } }
         }
         #expect(error?.reason == .otherSync, "\(String(describing: error))")
         #expect(seen.withLock { $0.count } == 1, "the background sync's own event, not the foreground's")
@@ -132,7 +132,37 @@ struct SyncEventLogTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/sync-events.jsonl"
         try Self.write([SyncEventLog.Line(.phase(.fetching, "fetching"), pid: 999_990)], to: path)
-        let error = await #expect(throws: PatchSyncError.self) { _ = try await Install.follow(path, process: ProcessIdentity(pid: 999_990, startTicks: nil)) { _ in } }
+        let error = await #expect(throws: PatchSyncError.self) { _ = try await Install.follow(path, process: ProcessIdentity(pid: 999_990, startTicks: nil)) { _, _ in } }
         #expect(error?.code == .deferred && error?.reason == .stopped, "\(String(describing: error))")
+    }
+
+    @Test("regression: a follower that attaches late starts from a snapshot (the latest of each kind and every warning) at the times the sync recorded them, not the whole history replayed and stamped anew")
+    func attachStartsFromSnapshot() async throws {
+        let folder = NSTemporaryDirectory() + "patchsync-log-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/sync-events.jsonl", pid: Int32 = 999_990
+        let events: [SyncEvent] = [
+            .phase(.checking, "checking"), .stalled(seconds: 5), .warning("a"), .stalled(seconds: 10),
+            .phase(.fetching, "fetching"), .stalled(seconds: 15), .warning("b"),
+        ]
+        var lines = events.enumerated().map { index, event in
+            var line = SyncEventLog.Line(event, pid: pid)
+            line.time = 1_000_000 + Double(index)
+            return line
+        }
+        var ended = SyncEventLog.Line(pid: pid)
+        ended.error = SyncEventLog.ErrorRecord(PatchSyncError(.deferred, "stopped", reason: .stopped))
+        lines.append(ended)
+        try Self.write(lines, to: path)
+        let seen = Mutex<[(String, Double?)]>([])
+        _ = await #expect(throws: PatchSyncError.self) {
+            _ = try await Install.follow(path, process: ProcessIdentity(pid: pid, startTicks: nil)) { event, time in
+                seen.withLock { $0.append(("\(event)", time?.timeIntervalSince1970)) }
+            }
+        }
+        let shown = seen.withLock { $0 }
+        #expect(shown.map(\.1) == [1_000_002, 1_000_004, 1_000_005, 1_000_006], "\(shown)")
+        #expect(shown.map(\.0) == ["\(SyncEvent.warning("a"))", "\(SyncEvent.phase(.fetching, "fetching"))", "\(SyncEvent.stalled(seconds: 15))", "\(SyncEvent.warning("b"))"])
     }
 }

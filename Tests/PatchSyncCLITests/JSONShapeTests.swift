@@ -35,7 +35,7 @@ struct JSONShapeTests {
         "init": ["builds", "channel", "install", "remotes"],
         "status (fresh install)": ["builds", "channel", "install", "remotes"],
         "sync": [
-            "buildBytes", "buildId", "bundles", "bytesFromLocal", "bytesFromOrigin", "bytesFromPeers", "bytesPlanned",
+            "buildBytes", "buildId", "bundles", "bytesFromLocal", "bytesFromOrigin", "bytesFromPeers", "bytesFromPreload", "bytesPlanned",
             "bytesReceived", "chunksCopiedLocally", "chunksFetched",
             "deltaBytes", "deltaFallbacks", "deploymentsStaged", "droppedBundles", "filesAssembled", "filesLinked",
             "filesPatched", "outcome", "requests", "sequence"

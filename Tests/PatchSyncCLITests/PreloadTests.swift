@@ -172,6 +172,9 @@ struct PreloadTests {
         let afterRelease = day.nginx.bytesServed() - allBefore
         #expect(day.nginx.bytesServed(under: "/objects/") == objectsBefore, "nothing of the build is fetched after the release")
         #expect(afterRelease <= 64 << 10, "after the release: \(afterRelease) bytes (metadata and the key)")
+        // Where the bytes came from: the preload store, not the origin (it sent none of the build now).
+        let unlocked = try lastJSON(unlock.stdout)
+        #expect(unlocked["bytesFromOrigin"] as? Int == 0 && (unlocked["bytesFromPreload"] as? Int ?? 0) > 0, "\(unlocked)")
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2")
         #expect(try CLI.run(["verify", "--full", "--install", day.root]).status == 0)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A place staging gets chunk bytes from: an unlocked preload's store, the origin's ranges (and later
 /// LAN peers). Staging asks each source in turn for what is still missing; a source delivers the chunks
@@ -98,6 +99,8 @@ struct OriginChunks: ChunkSource {
 struct PreloadChunks: ChunkSource {
     let source: SealedSource
     let origin: Origin
+    /// Content bytes delivered (as installed, once per destination): fetched ahead by earlier syncs, not now from the origin.
+    let delivered = ByteTally()
 
     func deliver(
         _ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
@@ -118,6 +121,7 @@ struct PreloadChunks: ChunkSource {
             }
         }
         try await files.durable()
+        self.delivered.add(needs.reduce(0) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) })
         delivered(needs)
         return []
     }
@@ -149,4 +153,12 @@ extension SyncContext {
             + (peers.map { [PeerChunks(peers: $0)] } ?? [])
             + [OriginChunks(origin: origin, naming: ObjectNaming(format: manifest.formatVersion))]
     }
+}
+
+/// A count of bytes that any thread adds to.
+final class ByteTally: Sendable {
+    private let count = Mutex<Int64>(0)
+
+    func add(_ bytes: Int64) { count.withLock { $0 += bytes } }
+    var value: Int64 { count.withLock { $0 } }
 }

@@ -39,9 +39,11 @@ public struct SyncReport: Codable, Sendable {
     public var bytesReceived: Int64 = 0
     public var requests = 0
     /// Where the build's bytes came from, counted as installed (content) bytes: chunks from LAN peers,
-    /// chunks from the origin, and what files already here gave (links, local copies, delta patches).
+    /// chunks from the origin, chunks a preload fetched ahead (opened from the preload store), and what
+    /// files already here gave (links, local copies, delta patches).
     public var bytesFromPeers: Int64 = 0
     public var bytesFromOrigin: Int64 = 0
+    public var bytesFromPreload: Int64 = 0
     public var bytesFromLocal: Int64 = 0
     /// What each LAN peer delivered, and why one was dropped (absent without peers).
     public var peers: [Peers.Standing]?
@@ -70,6 +72,7 @@ public struct SyncReport: Codable, Sendable {
         bytesPlanned += step.bytesPlanned
         bytesFromOrigin += step.bytesFromOrigin
         bytesFromPeers += step.bytesFromPeers
+        bytesFromPreload += step.bytesFromPreload
         requests += step.requests
         deploymentsStaged += 1
     }

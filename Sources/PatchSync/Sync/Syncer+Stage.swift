@@ -57,15 +57,17 @@ extension Syncer {
                 naming: ObjectNaming(format: manifest.formatVersion))
             report.requests = requests.count
             let peersBefore = context.peers?.bytes ?? 0
+            let sources = context.sources(for: manifest)
             context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
             try await ChunkFetcher(
-                sources: context.sources(for: manifest), files: files, limit: context.config.connections, onEvent: context.onEvent,
+                sources: sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
                 meter: context.origin.client.meter
             ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
             // The content fetched, as installed: what peers delivered in this step, the origin the rest.
             let fetched = fetchPlan.fetch.reduce(Int64(0)) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
             report.bytesFromPeers = (context.peers?.bytes ?? 0) - peersBefore
-            report.bytesFromOrigin = fetched - report.bytesFromPeers
+            report.bytesFromPreload = sources.reduce(0) { $0 + (($1 as? PreloadChunks)?.delivered.value ?? 0) }
+            report.bytesFromOrigin = fetched - report.bytesFromPeers - report.bytesFromPreload
             try files.flush()
             try finish(manifest, staged: staged, tree: tree, plan: plan)
         } catch {

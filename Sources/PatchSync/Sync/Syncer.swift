@@ -216,7 +216,7 @@ public struct Syncer: Sendable {
         }
         report.bytesReceived = context.origin.client.bytesReceived
         report.peers = context.peers?.standings
-        report.bytesFromLocal = max(0, report.buildBytes - report.bytesFromOrigin - report.bytesFromPeers)
+        report.bytesFromLocal = max(0, report.buildBytes - report.bytesFromOrigin - report.bytesFromPeers - report.bytesFromPreload)
         if meter.wasted > 0 { report.bytesWasted = meter.wasted }
         return report
     }

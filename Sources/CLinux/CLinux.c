@@ -5,7 +5,13 @@
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/ioctl.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+
+#ifndef FS_IOC_GETFLAGS
+#define FS_IOC_GETFLAGS _IOR('f', 1, long)
+#endif
 
 enum { ioprio_who_process = 1, ioprio_class_shift = 13 };
 
@@ -41,4 +47,17 @@ int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int 
     how.mode = (flags & O_CREAT) ? mode : 0;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+int clinux_inode_flags(int fd, unsigned int *flags) {
+    int value = 0;  // the kernel writes an int, whatever the request's declared size
+    if (ioctl(fd, FS_IOC_GETFLAGS, &value) != 0) return -1;
+    *flags = (unsigned int)value;
+    return 0;
+}
+
+long clinux_fs_type(const char *path) {
+    struct statfs fs;
+    if (statfs(path, &fs) != 0) return -1;
+    return (long)fs.f_type;
 }

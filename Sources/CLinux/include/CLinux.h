@@ -27,4 +27,11 @@ int clinux_ofd_locked(int fd);
 /// or -1 with errno set (ELOOP or EXDEV for a link or an escape; ENOSYS where the kernel lacks it).
 int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode);
 
+/// ioctl(FS_IOC_GETFLAGS) of `fd`: the inode's flags (FS_CASEFOLD_FL among them) into `flags`.
+/// Returns 0, or -1 with errno set (ENOTTY where the file system keeps no such flags).
+int clinux_inode_flags(int fd, unsigned int *flags);
+
+/// statfs(2) of `path`: the file system's magic number (f_type), or -1 with errno set.
+long clinux_fs_type(const char *path);
+
 #endif

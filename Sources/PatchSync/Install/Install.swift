@@ -51,6 +51,7 @@ public struct Install: Sendable {
         try parsed.verify(role: role, keys: parsed.signed.keys, name: trustedRoot)
         try Origin.checkMirrors(config.remotes)
         _ = try Channel(config.channel)
+        try CaseFolding.refuse(install: install.root)
         do {
             for dir in [
                 install.metadataDirectory, install.manifestsDirectory, install.stagingDirectory,

@@ -45,6 +45,8 @@ public struct Syncer: Sendable {
     public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> SyncReport {
         let lock = try await stagingLock()
         defer { withExtendedLifetime(lock) {} }
+        // Staging writes the build's paths as they are: where names fold case, two could become one.
+        try CaseFolding.refuse(install: install.root, checking: install.stagingDirectory)
         // Saved once this run holds the staging: a run refused beside another changes nothing.
         if let bundles {
             try install.updateConfig { config in

@@ -144,7 +144,7 @@ struct SyncEventLogTests {
         let path = folder + "/sync-events.jsonl", pid: Int32 = 999_990
         let events: [SyncEvent] = [
             .phase(.checking, "checking"), .stalled(seconds: 5), .warning("a"), .stalled(seconds: 10),
-            .phase(.fetching, "fetching"), .stalled(seconds: 15), .warning("b"),
+            .phase(.fetching, "fetching"), .stalled(seconds: 15), .warning("b")
         ]
         var lines = events.enumerated().map { index, event in
             var line = SyncEventLog.Line(event, pid: pid)

@@ -73,7 +73,7 @@ check() {  # check ROOT: the install's tree is the build's
 player() {  # player NS ROOT ARGS…: init, sync, apply
   local ns=$1 root=$2; shift 2
   ip netns exec "$ns" "$BIN/patchsync" init --install "$root" --remote "$ORIGIN" --root "$WORK/www/metadata/root.json" >/dev/null
-  ip netns exec "$ns" "$BIN/patchsync" sync --install "$root" --quiet "$@" >/dev/null
+  ip netns exec "$ns" "$BIN/patchsync" sync --install "$root" --json "$@" | tail -n 1 >"$root.report.json"
   ip netns exec "$ns" "$BIN/patchsync" apply --install "$root" >/dev/null
 }
 now() { date +%s.%N; }
@@ -112,3 +112,15 @@ printf '%-34s %11.1fs %18s   (seed %.1fs)\n' "1 seed + $PLAYERS players from its
 printf 'origin bytes with sharing / the objects once: %.2f; without sharing: %.2f\n' \
   "$(echo "$shared_bytes / $objects" | bc -l)" "$(echo "$alone_bytes / $objects" | bc -l)"
 printf 'time with sharing / without: %.2f\n' "$(echo "$shared_s / $alone_s" | bc -l)"
+# Where each sharing player's bytes came from, and why a peer was dropped.
+for i in $(seq 1 "$PLAYERS"); do
+  python3 - "$WORK/shared$i.report.json" "$i" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+peers = r.get("peers") or []
+why = "; ".join(p["dropped"] for p in peers if p.get("dropped")) or "kept"
+misses = sum(p.get("misses", 0) for p in peers)
+print(f"player {sys.argv[2]}: {r['bytesFromPeers']:>11} B from the peer, {r['bytesFromOrigin']:>11} B from the origin; "
+      f"{misses} misses; peer: {why}")
+PY
+done

@@ -143,6 +143,7 @@ public final class Peers: Sendable {
         request.fromOrigin = false
         switch await client.fetch(request, into: body) {
         case .failure(.notFound): return .lacks
+        case .failure(.httpStatus(503, let retryAfter?)) where retryAfter < PeerPolicy.pause: return .later(retryAfter)
         case .failure(.httpStatus(503, _)): return .busy
         case .failure(let failure): return .failed("\(failure)")
         case .success:
@@ -194,12 +195,13 @@ public final class Peers: Sendable {
         }
     }
 
-    /// The slowest body a peer is waited for now, per request: ``PeerPolicy/floorBytesPerSecond``, or
-    /// the share of the sync's cap one of its connections has, when that is less. A peer is not blamed
-    /// for the time the sync's own budget holds its bytes back.
+    /// The slowest body a peer is waited for now, per request: one connection's share of
+    /// ``PeerPolicy/floorBytesPerSecond``, or of the sync's cap when that is less (a peer is not blamed
+    /// for the time the sync's own budget holds its bytes back). The sync has up to
+    /// ``HTTPClient/maxConnections`` ranges in flight, each a request to the same peer at once.
     private var floor: Int {
-        guard let rate = client.rate else { return PeerPolicy.floorBytesPerSecond }
-        return max(1024, min(PeerPolicy.floorBytesPerSecond, Int(rate) / max(1, client.maxConnections)))
+        let total = min(PeerPolicy.floorBytesPerSecond, client.rate.map { Int($0) } ?? Int.max)
+        return max(1024, total / max(1, client.maxConnections))
     }
 
     static func mismatch(_ need: Plan.Need) -> String {

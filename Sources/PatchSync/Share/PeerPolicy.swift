@@ -28,8 +28,9 @@ struct PeerPolicy: Sendable {
     static let answerBudget = Duration.milliseconds(500)
     /// The time the probe's answer may take, besides its body.
     static let probeBudget = Duration.seconds(1)
-    /// The slowest body a peer is waited for, per request: a sync asks a peer for a few ranges at
-    /// once (6 by default), which a 100 Mbit/s link serves at about this.
+    /// The slowest a peer is waited for, all of a sync's requests to it together: a seed on a 100 Mbit/s
+    /// LAN that serves four players at once gives each about 3 MiB/s. A request's share is this over the
+    /// requests the sync has in flight (``Peers``).
     static let floorBytesPerSecond = 2 << 20
     /// A range's time for each of its chunks, besides their bytes: a request and the share's read.
     static let perChunk = Duration.milliseconds(25)
@@ -53,6 +54,8 @@ struct PeerPolicy: Sendable {
         case lacks
         /// 503: it will not give now (its game runs).
         case busy
+        /// 503 with a Retry-After: it has no place or budget free this moment; ask again after the wait.
+        case later(Duration)
         /// No answer in time, a network error, another status (a redirect too), the wrong length.
         case failed(String)
         /// Bytes that do not match the chunk's signed SHA-256.
@@ -143,8 +146,8 @@ struct PeerPolicy: Sendable {
         for (peer, probe) in zip(records.indices, probes) {
             switch probe.answer {
             case .chunk where probe.elapsed <= allowed: candidates.append((0, probe.elapsed, peer))
-            case .lacks where probe.elapsed <= allowed: candidates.append((1, probe.elapsed, peer))
-            case .chunk, .lacks: drop(peer, "it answered the probe after \(Self.text(probe.elapsed)) (\(Self.text(allowed)) allowed)")
+            case .lacks where probe.elapsed <= allowed, .later where probe.elapsed <= allowed: candidates.append((1, probe.elapsed, peer))
+            case .chunk, .lacks, .later: drop(peer, "it answered the probe after \(Self.text(probe.elapsed)) (\(Self.text(allowed)) allowed)")
             case .busy: drop(peer, "it was busy (503) when probed")
             case .failed(let why): drop(peer, "it failed the probe: \(why)")
             case .damaged(let why): drop(peer, why)
@@ -208,6 +211,10 @@ struct PeerPolicy: Sendable {
             records[peer].standing.misses += 1
             records[peer].pausedUntil = now + Self.pause
             turn.pass()
+        case .later(let wait):
+            records[peer].standing.misses += 1
+            records[peer].pausedUntil = now + min(max(wait, .milliseconds(100)), Self.pause)
+            turn.pass()
         case .failed(let why):
             struck = why
         case .damaged(let why):
@@ -233,7 +240,7 @@ struct PeerPolicy: Sendable {
     static func worth(_ answer: Answer, length: Int, floor: Int) -> Duration {
         switch answer {
         case .chunk: return perChunk + body(Int64(length), floor: floor)
-        case .lacks, .busy: return perChunk
+        case .lacks, .busy, .later: return perChunk
         case .failed, .damaged: return .zero
         }
     }

@@ -7,8 +7,12 @@ import Foundation
 /// keep-alive connection) and busy while it is answered. A new connection is always taken while an
 /// idle one can make way for it: the one idle longest among those of its client address when that
 /// address holds ``perAddress`` already, else the one idle longest of all when the share holds
-/// ``limit``. So sockets opened and left silent, from one address or many, never keep a peer from
-/// being served; only connections all busy answering requests (each bounded in time) turn one away.
+/// ``limit``. A connection that answered a request makes way only once idle for ``settle``: a peer
+/// reuses a connection only while it has been idle less than that (its client's maximum connection
+/// age), so the one closed is never one a request is on its way to (the client would see an empty
+/// reply). One that never had a request makes way at once. So sockets opened and left silent, from one
+/// address or many, never keep a peer from being served; connections all busy or just used turn one
+/// away (503 with a Retry-After of a second).
 struct ShareConnections: Sendable {
     typealias Instant = ContinuousClock.Instant
 
@@ -20,6 +24,8 @@ struct ShareConnections: Sendable {
         let address: String
         /// Since when it waits for a request; nil while it is answered.
         var idleSince: Instant?
+        /// It answered a request: its client may be sending the next one on it.
+        var answered = false
     }
 
     /// What becomes of a new connection.
@@ -29,6 +35,10 @@ struct ShareConnections: Sendable {
         /// Every connection that could make way is busy: turned away (503).
         case refused
     }
+
+    /// How long a connection must have been idle before it makes way: peers reuse a connection only
+    /// while it has been idle less than this (``HTTPClient``'s CURLOPT_MAXAGE_CONN for peer requests).
+    static let settle = Duration.seconds(1)
 
     /// The most connections held at once.
     let limit: Int
@@ -49,10 +59,10 @@ struct ShareConnections: Sendable {
         let sameAddress = open.filter { $0.value.address == address }
         var makesWay: Int?
         if sameAddress.count >= perAddress {
-            guard let idle = Self.longestIdle(sameAddress) else { return .refused }
+            guard let idle = Self.longestIdle(sameAddress, before: now - Self.settle) else { return .refused }
             makesWay = idle
         } else if open.count >= limit {
-            guard let idle = Self.longestIdle(open) else { return .refused }
+            guard let idle = Self.longestIdle(open, before: now - Self.settle) else { return .refused }
             makesWay = idle
         }
         let closing = makesWay.flatMap { open.removeValue(forKey: $0)?.fd }
@@ -70,15 +80,21 @@ struct ShareConnections: Sendable {
     }
 
     /// Connection `id` answered its request at `now` and waits for the next one.
-    mutating func idle(_ id: Int, at now: Instant) { open[id]?.idleSince = now }
+    mutating func idle(_ id: Int, at now: Instant) {
+        open[id]?.idleSince = now
+        open[id]?.answered = true
+    }
 
     /// Connection `id` ended (or made way for another before).
     mutating func closed(_ id: Int) { open[id] = nil }
 
     /// The id of the connection idle longest among `connections` (the oldest first when two were idle as
-    /// long); nil when all are busy.
-    private static func longestIdle(_ connections: [Int: Connection]) -> Int? {
-        connections.compactMap { id, connection in connection.idleSince.map { (since: $0, id: id) } }
+    /// long) that may make way: one never asked anything, or one that answered and is idle since
+    /// `before` or earlier; nil when there is none.
+    private static func longestIdle(_ connections: [Int: Connection], before: Instant) -> Int? {
+        connections.compactMap { id, connection in
+            connection.idleSince.flatMap { since in !connection.answered || since <= before ? (since: since, id: id) : nil }
+        }
             .min { ($0.since, $0.id) < ($1.since, $1.id) }?.id
     }
 }

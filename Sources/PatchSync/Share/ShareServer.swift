@@ -24,8 +24,9 @@ public final class ShareServer: Sendable {
         /// Allow binding a public address.
         public var allowPublic = false
         /// Connections held at once: past them, a new one takes the place of the one idle longest (503
-        /// when every one is answering a request).
-        public var maxConnections = 16
+        /// when every one is answering a request or was idle too briefly to be dropped). Eight players
+        /// syncing from this share at once, each on up to 7 connections, fit without taking places.
+        public var maxConnections = 64
         /// Connections held at once from one client address (a sync asks a peer on up to 6 by default).
         public var maxConnectionsPerAddress = 8
         /// All connections together.
@@ -182,7 +183,8 @@ public final class ShareServer: Sendable {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             guard let id = admit(fd) else {
                 bucket.withLock { $0.charge(0, at: .now) }
-                Self.send(fd, Self.head(503, length: 0, close: true, retryAfter: 5))
+                // Places free as connections settle (``ShareConnections/settle``): a peer asks again in a second.
+                Self.send(fd, Self.head(503, length: 0, close: true, retryAfter: 1))
                 close(fd)
                 continue
             }

@@ -274,6 +274,9 @@ private final class TransferLoop: @unchecked Sendable {
         try options.allow(https ? [.https] : [.http, .https], redirects: true)
         try options.set(CURLOPT_FOLLOWLOCATION, settings.followRedirects && box.request.followRedirects ? 1 : 0)
         try options.set(CURLOPT_MAXREDIRS, 5)
+        // A LAN peer closes a connection idle for 2 s (its places are few): never send it a request on
+        // one idle for 1 s or more, which it may be closing as the request goes (an empty reply).
+        if !box.request.fromOrigin { try options.set(CURLOPT_MAXAGE_CONN, 1) }
         try options.set(CURLOPT_NOSIGNAL, 1)
         try options.set(CURLOPT_SSL_VERIFYPEER, 1)
         try options.set(CURLOPT_SSL_VERIFYHOST, 2)

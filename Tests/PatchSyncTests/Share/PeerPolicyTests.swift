@@ -238,4 +238,19 @@ struct PeerPolicyTests {
         let browse = (1...20).map { "=;eth0;IPv4;PatchSync on p\($0);_patchsync._tcp;local;p\($0).local;10.0.0.\($0);27472;\"repo=\(repo)\"" }
         #expect(PeerDiscovery.peers(inBrowseOutput: browse.joined(separator: "\n"), repository: repo) == (1...8).map { "http://10.0.0.\($0):27472" })
     }
+
+    @Test("regression: a 503 with a short Retry-After (no place free this moment) leaves the peer alone only that long, not the 30 s of a running game (two of four players got almost nothing from the seed)")
+    func shortRetryAfter() {
+        var policy = PeerPolicy(urls: ["http://a"])
+        policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
+        var turn = policy.begin(chunks: 2, bytes: 2, at: Self.start)
+        guard case .ask(let peer, _) = policy.next(&turn, length: 1, at: Self.start) else { Issue.record("the peer is asked"); return }
+        policy.answered(.later(.seconds(5)), elapsed: .milliseconds(2), length: 1, turn: &turn, at: Self.start)
+        #expect(policy.next(&turn, length: 1, at: Self.start + .milliseconds(3)) == .origin, "the rest of this range from the origin")
+        var soon = policy.begin(chunks: 1, bytes: 1, at: Self.start + .seconds(4))
+        #expect(policy.next(&soon, length: 1, at: Self.start + .seconds(4)) == .origin, "still within its Retry-After")
+        var after = policy.begin(chunks: 1, bytes: 1, at: Self.start + .seconds(6))
+        #expect(policy.next(&after, length: 1, at: Self.start + .seconds(6)) == .ask(peer: peer, timeout: PeerPolicy.allowance(PeerPolicy.answerBudget, bytes: 1)), "asked again once it passed")
+        #expect(policy.records[peer].standing.dropped == nil)
+    }
 }

@@ -37,9 +37,21 @@ struct ShareConnectionsTests {
         var connections = ShareConnections(limit: 16, perAddress: 3)
         let other = Self.open(&connections, 1, from: "10.0.0.2", fd: 9, at: Self.start)
         let flood = Self.open(&connections, 10, from: "10.0.0.66", at: Self.start + .seconds(1))
-        #expect(flood.count == 10, "each new one admitted")
+        #expect(flood.count == 10, "each new one admitted: silent ones make way at once")
         #expect(connections.open.values.filter { $0.address == "10.0.0.66" }.count == 3)
         #expect(connections.open[other[0]] != nil, "another address's connection, idle longer, is kept")
+    }
+
+    @Test("regression: a connection idle under a second never makes way (a peer may be sending it a request: it saw an empty reply, 3 of them dropped the seed of two players in four); one idle a second or more does")
+    func justUsedStays() {
+        var connections = ShareConnections(limit: 2, perAddress: 2)
+        let ids = Self.open(&connections, 2, from: "10.0.0.3", at: Self.start)
+        for id in ids {
+            _ = connections.busy(id)
+            connections.idle(id, at: Self.start)
+        }
+        #expect(connections.admit(fd: 70, address: "10.0.0.4", at: Self.start + .milliseconds(900)) == .refused)
+        #expect(connections.admit(fd: 71, address: "10.0.0.4", at: Self.start + .milliseconds(1000)) == .admitted(id: ids[1] + 1, closing: 100))
     }
 
     @Test("only when every connection that could make way is answering a request is a new one turned away (503)")

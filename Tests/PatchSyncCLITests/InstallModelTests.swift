@@ -470,6 +470,8 @@ struct ModelRun {
                 }
                 if live != model.live { liveChanges += 1 }
                 model.applied(live)
+            } else if model.stagingDamaged {
+                model.ready.insert(nil)  // a ready tree changed by hand may have been refused and dropped before the kill
             }
             // The next command, whichever it is (here status, which only reads), sees that build current in the records too.
             let status = try cli(["status"])

@@ -95,6 +95,6 @@ struct ShareConnections: Sendable {
         connections.compactMap { id, connection in
             connection.idleSince.flatMap { since in !connection.answered || since <= before ? (since: since, id: id) : nil }
         }
-            .min { ($0.since, $0.id) < ($1.since, $1.id) }?.id
+        .min { ($0.since, $0.id) < ($1.since, $1.id) }?.id
     }
 }

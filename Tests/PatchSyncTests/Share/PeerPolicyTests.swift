@@ -244,7 +244,10 @@ struct PeerPolicyTests {
         var policy = PeerPolicy(urls: ["http://a"])
         policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
         var turn = policy.begin(chunks: 2, bytes: 2, at: Self.start)
-        guard case .ask(let peer, _) = policy.next(&turn, length: 1, at: Self.start) else { Issue.record("the peer is asked"); return }
+        guard case .ask(let peer, _) = policy.next(&turn, length: 1, at: Self.start) else {
+            Issue.record("the peer is asked")
+            return
+        }
         policy.answered(.later(.seconds(5)), elapsed: .milliseconds(2), length: 1, turn: &turn, at: Self.start)
         #expect(policy.next(&turn, length: 1, at: Self.start + .milliseconds(3)) == .origin, "the rest of this range from the origin")
         var soon = policy.begin(chunks: 1, bytes: 1, at: Self.start + .seconds(4))

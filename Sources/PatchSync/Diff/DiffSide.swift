@@ -22,6 +22,8 @@ public struct DiffSide: Sendable {
     /// For an install: what it holds, verified as a sync sees it (the live build, the ready tree, the
     /// builds kept for rollback), so that the patch is costed as its sync plans it.
     var local: LiveTree? = nil
+    /// For an install: its configuration, whose bundle choice its sync applies to any NEW.
+    var installConfig: InstallConfig? = nil
 
     /// Loads a side from `spec`: an origin URL (`http(s)://` or `file://`, with `#BUILD` for a given build,
     /// else the channel's newest; `#BUILD@CHANNEL` for one of another channel), verified through the TUF chain from `root`; an install folder (its current
@@ -46,6 +48,7 @@ public struct DiffSide: Sendable {
             var side = DiffSide(
                 manifest: try syncer.loadManifest(current), name: "\(build) (installed in \(install.root))", spec: spec)
             side.local = try syncer.liveTrees(state: try install.state())
+            side.installConfig = try install.config()
             return side
         }
         if FileSystem.isDirectory(spec) {

@@ -117,14 +117,18 @@ extension PatchDiff {
     /// (nil: every bundle; an install's own choice is already applied). An install costs it with what it
     /// holds (kept builds and the ready tree too), any other side as a player holding exactly its build.
     public init(from old: DiffSide, to new: DiffSide, deltas: [String: Int64], chosen: [String]?) {
+        // An install's own choice (its excluded bundles too) is what its sync applies to NEW.
+        let installs = chosen == nil ? old.installConfig.map { $0.selection(of: new.manifest) } : nil
         func pick(_ manifest: Manifest) -> Manifest {
             chosen.map { manifest.selecting(BundleSelection(manifest, chosen: $0).wanted) } ?? manifest
         }
         let before = pick(old.manifest)
+        let after = installs.map { new.manifest.selecting($0.wanted) } ?? pick(new.manifest)
         self.init(
-            old: before, new: pick(new.manifest), oldName: old.name, newName: new.name, deltas: deltas,
+            old: before, new: after, oldName: old.name, newName: new.name, deltas: deltas,
             local: old.local ?? LiveTree(holding: [before]))
         if let chosen { selection = BundleSelection(new.manifest, chosen: chosen).wanted }
+        if let installs { selection = installs.wanted }
     }
 
     /// Compares two builds as a sync on a machine holding `local` plans the patch (``UpdatePlan``, the
@@ -144,9 +148,10 @@ extension PatchDiff {
         target.deltas = nil
         var pack: DeltaSource?
         if let old, !deltas.isEmpty {
+            // A sync fetches the pack whole: every file's share, those of files not costed here too.
             let covers = new.files.indices.filter { deltas[new.files[$0].path] != nil }
-            let length = covers.reduce(Int64(0)) { $0 + (deltas[new.files[$1].path] ?? 0) }
-            pack = DeltaSource(from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: covers.count, covers: covers)
+            let length = deltas.values.reduce(Int64(0), +)
+            pack = DeltaSource(from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: deltas.count, covers: covers)
         }
         var held = local
         if let old { held.manifest = old }  // the source of OLD's delta packs
@@ -175,6 +180,11 @@ extension PatchDiff {
             total.filesRemoved += 1
             bundles[file.bundle, default: Totals()].filesRemoved += 1
             bundles[file.bundle, default: Totals()].diskDeltaBytes -= file.size
+        }
+        // The shares of files the pack does not rebuild here (another bundle's, or held already): fetched
+        // with the pack all the same, in the total (no file's or bundle's).
+        if let route = update.delta {
+            total.downloadBytes += route.pack.length - route.paths.reduce(Int64(0)) { $0 + (deltas[$1] ?? 0) }
         }
         compareEntries(old: old, new: new)
         total.diskDeltaBytes = new.totalSize - (old?.totalSize ?? 0)

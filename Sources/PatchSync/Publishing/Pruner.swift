@@ -101,7 +101,8 @@ public struct Pruner: Sendable {
         // grace, and gone with none, the same in a dry run as in the real one.
         let superseded = beyond.isEmpty ? nil : before
         var listings: [(version: Int?, targets: [String: TargetFile])] = [(nil, kept)]
-        if !options.dryRun, superseded != nil { listings[0].version = repo.targetsVersion }
+        // The real run lists what the writer signed, a channel's record it added included.
+        if !options.dryRun, superseded != nil { listings[0] = (repo.targetsVersion, repo.targetFiles) }
         let live = try liveVersions("targets", current: before.targets, servedFrom: options.served?.targets, superseded: superseded != nil)
         for version in live where superseded != nil || version != before.targets {
             listings.append((version, version == before.targets ? before.files : try Self.targets(of: origin, version: version)))
@@ -137,7 +138,7 @@ public struct Pruner: Sendable {
         var report = Report(
             origin: origin, dryRun: options.dryRun, listed: listed,
             held: builds.subtracting(listed).sorted(), unlisted: unlisted,
-            graceSeconds: Int64(options.grace),
+            graceSeconds: Int64(min(options.grace.rounded(.up), 1e15)),
             removed: try removals(keeping: needed), bytesFreed: 0, warnings: repo.expiryWarnings(now: options.now))
         report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
         guard !options.dryRun, !report.removed.isEmpty else { return report }

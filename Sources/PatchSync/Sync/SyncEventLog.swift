@@ -229,6 +229,7 @@ extension Install {
                     try? opened?.close()
                     opened = earlier
                     pending = Data()
+                    if history == nil { history = [] }  // what that file holds is shown as a snapshot too
                     continue
                 }
                 if sawEnd {

@@ -373,27 +373,30 @@ struct FaultTests {
         #expect(install.currentBuild() == "2")
     }
 
-    @Test(
-        "a disk too small for the new build: exit 74 naming both sizes before anything is staged; live tree intact",
-        .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
-    func fullDisk() throws {
-        let fixture = try Fixture()
+    /// A tmpfs of `size` mounted in the fixture, and an install on it of build 1 (one small file in
+    /// `tree`, published), synced from `remote` and applied: the mount, the tree and the install's root.
+    static func smallDisk(_ fixture: Fixture, size: String, remote: String) throws -> (mount: String, tree: String, install: String) {
         let mount = fixture.directory + "/small-disk"
         try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        #expect(try shell("mount -t tmpfs -o size=8m tmpfs '\(mount)'") == 0)
-        defer { _ = try? shell("umount '\(mount)'") }
+        #expect(try shell("mount -t tmpfs -o size=\(size) tmpfs '\(mount)'") == 0)
         let tree = fixture.directory + "/tree"
         try FileManager.default.createDirectory(atPath: tree, withIntermediateDirectories: true)
         try Data("small".utf8).write(to: URL(fileURLWithPath: tree + "/small.txt"))
         try fixture.publish(tree, id: "1")
         let installRoot = mount + "/game"
-        #expect(
-            try CLI.run([
-                "init", "--install", installRoot, "--remote", fixture.fileRemote,
-                "--root", fixture.rootMetadata
-            ]).status == 0)
+        #expect(try CLI.run(["init", "--install", installRoot, "--remote", remote, "--root", fixture.rootMetadata]).status == 0)
         #expect(try CLI.run(["sync", "--install", installRoot]).status == 0)
         #expect(try CLI.run(["apply", "--install", installRoot]).status == 0)
+        return (mount, tree, installRoot)
+    }
+
+    @Test(
+        "a disk too small for the new build: exit 74 naming both sizes before anything is staged; live tree intact",
+        .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+    func fullDisk() throws {
+        let fixture = try Fixture()
+        let (mount, tree, installRoot) = try Self.smallDisk(fixture, size: "8m", remote: fixture.fileRemote)
+        defer { _ = try? shell("umount '\(mount)'") }
         var rng = SeededRandom(seed: 9)
         try Data(rng.bytes(6 << 20)).write(to: URL(fileURLWithPath: tree + "/big.pak"))
         try fixture.publish(tree, id: "2")
@@ -420,20 +423,10 @@ struct FaultTests {
         .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
     func diskFillsMidSync() throws {
         let fixture = try Fixture()
-        let mount = fixture.directory + "/small-disk"
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        #expect(try shell("mount -t tmpfs -o size=40m tmpfs '\(mount)'") == 0)
-        defer { _ = try? shell("umount '\(mount)'") }
-        let tree = fixture.directory + "/tree"
-        try FileManager.default.createDirectory(atPath: tree, withIntermediateDirectories: true)
-        try Data("small".utf8).write(to: URL(fileURLWithPath: tree + "/small.txt"))
-        try fixture.publish(tree, id: "1")
         let nginx = try NginxOrigin(root: fixture.origin)
         defer { nginx.stop() }
-        let installRoot = mount + "/game"
-        #expect(try CLI.run(["init", "--install", installRoot, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
-        #expect(try CLI.run(["sync", "--install", installRoot]).status == 0)
-        #expect(try CLI.run(["apply", "--install", installRoot]).status == 0)
+        let (mount, tree, installRoot) = try Self.smallDisk(fixture, size: "40m", remote: nginx.url)
+        defer { _ = try? shell("umount '\(mount)'") }
         var rng = SeededRandom(seed: 11)
         let size = 16 << 20
         try Data(rng.bytes(size)).write(to: URL(fileURLWithPath: tree + "/big.pak"))

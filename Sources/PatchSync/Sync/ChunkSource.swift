@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A place staging gets chunk bytes from: an unlocked preload's store, the origin's ranges (and later
 /// LAN peers). Staging asks each source in turn for what is still missing; a source delivers the chunks
@@ -100,7 +99,7 @@ struct PreloadChunks: ChunkSource {
     let source: SealedSource
     let origin: Origin
     /// Content bytes delivered (as installed, once per destination): fetched ahead by earlier syncs, not now from the origin.
-    let delivered = ByteTally()
+    let delivered = Tally(0)
 
     func deliver(
         _ needs: [Plan.Need], to pipeline: ChunkPipeline, files: StagedFiles,
@@ -153,12 +152,4 @@ extension SyncContext {
             + (peers.map { [PeerChunks(peers: $0)] } ?? [])
             + [OriginChunks(origin: origin, naming: ObjectNaming(format: manifest.formatVersion))]
     }
-}
-
-/// A count of bytes that any thread adds to.
-final class ByteTally: Sendable {
-    private let count = Mutex<Int64>(0)
-
-    func add(_ bytes: Int64) { count.withLock { $0 += bytes } }
-    var value: Int64 { count.withLock { $0 } }
 }

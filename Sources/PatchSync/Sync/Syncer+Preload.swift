@@ -512,10 +512,13 @@ extension Syncer {
 }
 
 /// A byte count that concurrent requests add to. Thread-safety: a `Mutex`.
-private final class Tally: Sendable {
+final class Tally: Sendable {
     private let value: Mutex<Int64>
     init(_ start: Int64) { value = Mutex(start) }
+    /// The count now.
+    var total: Int64 { value.withLock { $0 } }
     /// Adds `bytes`; returns the new total.
+    @discardableResult
     func add(_ bytes: Int64) -> Int64 {
         value.withLock {
             $0 += bytes

@@ -66,7 +66,7 @@ extension Syncer {
             // The content fetched, as installed: what peers delivered in this step, the origin the rest.
             let fetched = fetchPlan.fetch.reduce(Int64(0)) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
             report.bytesFromPeers = (context.peers?.bytes ?? 0) - peersBefore
-            report.bytesFromPreload = sources.reduce(0) { $0 + (($1 as? PreloadChunks)?.delivered.value ?? 0) }
+            report.bytesFromPreload = sources.reduce(0) { $0 + (($1 as? PreloadChunks)?.delivered.total ?? 0) }
             report.bytesFromOrigin = fetched - report.bytesFromPeers - report.bytesFromPreload
             try files.flush()
             try finish(manifest, staged: staged, tree: tree, plan: plan)

@@ -188,7 +188,7 @@ public struct Uploader: Sendable {
         progress: @escaping @Sendable (Progress) -> Void
     ) throws(PatchSyncError) {
         let total = Progress(bytes: 0, totalBytes: files.reduce(0) { $0 + $1.bytes }, files: 0, totalFiles: files.count)
-        let sent = Tally(total)
+        let sent = ProgressTally(total)
         for group in Dictionary(grouping: files, by: { Self.group(of: $0.path) }).sorted(by: { $0.key < $1.key }) {
             try parallel(group.value, first: connection) { (connection, file) throws(PatchSyncError) in
                 let mutable = Self.mutable.contains(file.path)
@@ -365,7 +365,7 @@ public struct Uploader: Sendable {
 }
 
 /// An upload's progress, shared by its workers. Thread-safety: under its mutex.
-private final class Tally: Sendable {
+private final class ProgressTally: Sendable {
     let state: Mutex<Uploader.Progress>
     init(_ start: Uploader.Progress) { state = Mutex(start) }
 }

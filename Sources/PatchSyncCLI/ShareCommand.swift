@@ -16,7 +16,7 @@ struct ShareOptions: ParsableArguments {
         help: ArgumentHelp("The most the share sends, all peers together, bytes per second (K, M, G).", valueName: "rate"),
         transform: ByteCount.parseRate)
     var shareRate: Int = 32 << 20
-    @Option(help: "The most connections served at once (the one idle longest makes way for a newcomer).") var maxPeers: Int = 16
+    @Option(help: "The most connections served at once (the one idle longest makes way for a newcomer).") var maxPeers: Int = ShareServer.Options().maxConnections
 
     var server: ShareServer.Options {
         var options = ShareServer.Options()

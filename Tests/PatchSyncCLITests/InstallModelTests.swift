@@ -265,6 +265,9 @@ struct ModelState {
     }
     /// Staging was damaged by hand since the last complete sync: an apply may refuse the ready tree (74).
     var stagingDamaged = false
+    /// Ready builds an apply killed at `applyMoved` may have moved into builds/ (not yet live): out of
+    /// the staging folder's reach, they stay ready whatever the hand does to it.
+    var movedReady: Set<ModelDeployment> = []
 
     /// What a complete sync stages: the newest build with the player's choice, unless it is held back.
     var wanted: ModelDeployment? {
@@ -276,6 +279,7 @@ struct ModelState {
 
     mutating func syncCompleted() {
         stagingDamaged = false
+        defer { movedReady = movedReady.filter { ready.contains($0) } }
         guard let wanted else { return }
         if wanted == live {
             ready = [nil, live]
@@ -299,6 +303,7 @@ struct ModelState {
         kept = Set(history.suffix(2)).intersection(kept.union([deployment]))  // a folder deleted by hand stays gone
         live = deployment
         ready = [nil]
+        movedReady = []
     }
 
     var previous: ModelDeployment? {
@@ -470,8 +475,9 @@ struct ModelRun {
                 }
                 if live != model.live { liveChanges += 1 }
                 model.applied(live)
-            } else if model.stagingDamaged {
-                model.ready.insert(nil)  // a ready tree changed by hand may have been refused and dropped before the kill
+            } else {
+                if model.stagingDamaged { model.ready.insert(nil) }  // a ready tree changed by hand may have been refused and dropped before the kill
+                if killed && point == "applyMoved" { model.movedReady.formUnion(model.ready.compactMap { $0 }) }
             }
             // The next command, whichever it is (here status, which only reads), sees that build current in the records too.
             let status = try cli(["status"])
@@ -563,7 +569,9 @@ struct ModelRun {
         case .deleteStaging:
             try? FileManager.default.removeItem(atPath: stagingRoot)
             model.stagingDamaged = true
-            model.ready = [nil]  // the staged trees are gone: an apply finds nothing ready until a sync stages again
+            // The staged trees are gone: an apply finds nothing ready until a sync stages again, but for
+            // one a killed apply moved into builds/ already.
+            model.ready = Set([nil] + model.ready.filter { $0.map(model.movedReady.contains) ?? false })
         case .stagingFolderToLink:
             guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
             guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first else { return nil }

@@ -90,16 +90,30 @@ public final class Peers: Sendable {
         var got: [Plan.Need] = []
         var left = needs[...]
         while let need = left.first {
-            let step = policy.withLock { $0.next(&turn, length: need.chunk.length, at: ContinuousClock.now) }
+            var step = policy.withLock { $0.next(&turn, length: need.chunk.length, at: ContinuousClock.now) }
+            while case .wait(let until) = step {
+                try? await Task.sleep(until: until, clock: .continuous)
+                step = policy.withLock { $0.next(&turn, length: need.chunk.length, at: ContinuousClock.now) }
+            }
             // No asking (the range is done, its time is up, no peer is left), or writing failed here.
-            guard case .ask(let index, let timeout) = step,
-                let asked = await ask(index, for: need, within: timeout, pipeline: pipeline)
-            else { break }
+            guard case .ask(let index, let timeout) = step else { break }
+            guard let asked = await ask(index, for: need, within: timeout, pipeline: pipeline) else {
+                policy.withLock { $0.abandoned(turn) }
+                break
+            }
             let dropped = policy.withLock {
                 $0.answered(asked.answer, elapsed: asked.elapsed, length: need.chunk.length, turn: &turn, at: ContinuousClock.now)
             }
             if let dropped { Self.logger.notice("peer \(urls[index]) dropped for this sync: \(dropped)") }
-            if case .chunk = asked.answer { got.append(left.removeFirst()) }
+            if case .chunk = asked.answer {
+                got.append(left.removeFirst())
+            } else {
+                Self.logger.debug("peer \(urls[index]) answered \(asked.answer) after \(PeerPolicy.text(asked.elapsed))")
+            }
+        }
+        if !left.isEmpty {
+            let rest = left.reduce(Int64(0)) { $0 + Int64($1.chunk.length) }
+            Self.logger.debug("\(left.count) of \(needs.count) chunks (\(rest) B) of object \(first.object) left to the origin")
         }
         return (got, Array(left))
     }

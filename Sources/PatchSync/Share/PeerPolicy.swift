@@ -9,6 +9,11 @@ import Foundation
 /// request per peer and range, however many chunks. Each answer has ``answerBudget`` plus its body at
 /// ``floorBytesPerSecond`` (or the lower rate the sync's cap leaves a request), and all peers together
 /// have ``budget(chunks:bytes:floor:)`` per range; past it the rest of the range comes from the origin.
+/// A peer that asks for a moment (503 with a Retry-After of up to ``shortWait``: its places are all
+/// taken) is waited for when no other peer can be asked, within the range's time; the wait is its debt.
+/// But when the sync's other requests to it are in flight, it just has no place for one more: the sync
+/// asks it on that many at once (one more after every ``slotGrowth`` chunks), its ranges waiting for a
+/// place, and owes nothing.
 ///
 /// A peer is dropped for the rest of the sync when it sends bytes that fail their hash, when
 /// ``strikes`` answers in a row fail or come late, when it uses up the time of ``overruns`` ranges in a
@@ -44,6 +49,13 @@ struct PeerPolicy: Sendable {
     static let maxDebt = Duration.seconds(3)
     /// How long a peer that answered 503 (its game runs) is left alone.
     static let pause = Duration.seconds(30)
+    /// How often a range that waits for a place at a peer (its ``Record/slots`` all in flight) looks again.
+    static let slotWait = Duration.milliseconds(20)
+    /// Chunks a peer delivers after it learnt its slots before it is asked on one more at once.
+    static let slotGrowth = 64
+    /// The longest wait a peer may ask for (503 with Retry-After) that a range waits out rather than
+    /// handing its rest to the origin, when no other peer can be asked and the range has the time.
+    static let shortWait = Duration.seconds(2)
 
     /// What a peer answered one request with.
     enum Answer: Sendable, Equatable {
@@ -68,6 +80,9 @@ struct PeerPolicy: Sendable {
         case ask(peer: Int, timeout: Duration)
         /// Every chunk of the range came from peers.
         case done
+        /// No peer can be asked now, but one that asked for a short wait (``Answer/later(_:)``) can at
+        /// this instant, before the range's time is up: wait, then ask for the next step again.
+        case wait(until: Instant)
         /// The rest of the range comes from the origin: its time is up, or no peer is left to ask.
         case origin
     }
@@ -83,6 +98,14 @@ struct PeerPolicy: Sendable {
         var rangesAsked = 0
         var rangesMissed = 0
         var pausedUntil: Instant?
+        /// The pause is one the peer asked for (``Answer/later(_:)``), a moment: a range waits for it.
+        var shortPause = false
+        /// Requests to it in flight now (asked, not answered).
+        var inFlight = 0
+        /// The most requests it takes at once, learnt from a 503 for one more than it had places for
+        /// (nil: as many as the sync sends); one more after each ``slotGrowth`` chunks.
+        var slots: Int?
+        var chunksSinceSlots = 0
     }
 
     /// One range's walk through the peers in use.
@@ -178,9 +201,29 @@ struct PeerPolicy: Sendable {
             return .origin
         }
         while turn.position < turn.order.count, !usable(turn.order[turn.position], at: now) { turn.pass() }
-        guard turn.position < turn.order.count else { return .origin }
+        guard turn.position < turn.order.count else {
+            // A peer that only asked for a moment (it had no place free) is waited for, not left for
+            // the rest of the range: one 503 must not send a range of thousands of chunks to the origin.
+            let resumes = turn.order.compactMap { peer -> Instant? in
+                guard records[peer].standing.dropped == nil, let until = records[peer].pausedUntil, records[peer].shortPause
+                else { return nil }
+                return until
+            }
+            guard let soonest = resumes.min(), soonest < turn.deadline else { return .origin }
+            turn.position = 0
+            turn.answers = 0
+            turn.delivered = 0
+            return .wait(until: soonest)
+        }
+        let peer = turn.order[turn.position]
+        if let slots = records[peer].slots, records[peer].inFlight >= slots {
+            // It serves this sync's other ranges on all the places it has for us: wait for one.
+            let until = now + Self.slotWait
+            return until < turn.deadline ? .wait(until: until) : .origin
+        }
+        records[peer].inFlight += 1
         let timeout = min(Self.allowance(Self.answerBudget, bytes: length, floor: turn.floor), turn.deadline - now)
-        return .ask(peer: turn.order[turn.position], timeout: timeout)
+        return .ask(peer: peer, timeout: timeout)
     }
 
     /// Takes the answer of the peer asked in `turn` for a chunk of `length` bytes, which took `elapsed`
@@ -189,6 +232,14 @@ struct PeerPolicy: Sendable {
     mutating func answered(_ answer: Answer, elapsed: Duration, length: Int, turn: inout Turn, at now: Instant) -> String? {
         guard turn.position < turn.order.count else { return nil }
         let peer = turn.order[turn.position]
+        records[peer].inFlight = max(0, records[peer].inFlight - 1)
+        if case .later(let wait) = answer, wait <= Self.shortWait, records[peer].inFlight > 0 {
+            // It answers this sync's other requests: it has no place for one more. Asked on as many at
+            // once as it takes, this range waits for one of them; no pause, no debt, no miss.
+            records[peer].slots = max(1, records[peer].inFlight)
+            records[peer].chunksSinceSlots = 0
+            return nil
+        }
         let wasDropped = records[peer].standing.dropped != nil
         if turn.answers == 0 { records[peer].rangesAsked += 1 }
         turn.answers += 1
@@ -201,6 +252,13 @@ struct PeerPolicy: Sendable {
             records[peer].standing.bytes += installed
             turn.delivered += 1
             turn.left -= 1
+            if let slots = records[peer].slots {
+                records[peer].chunksSinceSlots += 1
+                if records[peer].chunksSinceSlots >= Self.slotGrowth {
+                    records[peer].slots = slots + 1
+                    records[peer].chunksSinceSlots = 0
+                }
+            }
             if struck == nil { records[peer].strikes = 0 }
             if turn.left == 0 { records[peer].overruns = 0 }
         case .lacks:
@@ -210,10 +268,18 @@ struct PeerPolicy: Sendable {
         case .busy:
             records[peer].standing.misses += 1
             records[peer].pausedUntil = now + Self.pause
+            records[peer].shortPause = false
             turn.pass()
         case .later(let wait):
             records[peer].standing.misses += 1
-            records[peer].pausedUntil = now + min(max(wait, .milliseconds(100)), Self.pause)
+            let until = now + min(max(wait, .milliseconds(100)), Self.pause)
+            // A short wait is waited out by ranges (``next(_:length:at:)``), so it is owed, once
+            // (answers to requests in flight together ask for the same moment): a peer that asks for
+            // waits again and again is dropped like a slow one.
+            let before = max(now, records[peer].pausedUntil ?? now)
+            records[peer].shortPause = wait <= Self.shortWait
+            if records[peer].shortPause, until > before { owe(peer, until - before, worth: .zero) }
+            records[peer].pausedUntil = max(until, records[peer].pausedUntil ?? until)
             turn.pass()
         case .failed(let why):
             struck = why
@@ -224,6 +290,12 @@ struct PeerPolicy: Sendable {
         owe(peer, elapsed, worth: Self.worth(answer, length: length, floor: turn.floor))
         if records[peer].standing.dropped != nil, turn.position < turn.order.count, turn.order[turn.position] == peer { turn.pass() }
         return wasDropped ? nil : records[peer].standing.dropped
+    }
+
+    /// The request to the peer asked in `turn` ended without an answer (writing its chunk failed here).
+    mutating func abandoned(_ turn: Turn) {
+        guard turn.position < turn.order.count else { return }
+        records[turn.order[turn.position]].inFlight = max(0, records[turn.order[turn.position]].inFlight - 1)
     }
 
     private func usable(_ peer: Int, at now: Instant) -> Bool {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 
 /// `patchsync share`: serves the chunks an install holds (``SharedChunks``) to players on the same
@@ -18,14 +19,15 @@ import Synchronization
 /// Thread-safety: one accept thread, one thread per connection, one watcher thread; what they share
 /// is in `Mutex`es (``State``) or immutable.
 public final class ShareServer: Sendable {
+    static let logger = Logger(label: "patchsync.share")
     public struct Options: Sendable {
         /// `ADDRESS:PORT` to bind (`[v6]:PORT` for IPv6); empty: every private address, on ``defaultPort``.
         public var listen: [String] = []
         /// Allow binding a public address.
         public var allowPublic = false
         /// Connections held at once: past them, a new one takes the place of the one idle longest (503
-        /// when every one is answering a request or was idle too briefly to be dropped). Eight players
-        /// syncing from this share at once, each on up to 7 connections, fit without taking places.
+        /// when every one is answering a request or was idle too briefly to be dropped). Ten players
+        /// syncing from this share at once, each on up to 6 connections, fit without taking places.
         public var maxConnections = 64
         /// Connections held at once from one client address (a sync asks a peer on up to 6 by default).
         public var maxConnectionsPerAddress = 8
@@ -208,12 +210,17 @@ public final class ShareServer: Sendable {
     private func admit(_ fd: Int32) -> Int? {
         let address = Self.peerAddress(fd)
         return state.withLock { state -> Int? in
-            switch state.connections.admit(fd: fd, address: address, at: .now) {
+            let now = ContinuousClock.now
+            let held = state.connections.open.values.filter { $0.address == address }
+            let described = held.map { c in c.idleSince.map { "idle \(PeerPolicy.text(now - $0))\(c.answered ? " answered" : "")" } ?? "busy" }
+            switch state.connections.admit(fd: fd, address: address, at: now, hasInput: Self.hasInput) {
             case .refused:
                 state.counters.busy += 1
+                Self.logger.debug("turned away \(address): \(described.joined(separator: ", "))")
                 return nil
             case .admitted(let id, let closing):
                 if let closing {
+                    Self.logger.debug("\(address) made way: \(described.joined(separator: ", "))")
                     state.counters.evicted += 1
                     _ = Glibc.shutdown(closing, Int32(SHUT_RDWR))
                 }
@@ -239,7 +246,9 @@ public final class ShareServer: Sendable {
                 bucket.withLock { $0.charge(0, at: .now) }
                 Self.send(fd, Self.head(refusal.status, length: 0, close: true))
                 return
-            case .success(let request):
+            case .success(var request):
+                // A client over its share of the places while another waits: this answer is its last here.
+                if state.withLock({ $0.connections.yields(id, at: .now) }) { request.close = true }
                 guard respond(fd, to: request) else { return }
                 if request.close { return }
             }
@@ -253,7 +262,7 @@ public final class ShareServer: Sendable {
         if paused != nil {
             bucket.withLock { $0.charge(0, at: .now) }
             state.withLock { $0.counters.paused += 1 }
-            return Self.send(fd, Self.head(503, length: 0, close: false, retryAfter: 30))
+            return Self.send(fd, Self.head(503, length: 0, close: request.close, retryAfter: 30))
         }
         let length = request.repository == repository ? chunks.length(of: request.chunk) : nil
         // Every answer costs the share's budget, a 404 too, and reading and hashing a chunk its bytes,
@@ -261,7 +270,7 @@ public final class ShareServer: Sendable {
         guard paid(length ?? 0, fd: fd) else { return false }
         let notHeld = { () -> Bool in
             self.state.withLock { $0.counters.notHeld += 1 }
-            return Self.send(fd, Self.head(404, length: 0, close: false))
+            return Self.send(fd, Self.head(404, length: 0, close: request.close))
         }
         guard length != nil, let bytes = chunks.read(request.chunk) else { return notHeld() }
         if request.headOnly { return Self.send(fd, Self.head(200, length: bytes.count, close: request.close)) }
@@ -390,6 +399,12 @@ public final class ShareServer: Sendable {
             }
         }
         return named ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    }
+
+    /// Whether bytes wait unread on socket `fd` (a request its connection's thread has not read yet).
+    static func hasInput(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) > 0
     }
 
     static func setTimeouts(_ fd: Int32, seconds: Int) {

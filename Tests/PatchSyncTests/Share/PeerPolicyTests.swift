@@ -256,4 +256,70 @@ struct PeerPolicyTests {
         #expect(policy.next(&after, length: 1, at: Self.start + .seconds(6)) == .ask(peer: peer, timeout: PeerPolicy.allowance(PeerPolicy.answerBudget, bytes: 1)), "asked again once it passed")
         #expect(policy.records[peer].standing.dropped == nil)
     }
+
+    @Test("regression: a peer that asks for a moment (503, Retry-After: 1: its places are taken) is waited for when the range has the time, not left for the rest of a range of thousands of chunks (two players of four took 144 and 164 MB from the origin)")
+    func momentIsWaited() {
+        var policy = PeerPolicy(urls: ["http://a"])
+        policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
+        var turn = policy.begin(chunks: 2000, bytes: 20 << 20, at: Self.start)
+        guard case .ask(let peer, _) = policy.next(&turn, length: 1, at: Self.start) else {
+            Issue.record("the peer is asked")
+            return
+        }
+        policy.answered(.later(.seconds(1)), elapsed: .milliseconds(2), length: 1, turn: &turn, at: Self.start)
+        #expect(policy.next(&turn, length: 1, at: Self.start + .milliseconds(3)) == .wait(until: Self.start + .seconds(1)))
+        #expect(
+            policy.next(&turn, length: 1, at: Self.start + .seconds(1))
+                == .ask(peer: peer, timeout: PeerPolicy.allowance(PeerPolicy.answerBudget, bytes: 1)), "asked again once it passed")
+        var short = policy.begin(chunks: 1, bytes: 1, at: Self.start + .seconds(1))
+        policy.answered(.later(.seconds(2)), elapsed: .milliseconds(2), length: 1, turn: &short, at: Self.start + .seconds(1))
+        #expect(policy.next(&short, length: 1, at: Self.start + .seconds(1)) == .origin, "a range whose time ends before the wait does not wait")
+    }
+
+    @Test("a peer that asks for a moment again and again is dropped: each wait ranges spent on it is its debt, counted once for answers that came together")
+    func momentsAreOwed() {
+        var policy = PeerPolicy(urls: ["http://a"])
+        policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
+        var now = Self.start
+        for _ in 0..<3 {
+            var turns = (0..<6).map { _ in policy.begin(chunks: 100, bytes: 1 << 20, at: now) }
+            for index in turns.indices {
+                _ = policy.next(&turns[index], length: 1, at: now)
+                policy.answered(.later(.seconds(1)), elapsed: .milliseconds(1), length: 1, turn: &turns[index], at: now)
+            }
+            #expect(policy.records[0].standing.dropped == nil, "six answers at once owe one second, not six")
+            now = now + .seconds(1)
+        }
+        var last = policy.begin(chunks: 100, bytes: 1 << 20, at: now)
+        _ = policy.next(&last, length: 1, at: now)
+        policy.answered(.later(.seconds(1)), elapsed: .milliseconds(1), length: 1, turn: &last, at: now)
+        #expect(policy.records[0].standing.dropped?.contains("more than they were worth") == true)
+        #expect(policy.next(&last, length: 1, at: now) == .origin)
+    }
+
+    @Test("regression: a peer that turns away one more request (503, Retry-After: 1) while it answers the sync's others is asked on as many at once as it takes, the range waiting for a place: no pause, no debt, no miss, and one more place after 64 chunks (with its places shared, every player of four lost the seed to its debt)")
+    func placesAreLearnt() {
+        var policy = PeerPolicy(urls: ["http://a"])
+        policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
+        var turns = (0..<3).map { _ in policy.begin(chunks: 1000, bytes: 10 << 20, at: Self.start) }
+        for index in turns.indices { #expect(policy.next(&turns[index], length: 1, at: Self.start) != .origin) }
+        #expect(policy.records[0].inFlight == 3)
+        policy.answered(.later(.seconds(1)), elapsed: .milliseconds(1), length: 1, turn: &turns[2], at: Self.start)
+        #expect(policy.records[0].slots == 2 && policy.records[0].pausedUntil == nil && policy.records[0].debt == .zero)
+        #expect(policy.records[0].standing.misses == 0)
+        #expect(policy.next(&turns[2], length: 1, at: Self.start) == .wait(until: Self.start + PeerPolicy.slotWait), "both places are taken")
+        policy.answered(.chunk(installed: 1), elapsed: .milliseconds(1), length: 1, turn: &turns[0], at: Self.start)
+        guard case .ask = policy.next(&turns[2], length: 1, at: Self.start + PeerPolicy.slotWait) else {
+            Issue.record("a place came free")
+            return
+        }
+        var now = Self.start + PeerPolicy.slotWait
+        for _ in 0..<PeerPolicy.slotGrowth {
+            policy.answered(.chunk(installed: 1), elapsed: .milliseconds(1), length: 1, turn: &turns[2], at: now)
+            now = now + .milliseconds(1)
+            _ = policy.next(&turns[2], length: 1, at: now)
+        }
+        #expect(policy.records[0].slots == 3, "one more place after \(PeerPolicy.slotGrowth) chunks")
+        #expect(policy.records[0].standing.dropped == nil)
+    }
 }

@@ -6,7 +6,8 @@ import Testing
 
 /// LAN peers against random sequences: each sequence draws, from its seed, one to three peers among an
 /// honest share and peers that hold nothing, answer late, trickle, stall, lie, vanish, turn after a
-/// probe or redirect; an origin that is healthy or answers a fifth of its object requests 503; and
+/// probe, redirect, have few places (503 with Retry-After past three requests at once) or always ask
+/// for a moment; an origin that is healthy or answers a fifth of its object requests 503; and
 /// whether the player's first sync is killed at its first batch. The player then installs beside a
 /// player with no peers on the same origin. Promised: every install is byte-exact, and the peers cost
 /// no more than a few seconds (3 s, and 3 s per peer) over the install without them.
@@ -17,7 +18,7 @@ import Testing
 struct PeerSequenceTests {
     static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_PEER_SEQUENCES"] ?? "") ?? 4 }
     static var baseSeed: UInt64 { UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_PEER_SEED"] ?? "") ?? 20_261_128 }
-    static let modes = ["honest", "empty", "late404", "slow", "stall", "flip", "vanish", "turncoat", "redirect"]
+    static let modes = ["honest", "empty", "late404", "slow", "stall", "flip", "vanish", "turncoat", "redirect", "crowded", "moment"]
 
     /// What one sequence draws.
     struct Draw: CustomStringConvertible {

@@ -116,7 +116,7 @@ struct PeerTests {
         var dropped: String? { (report["peers"] as? [[String: Any]])?.first?["dropped"] as? String }
     }
 
-    static func hostileRun(_ mode: String) throws -> HostileRun {
+    static func hostileRun(_ mode: String, after: Int = 5, config: [String: String] = [:]) throws -> HostileRun {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
         try fixture.publish(build, id: "1")
@@ -124,11 +124,11 @@ struct PeerTests {
         defer { nginx.stop() }
         let (server, url) = try Self.share(try player(fixture, "seed", remote: nginx.url))
         defer { server.stop() }
-        let peer = try HostilePeer(upstream: url, mode: mode)
+        let peer = try HostilePeer(upstream: url, mode: mode, after: after)
         let before = nginx.bytesServed(under: "/objects/")
         let started = Date()
         var synced = CLI.Result(status: -1, stdout: "", stderr: "")
-        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", peer.url, "--json"]) { synced = $0 }
+        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", peer.url, "--json"], config: config) { synced = $0 }
         let seconds = Date().timeIntervalSince(started)
         return HostileRun(
             report: try lastJSON(synced.stdout), asked: peer.stop(), share: server.counters,
@@ -164,6 +164,26 @@ struct PeerTests {
         let run = try Self.hostileRun("late404")
         #expect(run.asked >= 1 && run.asked <= 1 + PeerPolicy.strikes, "\(run.asked) requests")
         #expect(run.dropped != nil, "the late peer is dropped: \(run.report["peers"] ?? "no peers")")
+        #expect(run.exact)
+        #expect(run.fromOrigin > 0)
+    }
+
+    @Test("regression: an honest peer with two places, which answers 503 with Retry-After: 1 to any request beyond them, still delivers the build: the sync asks it on two requests at once and owes it nothing for the ones it turned away (one player in four took nothing from a crowded seed)")
+    func crowdedPeerServes() throws {
+        // Ranges of 64 KiB at most: many at once, more than the peer's two places.
+        let run = try Self.hostileRun("crowded", after: 2, config: ["maxRequestBytes": "64K"])
+        #expect((run.report["requests"] as? Int ?? 0) > 4, "\(run.report)")
+        #expect(run.asked > (run.report["chunksFetched"] as? Int ?? 0) + 1, "some requests were turned away: \(run.asked) asked")
+        #expect(run.dropped == nil, "\(run.dropped ?? "")")
+        #expect(run.fromOrigin == 0, "the origin sent \(run.fromOrigin) object bytes")
+        #expect(run.exact)
+        #expect(run.seconds < 60)
+    }
+
+    @Test("a peer that answers every request 503 with Retry-After: 1 is waited for a few seconds in all, then dropped, and the origin serves the build")
+    func momentPeerDropped() throws {
+        let run = try Self.hostileRun("moment")
+        #expect(run.dropped?.contains("more than they were worth") == true, "\(run.dropped ?? "not dropped")")
         #expect(run.exact)
         #expect(run.fromOrigin > 0)
     }
@@ -316,11 +336,12 @@ struct LANPeerTests {
 /// arguments; its result to `synced`) and `apply`, each expected to succeed. Returns the install folder.
 @discardableResult
 func player(
-    _ fixture: Fixture, _ name: String, remote: String, sync arguments: [String] = [],
+    _ fixture: Fixture, _ name: String, remote: String, sync arguments: [String] = [], config: [String: String] = [:],
     synced: (CLI.Result) -> Void = { _ in }
 ) throws -> String {
     let root = fixture.directory + "/" + name
     #expect(try CLI.run(["init", "--install", root, "--remote", remote, "--root", fixture.rootMetadata]).status == 0)
+    for (key, value) in config { #expect(try CLI.run(["config", "set", key, value, "--install", root]).status == 0) }
     let result = try CLI.run(["sync", "--install", root] + arguments)
     #expect(result.status == 0, "\(name): \(result.stderr)")
     synced(result)

@@ -10,6 +10,9 @@ usage: hostile_peer.py UPSTREAM MODE [N]
   turncoat  forwards N requests (it passes a probe), then answers 404 after 0.45 s each (just under
             a peer's time per answer: the most a peer can cost without a single late answer)
   stall     answers each request with its headers, then nothing
+  crowded   forwards, on N connections at most at once: a connection beyond them it answers 503 with
+            Retry-After: 1 at once and closes (an honest share with few places)
+  moment    answers every request 503 with Retry-After: 1 at once (a peer that always asks for a moment)
 Prints the port it listens on (127.0.0.1), then "asked" for each request, until killed.
 """
 import os, socket, sys, threading, time, urllib.request
@@ -18,9 +21,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 upstream, mode = sys.argv[1], sys.argv[2]
 limit = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 served, lock = [0], threading.Lock()
+busy = [0]  # connections held, in mode crowded
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms wait for a delayed ACK
     def log_message(self, *args): pass
     def do_GET(self):
         with lock:
@@ -32,6 +37,8 @@ class Handler(BaseHTTPRequestHandler):
             if not honest:
                 time.sleep(0.45)
                 self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+        if mode == "moment":
+            self.later(); return
         if mode in ("empty", "late404"):
             if mode == "late404":
                 time.sleep(1.8)
@@ -39,6 +46,13 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "redirect":
             self.send_response(302); self.send_header("Location", upstream + self.path)
             self.send_header("Content-Length", "0"); self.end_headers(); return
+        self.forward()
+
+    def later(self):
+        self.send_response(503); self.send_header("Retry-After", "1"); self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def forward(self):
         try:
             with urllib.request.urlopen(upstream + self.path, timeout=10) as answer:
                 body, status = answer.read(), answer.status
@@ -70,6 +84,26 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     def handle_error(self, request, address): pass
+    def process_request(self, request, client_address):
+        if mode == "crowded":
+            with lock:
+                full = busy[0] >= limit
+                if not full:
+                    busy[0] += 1
+            if full:
+                with lock:
+                    print("asked", flush=True)  # a request it turned away
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                self.shutdown_request(request)
+                return
+        super().process_request(request, client_address)
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            if mode == "crowded":
+                with lock:
+                    busy[0] -= 1
 
 server = Server(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)

@@ -11,7 +11,8 @@ import Foundation
 /// have ``budget(chunks:bytes:floor:)`` per range; past it the rest of the range comes from the origin.
 /// A peer that asks for a moment (503 with a Retry-After of up to ``shortWait``: its places are all
 /// taken) is waited for when no other peer can be asked, within the range's time; the wait is its debt.
-/// But when the sync's other requests to it are in flight, it just has no place for one more: the sync
+/// But when the sync's other requests to it are in flight (or it sent a chunk under ``recentChunk``
+/// ago), it just has no place for one more: the sync
 /// asks it on that many at once (one more after every ``slotGrowth`` chunks), its ranges waiting for a
 /// place, and owes nothing.
 ///
@@ -51,6 +52,8 @@ struct PeerPolicy: Sendable {
     static let pause = Duration.seconds(30)
     /// How often a range that waits for a place at a peer (its ``Record/slots`` all in flight) looks again.
     static let slotWait = Duration.milliseconds(20)
+    /// A 503 with a short Retry-After this soon after a peer's last chunk is one place too few, not a pause.
+    static let recentChunk = Duration.seconds(1)
     /// Chunks a peer delivers after it learnt its slots before it is asked on one more at once.
     static let slotGrowth = 64
     /// The longest wait a peer may ask for (503 with Retry-After) that a range waits out rather than
@@ -106,6 +109,8 @@ struct PeerPolicy: Sendable {
         /// (nil: as many as the sync sends); one more after each ``slotGrowth`` chunks.
         var slots: Int?
         var chunksSinceSlots = 0
+        /// When it last delivered a chunk.
+        var lastChunk: Instant?
     }
 
     /// One range's walk through the peers in use.
@@ -233,9 +238,12 @@ struct PeerPolicy: Sendable {
         guard turn.position < turn.order.count else { return nil }
         let peer = turn.order[turn.position]
         records[peer].inFlight = max(0, records[peer].inFlight - 1)
-        if case .later(let wait) = answer, wait <= Self.shortWait, records[peer].inFlight > 0 {
-            // It answers this sync's other requests: it has no place for one more. Asked on as many at
-            // once as it takes, this range waits for one of them; no pause, no debt, no miss.
+        if case .later(let wait) = answer, wait <= Self.shortWait,
+            records[peer].inFlight > 0 || records[peer].lastChunk.map({ now - $0 < Self.recentChunk }) == true
+        {
+            // It answers this sync's other requests (or just did: it may not have freed that place
+            // yet): it has no place for one more. Asked on as many at once as it takes, this range
+            // waits for one of them; no pause, no debt, no miss.
             records[peer].slots = max(1, records[peer].inFlight)
             records[peer].chunksSinceSlots = 0
             return nil
@@ -252,6 +260,7 @@ struct PeerPolicy: Sendable {
             records[peer].standing.bytes += installed
             turn.delivered += 1
             turn.left -= 1
+            records[peer].lastChunk = now
             if let slots = records[peer].slots {
                 records[peer].chunksSinceSlots += 1
                 if records[peer].chunksSinceSlots >= Self.slotGrowth {

@@ -35,7 +35,7 @@ trap cleanup EXIT
 # on /tmp's file system instead.
 if [ "${FRESH_FS:-1}" = 1 ]; then
   [ "$(id -u)" = 0 ] || { echo "run as root (a loop-mounted file system), or with FRESH_FS=0" >&2; exit 77; }
-  BYTES=$(find "$NEW" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+  BYTES=$(find "$NEW" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
   IMAGE=$(mktemp /var/tmp/patchsync-fresh-fs.XXXXXX)
   truncate -s $(( BYTES * 5 + (1 << 30) )) "$IMAGE"
   mkfs.ext4 -q -F "$IMAGE"

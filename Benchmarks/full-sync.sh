@@ -26,7 +26,7 @@ for _ in $(seq 100); do [ -s "$WORK/url" ] && break; sleep 0.1; done
 URL=$(cat "$WORK/url")
 
 (cd "$WORK/origin" && find objects -type f ! -path '*/.incoming/*') | sed "s|^|$URL/|" > "$WORK/urls"
-bytes=$(cd "$WORK/origin" && find objects -type f ! -path '*/.incoming/*' -printf '%s\n' | awk '{s+=$1} END {print s}')
+bytes=$(cd "$WORK/origin" && find objects -type f ! -path '*/.incoming/*' -printf '%s\n' | awk '{s+=$1} END { printf "%.0f\n", s }')
 mkdir -p "$WORK/curl"
 t0=$(now)
 (cd "$WORK/curl" && xargs -a "$WORK/urls" curl -s --no-progress-meter --parallel --parallel-max 6 --remote-name-all)

@@ -82,7 +82,7 @@ ps_publish() {
 # served_since OFFSET PREFIX: "bytes requests" that nginx's access log ($NGINX_ACCESS_LOG) records after
 # byte OFFSET for URIs under PREFIX.
 served_since() {
-  tail -c +"$(( $1 + 1 ))" "$NGINX_ACCESS_LOG" | awk -v p="$2" 'index($1, p) == 1 { b += $3; n++ } END { printf "%d %d\n", b, n }'
+  tail -c +"$(( $1 + 1 ))" "$NGINX_ACCESS_LOG" | awk -v p="$2" 'index($1, p) == 1 { b += $3; n++ } END { printf "%.0f %d\n", b, n }'
 }
 
 # need_tools TOOL…: installs, from Debian, the packages of the same names whose commands are missing.

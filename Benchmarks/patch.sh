@@ -126,7 +126,7 @@ CONF
     t1=$(now)
     find "$store" -type f -name '*.cacnk' | sort > "$WORK/after"
     newchunks=$(comm -13 "$WORK/before" "$WORK/after")
-    bytes=$(echo "$newchunks" | xargs -r stat -c %s | awk '{ s += $1 } END { print s + 0 }')
+    bytes=$(echo "$newchunks" | xargs -r stat -c %s | awk '{ s += $1 } END { printf "%.0f\n", s }')
     row "casync make, $size chunks (new chunks)" "$bytes" "$(echo "$newchunks" | grep -c . || true)" "$(secs "$t0" "$t1")"
     rm -rf "$store"
   done

@@ -38,7 +38,7 @@ start_nginx
 NGINX_PIDS=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
 make_routed_link "$NS" 10.198 "$((LINK_MBIT * 1000000))" 256k
 URL="http://10.198.0.1:$PORT"
-OBJECT_BYTES=$(find "$WORK/www/objects" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+OBJECT_BYTES=$(find "$WORK/www/objects" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
 head -c "$OBJECT_BYTES" /dev/urandom > "$WORK/www/blob.bin"
 
 player() { # player NAME: an install of the origin, inside the namespace's view of it

@@ -20,7 +20,7 @@ need_tools casync openssl bc
 pair_builds "$PAIR"
 [ -x "$BIN/patchsync-bench" ] || swift build -c release --product patchsync-bench >/dev/null
 NAME=$NEW_NAME TREE=$NEW
-BYTES=$(find "$TREE" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+BYTES=$(find "$TREE" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
 WORK=$(mktemp -d /tmp/patchsync-publish.XXXXXX)
 IMAGE=""
 trap 'mountpoint -q "$WORK" && umount "$WORK"; rm -rf "$WORK" ${IMAGE:+"$IMAGE"}' EXIT

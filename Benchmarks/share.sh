@@ -64,7 +64,7 @@ CONF
 ip netns exec psorigin nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
 for _ in $(seq 100); do ip netns exec psp0 curl -s -o /dev/null "http://$NET.2:8080/metadata/root.json" && break; sleep 0.1; done
 ORIGIN=http://$NET.2:8080
-origin_bytes() { awk '$1 ~ /^\/objects\// && $2 ~ /^2/ { s += $3 } END { print s + 0 }' "$WORK/access.log"; }
+origin_bytes() { awk '$1 ~ /^\/objects\// && $2 ~ /^2/ { s += $3 } END { printf "%.0f\n", s }' "$WORK/access.log"; }
 expected=$(cd "$NEW" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 check() {  # check ROOT: the install's tree is the build's
   local got; got=$(cd "$1/current/" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
@@ -102,7 +102,7 @@ kill "$SHARE_PID" 2>/dev/null || true
 for i in $(seq 1 "$PLAYERS"); do check "$WORK/shared$i"; done
 shared_s=$(echo "$t1 - $t0" | bc); seed_s=$(echo "$seeded - $t0" | bc)
 build_bytes=$(du -sb "$NEW" | cut -f1)
-objects=$(find "$WORK/www/objects" -type f ! -path '*/.incoming/*' -printf '%s\n' | awk '{ s += $1 } END { print s }')
+objects=$(find "$WORK/www/objects" -type f ! -path '*/.incoming/*' -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
 
 printf '\n%s, %s MB of files (%s MB of objects), the origin on a %s Mbit/s link, %s players\n' \
   "$NEW_NAME" "$((build_bytes / 1000000))" "$((objects / 1000000))" "$LINK_MBIT" "$PLAYERS"

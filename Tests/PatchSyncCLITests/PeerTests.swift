@@ -175,7 +175,7 @@ struct PeerTests {
         #expect((run.report["requests"] as? Int ?? 0) > 4, "\(run.report)")
         #expect(run.asked > (run.report["chunksFetched"] as? Int ?? 0) + 1, "some requests were turned away: \(run.asked) asked")
         #expect(run.dropped == nil, "\(run.dropped ?? "")")
-        #expect(run.fromOrigin == 0, "the origin sent \(run.fromOrigin) object bytes")
+        #expect(run.fromOrigin == 0, "the origin sent \(run.fromOrigin) object bytes: \(run.report["peers"] ?? "")")
         #expect(run.exact)
         #expect(run.seconds < 60)
     }

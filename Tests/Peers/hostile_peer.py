@@ -93,6 +93,10 @@ class Server(ThreadingHTTPServer):
             if full:
                 with lock:
                     print("asked", flush=True)  # a request it turned away
+                try:  # its request read first: no reset that could discard the answer
+                    request.settimeout(1); request.recv(65536)
+                except OSError:
+                    pass
                 request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 self.shutdown_request(request)
                 return

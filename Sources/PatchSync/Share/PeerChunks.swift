@@ -91,7 +91,7 @@ public final class Peers: Sendable {
         var left = needs[...]
         while let need = left.first {
             var step = policy.withLock { $0.next(&turn, length: need.chunk.length, at: ContinuousClock.now) }
-            while case .wait(let until) = step {
+            while case .wait(let until) = step, !Task.isCancelled {
                 try? await Task.sleep(until: until, clock: .continuous)
                 step = policy.withLock { $0.next(&turn, length: need.chunk.length, at: ContinuousClock.now) }
             }

@@ -11,10 +11,10 @@ import Foundation
 /// have ``budget(chunks:bytes:floor:)`` per range; past it the rest of the range comes from the origin.
 /// A peer that asks for a moment (503 with a Retry-After of up to ``shortWait``: its places are all
 /// taken) is waited for when no other peer can be asked, within the range's time; the wait is its debt.
-/// But when the sync's other requests to it are in flight (or it sent a chunk under ``recentChunk``
-/// ago), it just has no place for one more: the sync
-/// asks it on that many at once (one more after every ``slotGrowth`` chunks), its ranges waiting for a
-/// place, and owes nothing.
+/// But a peer that delivers chunks and turns one request away just has no place for one more (one
+/// such 503 is taken so for each chunk it delivered): the sync asks it on as many at once as it had
+/// (one more after every ``slotGrowth`` chunks), its ranges waiting for a place, and owes only the
+/// time such an answer took beyond ``perChunk``.
 ///
 /// A peer is dropped for the rest of the sync when it sends bytes that fail their hash, when
 /// ``strikes`` answers in a row fail or come late, when it uses up the time of ``overruns`` ranges in a
@@ -52,8 +52,9 @@ struct PeerPolicy: Sendable {
     static let pause = Duration.seconds(30)
     /// How often a range that waits for a place at a peer (its ``Record/slots`` all in flight) looks again.
     static let slotWait = Duration.milliseconds(20)
-    /// A 503 with a short Retry-After this soon after a peer's last chunk is one place too few, not a pause.
-    static let recentChunk = Duration.seconds(1)
+    /// The most 503s for one request more a peer may have in hand, each earned by a chunk it delivered
+    /// (a peer that sent the probe's chunk starts with them).
+    static let maxPlaceCredits = 8
     /// Chunks a peer delivers after it learnt its slots before it is asked on one more at once.
     static let slotGrowth = 64
     /// The longest wait a peer may ask for (503 with Retry-After) that a range waits out rather than
@@ -109,14 +110,18 @@ struct PeerPolicy: Sendable {
         /// (nil: as many as the sync sends); one more after each ``slotGrowth`` chunks.
         var slots: Int?
         var chunksSinceSlots = 0
-        /// When it last delivered a chunk.
-        var lastChunk: Instant?
+        /// 503s for one request more that may still be taken as a place too few: one per chunk it
+        /// delivered, at most ``maxPlaceCredits``.
+        var placeCredits = 0
+        /// Not asked before then: it just said it had no place free.
+        var notBefore: Instant?
     }
 
     /// One range's walk through the peers in use.
     struct Turn: Sendable {
-        /// The rest of the range comes from the origin from then on.
-        let deadline: Instant
+        /// The rest of the range comes from the origin from then on (later by the time it waited for a
+        /// place at a peer that was answering the sync's other requests).
+        var deadline: Instant
         /// The slowest body waited for, bytes per second per request (``floorBytesPerSecond``, or less
         /// under the sync's cap).
         let floor: Int
@@ -173,7 +178,10 @@ struct PeerPolicy: Sendable {
         var candidates: [(rank: Int, elapsed: Duration, peer: Int)] = []
         for (peer, probe) in zip(records.indices, probes) {
             switch probe.answer {
-            case .chunk where probe.elapsed <= allowed: candidates.append((0, probe.elapsed, peer))
+            case .chunk where probe.elapsed <= allowed:
+                candidates.append((0, probe.elapsed, peer))
+                // It served: a sync's first requests, all at once, may find its places taken.
+                records[peer].placeCredits = Self.maxPlaceCredits
             case .lacks where probe.elapsed <= allowed, .later where probe.elapsed <= allowed: candidates.append((1, probe.elapsed, peer))
             case .chunk, .lacks, .later: drop(peer, "it answered the probe after \(Self.text(probe.elapsed)) (\(Self.text(allowed)) allowed)")
             case .busy: drop(peer, "it was busy (503) when probed")
@@ -214,17 +222,25 @@ struct PeerPolicy: Sendable {
                 else { return nil }
                 return until
             }
-            guard let soonest = resumes.min(), soonest < turn.deadline else { return .origin }
-            turn.position = 0
+            guard let soonest = resumes.min(), soonest < turn.deadline,
+                let position = turn.order.firstIndex(where: { records[$0].pausedUntil == soonest && records[$0].shortPause })
+            else { return .origin }
+            // Back to that peer, not to the first: those before it lacked the range or are paused longer.
+            turn.position = position
             turn.answers = 0
             turn.delivered = 0
             return .wait(until: soonest)
         }
         let peer = turn.order[turn.position]
-        if let slots = records[peer].slots, records[peer].inFlight >= slots {
-            // It serves this sync's other ranges on all the places it has for us: wait for one.
-            let until = now + Self.slotWait
-            return until < turn.deadline ? .wait(until: until) : .origin
+        let full = records[peer].slots.map { records[peer].inFlight >= $0 } ?? false
+        if full || records[peer].notBefore.map({ now < $0 }) == true {
+            // It serves this sync's other ranges on all the places it has for us (or just said it had
+            // none free): wait for one.
+            // The wait is not the range's time: the peer spends it on this sync's other chunks, each
+            // owing what it takes beyond its worth.
+            let until = max(now + Self.slotWait, records[peer].notBefore ?? now)
+            turn.deadline = turn.deadline + (until - now)
+            return .wait(until: until)
         }
         records[peer].inFlight += 1
         let timeout = min(Self.allowance(Self.answerBudget, bytes: length, floor: turn.floor), turn.deadline - now)
@@ -238,15 +254,19 @@ struct PeerPolicy: Sendable {
         guard turn.position < turn.order.count else { return nil }
         let peer = turn.order[turn.position]
         records[peer].inFlight = max(0, records[peer].inFlight - 1)
-        if case .later(let wait) = answer, wait <= Self.shortWait,
-            records[peer].inFlight > 0 || records[peer].lastChunk.map({ now - $0 < Self.recentChunk }) == true
-        {
+        if case .later(let wait) = answer, wait <= Self.shortWait, records[peer].placeCredits > 0 {
             // It answers this sync's other requests (or just did: it may not have freed that place
             // yet): it has no place for one more. Asked on as many at once as it takes, this range
-            // waits for one of them; no pause, no debt, no miss.
+            // waits for one of them, at least ``slotWait``; no pause, no miss. One such answer is
+            // free for each chunk it delivered (``placeCredits``), and the time it took beyond
+            // ``perChunk`` is owed: so a peer cannot slow a sync with them.
+            records[peer].placeCredits -= 1
             records[peer].slots = max(1, records[peer].inFlight)
             records[peer].chunksSinceSlots = 0
-            return nil
+            records[peer].notBefore = now + Self.slotWait
+            let dropped = records[peer].standing.dropped
+            owe(peer, elapsed, worth: Self.perChunk)
+            return dropped == nil ? records[peer].standing.dropped : nil
         }
         let wasDropped = records[peer].standing.dropped != nil
         if turn.answers == 0 { records[peer].rangesAsked += 1 }
@@ -260,7 +280,7 @@ struct PeerPolicy: Sendable {
             records[peer].standing.bytes += installed
             turn.delivered += 1
             turn.left -= 1
-            records[peer].lastChunk = now
+            records[peer].placeCredits = min(Self.maxPlaceCredits, records[peer].placeCredits + 1)
             if let slots = records[peer].slots {
                 records[peer].chunksSinceSlots += 1
                 if records[peer].chunksSinceSlots >= Self.slotGrowth {

@@ -34,6 +34,8 @@ struct ShareConnections: Sendable {
         var idleSince: Instant?
         /// It answered a request: its client may be sending the next one on it.
         var answered = false
+        /// It closes after the answer it gives now (its address was over its share of the places).
+        var leaving = false
     }
 
     /// What becomes of a new connection.
@@ -73,15 +75,16 @@ struct ShareConnections: Sendable {
     /// admitted when there is room or an idle connection to make it, refused when there is neither.
     /// `hasInput`: whether bytes wait unread on a socket (a request the share has not read yet).
     mutating func admit(fd: Int32, address: String, at now: Instant, hasInput: (Int32) -> Bool = { _ in false }) -> Admission {
+        waiting = waiting.filter { now - $0.value < Self.settle }
         let sameAddress = open.filter { $0.value.address == address }
-        if let fair = fairShare(at: now), sameAddress.count >= fair { return .refused }
+        if let fair = fairShare(at: now), sameAddress.values.count(where: { !$0.leaving }) >= fair { return .refused }
         var makesWay: Int?
         if sameAddress.count >= perAddress {
             guard let idle = Self.longestIdle(sameAddress, at: now, hasInput: hasInput) else { return .refused }
             makesWay = idle
         } else if open.count >= limit {
             guard let idle = Self.longestIdle(open, at: now, hasInput: hasInput) else {
-                waiting[address] = now
+                if waiting.count < limit * 4 || waiting[address] != nil { waiting[address] = now }
                 return .refused
             }
             makesWay = idle
@@ -94,9 +97,12 @@ struct ShareConnections: Sendable {
 
     /// Whether connection `id` should close after the answer it gives at `now`: its address holds more
     /// than its share of the places while another address waits for one.
-    func yields(_ id: Int, at now: Instant) -> Bool {
+    mutating func yields(_ id: Int, at now: Instant) -> Bool {
         guard let address = open[id]?.address, let fair = fairShare(at: now) else { return false }
-        return open.values.count { $0.address == address } > fair
+        // Those already leaving are not counted: each connection over the share leaves, no more.
+        guard open.values.count(where: { $0.address == address && !$0.leaving }) > fair else { return false }
+        open[id]?.leaving = true
+        return true
     }
 
     /// The places each address may hold at `now`, when an address was turned away in the last ``settle``
@@ -104,7 +110,7 @@ struct ShareConnections: Sendable {
     private func fairShare(at now: Instant) -> Int? {
         let waits = waiting.filter { now - $0.value < Self.settle }.keys
         guard !waits.isEmpty else { return nil }
-        let addresses = Set(open.values.map(\.address)).union(waits)
+        let addresses = Set(open.values.filter { !$0.leaving }.map(\.address)).union(waits)
         return max(1, limit / addresses.count)
     }
 

@@ -35,8 +35,9 @@ public final class ShareServer: Sendable {
         public var maxBytesPerSecond = 32 << 20
         /// The time a client has to send a whole request head, once it started one.
         public var requestSeconds = 10
-        /// The time a connection may wait for a request (its first, or the next on a keep-alive one).
-        public var idleSeconds = 2
+        /// The time a connection may wait for a request (its first, or the next on a keep-alive one):
+        /// longer than a peer reuses one (under 2 s), as long as one that answered takes to make way.
+        public var idleSeconds = 3
         /// Pause (503) while the game runs or a discretionary sync would defer.
         public var pauseWithGame = true
 
@@ -187,7 +188,7 @@ public final class ShareServer: Sendable {
                 bucket.withLock { $0.charge(0, at: .now) }
                 // Places free as connections settle (``ShareConnections/settle``): a peer asks again in a second.
                 Self.send(fd, Self.head(503, length: 0, close: true, retryAfter: 1))
-                close(fd)
+                Self.closeGently(fd)
                 continue
             }
             Self.setTimeouts(fd, seconds: options.requestSeconds)
@@ -399,6 +400,15 @@ public final class ShareServer: Sendable {
             }
         }
         return named ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    }
+
+    /// Closes `fd` after an answer sent before its request was read: the request that came is read
+    /// first, so the kernel does not answer it with a reset that could discard the answer unread.
+    static func closeGently(_ fd: Int32) {
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        for _ in 0..<4 where recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+        close(fd)
     }
 
     /// Whether bytes wait unread on socket `fd` (a request its connection's thread has not read yet).

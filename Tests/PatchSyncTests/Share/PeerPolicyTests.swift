@@ -260,7 +260,7 @@ struct PeerPolicyTests {
     @Test("regression: a peer that asks for a moment (503, Retry-After: 1: its places are taken) is waited for when the range has the time, not left for the rest of a range of thousands of chunks (two players of four took 144 and 164 MB from the origin)")
     func momentIsWaited() {
         var policy = PeerPolicy(urls: ["http://a"])
-        policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
+        policy.choose([(.lacks, .milliseconds(5))], length: 1)  // in use, with no chunk sent yet
         var turn = policy.begin(chunks: 2000, bytes: 20 << 20, at: Self.start)
         guard case .ask(let peer, _) = policy.next(&turn, length: 1, at: Self.start) else {
             Issue.record("the peer is asked")
@@ -279,7 +279,7 @@ struct PeerPolicyTests {
     @Test("a peer that asks for a moment again and again is dropped: each wait ranges spent on it is its debt, counted once for answers that came together")
     func momentsAreOwed() {
         var policy = PeerPolicy(urls: ["http://a"])
-        policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
+        policy.choose([(.lacks, .milliseconds(5))], length: 1)  // in use, with no chunk sent yet
         var now = Self.start
         for _ in 0..<3 {
             var turns = (0..<6).map { _ in policy.begin(chunks: 100, bytes: 1 << 20, at: now) }
@@ -297,11 +297,13 @@ struct PeerPolicyTests {
         #expect(policy.next(&last, length: 1, at: now) == .origin)
     }
 
-    @Test("regression: a peer that turns away one more request (503, Retry-After: 1) while it answers the sync's others is asked on as many at once as it takes, the range waiting for a place: no pause, no debt, no miss, and one more place after 64 chunks (with its places shared, every player of four lost the seed to its debt)")
+    @Test("regression: a peer that delivers chunks and turns away one more request (503, Retry-After: 1) while it answers the sync's others is asked on as many at once as it takes, the range waiting for a place: no pause, no miss, and one more place after 64 chunks (with its places shared, every player of four lost the seed to its debt)")
     func placesAreLearnt() {
         var policy = PeerPolicy(urls: ["http://a"])
         policy.choose([(.chunk(installed: 1), .milliseconds(5))], length: 1)
         var turns = (0..<3).map { _ in policy.begin(chunks: 1000, bytes: 10 << 20, at: Self.start) }
+        _ = policy.next(&turns[0], length: 1, at: Self.start)
+        policy.answered(.chunk(installed: 1), elapsed: .milliseconds(1), length: 1, turn: &turns[0], at: Self.start)
         for index in turns.indices { #expect(policy.next(&turns[index], length: 1, at: Self.start) != .origin) }
         #expect(policy.records[0].inFlight == 3)
         policy.answered(.later(.seconds(1)), elapsed: .milliseconds(1), length: 1, turn: &turns[2], at: Self.start)
@@ -321,5 +323,45 @@ struct PeerPolicyTests {
         }
         #expect(policy.records[0].slots == 3, "one more place after \(PeerPolicy.slotGrowth) chunks")
         #expect(policy.records[0].standing.dropped == nil)
+    }
+
+    @Test("a peer cannot slow a sync with 503s for one request more: one is taken as a place too few for each chunk it delivered (eight for the probe's), its time beyond the answer's worth is owed, and the range waits between them; past its chunks, a 503 pauses it and is owed whole")
+    func placesAreEarned() {
+        var policy = PeerPolicy(urls: ["http://a"])
+        policy.choose([(.lacks, .milliseconds(5))], length: 1)  // in use, with no chunk sent yet
+        var turn = policy.begin(chunks: 1000, bytes: 10 << 20, at: Self.start)
+        var now = Self.start
+        _ = policy.next(&turn, length: 1, at: now)
+        policy.answered(.chunk(installed: 1), elapsed: .milliseconds(1), length: 1, turn: &turn, at: now)
+        _ = policy.next(&turn, length: 1, at: now)
+        now = now + .milliseconds(450)
+        policy.answered(.later(.seconds(0)), elapsed: .milliseconds(450), length: 1, turn: &turn, at: now)
+        #expect(policy.records[0].debt == .milliseconds(425), "a slow 503 is owed beyond its worth")
+        #expect(policy.next(&turn, length: 1, at: now) == .wait(until: now + PeerPolicy.slotWait), "not asked again at once")
+        now = now + PeerPolicy.slotWait
+        _ = policy.next(&turn, length: 1, at: now)
+        policy.answered(.later(.seconds(1)), elapsed: .milliseconds(1), length: 1, turn: &turn, at: now)
+        #expect(policy.records[0].pausedUntil == now + .seconds(1), "no chunk since: a pause")
+        #expect(policy.records[0].debt > .seconds(1))
+    }
+
+    @Test("regression: after waiting out a peer's moment, a range asks that peer again, not the one before it that lacked the range (it was asked again and again and dropped as lacking every range)")
+    func waitResumesAtThePausedPeer() {
+        var policy = PeerPolicy(urls: ["http://10.0.0.1:27472", "http://10.0.0.2:27472"])
+        policy.choose([(.lacks, .milliseconds(5)), (.lacks, .milliseconds(6))], length: 1)
+        var turn = policy.begin(chunks: 100, bytes: 1 << 20, at: Self.start)
+        #expect(policy.next(&turn, length: 1, at: Self.start) == .ask(peer: 0, timeout: PeerPolicy.allowance(PeerPolicy.answerBudget, bytes: 1)))
+        policy.answered(.lacks, elapsed: .milliseconds(1), length: 1, turn: &turn, at: Self.start)
+        guard case .ask(1, _) = policy.next(&turn, length: 1, at: Self.start) else {
+            Issue.record("the second peer is asked")
+            return
+        }
+        policy.answered(.later(.seconds(1)), elapsed: .milliseconds(1), length: 1, turn: &turn, at: Self.start)
+        #expect(policy.next(&turn, length: 1, at: Self.start) == .wait(until: Self.start + .seconds(1)))
+        guard case .ask(1, _) = policy.next(&turn, length: 1, at: Self.start + .seconds(1)) else {
+            Issue.record("the peer that asked for the moment is asked again, not the one that lacked the range")
+            return
+        }
+        #expect(policy.records[0].rangesAsked == 1)
     }
 }

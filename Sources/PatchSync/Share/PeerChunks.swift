@@ -112,8 +112,8 @@ public final class Peers: Sendable {
             }
         }
         if !left.isEmpty {
-            let rest = left.reduce(Int64(0)) { $0 + Int64($1.chunk.length) }
-            Self.logger.debug("\(left.count) of \(needs.count) chunks (\(rest) B) of object \(first.object) left to the origin")
+            Self.logger.debug(
+                "\(left.count) of \(needs.count) chunks (\(left.reduce(Int64(0)) { $0 + Int64($1.chunk.length) }) B) of object \(first.object) left to the origin")
         }
         return (got, Array(left))
     }

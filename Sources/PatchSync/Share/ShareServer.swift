@@ -212,16 +212,20 @@ public final class ShareServer: Sendable {
         let address = Self.peerAddress(fd)
         return state.withLock { state -> Int? in
             let now = ContinuousClock.now
-            let held = state.connections.open.values.filter { $0.address == address }
-            let described = held.map { c in c.idleSince.map { "idle \(PeerPolicy.text(now - $0))\(c.answered ? " answered" : "")" } ?? "busy" }
+            // What the address held, described only when debug logging asks for it (under the lock).
+            let described = { [open = state.connections.open] in
+                open.values.filter { $0.address == address }
+                    .map { c in c.idleSince.map { "idle \(PeerPolicy.text(now - $0))\(c.answered ? " answered" : "")" } ?? "busy" }
+                    .joined(separator: ", ")
+            }
             switch state.connections.admit(fd: fd, address: address, at: now, hasInput: Self.hasInput) {
             case .refused:
                 state.counters.busy += 1
-                Self.logger.debug("turned away \(address): \(described.joined(separator: ", "))")
+                Self.logger.debug("turned away \(address): \(described())")
                 return nil
             case .admitted(let id, let closing):
                 if let closing {
-                    Self.logger.debug("\(address) made way: \(described.joined(separator: ", "))")
+                    Self.logger.debug("\(address) made way: \(described())")
                     state.counters.evicted += 1
                     _ = Glibc.shutdown(closing, Int32(SHUT_RDWR))
                 }

@@ -111,20 +111,3 @@ extension DiffSide {
         return result
     }
 }
-
-/// Reads the files of a build folder as they are on disk, checking each one's size against its entry.
-struct BuildFolderReader: FileContentSource {
-    let directory: String
-
-    func content(of file: FileEntry, into buffer: UnsafeMutableRawBufferPointer) throws(PatchSyncError) {
-        let full = directory + "/" + file.path
-        do {
-            let input = try FileDescriptor(path: full, flags: O_RDONLY)
-            let size = Int64(try input.status().st_size)
-            guard size == file.size, buffer.count == Int(file.size) else {
-                throw Errno(EAGAIN, "reading (it changed since it was chunked)", full)
-            }
-            try input.read(into: buffer, at: 0)
-        } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
-    }
-}

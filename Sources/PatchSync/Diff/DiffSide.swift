@@ -44,10 +44,9 @@ public struct DiffSide: Sendable {
                 throw PatchSyncError(.usage, "\(spec) has no build installed", remedy: "sync and apply it first")
             }
             let build = Deployment.buildID(of: current)
-            let syncer = Syncer(install: install)
             var side = DiffSide(
-                manifest: try syncer.loadManifest(current), name: "\(build) (installed in \(install.root))", spec: spec)
-            side.local = try syncer.liveTrees(state: try install.state())
+                manifest: try install.manifest(of: current), name: "\(build) (installed in \(install.root))", spec: spec)
+            side.local = try install.liveTrees(state: try install.state())
             side.installConfig = try install.config()
             return side
         }
@@ -116,5 +115,25 @@ public struct DiffSide: Sendable {
             FileSystem.isDirectory(OriginLayout(root: path).objectsFolder)
         else { return nil }
         return path
+    }
+}
+
+extension PatchDiff {
+    /// The patch from side `old` to side `new`, for a player who chose the optional bundles `chosen`
+    /// (nil: every bundle; an install's own choice is already applied). An install costs it with what it
+    /// holds (kept builds and the ready tree too), any other side as a player holding exactly its build.
+    public init(from old: DiffSide, to new: DiffSide, deltas: [String: Int64], chosen: [String]?) {
+        // An install's own choice (its excluded bundles too) is what its sync applies to NEW.
+        let installs = chosen == nil ? old.installConfig.map { $0.selection(of: new.manifest) } : nil
+        func pick(_ manifest: Manifest) -> Manifest {
+            chosen.map { manifest.selecting(BundleSelection(manifest, chosen: $0).wanted) } ?? manifest
+        }
+        let before = pick(old.manifest)
+        let after = installs.map { new.manifest.selecting($0.wanted) } ?? pick(new.manifest)
+        self.init(
+            old: before, new: after, oldName: old.name, newName: new.name, deltas: deltas,
+            local: old.local ?? LiveTree(holding: [before]))
+        if let chosen { selection = BundleSelection(new.manifest, chosen: chosen).wanted }
+        if let installs { selection = installs.wanted }
     }
 }

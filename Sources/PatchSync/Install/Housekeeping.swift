@@ -92,12 +92,6 @@ struct Housekeeping: Sendable {
         for name in names { try? FileSystem.remove(directory + "/" + name) }
     }
 
-    /// Deletes the trusted copies `names` from the trusted metadata folder `directory` (``TrustClient``'s
-    /// fast-forward recovery); a copy that is not there, or cannot be removed, is left.
-    static func forgetTrustedMetadata(_ names: [String], in directory: String) {
-        for name in names { try? FileSystem.remove(directory + "/" + name) }
-    }
-
     /// Staging folders, manifests and delta packs no record needs, and the stat cache of builds
     /// that are gone; the caller holds both locks.
     private func collectStaged(keepPacks: Set<String>?) throws {

@@ -1,42 +1,5 @@
 import Foundation
 
-/// Where a build's bundles stand in an install, for launchers ("playable now, French voices in 4 min").
-public struct BundleProgress: Codable, Sendable, Equatable {
-    /// One bundle of the build.
-    public struct Entry: Codable, Sendable, Equatable {
-        public enum State: String, Codable, Sendable {
-            /// In the live tree.
-            case live
-            /// Staged whole: goes live at the next start.
-            case ready
-            /// Wanted, not complete yet (downloading, or waiting for its turn).
-            case pending
-            /// An optional bundle the player did not choose.
-            case notSelected
-        }
-
-        public var name: String
-        public var required: Bool
-        /// Whether the player's selection includes it (required ones always do).
-        public var selected: Bool
-        public var state: State
-        /// The size of its files.
-        public var bytes: Int64
-        /// Of a pending bundle being staged: bytes of its files written so far.
-        public var bytesDone: Int64?
-    }
-
-    public var buildId: String
-    /// Every required bundle of the build is live or ready: the game can start on it.
-    public var playable: Bool
-    public var bundles: [Entry]
-    /// Bundles the player chose that this build does not have.
-    public var dropped: [String]
-
-    /// The names of bundles in `state`.
-    public func names(_ state: Entry.State) -> [String] { bundles.filter { $0.state == state }.map(\.name) }
-}
-
 extension Install {
     /// The bundles a deployment holds, as the install's state records it (nil: all of its build's,
     /// for a deployment staged before bundles could be chosen, or one the state no longer names).
@@ -230,5 +193,45 @@ extension Install {
         return BundleChoice(
             chosen: chosen.sorted(), excluded: [],
             unknown: chosen.filter { name in optional.map { !$0.contains(name) } ?? false }.sorted())
+    }
+}
+
+extension Install {
+    /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`), as the
+    /// deployment holds it: only its bundles' files, links and folders.
+    func manifest(of deployment: String) throws(PatchSyncError) -> Manifest {
+        let identity = try deploymentIdentity(deployment)
+        let manifest = try keptManifest(deployment, sha: identity?.manifest)
+        guard let bundles = identity?.bundles else { return manifest }
+        return manifest.selecting(bundles)
+    }
+
+    /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
+    /// of an earlier run), through the stat cache: what staging may link or copy.
+    func liveTrees(state: StateStore) throws(PatchSyncError) -> LiveTree {
+        // The ready tree's files first: an apply may move it into builds/ meanwhile (link() follows it
+        // there), and may then retire the current deployment when it holds the same build.
+        var live = LiveTree()
+        let ready = try state.read().ready, current = currentDeployment()
+        if let ready, ready.name != current, let manifest = try? manifest(of: ready.name) {
+            let staged = stagedDirectory(ready.name)
+            let directory = FileSystem.isDirectory(staged) ? staged : buildDirectory(ready.name)
+            if FileSystem.isDirectory(directory) {
+                live = try LiveTree(manifest: manifest, directory: directory, build: ready.name, state: state)
+            }
+        }
+        if let current, let manifest = try? manifest(of: current) {
+            live.merge(try LiveTree(manifest: manifest, directory: buildDirectory(current), build: current, state: state))
+            live.manifest = manifest  // the live build: the source its delta packs come from
+        }
+        // Every other build kept for rollback, newest first: a publisher's rollback to one of them, or a
+        // build that brings back its files, fetches nothing they hold (checked through the stat cache).
+        let recorded = try state.read()
+        for kept in recorded.history.reversed() where kept != current && kept != ready?.name {
+            let folder = buildDirectory(kept)
+            guard FileSystem.isDirectory(folder), let manifest = try? manifest(of: kept) else { continue }
+            live.merge(try LiveTree(manifest: manifest, directory: folder, build: kept, state: state))
+        }
+        return live
     }
 }

@@ -1,68 +1,5 @@
 import Foundation
 
-/// What an install holds: for `patchsync status` and launchers.
-public struct InstallStatus: Codable, Sendable {
-    /// Progress of a build being staged.
-    public struct Staging: Codable, Sendable {
-        public var buildId: String
-        public var chunksDone: Int
-        public var chunksTotal: Int
-        public var bytesDone: Int64
-        public var bytesTotal: Int64
-    }
-
-    /// A kept build folder and the disk it uses that no folder listed before it shares (hard links count once).
-    public struct BuildDisk: Codable, Sendable {
-        /// The folder in `builds/` (`<build id>`, or `<build id>@<n>` when a build came back).
-        public var name: String
-        /// The build it holds.
-        public var buildId: String?
-        /// Only when asked for (`status(diskUsage: true)`, `status --disk`): it walks every file.
-        public var diskBytes: Int64?
-    }
-
-    /// How the files of the staged or ready build came (or come): linked, rebuilt by delta, from chunks.
-    public struct Routes: Codable, Sendable, Equatable {
-        public var buildId: String
-        public var linked: Int
-        public var delta: Int
-        public var chunks: Int
-    }
-
-    public var install: String
-    public var channel: String
-    public var remotes: [String]
-    public var current: String?
-    public var previous: String?
-    /// A staged, complete build waiting for the next apply.
-    public var ready: String?
-    public var staging: Staging?
-    /// The highest sequence seen on the channel (rollback protection).
-    public var seenSequence: Int?
-    /// A build rolled back from, which sync does not install again.
-    public var heldBack: String?
-    /// Builds in builds/, oldest applied first, with their disk use.
-    public var builds: [BuildDisk]
-    /// Disk used by staging (only when asked for, as `diskBytes`).
-    public var stagingDiskBytes: Int64?
-    /// A sync running now (in this or another process), with its rate and ETA.
-    public var running: RunningSync?
-    /// The last discretionary run was deferred: why, and when the next may try.
-    public var deferral: Deferral?
-    /// Per route, the files of the build being staged or ready.
-    public var routes: Routes?
-    /// Why the current or the ready build is an earlier one: the publisher rolled the channel back.
-    public var currentRollback: RollbackNote?
-    public var readyRollback: RollbackNote?
-    /// The bundles of the newest build this install knows: live, ready, pending or not selected, with their sizes.
-    public var bundles: BundleProgress?
-    /// What the live tree holds besides its files.
-    public var liveLinks: Int?
-    public var liveEmptyFolders: Int?
-    /// A preload build fetched ahead of its release: how much is here, and when it unlocks.
-    public var preload: PreloadStatus?
-}
-
 extension Install {
     /// Reads the install's status without taking its lock, so it works while a sync runs. It reads the
     /// install state, not the manifests (but for the progress of a build being staged), so it takes
@@ -90,7 +27,7 @@ extension Install {
             heldBack: state.heldBack, builds: builds,
             stagingDiskBytes: stagingBytes, running: RunningSync.alive(state.running),
             deferral: state.deferral)
-        if let staging = state.staging, let manifest = try? Syncer(install: self).loadManifest(staging.name) {
+        if let staging = state.staging, let manifest = try? self.manifest(of: staging.name) {
             let done = try StagedBuild(staging, in: self, state: store).recorded(manifest)
             var progress = InstallStatus.Staging(
                 buildId: staging.buildId, chunksDone: 0, chunksTotal: 0, bytesDone: 0,
@@ -110,7 +47,7 @@ extension Install {
         status.preload = state.preload
         if let summary = state.currentIdentity?.summary {
             (status.liveLinks, status.liveEmptyFolders) = (summary.links, summary.folders)
-        } else if let current = status.current, let manifest = try? Syncer(install: self).loadManifest(current) {
+        } else if let current = status.current, let manifest = try? self.manifest(of: current) {
             (status.liveLinks, status.liveEmptyFolders) = (manifest.links?.count ?? 0, manifest.folders?.count ?? 0)
         }
         status.currentRollback = state.currentIdentity?.rollback

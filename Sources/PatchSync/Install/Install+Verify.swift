@@ -1,36 +1,5 @@
 import Foundation
 
-/// What `verify` found in the live tree.
-public struct VerifyReport: Codable, Sendable {
-    /// How a file differs from its manifest.
-    public enum Problem: String, Codable, Sendable {
-        case missing, wrongSize, wrongHash, wrongMode
-        /// A symbolic link that points elsewhere than the manifest says.
-        case wrongLink
-    }
-
-    /// One damaged file.
-    public struct Damage: Codable, Sendable, Hashable {
-        public var path: String
-        public var problem: Problem
-        public var expected: String
-        public var actual: String?
-    }
-
-    public var deployment: String
-    public var buildId: String
-    public var filesChecked: Int
-    /// Files whose content was hashed (all with --full; those the stat cache could not vouch for otherwise).
-    public var filesHashed: Int
-    /// Symbolic links and empty folders checked.
-    public var entriesChecked = 0
-    public var damaged: [Damage]
-    /// The repaired build staged by --repair, ready for the next apply.
-    public var repairStaged: String?
-    /// True when --now applied the repair at once.
-    public var applied = false
-}
-
 extension Install {
     /// Checks the live tree against its manifest: size and mode of every file, and its
     /// SHA-256 where the stat cache cannot vouch for it (or always, with `full`).
@@ -47,10 +16,10 @@ extension Install {
         var files = try state.buildFiles(build: deployment)
         if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs
             let cache = try state.statCache(build: deployment)
-            files = try Syncer(install: self).loadManifest(deployment).files.map {
+            files = try self.manifest(of: deployment).files.map {
                 (
                     StateStore.BuildFile(
-                        path: $0.path, size: $0.size, mode: Install.installedMode($0.mode),
+                        path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode),
                         sha256: $0.sha256.hex), cache[$0.path]
                 )
             }
@@ -70,7 +39,7 @@ extension Install {
         }
         if !refreshed.isEmpty { try state.saveStatCache(build: deployment, refreshed) }
         // Links and empty folders are in the manifest only: without it they would go unchecked.
-        let manifest = try Syncer(install: self).loadManifest(deployment)
+        let manifest = try self.manifest(of: deployment)
         report.entriesChecked = (manifest.links?.count ?? 0) + (manifest.folders?.count ?? 0)
         report.damaged += TreeEntries.check(manifest, in: directory)
         return report
@@ -99,51 +68,5 @@ extension Install {
             return (damage(.missing, "a readable file", "unreadable"), true, nil)
         }
         return sha.hex == file.sha256 ? (nil, true, stat) : (damage(.wrongHash, file.sha256, sha.hex), true, nil)
-    }
-}
-
-extension Syncer {
-    /// Stages a repaired copy of the live build as a new deployment: good files hard-linked,
-    /// damaged ones rebuilt from chunks that still verify locally, the rest fetched. Returns
-    /// the deployment, marked ready for the next apply.
-    public func repair(
-        _ report: VerifyReport,
-        onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }
-    ) async throws(PatchSyncError) -> String {
-        let lock = try install.lock(.staging, for: "repair")
-        defer { withExtendedLifetime(lock) {} }
-        let config = try install.config()
-        let state = try install.state()
-        let manifest = try loadManifest(report.deployment)
-        let manifestData = try FileSystem.read(install.manifestPath(report.deployment), limit: 256 << 20)
-        // The repair holds the live build's content under a name of its own.
-        let identity = try state.update(.stagingBegun) { (s) throws(PatchSyncError) -> DeploymentIdentity in
-            let known = s.deployed[report.deployment]
-            var identity = DeploymentIdentity(
-                name: s.newDeploymentName(for: report.buildId, inUse: install.deploymentFolderExists),
-                buildId: report.buildId, channel: known?.channel ?? manifest.channel.name,
-                manifest: known?.manifest ?? SHA256Hasher.hash(manifestData).hex)
-            identity.bundles = known?.bundles
-            identity.summary = known?.summary
-            s.beginRepair(identity)
-            return identity
-        }
-        do { try FileSystem.writeAtomically(manifestData, to: install.manifestPath(identity.name)) } catch {
-            throw PatchSyncError.wrap(error)
-        }
-        let live = LiveTree(
-            manifest: manifest, directory: install.buildDirectory(report.deployment),
-            excluding: Set(report.damaged.map(\.path)))
-        let client = try HTTPClient(settings: .init(config))
-        var context = SyncContext(
-            install: install, config: config, state: state, origin: try Origin(config, client: client),
-            onEvent: onEvent)
-        context.sealed = try await sealedSource(for: manifest, context: context)  // a build that was a preload
-        var sync = SyncReport(outcome: .ready, buildId: report.buildId, sequence: manifest.sequence)
-        try await stage(
-            manifest, into: StagedBuild(identity, in: install, state: state), live: live, context: context,
-            report: &sync)
-        if let source = context.sealed { source.store.prune(keeping: source.keep) }
-        return identity.name
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A build of the install's channel as signed targets metadata lists it, reduced to what the
 /// decision of what goes live reads.
@@ -191,4 +192,11 @@ enum LiveDecision {
     /// How long after the release time a locked preload is still the publisher's release running late
     /// (75) rather than this clock running ahead (65).
     static let clockSlack: TimeInterval = 86400
+}
+
+/// What a sync does about the channel's newest build, decided on the install state in one transaction.
+enum SyncStep: Sendable {
+    case upToDate, alreadyReady, heldBack
+    case stage(DeploymentIdentity)
+
 }

@@ -118,28 +118,6 @@ public struct PreloadPlan: Codable, Hashable, Sendable {
         return SHA256Hasher.hash(Data("patchsync sealed manifest 2\0\(channel)\0\(build)\0\(sequence)".utf8))
     }
 
-    /// The manifest opened from its sealed bytes with `key`, checked to be this plan's build; refused
-    /// when it does not authenticate (a wrong key, tampered bytes).
-    func openManifest(_ sealed: Data, key: ContentKey) throws(PatchSyncError) -> Manifest {
-        guard keys[buildId] == key.commitment(build: buildId) else {
-            throw PatchSyncError(
-                .refusedData, "the content key offered for build \(buildId) is not the key it was sealed with",
-                remedy: "nothing was decrypted and the live build is untouched; the publisher must "
-                    + "release the build's own key (`patchsync repo release \(buildId)`)")
-        }
-        guard let gz = Sealer(key: key, build: buildId).open(sealed, object: manifest) else {
-            throw PatchSyncError(
-                .refusedData, "the sealed manifest of build \(buildId) fails authentication (tampered or damaged)",
-                remedy: "nothing was installed; it is fetched again at the next sync — if it fails again, "
-                    + "the origin serves tampered data: report it to the publisher")
-        }
-        let decoded = try Manifest.decode(gz, what: "the manifest of build \(buildId)")
-        guard decoded.buildId.value == buildId, decoded.channel.name == channel else {
-            throw PatchSyncError(.refusedData, "the sealed manifest of \(buildId) describes build \(decoded.buildId) of \(decoded.channel)")
-        }
-        return decoded
-    }
-
     /// The sealed manifest read from the origin folder and opened with `key` (publisher side).
     func openManifest(in origin: String, key: ContentKey) throws(PatchSyncError) -> Manifest {
         let data = try FileSystem.read(OriginLayout(root: origin).objectFile(manifest.sealed), limit: Int(manifest.length) + 1)

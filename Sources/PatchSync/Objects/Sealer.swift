@@ -132,3 +132,27 @@ struct Sealer: Sendable {
         return position == length && !units.isEmpty ? units : nil
     }
 }
+
+extension PreloadPlan {
+    /// The manifest opened from its sealed bytes with `key`, checked to be this plan's build; refused
+    /// when it does not authenticate (a wrong key, tampered bytes).
+    func openManifest(_ sealed: Data, key: ContentKey) throws(PatchSyncError) -> Manifest {
+        guard keys[buildId] == key.commitment(build: buildId) else {
+            throw PatchSyncError(
+                .refusedData, "the content key offered for build \(buildId) is not the key it was sealed with",
+                remedy: "nothing was decrypted and the live build is untouched; the publisher must "
+                    + "release the build's own key (`patchsync repo release \(buildId)`)")
+        }
+        guard let gz = Sealer(key: key, build: buildId).open(sealed, object: manifest) else {
+            throw PatchSyncError(
+                .refusedData, "the sealed manifest of build \(buildId) fails authentication (tampered or damaged)",
+                remedy: "nothing was installed; it is fetched again at the next sync — if it fails again, "
+                    + "the origin serves tampered data: report it to the publisher")
+        }
+        let decoded = try Manifest.decode(gz, what: "the manifest of build \(buildId)")
+        guard decoded.buildId.value == buildId, decoded.channel.name == channel else {
+            throw PatchSyncError(.refusedData, "the sealed manifest of \(buildId) describes build \(decoded.buildId) of \(decoded.channel)")
+        }
+        return decoded
+    }
+}

@@ -89,12 +89,11 @@ final class Origin: MetadataSource, Sendable {
                 }
                 if let offline, case .attempt = decision { client.meter?.offline(offline) }
                 if !expected, case .attempt(let next, let after) = decision, let meter = client.meter {
-                    meter.onEvent(
-                        .retrying(
-                            RetryStatus(
-                                what: what, mirror: mirrors[next], failedMirror: mirrors[mirror], attempt: attempts,
-                                retryInSeconds: Int((Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18).rounded(.up)),
-                                failure: failure.description)))
+                    meter.retrying(
+                        RetryStatus(
+                            what: what, mirror: mirrors[next], failedMirror: mirrors[mirror], attempt: attempts,
+                            retryInSeconds: Int((Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18).rounded(.up)),
+                            failure: failure.description))
                 }
             }
         }
@@ -230,4 +229,11 @@ final class Origin: MetadataSource, Sendable {
                 ? "a mirror serves damaged or wrong data; report it to the publisher"
                 : "check the network and the remotes, then run sync again; progress is kept")
     }
+}
+
+/// Where trusted metadata comes from: the origin's `metadata/` folder on some mirror.
+protocol MetadataSource: Sendable {
+    /// The named metadata file (a name safe to put in a URL as it is), at most `maxBytes` long,
+    /// within `timeout` seconds when given; nil when no mirror has it.
+    func metadata(_ name: String, maxBytes: Int64, timeout: TimeInterval?) async throws(PatchSyncError) -> Data?
 }

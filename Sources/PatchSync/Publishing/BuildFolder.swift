@@ -62,7 +62,7 @@ public struct BuildFolder: Sendable {
             case S_IFREG: files.append(rel)
             // Inside a folder copied from outside the build, a link means what it points to out there.
             case S_IFLNK where isCopied(relative): try dereference(rel)
-            case S_IFLNK: links[rel] = try Self.readLink(root + "/" + rel)
+            case S_IFLNK: links[rel] = try FileSystem.readLink(root + "/" + rel)
             default:
                 throw PatchSyncError(
                     .usage, "\(root)/\(rel) is not a regular file, folder or symbolic link",
@@ -77,7 +77,7 @@ public struct BuildFolder: Sendable {
         guard stat(root + "/" + path, &st) == 0 else {
             throw PatchSyncError(
                 .usage,
-                "\(root)/\(path) is a symbolic link to '\((try? Self.readLink(root + "/" + path)) ?? "?")', "
+                "\(root)/\(path) is a symbolic link to '\((try? FileSystem.readLink(root + "/" + path)) ?? "?")', "
                     + "which does not exist, so --dereference-external cannot copy it",
                 remedy: "install what it points to, or remove the link from the build")
         }
@@ -101,13 +101,6 @@ public struct BuildFolder: Sendable {
 
     private func isCopied(_ relative: String) -> Bool {
         copied.contains { relative == $0 || relative.hasPrefix($0 + "/") }
-    }
-
-    static func readLink(_ path: String) throws(PatchSyncError) -> String {
-        var buffer = [CChar](repeating: 0, count: 4097)
-        let n = readlink(path, &buffer, 4096)
-        guard n >= 0 else { throw PatchSyncError.wrap(Errno(errno, "reading the link", path)) }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The manifest's link and folder entries, each in the bundle its path matches.

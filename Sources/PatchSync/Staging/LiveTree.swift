@@ -25,7 +25,7 @@ struct LiveTree: Sendable {
         for file in manifest.files {
             let full = directory + "/" + file.path
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFREG,
-                Int64(st.st_size) == file.size, UInt32(st.st_mode) & 0o777 == Install.installedMode(file.mode)
+                Int64(st.st_size) == file.size, UInt32(st.st_mode) & 0o777 == Plan.installedMode(file.mode)
             else { continue }
             let now = StateStore.FileStat(st)
             if cache[file.path] != now {
@@ -56,7 +56,7 @@ extension LiveTree {
     }
 }
 
-extension Install {
+extension Plan {
     /// Installed files are read-only: the manifest's permission bits without write bits.
     static func installedMode(_ mode: UInt32) -> UInt32 { mode & 0o555 }
 }

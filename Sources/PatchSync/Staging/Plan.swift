@@ -32,7 +32,7 @@ struct Plan: Sendable {
 
         init(_ file: FileEntry) {
             sha256 = file.sha256
-            mode = Install.installedMode(file.mode)
+            mode = Plan.installedMode(file.mode)
         }
     }
 

@@ -17,9 +17,9 @@ struct StagedBuild: Sendable {
     let directory: String
     let state: StateStore
 
-    init(_ identity: DeploymentIdentity, in install: Install, state: StateStore) {
+    init(_ identity: DeploymentIdentity, directory: String, state: StateStore) {
         self.identity = identity
-        directory = install.stagedDirectory(identity.name)
+        self.directory = directory
         self.state = state
     }
 
@@ -27,9 +27,9 @@ struct StagedBuild: Sendable {
     /// tree every staging step works beneath: a link planted in place of `staging/` or of the
     /// deployment's folder is removed and a real folder made, never followed.
     @discardableResult
-    func makeFolder(in install: Install) throws(PatchSyncError) -> TreeRoot {
+    func makeFolder(under stateDirectory: String) throws(PatchSyncError) -> TreeRoot {
         do {
-            return try TreeRoot(install.stateDirectory).subtree(String(directory.dropFirst(install.stateDirectory.count + 1)))
+            return try TreeRoot(stateDirectory).subtree(String(directory.dropFirst(stateDirectory.count + 1)))
         } catch { throw PatchSyncError.wrap(error).during("staging \(identity.name)") }
     }
 

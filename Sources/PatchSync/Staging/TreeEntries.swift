@@ -44,7 +44,7 @@ enum TreeEntries {
                 found.append(VerifyReport.Damage(path: link.path, problem: .missing, expected: "a link to \(link.target)", actual: nil))
                 continue
             }
-            let target = (try? BuildFolder.readLink(full)) ?? ""
+            let target = (try? FileSystem.readLink(full)) ?? ""
             if target != link.target {
                 found.append(VerifyReport.Damage(path: link.path, problem: .wrongLink, expected: link.target, actual: target))
             }

@@ -8,7 +8,7 @@ import Synchronization
 /// the decisions are ``NetworkQuiet``'s.
 ///
 /// Thread-safety: a `Mutex` holds the counters; libcurl's transfer thread adds, the watch reads.
-public final class SyncMeter: Sendable {
+public final class SyncMeter: ByteMeter {
     private struct State {
         var received: Int64 = 0
         var quiet: NetworkQuiet
@@ -86,6 +86,8 @@ public final class SyncMeter: Sendable {
 
     /// No mirror could be reached at its last try (`failures` says what each did): sends `.offline` when
     /// the sync was not offline already; the requests go on retrying.
+    func retrying(_ status: RetryStatus) { onEvent(.retrying(status)) }
+
     func offline(_ failures: String) {
         let first = state.withLock { state -> Bool in
             state.unreachable = failures
@@ -287,25 +289,4 @@ struct NetworkQuiet: Sendable {
         if let giveUpAfter, let quiet = stalled(now), quiet >= giveUpAfter { due.giveUp = quiet }
         return due
     }
-}
-
-/// A response sink that tells the sync's meter of what arrives before handing it on: counted as bytes
-/// arrived (`counting`), or only heard (the network is alive: no stall, no progress).
-final class MeteredSink: ResponseSink, @unchecked Sendable {
-    private let inner: any ResponseSink
-    private let meter: SyncMeter
-    private let counting: Bool
-
-    init(_ inner: any ResponseSink, meter: SyncMeter, counting: Bool = true) {
-        self.inner = inner
-        self.meter = meter
-        self.counting = counting
-    }
-
-    func receive(_ bytes: UnsafeRawBufferPointer) -> PatchSyncError? {
-        if counting { meter.arrived(bytes.count) } else { meter.heard() }
-        return inner.receive(bytes)
-    }
-
-    func dropped(_ count: Int) { meter.heard() }
 }

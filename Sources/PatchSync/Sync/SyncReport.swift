@@ -122,17 +122,13 @@ public enum SyncEvent: Sendable {
     case warning(String)
 }
 
-/// A request that failed and is tried again, as the `.retrying` event says it.
-public struct RetryStatus: Codable, Sendable, Equatable {
-    /// What was asked ("object ab12…", "metadata/timestamp.json").
-    public var what: String
-    /// The mirror of the next try, and the one that failed.
-    public var mirror: String
-    public var failedMirror: String
-    /// The attempt that failed (1 for the first).
-    public var attempt: Int
-    /// When the next try comes.
-    public var retryInSeconds: Int
-    /// Why the attempt failed, in words.
-    public var failure: String
+extension SyncStep {
+    var outcome: SyncReport.Outcome {
+        switch self {
+        case .upToDate: return .upToDate
+        case .alreadyReady: return .alreadyReady
+        case .heldBack: return .heldBack
+        case .stage: return .ready
+        }
+    }
 }

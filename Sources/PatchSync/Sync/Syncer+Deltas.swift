@@ -36,7 +36,7 @@ extension Syncer {
         let chunksAfter = UpdatePlan.chunkBytes(plan, besides: route.paths)
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
-            let meter = context.origin.client.meter
+            let meter = context.meter
             result.packBytes = try await context.sources(for: manifest).whole(pack.object, length: pack.length, to: path) { have in
                 guard let event = progress.set(have) else { return }
                 if let meter { meter.post(event) } else { onEvent(event) }  // not from the transfer thread

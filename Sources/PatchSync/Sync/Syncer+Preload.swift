@@ -2,27 +2,6 @@ import Foundation
 import Logging
 import Synchronization
 
-/// A preload build on an install: what it is, how much of it is here, and whether it is released.
-public struct PreloadStatus: Codable, Sendable, Equatable {
-    public var buildId: String
-    public var channel: String
-    /// When the publisher plans to release it. It unlocks when signed metadata releases its key, not by
-    /// this machine's clock.
-    public var releaseAt: Date
-    /// Bytes to preload for the install's bundles, and those here.
-    public var bytes: Int64
-    public var bytesDone: Int64
-    /// True once signed metadata released the build's content key.
-    public var released: Bool
-
-    /// "preloaded 1.6 GiB of 1.6 GiB, unlocks 2026-12-01 17:00 UTC".
-    public var summary: String {
-        let what = "preloaded \(ByteCount.format(bytesDone)) of \(ByteCount.format(bytes)) of build \(buildId)"
-        return released ? what + ", released" : what + ", unlocks \(Repository.day(releaseAt))"
-    }
-
-}
-
 /// Human-readable byte counts (binary multiples), for messages of the library and the command line.
 public enum ByteCount {
     public static func format(_ bytes: Int64) -> String {
@@ -502,7 +481,7 @@ extension Syncer {
             let counted = Tally(0)  // of this range, so far
             try await store.fetch(range, origin: context.origin) { have in
                 guard let event = progress.add(counted.raise(to: have)) else { return }
-                if let meter = context.origin.client.meter { meter.post(event) } else { context.onEvent(event) }  // not from the transfer thread
+                if let meter = context.meter { meter.post(event) } else { context.onEvent(event) }  // not from the transfer thread
             }
             var updated = status
             updated.bytesDone = done.add(range.length)

@@ -61,7 +61,7 @@ extension Syncer {
             context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
             try await ChunkFetcher(
                 sources: sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
-                meter: context.origin.client.meter
+                meter: context.meter
             ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
             // The content fetched, as installed: what peers delivered in this step, the origin the rest.
             let fetched = fetchPlan.fetch.reduce(Int64(0)) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
@@ -79,35 +79,6 @@ extension Syncer {
         }
     }
 
-    /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
-    /// of an earlier run), through the stat cache: what staging may link or copy.
-    func liveTrees(state: StateStore) throws(PatchSyncError) -> LiveTree {
-        // The ready tree's files first: an apply may move it into builds/ meanwhile (link() follows it
-        // there), and may then retire the current deployment when it holds the same build.
-        var live = LiveTree()
-        let ready = try state.read().ready, current = install.currentDeployment()
-        if let ready, ready.name != current, let manifest = try? loadManifest(ready.name) {
-            let staged = install.stagedDirectory(ready.name)
-            let directory = FileSystem.isDirectory(staged) ? staged : install.buildDirectory(ready.name)
-            if FileSystem.isDirectory(directory) {
-                live = try LiveTree(manifest: manifest, directory: directory, build: ready.name, state: state)
-            }
-        }
-        if let current, let manifest = try? loadManifest(current) {
-            live.merge(try LiveTree(manifest: manifest, directory: install.buildDirectory(current), build: current, state: state))
-            live.manifest = manifest  // the live build: the source its delta packs come from
-        }
-        // Every other build kept for rollback, newest first: a publisher's rollback to one of them, or a
-        // build that brings back its files, fetches nothing they hold (checked through the stat cache).
-        let recorded = try state.read()
-        for kept in recorded.history.reversed() where kept != current && kept != ready?.name {
-            let folder = install.buildDirectory(kept)
-            guard FileSystem.isDirectory(folder), let manifest = try? loadManifest(kept) else { continue }
-            live.merge(try LiveTree(manifest: manifest, directory: folder, build: kept, state: state))
-        }
-        return live
-    }
-
     /// Refuses to start staging when the disk cannot hold the new content (linked files cost
     /// nothing; chunks already written are not counted again).
     private func checkFreeSpace(for plan: Plan, in directory: String) throws(PatchSyncError) {
@@ -120,15 +91,6 @@ extension Syncer {
                 "not enough disk space in \(directory): the build needs \(ByteCount.format(needed)), "
                     + "\(ByteCount.format(free)) are free", required: needed, available: free)
         }
-    }
-
-    /// The manifest kept for a deployment (`.patchsync/manifests/<deployment>.json.gz`), as the
-    /// deployment holds it: only its bundles' files, links and folders.
-    func loadManifest(_ deployment: String) throws(PatchSyncError) -> Manifest {
-        let identity = try install.deploymentIdentity(deployment)
-        let manifest = try install.keptManifest(deployment, sha: identity?.manifest)
-        guard let bundles = identity?.bundles else { return manifest }
-        return manifest.selecting(bundles)
     }
 
     /// Hard-links unchanged files from the live tree (they are read-only there), beneath the staged
@@ -195,7 +157,7 @@ extension Syncer {
                     throw PatchSyncError(.internal, "\(file.path) chunk \(index) was never written")
                 }
                 // Its bytes are written (not synced: the syncfs below does it for the whole tree); only the mode is left.
-                do { try tree.setMode(file.path, mode_t(Install.installedMode(file.mode))) } catch {
+                do { try tree.setMode(file.path, mode_t(Plan.installedMode(file.mode))) } catch {
                     throw PatchSyncError.wrap(error)
                 }
             }
@@ -238,7 +200,7 @@ extension Syncer {
         try staged.state.saveBuildFiles(
             build: id,
             manifest.files.map {
-                StateStore.BuildFile(path: $0.path, size: $0.size, mode: Install.installedMode($0.mode), sha256: $0.sha256.hex)
+                StateStore.BuildFile(path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode), sha256: $0.sha256.hex)
             })
         let seal = TreeSeal.of(directory)
         try staged.state.update(.stagingFinished) { _ = $0.finishStaging(id, seal: seal) }

@@ -320,7 +320,7 @@ public struct Syncer: Sendable {
         report.bundles = selection.wanted
         report.droppedBundles = selection.dropped
         try state.update { $0.recordNewest(sha) }
-        var live = try liveTrees(state: state)
+        var live = try install.liveTrees(state: state)
         let steps = selection.steps { bundle in
             live.holdsWhole(manifest.selecting([bundle]).files)
         }
@@ -355,7 +355,7 @@ public struct Syncer: Sendable {
                 report.add(stepReport)
                 staged = true
                 report.outcome = .ready
-                live = try liveTrees(state: state)
+                live = try install.liveTrees(state: state)
             }
             onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) { manifest }))
         }
@@ -427,19 +427,7 @@ struct SyncContext: Sendable {
     /// the older one is released and staged; then the older one's plan and manifest): every prune of the
     /// store keeps them.
     var preloadKeep: Set<String> = []
-}
 
-/// What a sync does about the channel's newest build, decided on the install state in one transaction.
-enum SyncStep: Sendable {
-    case upToDate, alreadyReady, heldBack
-    case stage(DeploymentIdentity)
-
-    var outcome: SyncReport.Outcome {
-        switch self {
-        case .upToDate: return .upToDate
-        case .alreadyReady: return .alreadyReady
-        case .heldBack: return .heldBack
-        case .stage: return .ready
-        }
-    }
+    /// The sync's meter, which the origin's client counts every transfer on.
+    var meter: SyncMeter? { origin.client.meter as? SyncMeter }
 }

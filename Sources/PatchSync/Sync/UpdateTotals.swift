@@ -45,16 +45,6 @@ public struct TransferStatus: Codable, Sendable, Equatable {
     }
 }
 
-/// The totals an update started with, kept in the install's state so a restarted sync counts on the
-/// same scale: the manifest and bundles it installs, its bytes to fetch, and each step's.
-public struct UpdateRecord: Codable, Sendable, Equatable {
-    public var manifest: String
-    public var bundles: [String]
-    public var totalBytes: Int64
-    /// Per step, keyed by the bundles it adds (comma-joined): bytes to fetch.
-    public var stepBytes: [String: Int64]
-}
-
 /// Turns a step's transfer counts into the whole update's: records the update's totals the first
 /// time (a fresh plan counts what this install lacks), and later runs of the same update read them.
 ///

@@ -204,3 +204,12 @@ enum FileSystem {
         }
     }
 }
+
+extension FileSystem {
+    static func readLink(_ path: String) throws(PatchSyncError) -> String {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink(path, &buffer, 4096)
+        guard n >= 0 else { throw PatchSyncError.wrap(Errno(errno, "reading the link", path)) }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -42,11 +42,11 @@ final class HTTPClient: Sendable {
     private let loop: TransferLoop
     /// The sync's meter: every response's bytes are counted there as they arrive (a LAN peer's are
     /// heard, ``MeteredSink``).
-    let meter: SyncMeter?
+    let meter: (any ByteMeter)?
     /// The most connections open at once, to every host together.
     let maxConnections: Int
 
-    init(settings: Settings = Settings(), meter: SyncMeter? = nil) throws(PatchSyncError) {
+    init(settings: Settings = Settings(), meter: (any ByteMeter)? = nil) throws(PatchSyncError) {
         self.meter = meter
         maxConnections = settings.maxConnections
         loop = try TransferLoop(settings: settings)

@@ -1,12 +1,5 @@
 import Foundation
 
-/// Where trusted metadata comes from: the origin's `metadata/` folder on some mirror.
-protocol MetadataSource: Sendable {
-    /// The named metadata file (a name safe to put in a URL as it is), at most `maxBytes` long,
-    /// within `timeout` seconds when given; nil when no mirror has it.
-    func metadata(_ name: String, maxBytes: Int64, timeout: TimeInterval?) async throws(PatchSyncError) -> Data?
-}
-
 /// The verified top-level metadata after a refresh.
 struct TrustedMetadata: Sendable {
     let root: Signed<RootMetadata>
@@ -91,7 +84,7 @@ struct TrustClient: Sendable {
         if trusted.signed.version != original.version,
             ["timestamp", "snapshot"].contains(where: { trusted.signed.roles[$0] != original.roles[$0] })
         {
-            Housekeeping.forgetTrustedMetadata([OriginLayout.timestampName, OriginLayout.snapshotName], in: directory)
+            TrustClient.forgetTrustedMetadata([OriginLayout.timestampName, OriginLayout.snapshotName], in: directory)
         }
         return trusted
     }
@@ -377,5 +370,13 @@ struct TrustClient: Sendable {
             .refusedData, message,
             remedy: "the origin serves metadata that fails verification; "
                 + "nothing was changed — check the mirror or contact the publisher")
+    }
+}
+
+extension TrustClient {
+    /// Deletes the trusted copies `names` from the trusted metadata folder `directory` (``TrustClient``'s
+    /// fast-forward recovery); a copy that is not there, or cannot be removed, is left.
+    static func forgetTrustedMetadata(_ names: [String], in directory: String) {
+        for name in names { try? FileSystem.remove(directory + "/" + name) }
     }
 }

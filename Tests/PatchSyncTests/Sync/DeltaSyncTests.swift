@@ -37,14 +37,14 @@ struct DeltaSyncTests {
         _ = try await Self.syncAndApply(install)
         let report = try fixture.publish(build2, id: "2")
         #expect(report.deltas.map(\.from) == ["1"] && report.deltas[0].files >= 5)
-        let manifest1 = try Syncer(install: install).loadManifest("1")
+        let manifest1 = try install.manifest(of: "1")
         let before = nginx!.bytesServed(under: "/objects/")
 
         let patch = try await Syncer(install: install).run()
         let routes = try install.status().routes
         _ = try install.applyPendingUpdate()
         let fetched = nginx!.bytesServed(under: "/objects/") - before
-        let manifest2 = try Syncer(install: install).loadManifest("2")
+        let manifest2 = try install.manifest(of: "2")
         let chunkPath = EndToEndTests.missingChunkBytes(manifest2, given: manifest1)
         #expect(patch.filesPatched == report.deltas[0].files && patch.deltaFallbacks == 0)
         #expect(patch.deltaBytes == report.deltas[0].bytes)
@@ -140,7 +140,7 @@ struct DeltaSyncTests {
         _ = try await Self.syncAndApply(install)
         try fixture.publish(build2, id: "2", deltaSources: 0)
         // A publisher bug: deltas that build each file with one byte flipped, signed all the same.
-        let manifest1 = try Syncer(install: install).loadManifest("1")
+        let manifest1 = try install.manifest(of: "1")
         var repo = try Repository.load(origin: fixture.origin)
         let target = Manifest.targetPath(channel: .live, buildId: try BuildID("2"))
         let publisher = Publisher(

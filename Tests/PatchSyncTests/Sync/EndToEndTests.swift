@@ -38,7 +38,7 @@ struct EndToEndTests {
         #expect(install.currentBuild() == nil, "sync never touches the live tree")
         #expect(try install.applyPendingUpdate().applied)
         try Self.expectInstalled(install, matches: build1)
-        let manifest1 = try Syncer(install: install).loadManifest("1.0+1")
+        let manifest1 = try install.manifest(of: "1.0+1")
         #expect(nginx.bytesServed(under: "/objects/") == Self.missingChunkBytes(manifest1, given: nil))
 
         try fixture.publish(build2, id: "1.1+2", deltaSources: 0, smallFileBytes: 0)  // the chunk path (DeltaSyncTests: the delta path)
@@ -46,7 +46,7 @@ struct EndToEndTests {
         let patch = try await Syncer(install: install).run()
         let fetched = nginx.bytesServed(under: "/objects/") - before
         let metadata = nginx.bytesServed() - nginx.bytesServed(under: "/objects/") - metaBefore
-        let manifest2 = try Syncer(install: install).loadManifest("1.1+2")
+        let manifest2 = try install.manifest(of: "1.1+2")
         let lacking = Self.missingChunkBytes(manifest2, given: manifest1)
         #expect(lacking > 0)
         #expect(Double(fetched) <= 1.1 * Double(lacking), "fetched \(fetched) for \(lacking) of changed chunks")
@@ -155,7 +155,7 @@ struct LiveTreeTests {
         _ = try await Syncer(install: install).run()
         _ = try install.applyPendingUpdate()
         let state = try install.state()
-        let manifest = try Syncer(install: install).loadManifest("1")
+        let manifest = try install.manifest(of: "1")
         #expect(try state.statCache(build: "1").count == manifest.files.count)
         // A cache entry that disagrees forces a re-hash; the re-hash confirms the file and refreshes the entry.
         let path = manifest.files[0].path

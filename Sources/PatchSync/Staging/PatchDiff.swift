@@ -113,24 +113,6 @@ extension PatchDiff {
         self.init(old: old, new: new, oldName: oldName, newName: newName, deltas: deltas, local: LiveTree(holding: old.map { [$0] } ?? []))
     }
 
-    /// The patch from side `old` to side `new`, for a player who chose the optional bundles `chosen`
-    /// (nil: every bundle; an install's own choice is already applied). An install costs it with what it
-    /// holds (kept builds and the ready tree too), any other side as a player holding exactly its build.
-    public init(from old: DiffSide, to new: DiffSide, deltas: [String: Int64], chosen: [String]?) {
-        // An install's own choice (its excluded bundles too) is what its sync applies to NEW.
-        let installs = chosen == nil ? old.installConfig.map { $0.selection(of: new.manifest) } : nil
-        func pick(_ manifest: Manifest) -> Manifest {
-            chosen.map { manifest.selecting(BundleSelection(manifest, chosen: $0).wanted) } ?? manifest
-        }
-        let before = pick(old.manifest)
-        let after = installs.map { new.manifest.selecting($0.wanted) } ?? pick(new.manifest)
-        self.init(
-            old: before, new: after, oldName: old.name, newName: new.name, deltas: deltas,
-            local: old.local ?? LiveTree(holding: [before]))
-        if let chosen { selection = BundleSelection(new.manifest, chosen: chosen).wanted }
-        if let installs { selection = installs.wanted }
-    }
-
     /// Compares two builds as a sync on a machine holding `local` plans the patch (``UpdatePlan``, the
     /// sync's own planner): files it holds anywhere are linked, chunks it holds in any file are copied,
     /// a changed file the delta pack covers is rebuilt from it, and every other chunk is fetched once.

@@ -25,7 +25,7 @@ TIERS = [
     ["State"],
     ["Staging"],
     ["Install", "Publishing"],
-    ["Upload", "Diff", "Share"],
+    ["Upload", "Diff", "Share", "Preload"],
     ["Sync"],
 ]
 # Within one tier, a folder may name another only where it is listed here (one way).

@@ -20,29 +20,9 @@ struct ChunkFetcher: Sendable {
         defer { meter?.follow(nil) }
         let pipeline = ChunkPipeline(files: files)
         defer { pipeline.stop() }
-        try await Self.each(requests, atOnce: limit) { request in try await fetch(request, pipeline: pipeline, progress: progress) }
+        try await Concurrently.each(requests, atOnce: limit) { request in try await fetch(request, pipeline: pipeline, progress: progress) }
     }
 
-    /// Runs `body` on each of `items`, at most `limit` at once; the first failure ends the others.
-    static func each<Item: Sendable>(
-        _ items: [Item], atOnce limit: Int,
-        _ body: @escaping @Sendable (Item) async throws -> Void
-    ) async throws(PatchSyncError) {
-        do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                var running = 0
-                for item in items {
-                    if running >= limit {
-                        _ = try await group.next()
-                        running -= 1
-                    }
-                    group.addTask { try await body(item) }
-                    running += 1
-                }
-                for try await _ in group {}
-            }
-        } catch { throw PatchSyncError.wrap(error) }
-    }
 
     /// One coalesced range, from the sources in turn; progress is reported as each source makes chunks
     /// durable (a range of a pack may be many parts long while yielding).

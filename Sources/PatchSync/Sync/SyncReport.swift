@@ -78,50 +78,6 @@ public struct SyncReport: Codable, Sendable {
     }
 }
 
-/// The steps of a sync, as stable ids a user interface can switch on.
-public enum SyncPhase: String, Codable, Sendable, CaseIterable {
-    /// Refreshing the signed metadata.
-    case checking
-    /// Planning a build (or one more bundle of it) against the files here.
-    case comparing
-    /// Patching files with a delta pack.
-    case patching
-    /// Fetching chunks.
-    case fetching
-    /// Fetching a build ahead of its release, sealed.
-    case preloading
-    /// A preloaded build was released: opening it.
-    case unlocking
-}
-
-/// Progress of a sync as it runs.
-public enum SyncEvent: Sendable {
-    /// A step of the sync begins: its stable id, and a sentence for a person.
-    case phase(SyncPhase, String)
-    /// Compressed bytes fetched of the step's total and of the whole update's, and files whose fetched
-    /// chunks are all written.
-    case transfer(TransferStatus)
-    /// Where the build's bundles stand: sent when the sync has planned them and each time a step of
-    /// them becomes ready (the required part first: then the build is playable).
-    case bundles(BundleProgress)
-    /// Where a preload build stands: bytes here of those to preload, its release time, released or not.
-    case preload(PreloadStatus)
-    /// Requests are in flight and no byte has arrived for `seconds`: the origin froze or the network went
-    /// away. Sent when the quiet reaches the sync's `stallAfter`, then every 5 s while it lasts (a heartbeat);
-    /// the sync goes on retrying until bytes come or it gives up.
-    case stalled(seconds: Int)
-    /// A request failed and is tried again: on which mirror, after how long.
-    case retrying(RetryStatus)
-    /// No mirror can be reached (connections refused, names that do not resolve, no route), as the text
-    /// says for each: the sync waits for the origin, retrying, until bytes come (`.online`) or it gives up.
-    /// Sent once until then.
-    case offline(String)
-    /// Bytes arrive again after `.offline`.
-    case online
-    /// Something costs more than it should (an origin that ignores Range): said once per sync.
-    case warning(String)
-}
-
 extension SyncStep {
     var outcome: SyncReport.Outcome {
         switch self {

@@ -36,7 +36,12 @@ extension Syncer {
         var context = SyncContext(
             install: install, config: config, state: state, origin: try Origin(config, client: client),
             onEvent: onEvent)
-        context.sealed = try await sealedSource(for: manifest, context: context)  // a build that was a preload
+        if let objects = manifest.sealed, !objects.isEmpty {  // a build that was a preload
+            let trusted = try await context.origin.refreshTrust(
+                directory: install.metadataDirectory, now: now,
+                deadline: context.origin.refreshDeadline(seconds: config.refreshDeadline, giveUp: giveUpAfter))
+            context.sealed = try await context.preloader(now: now).sealedSource(for: manifest, trusted: trusted)
+        }
         var sync = SyncReport(outcome: .ready, buildId: report.buildId, sequence: manifest.sequence)
         try await stage(
             manifest, into: StagedBuild(identity, in: install, state: state), live: live, context: context,

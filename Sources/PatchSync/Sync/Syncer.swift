@@ -205,15 +205,15 @@ public struct Syncer: Sendable {
         }
         var report: SyncReport
         if let chosen {
-            if twoPreloads, let pending { context.preloadKeep = await preloadFiles(of: pending, context: context) }
+            if twoPreloads, let pending { context.preloadKeep = await context.preloader(now: now).preloadFiles(of: pending) }
             report = try await stage(chosen, trusted: trusted, context: context, keepPreload: pending != nil)
         } else {
             report = SyncReport(outcome: .upToDate, buildId: newest.info.buildId, sequence: newest.info.sequence)
         }
         if let pending {
-            if twoPreloads, let chosen { context.preloadKeep = await preloadFiles(of: chosen, context: context) }
+            if twoPreloads, let chosen { context.preloadKeep = await context.preloader(now: now).preloadFiles(of: chosen) }
             let outcome = report.outcome
-            _ = try await preload(pending, trusted: trusted, context: context, report: &report)
+            report.record(try await context.preloader(now: now).preload(pending, trusted: trusted))
             if chosen != nil && outcome != .upToDate { report.outcome = outcome }
         }
         report.bytesReceived = context.origin.client.bytesReceived
@@ -305,7 +305,9 @@ public struct Syncer: Sendable {
         let manifest: Manifest, data: Data
         if target.info.preload != nil {
             // A preload: fetched ahead, sealed; staged like any build once signed metadata releases it.
-            guard let unlocked = try await preload(target, trusted: trusted, context: context, report: &report) else {
+            let preloaded = try await context.preloader(now: now).preload(target, trusted: trusted)
+            report.record(preloaded)
+            guard let unlocked = preloaded.unlocked else {
                 report.bytesReceived = client.bytesReceived
                 return report
             }
@@ -430,4 +432,22 @@ struct SyncContext: Sendable {
 
     /// The sync's meter, which the origin's client counts every transfer on.
     var meter: SyncMeter? { origin.client.meter as? SyncMeter }
+
+    /// The preloader of this sync's install; its prunes keep ``preloadKeep``.
+    func preloader(now: Date) -> Preloader {
+        let meter = self.meter, onEvent = self.onEvent
+        return Preloader(
+            install: install, state: state, origin: origin, config: config, now: now, keep: preloadKeep, onEvent: onEvent,
+            post: { event in
+                if let meter { meter.post(event) } else { onEvent(event) }
+            })
+    }
+}
+
+extension SyncReport {
+    /// What a preload step did: where the preload stands, and `.preloaded` while it is locked.
+    mutating func record(_ preloaded: Preloader.Outcome) {
+        if let status = preloaded.status { preload = status }
+        if preloaded.unlocked == nil { outcome = .preloaded }
+    }
 }

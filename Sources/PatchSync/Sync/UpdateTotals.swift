@@ -1,50 +1,6 @@
 import Foundation
 import Synchronization
 
-/// Where one transfer stands, as a `.transfer` event says it: the step being downloaded (a deployment
-/// of the build with one more bundle), the whole update to the target build with the chosen bundles,
-/// and the bundle this step adds. Bytes are bytes fetched (compressed, as the origin stores them); the
-/// installed size of the bundle is beside them.
-public struct TransferStatus: Codable, Sendable, Equatable {
-    /// Bytes fetched of this step's transfer (a delta pack and the chunks after it count on one scale).
-    public var done: Int64
-    public var total: Int64
-    /// Files whose fetched chunks are all written, of those this step fetches.
-    public var filesDone: Int
-    public var filesTotal: Int
-    /// The whole update: bytes fetched of those it takes, stable across bundle steps, pauses and
-    /// restarts (a killed sync's total is recorded in the install's state).
-    public var updateDone: Int64?
-    public var updateTotal: Int64?
-    /// The bundles this step downloads (the required ones in the first step, then one optional bundle
-    /// each), and their bytes fetched of their total.
-    public var bundles: [String]?
-    public var bundleDone: Int64?
-    public var bundleTotal: Int64?
-    /// Those bundles' size once installed.
-    public var bundleInstalledBytes: Int64?
-    /// Content bytes LAN peers delivered so far in this sync (absent without peers).
-    public var peerBytes: Int64?
-    /// When the counts were taken (not encoded): a rate measured over events is true even when an event
-    /// reaches its consumer a moment later (arrival events go out at the sync's next tick).
-    public var countedAt: ContinuousClock.Instant?
-    /// The ``TransferProgress`` the status came from (later ones have higher numbers): events are put
-    /// in order by it. Not encoded.
-    var progress: Int?
-
-    enum CodingKeys: String, CodingKey {
-        case done, total, filesDone, filesTotal, updateDone, updateTotal, bundles, bundleDone, bundleTotal
-        case bundleInstalledBytes, peerBytes
-    }
-
-    public init(done: Int64, total: Int64, filesDone: Int = 0, filesTotal: Int = 0) {
-        self.done = done
-        self.total = total
-        self.filesDone = filesDone
-        self.filesTotal = filesTotal
-    }
-}
-
 /// Turns a step's transfer counts into the whole update's: records the update's totals the first
 /// time (a fresh plan counts what this install lacks), and later runs of the same update read them.
 ///

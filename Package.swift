@@ -45,7 +45,8 @@ let package = Package(
         .target(name: "PatchSyncTestSupport", dependencies: ["PatchSync"]),
         .executableTarget(name: "patchsync-sample", dependencies: ["PatchSyncTestSupport"]),
         .executableTarget(name: "launcher-example", dependencies: ["PatchSync"], path: "Examples/Launcher"),
-        .executableTarget(name: "patchsync-bench", dependencies: ["PatchSync"], path: "Benchmarks/Sources/patchsync-bench"),
+        .executableTarget(
+            name: "patchsync-bench", dependencies: ["PatchSync"], path: "Benchmarks/Sources/patchsync-bench"),
         .testTarget(name: "PatchSyncTests", dependencies: ["PatchSync", "PatchSyncTestSupport"]),
         .testTarget(
             name: "PatchSyncCLITests",

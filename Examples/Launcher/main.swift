@@ -117,16 +117,23 @@ final class Download: @unchecked Sendable {
             case .phase(let phase, _) where phase == .checking: say("Checking for updates…")
             case .transfer(let status): say(Launcher.bar(status, rate: measure(status)))
             case .bundles(let progress):
-                say(progress.playable ? "Build \(progress.buildId) is playable." : "Build \(progress.buildId) is not playable yet.")
+                say(
+                    progress.playable
+                        ? "Build \(progress.buildId) is playable." : "Build \(progress.buildId) is not playable yet.")
             case .stalled: say("Waiting for the server… (no data for a while; it keeps trying)")
             case .retrying(let retry) where retry.attempt == 1: say("Connection trouble; trying again.")
-            case .preload(let status): say("Pre-loading \(status.buildId): \(Launcher.size(status.bytesDone)) of \(Launcher.size(status.bytes)).")
+            case .preload(let status):
+                say(
+                    "Pre-loading \(status.buildId): \(Launcher.size(status.bytesDone)) of \(Launcher.size(status.bytes))."
+                )
             default: break
             }
         }
         do {
             let report = try await session.result()
-            if report.outcome == .ready { say("Update \(report.buildId) is downloaded; it is installed at the next start.") }
+            if report.outcome == .ready {
+                say("Update \(report.buildId) is downloaded; it is installed at the next start.")
+            }
         } catch {
             if error.reason != .playerPaused { say(Launcher.explain(error)) }
         }

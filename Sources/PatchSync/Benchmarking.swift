@@ -39,7 +39,8 @@ public enum CPULimit {
         let failures = Mutex(0)
         let started = ContinuousClock.now
         DispatchQueue.concurrentPerform(iterations: count) { worker in
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunks.map(\.0.length).max() ?? 1, alignment: 16)
+            let buffer = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: chunks.map(\.0.length).max() ?? 1, alignment: 16)
             defer { buffer.deallocate() }
             let decompressor = Decompressor()
             var bad = 0
@@ -48,14 +49,17 @@ public enum CPULimit {
                 objects[object]!.withUnsafeBytes { raw in
                     let start = Int(chunk.objectOffset)
                     let stored = UnsafeRawBufferPointer(rebasing: raw[start..<(start + chunk.objectLength)])
-                    if chunk.verifiedContent(of: stored, scratch: buffer, decompressor: decompressor) == nil { bad += 1 }
+                    if chunk.verifiedContent(of: stored, scratch: buffer, decompressor: decompressor) == nil {
+                        bad += 1
+                    }
                 }
             }
             failures.withLock { $0 += bad }
         }
         let elapsed = ContinuousClock.now - started
         guard failures.withLock({ $0 }) == 0 else {
-            throw PatchSyncError(.refusedData, "\(failures.withLock { $0 }) chunks of \(path) do not match their hashes")
+            throw PatchSyncError(
+                .refusedData, "\(failures.withLock { $0 }) chunks of \(path) do not match their hashes")
         }
         return Result(seconds: elapsed / .seconds(1), chunks: chunks.count, storedBytes: stored, contentBytes: content)
     }
@@ -107,6 +111,7 @@ public enum PublishLimit {
         let elapsed = ContinuousClock.now - started
         let result = totals.withLock { $0 }
         if let failure = result.failure { throw PatchSyncError(.localIO, failure) }
-        return Result(seconds: elapsed / .seconds(1), files: paths.count, bytes: result.bytes, storedBytes: result.stored)
+        return Result(
+            seconds: elapsed / .seconds(1), files: paths.count, bytes: result.bytes, storedBytes: result.stored)
     }
 }

@@ -56,8 +56,11 @@ public enum FuzzTargets {
             precondition([400, 404, 405, 431, 505].contains(refusal.status), "a share answers \(refusal.status)")
         case .success(let request):
             precondition(request.repository.count == 64 && request.repository.allSatisfy(\.isHexDigit))
-            let again = "\(request.headOnly ? "HEAD" : "GET") \(ShareRequest.path(repository: request.repository, chunk: request.chunk)) HTTP/1.1\r\nHost: x"
-            guard case .success(let parsed) = ShareRequest.parse(Array(again.utf8)) else { preconditionFailure("its own form is refused") }
+            let again =
+                "\(request.headOnly ? "HEAD" : "GET") \(ShareRequest.path(repository: request.repository, chunk: request.chunk)) HTTP/1.1\r\nHost: x"
+            guard case .success(let parsed) = ShareRequest.parse(Array(again.utf8)) else {
+                preconditionFailure("its own form is refused")
+            }
             precondition(parsed.chunk == request.chunk && parsed.repository == request.repository)
         }
         _ = ShareServer.headEnd(bytes)

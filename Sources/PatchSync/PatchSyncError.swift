@@ -64,7 +64,9 @@ public struct PatchSyncError: Error, CustomStringConvertible, Sendable {
     public var requiredBytes: Int64?
     public var availableBytes: Int64?
 
-    public init(_ code: Code, _ message: String, remedy: String? = nil, cause: (any Error)? = nil, reason: Reason? = nil) {
+    public init(
+        _ code: Code, _ message: String, remedy: String? = nil, cause: (any Error)? = nil, reason: Reason? = nil
+    ) {
         self.code = code
         self.message = message
         self.remedy = remedy
@@ -89,19 +91,25 @@ public struct PatchSyncError: Error, CustomStringConvertible, Sendable {
         case .otherSync: return "Another download of this game is running; it goes on."
         case .busy: return "The game's files are busy for a moment. Try again shortly."
         case .playerPaused: return "The download is paused. Resume it to go on where it stopped."
-        case .stalled: return "The download stopped: the server does not answer. Check your internet connection; it goes on where it stopped."
+        case .stalled:
+            return
+                "The download stopped: the server does not answer. Check your internet connection; it goes on where it stopped."
         case .onBattery: return "The download waits until the computer is plugged in."
         case .metered: return "The download waits for a network that is not metered."
         case .playHours: return "The download waits until your play time is over."
-        case .deadline, .stopped, .backingOff: return "The download stopped for now; it goes on where it stopped next time."
+        case .deadline, .stopped, .backingOff:
+            return "The download stopped for now; it goes on where it stopped next time."
         case .notReleasedYet: return "The new version is downloaded and unlocks at its release time."
         case .withdrawn: return "The publisher took this version of the game down for now. Try again later."
         case nil: break
         }
         switch code {
-        case .originUnavailable: return "The download server can't be reached. Check your internet connection and try again."
-        case .refusedData: return "The update did not pass its security check and was not installed. Your game is unchanged."
-        case .localIO: return "The game's files could not be written. Check the disk and try again; your game is unchanged."
+        case .originUnavailable:
+            return "The download server can't be reached. Check your internet connection and try again."
+        case .refusedData:
+            return "The update did not pass its security check and was not installed. Your game is unchanged."
+        case .localIO:
+            return "The game's files could not be written. Check the disk and try again; your game is unchanged."
         case .deferred: return "The download will go on later."
         case .usage, .internal: return "Something went wrong (\(message)). Please report it."
         }
@@ -144,7 +152,9 @@ extension PatchSyncError {
         case let e as PatchSyncError: return e
         case is CancellationError: return cancelled
         case let e as Errno:
-            return PatchSyncError(.localIO, e.description, remedy: e.remedy, reason: e.code == ENOSPC || e.code == EDQUOT ? .diskFull : nil)
+            return PatchSyncError(
+                .localIO, e.description, remedy: e.remedy,
+                reason: e.code == ENOSPC || e.code == EDQUOT ? .diskFull : nil)
         default: return PatchSyncError(.internal, String(describing: error))
         }
     }

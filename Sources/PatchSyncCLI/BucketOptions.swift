@@ -3,8 +3,10 @@ import PatchSync
 
 /// Where an S3 bucket is and how to reach it: shared by `upload` and `repo prune --bucket`.
 struct BucketOptions: ParsableArguments {
-    @Option(help: "The endpoint of an S3-compatible store (R2, GCS's XML API, MinIO…); default AWS S3.") var endpoint: String?
-    @Option(help: "The region requests are signed for (default: AWS_REGION, ~/.aws/config, or us-east-1).") var region: String?
+    @Option(help: "The endpoint of an S3-compatible store (R2, GCS's XML API, MinIO…); default AWS S3.") var endpoint:
+        String?
+    @Option(help: "The region requests are signed for (default: AWS_REGION, ~/.aws/config, or us-east-1).") var region:
+        String?
     @Option(help: "A private CA for the endpoint's TLS certificate.") var caFile: String?
     @Option(help: "Requests in flight at once.") var connections: Int = 8
 

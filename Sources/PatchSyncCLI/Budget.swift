@@ -41,7 +41,12 @@ struct Budget {
     /// The verdict on these budgets for `report`; nil when no budget was given.
     func verdict(_ report: PatchDiff) -> PatchDiff.BudgetVerdict? {
         var limits: [PatchDiff.BudgetVerdict.Limit] = []
-        if let total { limits.append(.init(name: "total", limit: total, bytes: report.allDownloadBytes, within: report.allDownloadBytes <= total)) }
+        if let total {
+            limits.append(
+                .init(
+                    name: "total", limit: total, bytes: report.allDownloadBytes,
+                    within: report.allDownloadBytes <= total))
+        }
         for (bundle, limit) in bundles.sorted(by: { $0.key < $1.key }) {
             let bytes = report.bundles[bundle]?.downloadBytes ?? 0
             limits.append(.init(name: "bundle \(bundle)", limit: limit, bytes: bytes, within: bytes <= limit))
@@ -60,7 +65,8 @@ struct Budget {
         for (bundle, limit) in bundles.sorted(by: { $0.key < $1.key }) {
             let bytes = report.bundles[bundle]?.downloadBytes ?? 0
             if bytes > limit {
-                lines.append("bundle \(bundle) downloads \(ByteCount.format(bytes)), over its \(ByteCount.format(limit)) budget")
+                lines.append(
+                    "bundle \(bundle) downloads \(ByteCount.format(bytes)), over its \(ByteCount.format(limit)) budget")
             }
         }
         guard !lines.isEmpty else { return nil }

@@ -27,10 +27,12 @@ struct BundlesCommand: AsyncParsableCommand {
         switch e.state {
         case .live: state = "live"
         case .ready: state = "ready (goes live at the next start)"
-        case .pending: state = "pending" + (e.bytesDone.map { $0 > 0 ? " (\(ByteCount.format($0)) written)" : "" } ?? "")
+        case .pending:
+            state = "pending" + (e.bytesDone.map { $0 > 0 ? " (\(ByteCount.format($0)) written)" : "" } ?? "")
         case .notSelected: state = "not installed"
         }
-        return "\(e.name.padding(toLength: 16, withPad: " ", startingAt: 0)) \(kind.padding(toLength: 17, withPad: " ", startingAt: 0)) "
+        return
+            "\(e.name.padding(toLength: 16, withPad: " ", startingAt: 0)) \(kind.padding(toLength: 17, withPad: " ", startingAt: 0)) "
             + "\(ByteCount.format(e.bytes).padding(toLength: 11, withPad: " ", startingAt: 0)) \(state)"
     }
 
@@ -42,7 +44,9 @@ struct BundlesCommand: AsyncParsableCommand {
             + (choice.chosen.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") }
                 ?? "every one" + (choice.excluded.isEmpty ? "" : " but " + choice.excluded.joined(separator: ", ")))
         if !choice.unknown.isEmpty {
-            human += "\nnot in the newest known build (kept, installed when a build has them): " + choice.unknown.joined(separator: ", ")
+            human +=
+                "\nnot in the newest known build (kept, installed when a build has them): "
+                + choice.unknown.joined(separator: ", ")
         }
         human += "\nnext: patchsync sync --install \(install.root) (the launcher applies the change at the next start)"
         Output(json: options.json).result(choice, human: human)

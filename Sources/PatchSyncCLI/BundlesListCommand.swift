@@ -13,9 +13,13 @@ extension BundlesCommand {
         func run() async throws {
             let install = try options.openInstall()
             guard let progress = try install.bundleProgress() else {
-                throw PatchSyncError(.usage, "\(install.root) knows no build yet", remedy: "run `patchsync sync --install \(install.root)` first")
+                throw PatchSyncError(
+                    .usage, "\(install.root) knows no build yet",
+                    remedy: "run `patchsync sync --install \(install.root)` first")
             }
-            let lines = ["build \(progress.buildId): " + ProgressReporter.describe(progress)] + progress.bundles.map(BundlesCommand.describe)
+            let lines =
+                ["build \(progress.buildId): " + ProgressReporter.describe(progress)]
+                + progress.bundles.map(BundlesCommand.describe)
             Output(json: options.json).result(progress, human: lines.joined(separator: "\n"))
         }
     }

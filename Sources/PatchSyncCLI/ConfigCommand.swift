@@ -59,11 +59,16 @@ struct ConfigCommand: AsyncParsableCommand {
                 """)
         @OptionGroup var options: ClientOptions
         @Argument(help: "The setting (see `config get`).") var key: String
-        @Argument(help: "Its new value: a number (rates and sizes take K, M, G), true or false, text, or a comma-separated list.")
+        @Argument(
+            help:
+                "Its new value: a number (rates and sizes take K, M, G), true or false, text, or a comma-separated list."
+        )
         var value: String
 
         func run() async throws {
-            try ConfigCommand.change(options, key) { kind throws(PatchSyncError) in try JSONValue.parse(value, as: kind, key: key) }
+            try ConfigCommand.change(options, key) { kind throws(PatchSyncError) in
+                try JSONValue.parse(value, as: kind, key: key)
+            }
         }
     }
 
@@ -80,7 +85,8 @@ struct ConfigCommand: AsyncParsableCommand {
         func run() async throws {
             try ConfigCommand.change(options, key) { kind throws(PatchSyncError) in
                 guard kind.optional else {
-                    throw PatchSyncError(.usage, "\(key) has no default", remedy: "set it to a value: patchsync config set \(key) VALUE")
+                    throw PatchSyncError(
+                        .usage, "\(key) has no default", remedy: "set it to a value: patchsync config set \(key) VALUE")
                 }
                 return .null
             }
@@ -88,7 +94,9 @@ struct ConfigCommand: AsyncParsableCommand {
     }
 
     /// Sets `key` to what `value` makes of its kind, checks the whole configuration, saves it and prints it.
-    static func change(_ options: ClientOptions, _ key: String, _ value: (Kind) throws(PatchSyncError) -> JSONValue) throws {
+    static func change(_ options: ClientOptions, _ key: String, _ value: (Kind) throws(PatchSyncError) -> JSONValue)
+        throws
+    {
         let install = try options.openInstall()
         var result: [String: JSONValue] = [:]
         try install.updateConfig { (config: inout InstallConfig) throws(PatchSyncError) in
@@ -116,14 +124,16 @@ struct ConfigCommand: AsyncParsableCommand {
 
     static func decode(_ settings: [String: JSONValue]) throws(PatchSyncError) -> InstallConfig {
         do {
-            return try JSONDecoder().decode(InstallConfig.self, from: try JSONEncoder().encode(settings.filter { $0.value != .null }))
+            return try JSONDecoder().decode(
+                InstallConfig.self, from: try JSONEncoder().encode(settings.filter { $0.value != .null }))
         } catch { throw PatchSyncError(.usage, "that value does not fit the setting", cause: error) }
     }
 
     /// The value of a known key; a usage error naming the keys otherwise.
     static func check(_ key: String, in settings: [String: JSONValue]) throws(PatchSyncError) -> JSONValue {
         guard let value = settings[key] else {
-            throw PatchSyncError(.usage, "\(key) is no setting", remedy: "choose one of: " + keys.sorted().joined(separator: ", "))
+            throw PatchSyncError(
+                .usage, "\(key) is no setting", remedy: "choose one of: " + keys.sorted().joined(separator: ", "))
         }
         return value
     }
@@ -142,7 +152,8 @@ struct ConfigCommand: AsyncParsableCommand {
             let type = String(describing: Swift.type(of: child.value))
             let optional = type.hasPrefix("Optional<")
             let base: Kind.Base =
-                type.contains("Array<") ? .list : type.contains("Int") ? .integer : type.contains("Bool") ? .bool : .string
+                type.contains("Array<")
+                ? .list : type.contains("Int") ? .integer : type.contains("Bool") ? .bool : .string
             kinds[label] = Kind(base: base, optional: optional)
         }
         return kinds
@@ -175,7 +186,8 @@ extension JSONValue {
         case .integer:
             if let value = Int64(trimmed) { return .integer(value) }
             if let value = try? ByteCount.parseRate(trimmed) { return .integer(Int64(value)) }
-            throw PatchSyncError(.usage, "\(key) takes a number, not '\(text)'", remedy: "give a number such as 500K, 2M or 8")
+            throw PatchSyncError(
+                .usage, "\(key) takes a number, not '\(text)'", remedy: "give a number such as 500K, 2M or 8")
         case .bool:
             switch trimmed.lowercased() {
             case "true", "yes", "on", "1": return .bool(true)
@@ -184,7 +196,10 @@ extension JSONValue {
             }
         case .string: return .string(trimmed)
         case .list:
-            return .array(trimmed.split(separator: ",").map { .string($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 != .string("") })
+            return .array(
+                trimmed.split(separator: ",").map { .string($0.trimmingCharacters(in: .whitespaces)) }.filter {
+                    $0 != .string("")
+                })
         }
     }
 }

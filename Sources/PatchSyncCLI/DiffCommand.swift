@@ -32,12 +32,17 @@ struct Diff: AsyncParsableCommand {
     @Option(help: "The trusted root.json, for origin URLs.") var root: String?
     @Option(help: "The channel, for origin URLs.") var channel: String = "live"
     @Option(help: "A bundles file, for build folders.") var bundles: String?
-    @Option(name: .customLong("bundle"), help: "Cost a player's selection: an optional bundle they install; repeat for more (default: every bundle).")
+    @Option(
+        name: .customLong("bundle"),
+        help: "Cost a player's selection: an optional bundle they install; repeat for more (default: every bundle).")
     var selected: [String] = []
     @Flag(help: "Cost an install of the required bundles only.") var requiredOnly = false
     @Option(help: "A download budget: SIZE for the total, or BUNDLE=SIZE; repeatable.") var budget: [String] = []
     @Option(help: "Also write a self-contained HTML report to this file.") var html: String?
-    @Option(help: "As publish's: how many of the channel's latest builds get a delta pack to a build folder NEW (0: none, chunks only).")
+    @Option(
+        help:
+            "As publish's: how many of the channel's latest builds get a delta pack to a build folder NEW (0: none, chunks only)."
+    )
     var deltaSources = 2
     @Flag(help: "Print the report as JSON.") var json = false
 
@@ -47,10 +52,13 @@ struct Diff: AsyncParsableCommand {
             ?? BundleRules(bundles: [.base])
         let budgets = try Budget.parse(budget)
         guard deltaSources >= 0 else {
-            throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
+            throw PatchSyncError(
+                .usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
         }
-        let before = try await DiffSide.load(old, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
-        let after = try await DiffSide.load(new, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
+        let before = try await DiffSide.load(
+            old, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
+        let after = try await DiffSide.load(
+            new, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
         let deltas = try await DiffSide.deltaShares(from: before, to: after)
         // A selection: what its player has and fetches (an install's own selection is already applied).
         let chosen: [String]? = requiredOnly || !selected.isEmpty ? selected : nil

@@ -54,7 +54,8 @@ enum DiffHTML {
     private static func chart(_ items: [(String, Int64)], id: String) -> String {
         let maxValue = max(1, items.map(\.1).max() ?? 1)
         let rowHeight = 26, width = 520, label = 150
-        var svg = "<svg id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(max(1, items.count) * rowHeight + 4)\">"
+        var svg =
+            "<svg id=\"\(id)\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(max(1, items.count) * rowHeight + 4)\">"
         for (i, (name, value)) in items.enumerated() {
             let y = i * rowHeight + 2
             let bar = max(2, Int(Double(width - label - 90) * Double(value) / Double(maxValue)))
@@ -67,7 +68,8 @@ enum DiffHTML {
 
     private static func fileRow(_ f: PatchDiff.FileCost) -> String {
         func n(_ v: Int64) -> String { "<td class=\"n\" data-v=\"\(v)\">\(ByteCount.format(v))</td>" }
-        return "<tr><td>\(escape(f.path))</td><td>\(escape(f.bundle))</td><td>\(f.change.rawValue)</td><td>\(f.route.rawValue)</td>"
+        return
+            "<tr><td>\(escape(f.path))</td><td>\(escape(f.bundle))</td><td>\(f.change.rawValue)</td><td>\(f.route.rawValue)</td>"
             + n(f.size) + n(f.reusedBytes) + n(f.newBytes) + n(f.downloadBytes) + "</tr>"
     }
 

@@ -4,8 +4,12 @@ import PatchSync
 /// The human table of a diff.
 enum DiffTable {
     static func render(_ r: PatchDiff) -> String {
-        var lines = ["patch \(r.old) → \(r.new)" + (r.selection.map { " for bundles " + $0.joined(separator: ", ") } ?? ""), ""]
-        let header = ["bundle", "added", "removed", "changed", "by delta", "unchanged", "download", "written", "disk change"]
+        var lines = [
+            "patch \(r.old) → \(r.new)" + (r.selection.map { " for bundles " + $0.joined(separator: ", ") } ?? ""), ""
+        ]
+        let header = [
+            "bundle", "added", "removed", "changed", "by delta", "unchanged", "download", "written", "disk change"
+        ]
         var rows = r.bundles.sorted { $0.key < $1.key }.map { row($0.key, $0.value) }
         rows.append(row("total", r.total))
         let widths = header.indices.map { i in ([header[i]] + rows.map { $0[i] }).map(\.count).max() ?? 0 }
@@ -42,16 +46,22 @@ enum DiffTable {
             }
         }
         if !r.removed.isEmpty {
-            lines += ["", "removed: " + r.removed.prefix(10).joined(separator: ", ") + (r.removed.count > 10 ? " and \(r.removed.count - 10) more" : "")]
+            lines += [
+                "",
+                "removed: " + r.removed.prefix(10).joined(separator: ", ")
+                    + (r.removed.count > 10 ? " and \(r.removed.count - 10) more" : "")
+            ]
         }
         if let budget = r.budget { lines += ["", budget.verdict] }
         return lines.joined(separator: "\n")
     }
 
     private static func row(_ name: String, _ t: PatchDiff.Totals) -> [String] {
-        let delta = t.diskDeltaBytes < 0 ? "-" + ByteCount.format(-t.diskDeltaBytes) : "+" + ByteCount.format(t.diskDeltaBytes)
+        let delta =
+            t.diskDeltaBytes < 0 ? "-" + ByteCount.format(-t.diskDeltaBytes) : "+" + ByteCount.format(t.diskDeltaBytes)
         return [
-            name, "\(t.filesAdded)", "\(t.filesRemoved)", "\(t.filesChanged)", "\(t.filesPatched)", "\(t.filesUnchanged)",
+            name, "\(t.filesAdded)", "\(t.filesRemoved)", "\(t.filesChanged)", "\(t.filesPatched)",
+            "\(t.filesUnchanged)",
             ByteCount.format(t.downloadBytes), ByteCount.format(t.writtenBytes), delta
         ]
     }

@@ -18,7 +18,9 @@ struct Init: AsyncParsableCommand {
     @Option(help: "The channel to follow.") var channel: String = "live"
     @Option(help: "A PEM file of certificate authorities to trust for https remotes (besides the system's).")
     var caFile: String?
-    @Option(name: .customLong("bundle"), help: "An optional bundle to install; repeat for more (default: every optional bundle).")
+    @Option(
+        name: .customLong("bundle"),
+        help: "An optional bundle to install; repeat for more (default: every optional bundle).")
     var bundles: [String] = []
     @Flag(help: "Install the required bundles only (add optional ones later with `patchsync bundles add`).")
     var requiredOnly = false

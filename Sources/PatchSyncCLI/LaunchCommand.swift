@@ -25,7 +25,9 @@ struct Launch: AsyncParsableCommand {
 
     @Option(
         name: .customLong("cwd"),
-        help: ArgumentHelp("The game's working directory: relative to the build's folder, or absolute (default: the build's folder).", valueName: "dir"))
+        help: ArgumentHelp(
+            "The game's working directory: relative to the build's folder, or absolute (default: the build's folder).",
+            valueName: "dir"))
     var workingDirectory: String?
 
     @Option(
@@ -39,7 +41,9 @@ struct Launch: AsyncParsableCommand {
 
     func validate() throws {
         guard fcntl(eventsFd, F_GETFD) != -1 else {
-            throw ValidationError("--events-fd \(eventsFd) is not an open file descriptor: open it in the calling process (3>events.jsonl), or leave it out for stderr")
+            throw ValidationError(
+                "--events-fd \(eventsFd) is not an open file descriptor: open it in the calling process (3>events.jsonl), or leave it out for stderr"
+            )
         }
     }
 
@@ -63,7 +67,8 @@ struct Launch: AsyncParsableCommand {
         }
         try actAsOwner(of: folder)
         let install = try Install.open(at: folder)
-        return try GameLauncher(install: install).launch(executable, Array(command.dropFirst()), options: options) { outcome in
+        return try GameLauncher(install: install).launch(executable, Array(command.dropFirst()), options: options) {
+            outcome in
             if json {
                 struct Event: Encodable {
                     var event = "apply"
@@ -75,14 +80,19 @@ struct Launch: AsyncParsableCommand {
                 let applied = outcome.report?.applied ?? false
                 let message =
                     outcome.skipped.map { "starting the current build without applying: \($0)" }
-                    ?? (applied ? "applied build \(outcome.report?.current ?? "?")" : "no build is ready; starting the current one")
+                    ?? (applied
+                        ? "applied build \(outcome.report?.current ?? "?")"
+                        : "no build is ready; starting the current one")
                 Output.line(
                     Output.stamped(
-                        Event(message: message, applied: applied, current: outcome.report?.current, skipped: outcome.skipped),
+                        Event(
+                            message: message, applied: applied, current: outcome.report?.current,
+                            skipped: outcome.skipped),
                         phase: "applying"))
                 Output.enter("playing")
             } else if let skipped = outcome.skipped {
-                FileHandle.standardError.write(Data("patchsync: starting the current build without applying: \(skipped)\n".utf8))
+                FileHandle.standardError.write(
+                    Data("patchsync: starting the current build without applying: \(skipped)\n".utf8))
             } else if let report = outcome.report, report.applied {
                 FileHandle.standardError.write(Data("applied build \(report.current ?? "?")\n".utf8))
             }

@@ -22,7 +22,8 @@ struct Output: Sendable {
         return body()
     }
 
-    private static let context = Mutex<(command: String, phase: String, fd: Int32)>(("patchsync", "starting", STDOUT_FILENO))
+    private static let context = Mutex<(command: String, phase: String, fd: Int32)>(
+        ("patchsync", "starting", STDOUT_FILENO))
 
     /// The command's name as typed ("sync", "repo promote").
     static func begin(command: String) { context.withLock { $0.command = command } }
@@ -42,7 +43,8 @@ struct Output: Sendable {
         let body = encode(value)
         let (command, current) = context.withLock { ($0.command, $0.phase) }
         var keys = [
-            "\"time\":" + encode(timestamp(eventTime.withLock { $0 } ?? Date())), "\"phase\":" + encode(phase ?? current)
+            "\"time\":" + encode(timestamp(eventTime.withLock { $0 } ?? Date())),
+            "\"phase\":" + encode(phase ?? current)
         ]
         if let event { keys.insert("\"event\":" + encode(event), at: 0) }
         if event == "result" || event == "error" { keys.append("\"command\":" + encode(command)) }
@@ -75,7 +77,11 @@ struct Output: Sendable {
     static func send(to fd: Int32) { context.withLock { $0.fd = fd } }
 
     func event(_ event: ProgressEvent) {
-        if json { Self.line(Self.stamped(event)) } else { FileHandle.standardError.write(Data((event.message + "\n").utf8)) }
+        if json {
+            Self.line(Self.stamped(event))
+        } else {
+            FileHandle.standardError.write(Data((event.message + "\n").utf8))
+        }
     }
 
     /// Prints an error as `error:`/`hint:` lines, or a JSON error object with --json.

@@ -21,7 +21,8 @@ public struct PatchSyncCommand: AsyncParsableCommand {
             """,
         version: "patchsync \(PatchSyncVersion.current) (manifest format \(Manifest.formatVersion))",
         subcommands: [
-            Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self, Launch.self,
+            Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self,
+            Launch.self,
             Rollback.self, Verify.self, Status.self, BundlesCommand.self, ConfigCommand.self, Share.self
         ]
     )
@@ -30,7 +31,8 @@ public struct PatchSyncCommand: AsyncParsableCommand {
 
     /// Parses, runs, and exits with the status of DESIGN.md's table.
     public static func runMain() async {
-        let level = ProcessInfo.processInfo.environment["PATCHSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        let level =
+            ProcessInfo.processInfo.environment["PATCHSYNC_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -57,7 +59,9 @@ public struct PatchSyncCommand: AsyncParsableCommand {
             // The parser's own refusals (a bad option, a missing argument) are errors a machine reads too.
             let status = exitCode(for: error).rawValue
             if json, status != 0, !(error is ExitCode) {
-                let message = (fullMessage(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments").replacingOccurrences(of: "Error: ", with: "")
+                let message =
+                    (fullMessage(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments")
+                    .replacingOccurrences(of: "Error: ", with: "")
                 Output(json: true).failure(
                     PatchSyncError(.usage, message, remedy: "see `patchsync help` for the commands and their options"),
                     exitStatus: status)

@@ -162,12 +162,15 @@ final class ProgressReporter: Sendable {
             case .retrying(let retry):
                 let message =
                     "\(retry.what) failed on \(retry.failedMirror) (\(retry.failure)); "
-                    + "try \(retry.attempt + 1) on \(retry.mirror)" + (retry.retryInSeconds > 0 ? " in \(retry.retryInSeconds) s" : "")
+                    + "try \(retry.attempt + 1) on \(retry.mirror)"
+                    + (retry.retryInSeconds > 0 ? " in \(retry.retryInSeconds) s" : "")
                 switch mode {
                 case .quiet: break
                 case .json:
                     var event = ProgressEvent(event: "retrying", message: message)
-                    (event.mirror, event.attempt, event.retryInSeconds) = (retry.mirror, retry.attempt, retry.retryInSeconds)
+                    (event.mirror, event.attempt, event.retryInSeconds) = (
+                        retry.mirror, retry.attempt, retry.retryInSeconds
+                    )
                     Output.line(Output.stamped(event))
                 case .live, .lines: phase(message, &state)
                 }
@@ -247,14 +250,21 @@ final class ProgressReporter: Sendable {
         let (files, filesTotal) = (status.filesDone, status.filesTotal)
         let elapsed = (status.countedAt ?? .now) - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        if let step = state.step, step.total != status.total || step.bundles != status.bundles { state.estimator.restart() }
+        if let step = state.step, step.total != status.total || step.bundles != status.bundles {
+            state.estimator.restart()
+        }
         state.step = (status.total, status.bundles)
         state.estimator.add(seconds: seconds, done: done)
         let eta = state.estimator.eta(remaining: total - done)
         let rate = state.estimator.bytesPerSecond
-        var text = Self.describe(done: done, total: total, rate: rate, eta: eta, verb: verb) + (filesTotal > 0 ? ", \(files)/\(filesTotal) files" : "")
-        if let bundles = status.bundles, !bundles.isEmpty, let bundleDone = status.bundleDone, let bundleTotal = status.bundleTotal {
-            text += " (\(bundles.joined(separator: ", ")): \(ByteCount.format(bundleDone)) of \(ByteCount.format(bundleTotal)))"
+        var text =
+            Self.describe(done: done, total: total, rate: rate, eta: eta, verb: verb)
+            + (filesTotal > 0 ? ", \(files)/\(filesTotal) files" : "")
+        if let bundles = status.bundles, !bundles.isEmpty, let bundleDone = status.bundleDone,
+            let bundleTotal = status.bundleTotal
+        {
+            text +=
+                " (\(bundles.joined(separator: ", ")): \(ByteCount.format(bundleDone)) of \(ByteCount.format(bundleTotal)))"
         }
         if let peers = status.peerBytes, peers > 0 { text += ", \(ByteCount.format(peers)) from LAN peers" }
         switch mode {
@@ -266,7 +276,9 @@ final class ProgressReporter: Sendable {
                 filesDone: files, filesTotal: filesTotal)
             if status.updateTotal != nil {
                 (event.stepBytesDone, event.stepBytesTotal) = (status.done, status.total)
-                (event.downloading, event.bundleBytesDone, event.bundleBytesTotal) = (status.bundles, status.bundleDone, status.bundleTotal)
+                (event.downloading, event.bundleBytesDone, event.bundleBytesTotal) = (
+                    status.bundles, status.bundleDone, status.bundleTotal
+                )
                 event.bundleInstalledBytes = status.bundleInstalledBytes
             }
             event.peerBytes = status.peerBytes

@@ -51,21 +51,36 @@ struct Publish: AsyncParsableCommand {
         help: ArgumentHelp(
             "How new objects are compressed: zstd (the default, level 3) or deflate, with a level after a colon (zstd:9, deflate:6). A build whose objects are all deflate (new ones, and those reused from earlier builds) stays readable by clients older than manifest format 5.",
             valueName: "codec")) var codec = "zstd"
-    @Option(help: "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed).")
+    @Option(
+        help:
+            "How many builds of each channel targets.json keeps listed, the newest (older ones can no longer be installed)."
+    )
     var keepBuilds = Publisher.Options.defaultKeepBuilds
-    @Flag(help: "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build.")
+    @Flag(
+        help:
+            "Copy what a symbolic link pointing outside the build folder (or absolute) points to, rather than refuse the build."
+    )
     var dereferenceExternal = false
-    @Flag(help: "Refuse names Windows or macOS cannot hold (reserved names such as CON, ':', a trailing dot or space) instead of warning.")
+    @Flag(
+        help:
+            "Refuse names Windows or macOS cannot hold (reserved names such as CON, ':', a trailing dot or space) instead of warning."
+    )
     var portable = false
     @Option(
         help: ArgumentHelp(
             "Publish a preload, sealed until this time (UTC, e.g. 2026-12-01T17:00:00Z).",
             valueName: "time")) var releaseAt: String?
-    @Option(help: "The folder of preload content keys: a preload's goes there, and a pending preload's is read there to list it again above this build (default: the folder an earlier preload publish recorded, else content/ beside the targets key).") var contentKeys: String?
-    @Flag(help: "Check the folder and cost the patch from the channel's current build; write nothing.") var dryRun = false
-    @Flag(help: "Publish a build that drops most of the current build's files (refused otherwise, as the wrong folder).")
+    @Option(
+        help:
+            "The folder of preload content keys: a preload's goes there, and a pending preload's is read there to list it again above this build (default: the folder an earlier preload publish recorded, else content/ beside the targets key)."
+    ) var contentKeys: String?
+    @Flag(help: "Check the folder and cost the patch from the channel's current build; write nothing.") var dryRun =
+        false
+    @Flag(
+        help: "Publish a build that drops most of the current build's files (refused otherwise, as the wrong folder).")
     var replaceMost = false
-    @Flag(help: "List the build on a new channel whose name is close to an existing one (refused otherwise, as a typo).")
+    @Flag(
+        help: "List the build on a new channel whose name is close to an existing one (refused otherwise, as a typo).")
     var newChannel = false
     @Flag(help: "Print the result as JSON.") var json = false
 
@@ -84,7 +99,8 @@ struct Publish: AsyncParsableCommand {
             buildId: try BuildID(buildId), bundles: rules)
         options.channel = try Channel(channel)
         guard deltaSources >= 0 else {
-            throw PatchSyncError(.usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
+            throw PatchSyncError(
+                .usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
         }
         options.deltaSources = deltaSources
         guard keepBuilds >= 1 else {
@@ -138,12 +154,17 @@ struct Publish: AsyncParsableCommand {
                 : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
                     + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
                     + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
-                    + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }.joined()
-                    + report.relistedPreloads.map { "\npending preload \($0) is listed again above it: what players preloaded stays valid" }.joined()
+                    + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }
+                    .joined()
+                    + report.relistedPreloads.map {
+                        "\npending preload \($0) is listed again above it: what players preloaded stays valid"
+                    }.joined()
                     + (report.preload.map { preload in
                         "\npreload: sealed until \(TUFDate.format(preload.releaseAt)); content key in \(preload.keyFile) "
                             + "(keep it private: `repo release` or `repo refresh` publishes it at the release)"
-                            + preload.routes.sorted { $0.key < $1.key }.map { "\n  players on \($0.key) preload \(ByteCount.format($0.value))" }.joined()
+                            + preload.routes.sorted { $0.key < $1.key }.map {
+                                "\n  players on \($0.key) preload \(ByteCount.format($0.value))"
+                            }.joined()
                     } ?? "")
         warn(report.warnings)
         output.result(report, human: human)

@@ -4,7 +4,8 @@ import PatchSync
 
 struct RepoCheck: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "check", abstract: "Exit 65 when a role expires soon or a listed build needs a fix (for monitoring).",
+        commandName: "check",
+        abstract: "Exit 65 when a role expires soon or a listed build needs a fix (for monitoring).",
         discussion: """
             Root and targets are renewed by hand (`repo renew`): they count when they expire within \
             --within. Snapshot and timestamp are re-signed by the `repo refresh` cron job: they count when \
@@ -28,8 +29,11 @@ struct RepoCheck: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @Option(help: "How far ahead to look for root and targets (30d, 12h, …).") var within: String = "30d"
     @Option(help: "The least lifetime snapshot and timestamp may have left.") var onlineWithin: String = "2d"
-    @Option(help: "How long past its release time a preload may stay unreleased (the refresh job's period).") var releaseLate: String = "1h"
-    @Option(help: "A bucket serving this origin (s3://BUCKET/PREFIX): fail when it lacks a signed file players may ask for.")
+    @Option(help: "How long past its release time a preload may stay unreleased (the refresh job's period).")
+    var releaseLate: String = "1h"
+    @Option(
+        help: "A bucket serving this origin (s3://BUCKET/PREFIX): fail when it lacks a signed file players may ask for."
+    )
     var bucket: String?
     @OptionGroup var store: BucketOptions
     @Option(help: "A CDN or cache in front of this origin (its URL): fail on what it does wrong for players.")
@@ -40,7 +44,9 @@ struct RepoCheck: AsyncParsableCommand {
 
     func run() async throws {
         let repo = try Repository.load(origin: origin)
-        let due = repo.expiring(within: try parseDuration(within, allowZero: true), onlineWithin: try parseDuration(onlineWithin, allowZero: true))
+        let due = repo.expiring(
+            within: try parseDuration(within, allowZero: true),
+            onlineWithin: try parseDuration(onlineWithin, allowZero: true))
         var problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
         if let bucket {
             let state = try Uploader(origin: origin, bucket: try store.bucket(bucket)).inspect()
@@ -52,7 +58,9 @@ struct RepoCheck: AsyncParsableCommand {
                         fix: state.repair))
             }
         }
-        if let cdn { problems += try await CDNCheck.run(origin: origin, cdn: cdn, metadataMaxAge: max(0, metadataMaxAge)) }
+        if let cdn {
+            problems += try await CDNCheck.run(origin: origin, cdn: cdn, metadataMaxAge: max(0, metadataMaxAge))
+        }
         struct Result: Encodable {
             var origin: String
             var ok: Bool
@@ -65,13 +73,15 @@ struct RepoCheck: AsyncParsableCommand {
             var found: [String] = []
             if !due.isEmpty {
                 let names = due.map { "\($0.role) (\($0.daysLeft <= 0 ? "expired" : "\($0.daysLeft) days left"))" }
-                found.append("\(names.joined(separator: ", ")) must be signed again soon, or clients will refuse every update")
+                found.append(
+                    "\(names.joined(separator: ", ")) must be signed again soon, or clients will refuse every update")
             }
             found += problems.map(\.problem)
             let fixes = due.map(\.renewal) + problems.map(\.fix)
             throw PatchSyncError(
                 .refusedData, "\(origin): " + found.joined(separator: "; "),
-                remedy: fixes.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.joined(separator: "; "))
+                remedy: fixes.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.joined(separator: "; ")
+            )
         }
         output.result(
             Result(origin: origin, ok: true, due: [], builds: []),

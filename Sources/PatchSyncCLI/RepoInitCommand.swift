@@ -17,7 +17,8 @@ struct RepoInit: AsyncParsableCommand {
     @Option(help: "The origin folder to create the repository in.") var origin: String
     @Option(help: "A root key file (repeat for several root keys).") var rootKey: [String] = []
     @Option(help: "How many root keys must sign a new root (default: all given).") var rootThreshold: Int?
-    @Option(help: "A targets key file (repeat for several): signs publish, promote and rollback.") var targetsKey: [String] = []
+    @Option(help: "A targets key file (repeat for several): signs publish, promote and rollback.") var targetsKey:
+        [String] = []
     @Option(help: "How many targets keys must sign targets (default: all given).") var targetsThreshold: Int?
     @Option(help: "The online key file (signs snapshot and timestamp).") var onlineKey: String
     @Option(help: "How long the root stays valid (730d, 12h, …).") var expires: String = "730d"
@@ -31,7 +32,8 @@ struct RepoInit: AsyncParsableCommand {
         }
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(expires)
-        let roots = try loadKeys(rootKey), targets = try loadKeys(targetsKey), online = try SigningKey.load(path: onlineKey)
+        let roots = try loadKeys(rootKey), targets = try loadKeys(targetsKey),
+            online = try SigningKey.load(path: onlineKey)
         let repo = try Repository.create(
             origin: origin,
             keys: Repository.KeySet(

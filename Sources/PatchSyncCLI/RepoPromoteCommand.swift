@@ -4,7 +4,8 @@ import PatchSync
 
 struct RepoPromote: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "promote", abstract: "List a tested build of one channel as the newest of another (no re-chunking).",
+        commandName: "promote",
+        abstract: "List a tested build of one channel as the newest of another (no re-chunking).",
         discussion: """
             Writes one manifest, the same files and objects with the new channel and sequence, with delta \
             packs from the target channel's latest builds (its players patch as after a publish there), \
@@ -23,9 +24,13 @@ struct RepoPromote: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
-    @Option(help: "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key).")
+    @Option(
+        help:
+            "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key)."
+    )
     var contentKeys: String?
-    @Option(help: "How many builds of each channel targets.json keeps listed.") var keepBuilds = Publisher.Options.defaultKeepBuilds
+    @Option(help: "How many builds of each channel targets.json keeps listed.") var keepBuilds = Publisher.Options
+        .defaultKeepBuilds
     @Flag(help: "List it on a new channel whose name is close to an existing one (refused otherwise, as a typo).")
     var newChannel = false
     @Flag(help: "Print the result as JSON.") var json = false
@@ -46,6 +51,7 @@ struct RepoPromote: AsyncParsableCommand {
                     + "players on \(report.channel) get it at their next sync"
                     + (report.deltas.isEmpty
                         ? ""
-                        : ", with deltas from " + report.deltas.map { "\($0.from) (\($0.files) files)" }.joined(separator: ", ")))
+                        : ", with deltas from "
+                            + report.deltas.map { "\($0.from) (\($0.files) files)" }.joined(separator: ", ")))
     }
 }

@@ -4,7 +4,8 @@ import PatchSync
 
 struct RepoPrune: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "prune", abstract: "Remove what no build a client could still ask for needs (objects, packs, manifests, old metadata).",
+        commandName: "prune",
+        abstract: "Remove what no build a client could still ask for needs (objects, packs, manifests, old metadata).",
         discussion: """
             Keeps the newest --keep builds of each channel listed (targets.json is signed again without \
             the others, which needs --targets-key and --online-key) and everything those builds need. \
@@ -21,11 +22,13 @@ struct RepoPrune: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(help: "How many builds of each channel stay listed and installable.") var keep: Int
-    @Option(help: "How long content stays after the last metadata that listed it went (7d, 12h, 0).") var grace: String = "7d"
+    @Option(help: "How long content stays after the last metadata that listed it went (7d, 12h, 0).") var grace:
+        String = "7d"
     @Option(help: "A targets key file (repeat up to the targets threshold), when builds are to be unlisted.")
     var targetsKey: [String] = []
     @Option(help: "The online key file, when builds are to be unlisted.") var onlineKey: String?
-    @Option(help: "A bucket serving this origin (s3://BUCKET/PREFIX): it is brought up to date, then pruned the same way.")
+    @Option(
+        help: "A bucket serving this origin (s3://BUCKET/PREFIX): it is brought up to date, then pruned the same way.")
     var bucket: String?
     @OptionGroup var store: BucketOptions
     @Flag(help: "Only report what would be removed.") var dryRun = false
@@ -41,12 +44,15 @@ struct RepoPrune: AsyncParsableCommand {
         }
         var uploads = Uploader.Options()
         uploads.connections = max(1, store.connections)
-        let uploader = try bucket.map { (url) throws(PatchSyncError) in Uploader(origin: origin, bucket: try store.bucket(url), options: uploads) }
+        let uploader = try bucket.map { (url) throws(PatchSyncError) in
+            Uploader(origin: origin, bucket: try store.bucket(url), options: uploads)
+        }
         // The bucket first (its metadata brought up to date, then the same deletions), so that a prune
         // stopped half way still knows from the folder what is left to remove there.
         // What the bucket serves now counts as current, however late it was uploaded.
         options.served = try uploader?.servedVersions()
-        let report = try Pruner(origin: origin, options: options, signers: signers).run { (repo, removals) throws(PatchSyncError) in
+        let report = try Pruner(origin: origin, options: options, signers: signers).run {
+            (repo, removals) throws(PatchSyncError) in
             guard let uploader else { return }
             let paths = removals.map(\.path)
             _ = try uploader.run(repo: repo, skipping: Set(paths))
@@ -63,7 +69,8 @@ struct RepoPrune: AsyncParsableCommand {
             let grace = formatDuration(r.graceSeconds)
             lines.append(
                 "held for the grace period: \(r.held.joined(separator: ", ")) (a player that read metadata listing them "
-                    + "in the last \(grace) may still be fetching them; a prune once \(grace) have passed since frees them)")
+                    + "in the last \(grace) may still be fetching them; a prune once \(grace) have passed since frees them)"
+            )
         }
         let what =
             "\(r.count(.object)) object(s), \(r.count(.manifest)) manifest(s), \(r.count(.metadata)) metadata version(s)"

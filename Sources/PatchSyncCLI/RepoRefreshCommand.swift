@@ -17,7 +17,10 @@ struct RepoRefresh: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(name: [.customLong("online-key"), .customLong("key")], help: "The online key file.") var key: String
-    @Option(help: "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key).") var contentKeys: String?
+    @Option(
+        help:
+            "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key)."
+    ) var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {

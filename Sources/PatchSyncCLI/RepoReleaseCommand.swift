@@ -20,7 +20,10 @@ struct RepoRelease: AsyncParsableCommand {
     @OptionGroup var originWait: OriginWait
     @Option(help: "The channel (needed only when the build id is a preload on several).") var channel: String?
     @Option(help: "The online key file.") var onlineKey: String
-    @Option(help: "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key).") var contentKeys: String?
+    @Option(
+        help:
+            "The folder of preload content keys (default: the folder publish recorded, else content/ beside the online key)."
+    ) var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
@@ -42,7 +45,8 @@ struct RepoRelease: AsyncParsableCommand {
         }
         try repo.release(
             build: build.value, channel: channelName.name,
-            contentKeys: contentKeyFolder(contentKeys, origin: origin, beside: onlineKey), online: try SigningKey.load(path: onlineKey))
+            contentKeys: contentKeyFolder(contentKeys, origin: origin, beside: onlineKey),
+            online: try SigningKey.load(path: onlineKey))
         Output(json: json).result(
             Result(origin: origin, buildId: build.value, released: true, alreadyReleased: false),
             human: "released build \(build) of \(channelName): players unlock it at their next sync")
@@ -53,7 +57,8 @@ struct RepoRelease: AsyncParsableCommand {
         let channels = ChannelListing.all(repo).filter { $0.build(build.value)?.info.preload != nil }.map(\.channel)
         guard channels.count <= 1 else {
             throw PatchSyncError(
-                .usage, "build \(build) is a preload on \(channels.joined(separator: " and "))", remedy: "name one with --channel")
+                .usage, "build \(build) is a preload on \(channels.joined(separator: " and "))",
+                remedy: "name one with --channel")
         }
         return channels.first ?? Channel.live.name
     }

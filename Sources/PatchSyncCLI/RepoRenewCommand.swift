@@ -18,7 +18,8 @@ struct RepoRenew: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(help: "A root key file (repeat up to the root threshold): renews root.") var rootKey: [String] = []
-    @Option(help: "A targets key file (repeat up to the targets threshold): renews targets.") var targetsKey: [String] = []
+    @Option(help: "A targets key file (repeat up to the targets threshold): renews targets.") var targetsKey: [String] =
+        []
     @Option(help: "The online key file (re-signs snapshot and timestamp after targets).") var onlineKey: String?
     @Option(help: "How long the renewed root stays valid.") var rootExpires: String = "730d"
     @Option(help: "How long the renewed targets stay valid.") var targetsExpires: String = "455d"
@@ -27,7 +28,8 @@ struct RepoRenew: AsyncParsableCommand {
     func run() async throws {
         try originWait.apply()
         guard !rootKey.isEmpty || !targetsKey.isEmpty else {
-            throw PatchSyncError(.usage, "nothing to renew", remedy: "give --targets-key (with --online-key), --root-key, or both")
+            throw PatchSyncError(
+                .usage, "nothing to renew", remedy: "give --targets-key (with --online-key), --root-key, or both")
         }
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(rootExpires)

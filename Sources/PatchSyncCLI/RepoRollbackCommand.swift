@@ -21,7 +21,10 @@ struct RepoRollback: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
-    @Option(help: "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key).")
+    @Option(
+        help:
+            "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key)."
+    )
     var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 

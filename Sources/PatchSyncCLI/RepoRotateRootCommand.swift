@@ -26,11 +26,16 @@ struct RepoRotateRoot: AsyncParsableCommand {
     @OptionGroup var originWait: OriginWait
     @Option(help: "A new root key file (repeat for several); replaces the root keys.") var newRootKey: [String] = []
     @Option(help: "How many root keys must sign from now on.") var rootThreshold: Int?
-    @Option(help: "A new targets key file (repeat for several); replaces the targets keys.") var newTargetsKey: [String] = []
+    @Option(help: "A new targets key file (repeat for several); replaces the targets keys.") var newTargetsKey:
+        [String] = []
     @Option(help: "How many targets keys must sign from now on.") var targetsThreshold: Int?
     @Option(help: "The new online key file (signs snapshot and timestamp from now on).") var newOnlineKey: String?
-    @Option(help: "The current online key file, when targets keys change and the online key does not.") var onlineKey: String?
-    @Option(help: "A current targets key file (repeat up to the threshold), when the online key changes on a repository with preloads.")
+    @Option(help: "The current online key file, when targets keys change and the online key does not.") var onlineKey:
+        String?
+    @Option(
+        help:
+            "A current targets key file (repeat up to the threshold), when the online key changes on a repository with preloads."
+    )
     var targetsKey: [String] = []
     @Option(help: "How long the new root stays valid (730d, 12h, …).") var expires: String = "730d"
     @Flag(help: "Print the result as JSON.") var json = false
@@ -50,7 +55,8 @@ struct RepoRotateRoot: AsyncParsableCommand {
         try repo.rotateRoot(
             change,
             signers: Repository.Signers(
-                root: try loadKeys(rootKey) + newRoots, targets: newTargets.isEmpty ? try loadKeys(targetsKey) : newTargets,
+                root: try loadKeys(rootKey) + newRoots,
+                targets: newTargets.isEmpty ? try loadKeys(targetsKey) : newTargets,
                 online: newOnline ?? online),
             lifetimes: lifetimes)
         struct Result: Encodable {
@@ -63,9 +69,13 @@ struct RepoRotateRoot: AsyncParsableCommand {
         let root = OriginLayout(root: origin).rootMetadataFile
         var hosts: [String: [String]] = [:]
         if !newRootKey.isEmpty { hosts["offline (root)"] = newRootKey }
-        if !newTargetsKey.isEmpty { hosts["release machine (targets, for publish, promote, rollback, withdraw, prune, renew)"] = newTargetsKey }
+        if !newTargetsKey.isEmpty {
+            hosts["release machine (targets, for publish, promote, rollback, withdraw, prune, renew)"] = newTargetsKey
+        }
         if let newOnlineKey {
-            hosts["cron host (online, for repo refresh and release) and release machine (online, beside targets)"] = [newOnlineKey]
+            hosts["cron host (online, for repo refresh and release) and release machine (online, beside targets)"] = [
+                newOnlineKey
+            ]
         }
         let keys = Repository.recordedContentKeys(origin: origin)
         let holds = hosts.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value.joined(separator: ", "))" }
@@ -73,8 +83,12 @@ struct RepoRotateRoot: AsyncParsableCommand {
             Result(origin: origin, rootVersion: repo.rootVersion, root: root, hosts: hosts),
             human: "signed root version \(repo.rootVersion) of \(origin)\n"
                 + "clients move to it on their next sync; ship \(root) with new game builds"
-                + (holds.isEmpty ? "" : "\nthe old keys of the roles changed stop working; from now on each host holds:\n" + holds.joined(separator: "\n"))
+                + (holds.isEmpty
+                    ? ""
+                    : "\nthe old keys of the roles changed stop working; from now on each host holds:\n"
+                        + holds.joined(separator: "\n"))
                 + (newOnlineKey != nil && keys != nil
-                    ? "\nthe cron host also needs the preload content keys in \(keys ?? "") (or --content-keys where it keeps them)" : ""))
+                    ? "\nthe cron host also needs the preload content keys in \(keys ?? "") (or --content-keys where it keeps them)"
+                    : ""))
     }
 }

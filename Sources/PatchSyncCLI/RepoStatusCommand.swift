@@ -27,19 +27,24 @@ struct RepoStatus: AsyncParsableCommand {
         for role in status.roles {
             lines.append(
                 "  \(role.role.padding(toLength: 9, withPad: " ", startingAt: 0)) version \(role.version), "
-                    + "\(role.threshold) of \(role.keys) key(s), expires \(Self.day(role.expires)) (in \(role.daysLeft) days)")
+                    + "\(role.threshold) of \(role.keys) key(s), expires \(Self.day(role.expires)) (in \(role.daysLeft) days)"
+            )
         }
         for channel in status.channels {
             lines.append("channel \(channel.channel): \(channel.builds.count) build(s)")
             for build in channel.builds {
                 var line =
                     "  \(build.current ? "*" : " ") \(build.buildId)  sequence \(build.sequence), "
-                    + (build.releaseAt == nil || build.released == true ? "\(build.files) files, " : "") + ByteCount.format(build.size)
+                    + (build.releaseAt == nil || build.released == true ? "\(build.files) files, " : "")
+                    + ByteCount.format(build.size)
                 if let at = build.releaseAt {
-                    line += build.released == true ? ", preload, released" : ", preload, sealed until \(TUFDate.format(at))"
+                    line +=
+                        build.released == true ? ", preload, released" : ", preload, sealed until \(TUFDate.format(at))"
                 }
                 if let from = build.promotedFrom { line += ", promoted from \(from)" }
-                if let note = build.rollback { line += ", rolled back from \(note.from)" + (note.reason.map { ": \($0)" } ?? "") }
+                if let note = build.rollback {
+                    line += ", rolled back from \(note.from)" + (note.reason.map { ": \($0)" } ?? "")
+                }
                 lines.append(line)
             }
         }
@@ -62,7 +67,9 @@ struct RepoStatus: AsyncParsableCommand {
         var text = "bucket \(state.destination): "
         if let served = state.servedTimestamp {
             text += "timestamp version \(served)" + (state.servedTargets.map { ", targets version \($0)" } ?? "")
-            text += state.current ? ", the same as the folder" : "; the folder is at version \(state.originTimestamp): run upload"
+            text +=
+                state.current
+                ? ", the same as the folder" : "; the folder is at version \(state.originTimestamp): run upload"
         } else {
             text += "serves nothing yet (no timestamp.json): run upload"
         }

@@ -23,7 +23,10 @@ struct RepoWithdraw: AsyncParsableCommand {
     @Option(help: "The origin folder.") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
-    @Option(help: "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key).")
+    @Option(
+        help:
+            "The folder of preload content keys, to list the channel's pending preloads again above the build (default: the folder a preload publish recorded, else content/ beside the targets key)."
+    )
     var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
@@ -32,7 +35,8 @@ struct RepoWithdraw: AsyncParsableCommand {
         var release = Release(origin: origin, signers: try signing.signers())
         release.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
         let report = try release.withdraw(
-            try BuildID(buildId), channel: try channel.map { c throws(PatchSyncError) in try Channel(c) }, reason: reason)
+            try BuildID(buildId), channel: try channel.map { c throws(PatchSyncError) in try Channel(c) },
+            reason: reason)
         warn(report.warnings)
         let human: String
         if report.wasPreload {

@@ -13,10 +13,12 @@ struct ShareOptions: ParsableArguments {
     var allowPublic = false
     @Option(
         name: .customLong("share-rate"),
-        help: ArgumentHelp("The most the share sends, all peers together, bytes per second (K, M, G).", valueName: "rate"),
+        help: ArgumentHelp(
+            "The most the share sends, all peers together, bytes per second (K, M, G).", valueName: "rate"),
         transform: ByteCount.parseRate)
     var shareRate: Int = 32 << 20
-    @Option(help: "The most connections served at once (the one idle longest makes way for a newcomer).") var maxPeers: Int = ShareServer.Options().maxConnections
+    @Option(help: "The most connections served at once (the one idle longest makes way for a newcomer).") var maxPeers:
+        Int = ShareServer.Options().maxConnections
 
     var server: ShareServer.Options {
         var options = ShareServer.Options()
@@ -72,7 +74,8 @@ struct Share: AsyncParsableCommand {
                 Data(
                     ("sharing \(server.chunkCount) chunks of \(install.root) on "
                         + server.addresses.map { "http://\($0)" }.joined(separator: ", ")
-                        + (announcer == nil ? " (Avahi not installed: peers give it with --peer)" : " (announced with DNS-SD)")
+                        + (announcer == nil
+                            ? " (Avahi not installed: peers give it with --peer)" : " (announced with DNS-SD)")
                         + "\n").utf8))
         }
         let stop = SyncStop()

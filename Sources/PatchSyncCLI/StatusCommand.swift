@@ -23,17 +23,20 @@ struct Status: AsyncParsableCommand {
         var lines = [
             "install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
             "current:  \(status.current ?? "none")" + Self.why(status.currentRollback),
-            "previous: \(status.previous ?? "none")", "ready:    \(status.ready ?? "none")" + Self.why(status.readyRollback)
+            "previous: \(status.previous ?? "none")",
+            "ready:    \(status.ready ?? "none")" + Self.why(status.readyRollback)
         ]
         if let held = status.heldBack { lines.append("held back: \(held) (rolled back from)") }
         for build in status.builds {
-            lines.append("build:    \(build.name)" + (build.diskBytes.map { ": \(ByteCount.format($0)) on disk" } ?? ""))
+            lines.append(
+                "build:    \(build.name)" + (build.diskBytes.map { ": \(ByteCount.format($0)) on disk" } ?? ""))
         }
         if let bytes = status.stagingDiskBytes { lines.append("staging:  \(ByteCount.format(bytes)) on disk") }
         if let s = status.staging {
             lines.append(
                 "progress: \(s.buildId): \(s.chunksDone)/\(s.chunksTotal) chunks written "
-                    + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)")
+                    + "(\(ByteCount.format(s.bytesDone)) of \(ByteCount.format(s.bytesTotal)), unchanged files not counted)"
+            )
         }
         if let r = status.routes {
             lines.append(
@@ -64,6 +67,8 @@ struct Status: AsyncParsableCommand {
 
     /// " (the publisher rolled the channel back from 1.1: reason)" for a build a rollback put back.
     static func why(_ note: RollbackNote?) -> String {
-        note.map { " (the publisher rolled the channel back from \($0.from)" + ($0.reason.map { ": \($0)" } ?? "") + ")" } ?? ""
+        note.map {
+            " (the publisher rolled the channel back from \($0.from)" + ($0.reason.map { ": \($0)" } ?? "") + ")"
+        } ?? ""
     }
 }

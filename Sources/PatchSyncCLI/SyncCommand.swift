@@ -89,11 +89,13 @@ struct Sync: AsyncParsableCommand {
         if let giveUp {
             let seconds = min(try parseDuration(giveUp), 365 * 86400)
             syncer.giveUpAfter = .milliseconds(Int64(seconds * 1000))
-            syncer.stallAfter = min(syncer.stallAfter, .milliseconds(Int64(seconds * 500)))  // a stall is told before it ends the sync
+            // a stall is told before it ends the sync
+            syncer.stallAfter = min(syncer.stallAfter, .milliseconds(Int64(seconds * 500)))
         }
         syncer.peers = try peer.map { url throws(PatchSyncError) in
             guard url.lowercased().hasPrefix("http://") || url.lowercased().hasPrefix("https://") else {
-                throw PatchSyncError(.usage, "--peer \(url) is not an http URL", remedy: "give it as http://ADDRESS:PORT")
+                throw PatchSyncError(
+                    .usage, "--peer \(url) is not an http URL", remedy: "give it as http://ADDRESS:PORT")
             }
             return url
         }
@@ -144,7 +146,8 @@ struct Sync: AsyncParsableCommand {
         if let duration { times.append(now + (try parseDuration(duration))) }
         if let deadline {
             guard let minutes = ClockTime.minutes(deadline) else {
-                throw PatchSyncError(.usage, "--deadline '\(deadline)' is not a local time", remedy: "write it as HH:MM, e.g. 06:00")
+                throw PatchSyncError(
+                    .usage, "--deadline '\(deadline)' is not a local time", remedy: "write it as HH:MM, e.g. 06:00")
             }
             times.append(ClockTime.next(minutes: minutes, after: now, in: zone))
         }

@@ -31,7 +31,10 @@ struct Upload: AsyncParsableCommand {
     @OptionGroup var store: BucketOptions
     @Option(help: "Seconds a CDN may serve an old timestamp.json or root.json.") var metadataMaxAge: Int = 60
     @Flag(help: "List the bucket and send again every file it lacks or holds with another size.") var verify = false
-    @Flag(help: "Send every file again, even over a bucket whose metadata is newer than the origin's, or not from this origin.")
+    @Flag(
+        help:
+            "Send every file again, even over a bucket whose metadata is newer than the origin's, or not from this origin."
+    )
     var force = false
     @Flag(help: "Print progress events and the result as JSON.") var json = false
 
@@ -46,7 +49,9 @@ struct Upload: AsyncParsableCommand {
         let reporter = ProgressReporter(mode: .choose(json: json, quiet: false), verb: "uploading")
         let report = try uploader.run {
             reporter.handle(
-                .transfer(TransferStatus(done: $0.bytes, total: $0.totalBytes, filesDone: $0.files, filesTotal: $0.totalFiles)))
+                .transfer(
+                    TransferStatus(done: $0.bytes, total: $0.totalBytes, filesDone: $0.files, filesTotal: $0.totalFiles)
+                ))
         }
         reporter.finish()
         Output(json: json).result(report, human: Self.human(report))

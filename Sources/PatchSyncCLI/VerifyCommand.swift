@@ -41,7 +41,8 @@ struct Verify: AsyncParsableCommand {
                 + (r.damaged.isEmpty ? "all intact" : "\(r.damaged.count) damaged")
         ]
         for d in r.damaged {
-            lines.append("  \(d.problem.rawValue): \(d.path) (expected \(d.expected)\(d.actual.map { ", found \($0)" } ?? ""))")
+            lines.append(
+                "  \(d.problem.rawValue): \(d.path) (expected \(d.expected)\(d.actual.map { ", found \($0)" } ?? ""))")
         }
         if let staged = r.repairStaged {
             lines.append(

@@ -30,7 +30,8 @@ public final class Fixture: @unchecked Sendable {
     /// every file is its own object (hundreds of requests for a transfer test to fault).
     public static func published(scale: Double = 0.002, packs: Bool = true) throws -> Fixture {
         let fixture = try Fixture()
-        try fixture.publish(try fixture.sampleBuild(1, scale: scale), id: "1", smallFileBytes: packs ? PackWriter.defaultSmallFile : 0)
+        try fixture.publish(
+            try fixture.sampleBuild(1, scale: scale), id: "1", smallFileBytes: packs ? PackWriter.defaultSmallFile : 0)
         return fixture
     }
 
@@ -73,7 +74,9 @@ public final class Fixture: @unchecked Sendable {
     }
 
     /// Creates an install following `remotes`.
-    public func makeInstall(_ name: String = "install", remotes: [String], configure: (inout InstallConfig) -> Void = { _ in }) throws -> Install {
+    public func makeInstall(
+        _ name: String = "install", remotes: [String], configure: (inout InstallConfig) -> Void = { _ in }
+    ) throws -> Install {
         var config = InstallConfig(remotes: remotes, channel: "live")
         configure(&config)
         return try Install.create(at: directory + "/" + name, config: config, trustedRoot: rootMetadata)
@@ -99,7 +102,8 @@ public enum CLI {
 
     /// The folder of the built products (next to the test bundle).
     public static var productsDirectory: String {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var dir = (exe as NSString).deletingLastPathComponent
         while !dir.isEmpty, dir != "/", !FileManager.default.isExecutableFile(atPath: dir + "/patchsync") {
             dir = (dir as NSString).deletingLastPathComponent

@@ -40,7 +40,8 @@ public final class PowerSupplies: Sendable {
     /// Unplugs (true) or plugs in the adapter, as the kernel reports it.
     public func onBattery(_ unplugged: Bool) throws {
         try (unplugged ? "0\n" : "1\n").write(toFile: root + "/AC/online", atomically: true, encoding: .utf8)
-        try (unplugged ? "Discharging\n" : "Charging\n").write(toFile: root + "/BAT0/status", atomically: true, encoding: .utf8)
+        try (unplugged ? "Discharging\n" : "Charging\n").write(
+            toFile: root + "/BAT0/status", atomically: true, encoding: .utf8)
     }
 }
 

@@ -19,7 +19,8 @@ public final class NginxOrigin: @unchecked Sendable {
     /// `cacheFor` makes it a lancache-style cache in front of that origin URL instead (`slice 1m`,
     /// `proxy_cache`, each slice cached by URI and range; `X-Cache` says HIT or MISS).
     public init(
-        root: String, rateLimit: String? = nil, tls: Bool = false, redirectTo: String? = nil, cacheFor upstream: String? = nil,
+        root: String, rateLimit: String? = nil, tls: Bool = false, redirectTo: String? = nil,
+        cacheFor upstream: String? = nil,
         alsoOn address: String? = nil
     ) throws {
         self.root = root
@@ -29,13 +30,16 @@ public final class NginxOrigin: @unchecked Sendable {
         if tls { caFile = try TestCertificates.make(in: directory) }
         var conf = Self.configuration(root: root, directory: directory, port: port, rateLimit: rateLimit, tls: tls)
         if let address, !tls {
-            conf = conf.replacingOccurrences(of: "listen 127.0.0.1:\(port);", with: "listen 127.0.0.1:\(port); listen \(address):\(port);")
+            conf = conf.replacingOccurrences(
+                of: "listen 127.0.0.1:\(port);", with: "listen 127.0.0.1:\(port); listen \(address):\(port);")
         }
         if let upstream {
             try FileManager.default.createDirectory(atPath: directory + "/cache", withIntermediateDirectories: true)
             conf = conf.replacingOccurrences(
                 of: "    server {",
-                with: "    proxy_cache_path \(directory)/cache levels=1:2 keys_zone=slices:10m max_size=4g inactive=1d use_temp_path=off;\n    server {")
+                with:
+                    "    proxy_cache_path \(directory)/cache levels=1:2 keys_zone=slices:10m max_size=4g inactive=1d use_temp_path=off;\n    server {"
+            )
             conf = conf.replacingOccurrences(
                 of: "location / { ",
                 with: "location / { slice 1m; proxy_cache slices; proxy_cache_key $uri$slice_range; "
@@ -43,7 +47,8 @@ public final class NginxOrigin: @unchecked Sendable {
                     + "add_header X-Cache $upstream_cache_status always; proxy_pass \(upstream); ")
         }
         if let redirectTo {
-            conf = conf.replacingOccurrences(of: "location / { ", with: "location / { return 302 \(redirectTo)$request_uri; ")
+            conf = conf.replacingOccurrences(
+                of: "location / { ", with: "location / { return 302 \(redirectTo)$request_uri; ")
         }
         try conf.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
         process = Process()
@@ -172,7 +177,9 @@ public final class NginxOrigin: @unchecked Sendable {
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
         }
         guard ok else { throw NSError(domain: "NginxOrigin", code: 2) }
         return Int(UInt16(bigEndian: addr.sin_port))
@@ -208,7 +215,8 @@ enum TestCertificates {
     /// Writes ca.pem, server.pem and server.key into `directory`; returns the CA's path.
     static func make(in directory: String) throws -> String {
         let ext = directory + "/server.ext"
-        try "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n".write(toFile: ext, atomically: true, encoding: .utf8)
+        try "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n".write(
+            toFile: ext, atomically: true, encoding: .utf8)
         let steps: [[String]] = [
             [
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",

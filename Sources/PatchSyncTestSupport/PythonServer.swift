@@ -27,7 +27,8 @@ final class PythonServer: @unchecked Sendable {
         let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
         guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             kill(process.processIdentifier, SIGKILL)
-            throw NSError(domain: "PythonServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "server did not start"])
+            throw NSError(
+                domain: "PythonServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "server did not start"])
         }
         self.port = port
     }

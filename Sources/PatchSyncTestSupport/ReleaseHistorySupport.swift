@@ -20,7 +20,10 @@ public struct ShiftedClock: Sendable {
     /// ("sem_open: File exists"). Those of pids that no longer run are removed first.
     public static func removeStaleSemaphores() {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm")) ?? [] {
-            guard let range = name.range(of: "faketime_", options: .anchored, range: name.index(name.startIndex, offsetBy: name.hasPrefix("sem.") ? 4 : 0)..<name.endIndex),
+            guard
+                let range = name.range(
+                    of: "faketime_", options: .anchored,
+                    range: name.index(name.startIndex, offsetBy: name.hasPrefix("sem.") ? 4 : 0)..<name.endIndex),
                 let pid = Int32(name[range.upperBound...].split(separator: "_").last ?? "")
             else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH { try? FileManager.default.removeItem(atPath: "/dev/shm/" + name) }

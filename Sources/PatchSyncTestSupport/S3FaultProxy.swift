@@ -83,7 +83,8 @@ public final class S3FaultProxy: @unchecked Sendable {
         return text.split(separator: "\n").compactMap { line in
             let words = line.split(separator: " ")
             guard words.count == 4 else { return nil }
-            return Request(method: String(words[0]), target: String(words[1]), fault: String(words[2]), storeStatus: Int(words[3]))
+            return Request(
+                method: String(words[0]), target: String(words[1]), fault: String(words[2]), storeStatus: Int(words[3]))
         }
     }
 

@@ -16,7 +16,8 @@ public final class S3Server: @unchecked Sendable {
 
     /// The folder of the package (Package.swift).
     public static var packageRoot: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
     }
 
     public init(bucket: String = "game") throws {
@@ -71,7 +72,9 @@ public final class S3Server: @unchecked Sendable {
         let text = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")
             .replacingOccurrences(of: "\u{1B}\\[[0-9;]*m", with: "", options: .regularExpression)  // werkzeug's colours
         return text.split(separator: "\n").compactMap { line in
-            guard let open = line.firstIndex(of: "\""), let close = line[line.index(after: open)...].firstIndex(of: "\"") else { return nil }
+            guard let open = line.firstIndex(of: "\""),
+                let close = line[line.index(after: open)...].firstIndex(of: "\"")
+            else { return nil }
             let request = line[line.index(after: open)..<close].split(separator: " ")
             let after = line[line.index(after: close)...].split(separator: " ")
             guard request.count >= 2, let status = after.first.flatMap({ Int($0) }) else { return nil }

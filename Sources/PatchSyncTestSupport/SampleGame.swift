@@ -68,8 +68,12 @@ public struct SampleGame: Sendable {
         var files: [String: Content] = [:]
         for i in 0..<120 { files["textures/tex_\(i).dds"] = Content(bytes: rng.bytes(size(330_000, &rng))) }
         for i in 0..<40 { files["audio/sfx_\(i).ogg"] = Content(bytes: rng.bytes(size(500_000, &rng))) }
-        for i in 0..<60 { files["levels/level_\(i).map"] = Content(bytes: rng.text(size(250_000, &rng), style: .level)) }
-        for i in 0..<150 { files["scripts/s\(i / 30)/script_\(i).lua"] = Content(bytes: rng.text(size(12_000, &rng), style: .script)) }
+        for i in 0..<60 {
+            files["levels/level_\(i).map"] = Content(bytes: rng.text(size(250_000, &rng), style: .level))
+        }
+        for i in 0..<150 {
+            files["scripts/s\(i / 30)/script_\(i).lua"] = Content(bytes: rng.text(size(12_000, &rng), style: .script))
+        }
         for lang in ["en", "de", "fr", "es", "ja", "pt", "ru", "it", "pl", "ko"] {
             files["text/\(lang).po"] = Content(bytes: rng.text(size(100_000, &rng), style: .script))
         }
@@ -93,9 +97,13 @@ public struct SampleGame: Sendable {
     /// About 5% of change, of every kind a real release has.
     private func applyPatch(_ files: inout [String: Content]) {
         var rng = SeededRandom(seed: seed ^ 0xB0B)
-        for i in stride(from: 0, to: 120, by: 20) { files["textures/tex_\(i).dds"]?.bytes = rng.bytes(size(330_000, &rng)) }
+        for i in stride(from: 0, to: 120, by: 20) {
+            files["textures/tex_\(i).dds"]?.bytes = rng.bytes(size(330_000, &rng))
+        }
         for i in 0..<4 { files["textures/new_\(i).dds"] = Content(bytes: rng.bytes(size(330_000, &rng))) }
-        for i in 0..<2 { files["levels/new_level_\(i).map"] = Content(bytes: rng.text(size(250_000, &rng), style: .level)) }
+        for i in 0..<2 {
+            files["levels/new_level_\(i).map"] = Content(bytes: rng.text(size(250_000, &rng), style: .level))
+        }
         for i in [3, 17, 44, 90] { files["scripts/s\(i / 30)/script_\(i).lua"] = nil }
         files["audio/sfx_5.ogg"] = nil
         files["audio/music/theme.ogg"] = files.removeValue(forKey: "audio/sfx_7.ogg")  // renamed
@@ -114,7 +122,11 @@ public struct SampleGame: Sendable {
 
     private func editPack(_ bytes: inout [UInt8], _ rng: inout SeededRandom, insert delta: Int) {
         let at = bytes.count / 2 + Int(rng.next() % 1000)
-        if delta > 0 { bytes.insert(contentsOf: rng.bytes(delta), at: at) } else { bytes.removeSubrange(at..<min(bytes.count, at - delta)) }
+        if delta > 0 {
+            bytes.insert(contentsOf: rng.bytes(delta), at: at)
+        } else {
+            bytes.removeSubrange(at..<min(bytes.count, at - delta))
+        }
         edit(&bytes, &rng, overwrite: 4_096)
     }
 }

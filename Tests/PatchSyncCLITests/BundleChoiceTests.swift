@@ -29,7 +29,9 @@ struct BundleChoiceTests {
             .reduce(0) { $0 + Int64($1.objectLength) }
     }
 
-    @Test("required-only install (optional files absent, less disk); adding a bundle fetches only its bytes (nginx's log); removing it frees its space at the next apply; a chosen bundle a new build dropped is reported")
+    @Test(
+        "required-only install (optional files absent, less disk); adding a bundle fetches only its bytes (nginx's log); removing it frees its space at the next apply; a chosen bundle a new build dropped is reported"
+    )
     func chooseAddRemove() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
@@ -37,25 +39,34 @@ struct BundleChoiceTests {
         let nginx = try NginxOrigin(root: fixture.origin)
         defer { nginx.stop() }
         let root = fixture.directory + "/game"
-        let created = try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata, "--required-only"])
+        let created = try CLI.run([
+            "init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata, "--required-only"
+        ])
         #expect(created.status == 0, "\(created.stderr)")
         #expect(try CLI.run(["sync", "--install", root]).status == 0)
         #expect(try CLI.run(["apply", "--install", root]).status == 0)
         let current = root + "/current/"
         var listing = try treeListing(current)
         let full = try treeListing(build + "/")
-        #expect(!listing.keys.contains("audio") && !listing.keys.contains("text/fr.po") && listing.keys.contains("text/en.po"))
         #expect(
-            listing == full.filter { !$0.key.hasPrefix("audio") && !($0.key.hasPrefix("text/") && $0.key != "text/en.po") },
+            !listing.keys.contains("audio") && !listing.keys.contains("text/fr.po")
+                && listing.keys.contains("text/en.po"))
+        #expect(
+            listing
+                == full.filter { !$0.key.hasPrefix("audio") && !($0.key.hasPrefix("text/") && $0.key != "text/en.po") },
             "the required bundles, whole")
         let requiredDisk = try Self.diskBytes(root + "/builds"), buildDisk = try Self.diskBytes(build)
         #expect(requiredDisk < buildDisk, "required-only takes less disk: \(requiredDisk) of \(buildDisk)")
         #expect(try CLI.run(["verify", "--full", "--install", root]).status == 0)
         let listed = try CLI.run(["bundles", "--install", root, "--json"])
-        #expect(listed.stdout.contains("\"name\":\"hd-audio\"") && listed.stdout.contains("\"state\":\"notSelected\""), "\(listed.stdout)")
+        #expect(
+            listed.stdout.contains("\"name\":\"hd-audio\"") && listed.stdout.contains("\"state\":\"notSelected\""),
+            "\(listed.stdout)")
 
         let wrong = try CLI.run(["bundles", "add", "hd-audoi", "--install", root])
-        #expect(wrong.status == 64 && wrong.stderr.contains("no optional bundle hd-audoi") && wrong.stderr.contains("hd-audio"), "\(wrong.stderr)")
+        #expect(
+            wrong.status == 64 && wrong.stderr.contains("no optional bundle hd-audoi")
+                && wrong.stderr.contains("hd-audio"), "\(wrong.stderr)")
         let required = try CLI.run(["bundles", "remove", "textures", "--install", root])
         #expect(required.status == 64 && required.stderr.contains("required"), "\(required.stderr)")
 
@@ -68,7 +79,8 @@ struct BundleChoiceTests {
         #expect(fetched == audio, "adding hd-audio fetched \(fetched) object bytes, its chunks are \(audio)")
         #expect(try CLI.run(["apply", "--install", root]).status == 0)
         listing = try treeListing(current)
-        #expect(listing == full.filter { !($0.key.hasPrefix("text/") && $0.key != "text/en.po") }, "audio joined, whole")
+        #expect(
+            listing == full.filter { !($0.key.hasPrefix("text/") && $0.key != "text/en.po") }, "audio joined, whole")
         #expect(try CLI.run(["verify", "--full", "--install", root]).status == 0)
 
         // Changing one's mind before the launcher applied: the ready deployment without audio is dropped.
@@ -101,7 +113,9 @@ struct BundleChoiceTests {
         try fixture.publish(try fixture.sampleBuild(2, scale: 0.01), id: "2", bundles: renamed)
         let dropped = try CLI.run(["sync", "--install", root, "--json"])
         #expect(dropped.status == 0, "\(dropped.stderr)")
-        #expect(try lastJSON(dropped.stdout)["droppedBundles"] as? [String] == ["languages"], "\(dropped.stdout.suffix(600))")
+        #expect(
+            try lastJSON(dropped.stdout)["droppedBundles"] as? [String] == ["languages"],
+            "\(dropped.stdout.suffix(600))")
         let status = try CLI.run(["status", "--install", root])
         #expect(status.stdout.contains("not in this build: languages"), "\(status.stdout)")
         // Rollback goes to the build before, not to a deployment of build 2 with other bundles.
@@ -110,13 +124,17 @@ struct BundleChoiceTests {
         #expect(try Install.open(at: root).currentBuild() == "1")
     }
 
-    @Test("an install that takes every optional bundle but one it removed (even before its first sync) also takes a new optional bundle of a later build")
+    @Test(
+        "an install that takes every optional bundle but one it removed (even before its first sync) also takes a new optional bundle of a later build"
+    )
     func allButExcluded() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.005), id: "1", bundles: SampleGame.bundles)
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         let removed = try CLI.run(["bundles", "remove", "languages", "--install", install.root])
-        #expect(removed.status == 0 && removed.stdout.contains("every one but languages"), "\(removed.stdout) \(removed.stderr)")
+        #expect(
+            removed.status == 0 && removed.stdout.contains("every one but languages"),
+            "\(removed.stdout) \(removed.stderr)")
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
         #expect(install.liveBundles() == ["base", "textures", "hd-audio"])
@@ -136,12 +154,16 @@ struct BundleChoiceTests {
         let bundles = fixture.directory + "/bundles.json"
         try SampleGame.writeBundles(to: bundles)
         let all = try lastJSON(try CLI.run(["diff", one, two, "--bundles", bundles, "--json"]).stdout)
-        let required = try lastJSON(try CLI.run(["diff", one, two, "--bundles", bundles, "--required-only", "--json"]).stdout)
+        let required = try lastJSON(
+            try CLI.run(["diff", one, two, "--bundles", bundles, "--required-only", "--json"]).stdout)
         func written(_ report: [String: Any], _ bundle: String) -> Int? {
             ((report["bundles"] as? [String: Any])?[bundle] as? [String: Any])?["writtenBytes"] as? Int
         }
         func files(_ report: [String: Any]) -> [String: String] {
-            Dictionary(((report["files"] as? [[String: Any]]) ?? []).compactMap { f in (f["path"] as? String).map { ($0, f["route"] as? String ?? "") } }, uniquingKeysWith: { a, _ in a })
+            Dictionary(
+                ((report["files"] as? [[String: Any]]) ?? []).compactMap { f in
+                    (f["path"] as? String).map { ($0, f["route"] as? String ?? "") }
+                }, uniquingKeysWith: { a, _ in a })
         }
         // Build 2 renames a sound: a player holding it links it (as its sync does), nothing written.
         #expect(files(all)["audio/music/theme.ogg"] == "link" && written(all, "hd-audio") == 0, "\(files(all))")
@@ -154,7 +176,9 @@ struct BundleChoiceTests {
 
     func install(_ root: String) throws -> Install { try Install.open(at: root) }
 
-    @Test("playable first: launch swaps in the required part while an optional bundle still downloads; the bundle goes live whole at a later launch, and the game is told which bundles are live")
+    @Test(
+        "playable first: launch swaps in the required part while an optional bundle still downloads; the bundle goes live whole at a later launch, and the game is told which bundles are live"
+    )
     func playableFirst() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
@@ -178,21 +202,30 @@ struct BundleChoiceTests {
         }
         let event = try #require(seen.split(separator: "\n").first { $0.contains("\"event\":\"bundles\"") })
         #expect(
-            event.contains("\"playable\":true") && event.contains("\"name\":\"hd-audio\"") && event.contains("\"state\":\"pending\""),
+            event.contains("\"playable\":true") && event.contains("\"name\":\"hd-audio\"")
+                && event.contains("\"state\":\"pending\""),
             "the required part is ready first: \(event)")
-        let progress = try #require(try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any])["bundles"] as? [String: Any]
+        let progress =
+            try #require(try JSONSerialization.jsonObject(with: Data(event.utf8)) as? [String: Any])["bundles"]
+            as? [String: Any]
         let entries = try #require(progress?["bundles"] as? [[String: Any]])
         let pending = try #require(entries.first { $0["name"] as? String == "hd-audio" })
         #expect(
             pending["state"] as? String == "pending"
-                && pending["bytes"] as? Int == Int(manifest.files.filter { $0.bundle == "hd-audio" }.reduce(0) { $0 + $1.size }),
+                && pending["bytes"] as? Int
+                    == Int(manifest.files.filter { $0.bundle == "hd-audio" }.reduce(0) { $0 + $1.size }),
             "a launcher learns the pending bundle's size: \(pending)")
         #expect(try install(root).status().bundles?.names(.pending) == ["hd-audio"], "Install.status() says the same")
 
-        let game = #"printf 'bundles=%s audio=%s\n' "$PATCHSYNC_BUNDLES" "$(test -e "$PATCHSYNC_CONTENT_ROOT/audio" && echo yes || echo no)""#
+        let game =
+            #"printf 'bundles=%s audio=%s\n' "$PATCHSYNC_BUNDLES" "$(test -e "$PATCHSYNC_CONTENT_ROOT/audio" && echo yes || echo no)""#
         let first = try CLI.run(["launch", "--install", root, "--", "/bin/sh", "-c", game])
-        #expect(first.status == 0 && first.stdout.contains("bundles=base,textures audio=no"), "\(first.stdout) \(first.stderr)")
-        #expect(try String(contentsOfFile: root + "/live-bundles.json", encoding: .utf8).contains(#""bundles":["base","textures"]"#))
+        #expect(
+            first.status == 0 && first.stdout.contains("bundles=base,textures audio=no"),
+            "\(first.stdout) \(first.stderr)")
+        #expect(
+            try String(contentsOfFile: root + "/live-bundles.json", encoding: .utf8).contains(
+                #""bundles":["base","textures"]"#))
         #expect(sync.process.isRunning, "hd-audio is still downloading")
         kill(sync.process.processIdentifier, SIGTERM)
         sync.process.waitUntilExit()
@@ -205,11 +238,15 @@ struct BundleChoiceTests {
         try JSONEncoder().encode(config).write(to: URL(fileURLWithPath: install.configPath))
         let rest = try CLI.run(["sync", "--install", root, "--json"])
         #expect(rest.status == 0, "\(rest.stderr)")
-        let requiredObjects = Set(manifest.files.filter { $0.bundle != "hd-audio" }.map { "/" + ObjectID.path($0.object) })
-        #expect(!nginx.requests().contains { requiredObjects.contains($0.path) }, "the required part is not fetched again")
+        let requiredObjects = Set(
+            manifest.files.filter { $0.bundle != "hd-audio" }.map { "/" + ObjectID.path($0.object) })
+        #expect(
+            !nginx.requests().contains { requiredObjects.contains($0.path) }, "the required part is not fetched again")
         let second = try CLI.run(["launch", "--install", root, "--", "/bin/sh", "-c", game])
         #expect(second.stdout.contains("bundles=base,textures,hd-audio audio=yes"), "\(second.stdout)")
-        #expect(try treeListing(root + "/current/") == treeListing(build + "/").filter { !($0.key.hasPrefix("text/") && $0.key != "text/en.po") })
+        #expect(
+            try treeListing(root + "/current/")
+                == treeListing(build + "/").filter { !($0.key.hasPrefix("text/") && $0.key != "text/en.po") })
         #expect(try CLI.run(["verify", "--full", "--install", root]).status == 0)
         withExtendedLifetime(stalled) {}
     }

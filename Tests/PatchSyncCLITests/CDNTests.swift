@@ -18,17 +18,23 @@ struct CDNTests {
         var found: [String: Int64] = [:]
         for path in try FileManager.default.subpathsOfDirectory(atPath: root) {
             let attributes = try FileManager.default.attributesOfItem(atPath: root + "/" + path)
-            if attributes[.type] as? FileAttributeType == .typeRegular { found[path] = (attributes[.size] as? Int64) ?? 0 }
+            if attributes[.type] as? FileAttributeType == .typeRegular {
+                found[path] = (attributes[.size] as? Int64) ?? 0
+            }
         }
         return found
     }
 
     /// Immutable files of an origin: objects and target files (metadata versions keep TUF's names).
     static func immutable(_ origin: String) throws -> [String: Int64] {
-        try files(origin).filter { ($0.key.hasPrefix("objects/") || $0.key.hasPrefix("targets/")) && !$0.key.contains("/.") }
+        try files(origin).filter {
+            ($0.key.hasPrefix("objects/") || $0.key.hasPrefix("targets/")) && !$0.key.contains("/.")
+        }
     }
 
-    @Test("a build with a 600 MiB file publishes no object file over 256 MiB; every object and target name ends in an extension CDNs cache by default; players install it byte-exact over nginx")
+    @Test(
+        "a build with a 600 MiB file publishes no object file over 256 MiB; every object and target name ends in an extension CDNs cache by default; players install it byte-exact over nginx"
+    )
     func largeFileSpansSegments() throws {
         let fixture = try Fixture()
         let build = fixture.directory + "/build"
@@ -40,14 +46,17 @@ struct CDNTests {
         try Data("hello\n".utf8).write(to: URL(fileURLWithPath: build + "/readme.txt"))
         let published = try CLI.run(
             [
-                "publish", build, "--origin", fixture.origin, "--build-id", "1", "--json", "--targets-key", fixture.keyDirectory + "/targets.key",
+                "publish", build, "--origin", fixture.origin, "--build-id", "1", "--json", "--targets-key",
+                fixture.keyDirectory + "/targets.key",
                 "--online-key", fixture.keyDirectory + "/online.key"
             ])
         #expect(published.status == 0, "\(published.stderr)")
         let immutable = try Self.immutable(fixture.origin)
         let over = immutable.filter { $0.value > 256 << 20 }
         #expect(over.isEmpty, "no object over 256 MiB: \(over)")
-        let uncached = immutable.keys.filter { !Self.cachedByDefault.contains(($0 as NSString).pathExtension.lowercased()) }
+        let uncached = immutable.keys.filter {
+            !Self.cachedByDefault.contains(($0 as NSString).pathExtension.lowercased())
+        }
         #expect(uncached.isEmpty, "every immutable name ends in a cacheable extension: \(uncached.sorted())")
         let segments = immutable.keys.filter { $0.hasPrefix("objects/") && $0.hasSuffix(".2.bin") }
         #expect(segments.count == 1, "the 600 MiB file spans three segment files: \(immutable.keys.sorted())")
@@ -61,7 +70,9 @@ struct CDNTests {
         #expect(Set(objectRequests.map(\.path)).count >= 3, "each segment is asked for by its own name")
     }
 
-    @Test("a second player behind an nginx slice cache (slice 1m, proxy_cache) gets at least 95% of its bytes from the cache; repo check --cdn passes through the cache, and names a front that does not cache, one that ignores ranges and metadata kept past its max-age")
+    @Test(
+        "a second player behind an nginx slice cache (slice 1m, proxy_cache) gets at least 95% of its bytes from the cache; repo check --cdn passes through the cache, and names a front that does not cache, one that ignores ranges and metadata kept past its max-age"
+    )
     func sliceCacheAndCheck() async throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.02)
@@ -87,7 +98,9 @@ struct CDNTests {
         #expect(through.status == 0, "the slice cache honours ranges and caches: \(through.stdout) \(through.stderr)")
 
         let direct = try CLI.run(["repo", "check", "--origin", fixture.origin, "--cdn", origin.url, "--json"])
-        #expect(direct.status == 65 && direct.stdout.contains("\"notCached\""), "plain nginx caches nothing: \(direct.stdout)")
+        #expect(
+            direct.status == 65 && direct.stdout.contains("\"notCached\""),
+            "plain nginx caches nothing: \(direct.stdout)")
 
         let whole = try FaultOrigin(root: fixture.origin, fault: .ignoreRange)
         let ignoring = try CLI.run(["repo", "check", "--origin", fixture.origin, "--cdn", whole.url, "--json"])

@@ -17,8 +17,10 @@ func lastJSON(_ text: String) throws -> [String: Any] {
 @Suite("The command line", .tags(.cli))
 struct CLITests {
     static let verbs: [[String]] = [
-        ["keygen"], ["repo", "init"], ["repo", "refresh"], ["repo", "release"], ["publish"], ["init"], ["sync"], ["apply"], ["launch"],
-        ["rollback"], ["verify"], ["status"], ["bundles"], ["bundles", "list"], ["bundles", "add"], ["bundles", "remove"]
+        ["keygen"], ["repo", "init"], ["repo", "refresh"], ["repo", "release"], ["publish"], ["init"], ["sync"],
+        ["apply"], ["launch"],
+        ["rollback"], ["verify"], ["status"], ["bundles"], ["bundles", "list"], ["bundles", "add"],
+        ["bundles", "remove"]
     ]
 
     @Test("every verb has --help with an example", arguments: verbs)
@@ -163,7 +165,9 @@ struct BundleCLITests {
             + #"{"name": "base", "required": true, "priority": 0, "paths": ["bin/**", "config/*", "levels/*", "#
             + #""packs/*", "scripts/**", "text/*", "textures/*"]}]}"#
         try Data(text.utf8).write(to: URL(fileURLWithPath: rules))
-        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let keys = [
+            "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ]
         let ok = try CLI.run(
             ["publish", build, "--origin", fixture.origin, "--build-id", "1"] + keys + [
                 "--bundles", rules, "--json"
@@ -189,7 +193,9 @@ struct BundleCLITests {
 
 @Suite("Launching the game", .tags(.cli))
 struct LaunchTests {
-    @Test("launch applies a ready build, runs the game with its content root and returns its exit status; apply inside is refused with 75")
+    @Test(
+        "launch applies a ready build, runs the game with its content root and returns its exit status; apply inside is refused with 75"
+    )
     func launch() throws {
         let fixture = try Fixture()
         let dir = fixture.directory + "/tree"
@@ -213,7 +219,8 @@ struct LaunchTests {
         #expect(result.stdout.contains("root=\(install.root)/current args=--fast"))
         #expect(result.stdout.contains("sync=0"), "sync runs beside the game: it never touches the live tree")
         #expect(result.stdout.contains("apply=75"), "apply is refused while the game holds running.lock")
-        #expect(try CLI.run(["apply", "--install", install.root]).status == 0, "the lock is released when the game exits")
+        #expect(
+            try CLI.run(["apply", "--install", install.root]).status == 0, "the lock is released when the game exits")
         #expect(try String(contentsOfFile: install.root + "/current/version.txt", encoding: .utf8) == "build 2")
     }
 

@@ -14,7 +14,8 @@ struct ChannelModelTests {
 
     static func later(_ offset: String, _ arguments: [String]) throws -> CLI.Result {
         ShiftedClock.removeStaleSemaphores()
-        return try CLI.runProgram("/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", offset, CLI.executable] + arguments)
+        return try CLI.runProgram(
+            "/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", offset, CLI.executable] + arguments)
     }
 
     /// Plants build `id` on live: build 1's manifest with a second path that differs only in case, signed
@@ -32,7 +33,9 @@ struct ChannelModelTests {
         try writer.write(manifest, target: Manifest.targetPath(channel: .live, buildId: manifest.buildId), repo: &repo)
     }
 
-    @Test("a signed build clients refuse wedges no command: players fail on it, `repo check` names it with `repo withdraw`, prune and publish run, rollback passes it over, withdraw takes it off without reading it and players go back to the build before")
+    @Test(
+        "a signed build clients refuse wedges no command: players fail on it, `repo check` names it with `repo withdraw`, prune and publish run, rollback passes it over, withdraw takes it off without reading it and players go back to the build before"
+    )
     func refusedBuildWedgesNothing() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -42,13 +45,17 @@ struct ChannelModelTests {
         #expect(stuck.status == 65, "players refuse the planted build: \(stuck.stderr)")
 
         let check = try CLI.run(["repo", "check", "--origin", origin])
-        #expect(check.status == 65 && check.stderr.contains("players would refuse build 1.1") && check.stderr.contains("repo withdraw 1.1"), "\(check.stderr)")
+        #expect(
+            check.status == 65 && check.stderr.contains("players would refuse build 1.1")
+                && check.stderr.contains("repo withdraw 1.1"), "\(check.stderr)")
         let prune = try CLI.run(["repo", "prune", "--origin", origin, "--keep", "64", "--grace", "0s"] + Self.keys(day))
         #expect(prune.status == 0, "prune reads the refused manifest for what it names: \(prune.stderr)")
-        let rollbackTo = try CLI.run(["repo", "rollback", "--channel", "live", "--to", "1.1", "--origin", origin] + Self.keys(day))
+        let rollbackTo = try CLI.run(
+            ["repo", "rollback", "--channel", "live", "--to", "1.1", "--origin", origin] + Self.keys(day))
         #expect(rollbackTo.status != 0, "1.1 is the newest: \(rollbackTo.stderr)")
 
-        let withdraw = try CLI.run(["repo", "withdraw", "1.1", "--reason", "case clash", "--origin", origin, "--json"] + Self.keys(day))
+        let withdraw = try CLI.run(
+            ["repo", "withdraw", "1.1", "--reason", "case clash", "--origin", origin, "--json"] + Self.keys(day))
         #expect(withdraw.status == 0, "\(withdraw.stderr)")
         let report = try lastJSON(withdraw.stdout)
         #expect(report["relisted"] as? String == "1" && report["channel"] as? String == "live", "\(withdraw.stdout)")
@@ -62,7 +69,8 @@ struct ChannelModelTests {
 
         // A publish beside it, and a rollback from a build clients refuse, are fine too.
         try Self.plantRefusedBuild(day.fixture, id: "1.2")
-        let rollback = try CLI.run(["repo", "rollback", "--channel", "live", "--origin", origin, "--json"] + Self.keys(day))
+        let rollback = try CLI.run(
+            ["repo", "rollback", "--channel", "live", "--origin", origin, "--json"] + Self.keys(day))
         #expect(rollback.status == 0, "\(rollback.stderr)")
         #expect(try lastJSON(rollback.stdout)["buildId"] as? String == "1", "\(rollback.stdout)")
         let publish = try day.publish2([], id: "2")
@@ -72,17 +80,22 @@ struct ChannelModelTests {
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")))
     }
 
-    @Test("a preload another preload shares sealed objects with cannot be withdrawn alone; a promote onto a channel with pending preloads lists them again above it; publishing a withdrawn preload id again never overwrites its content key")
+    @Test(
+        "a preload another preload shares sealed objects with cannot be withdrawn alone; a promote onto a channel with pending preloads lists them again above it; publishing a withdrawn preload id again never overwrites its content key"
+    )
     func pendingPreloads() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
         let origin = day.fixture.origin
         #expect(try day.publish2(["--release-at", PreloadTests.releaseAt(86400)]).status == 0)
         let build3 = try day.fixture.sampleBuild(3, scale: 0.005)
-        #expect(try day.publish2(["--release-at", PreloadTests.releaseAt(2 * 86400)], id: "3", build: build3).status == 0)
+        #expect(
+            try day.publish2(["--release-at", PreloadTests.releaseAt(2 * 86400)], id: "3", build: build3).status == 0)
         let plan3 = try Repository.plan(
             in: origin, Manifest.targetPath(channel: .live, buildId: try BuildID("3")),
-            try #require(try Repository.load(origin: origin).targetFiles[Manifest.targetPath(channel: .live, buildId: try BuildID("3"))]))
+            try #require(
+                try Repository.load(origin: origin).targetFiles[
+                    Manifest.targetPath(channel: .live, buildId: try BuildID("3"))]))
         #expect(plan3.keys["2"] != nil, "the fixture needs 3 to share objects sealed with 2's key")
 
         let alone = try CLI.run(["repo", "withdraw", "2", "--origin", origin] + Self.keys(day))
@@ -91,36 +104,50 @@ struct ChannelModelTests {
         // A promote onto the channel goes live at once; both preloads are listed again above it, keys unchanged.
         let beta = try CLI.run(
             [
-                "publish", day.fixture.directory + "/build-1", "--origin", origin, "--build-id", "1b", "--channel", "beta",
+                "publish", day.fixture.directory + "/build-1", "--origin", origin, "--build-id", "1b", "--channel",
+                "beta",
                 "--bundles", day.fixture.directory + "/bundles.json"
             ] + Self.keys(day))
         #expect(beta.status == 0, "\(beta.stderr)")
-        let promote = try CLI.run(["repo", "promote", "1b", "--from", "beta", "--to", "live", "--origin", origin] + Self.keys(day))
-        #expect(promote.status == 0 && promote.stderr.contains("pending preload 2 is listed again"), "\(promote.stderr)")
+        let promote = try CLI.run(
+            ["repo", "promote", "1b", "--from", "beta", "--to", "live", "--origin", origin] + Self.keys(day))
+        #expect(
+            promote.status == 0 && promote.stderr.contains("pending preload 2 is listed again"), "\(promote.stderr)")
         let listing = ChannelListing(try Repository.load(origin: origin), channel: "live")
-        #expect(listing.current?.info.buildId == "1b" && listing.pendingPreloads.map(\.info.buildId).sorted() == ["2", "3"])
+        #expect(
+            listing.current?.info.buildId == "1b" && listing.pendingPreloads.map(\.info.buildId).sorted() == ["2", "3"])
         #expect(listing.strandedPreloads.isEmpty)
 
         // Withdrawn, a preload id published again gets a new key; the old key file is set aside, never overwritten.
         let key3 = day.keys + "/content/live/3.key"
         let oldKey = try Data(contentsOf: URL(fileURLWithPath: key3))
         #expect(try CLI.run(["repo", "withdraw", "3", "--origin", origin] + Self.keys(day)).status == 0)
-        #expect(try day.publish2(["--release-at", PreloadTests.releaseAt(2 * 86400)], id: "3", build: build3).status == 0)
-        let aside = try FileManager.default.contentsOfDirectory(atPath: day.keys + "/content/live").filter { $0.hasPrefix("3.key.replaced-") }
+        #expect(
+            try day.publish2(["--release-at", PreloadTests.releaseAt(2 * 86400)], id: "3", build: build3).status == 0)
+        let aside = try FileManager.default.contentsOfDirectory(atPath: day.keys + "/content/live").filter {
+            $0.hasPrefix("3.key.replaced-")
+        }
         #expect(aside.count == 1, "\(aside)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: day.keys + "/content/live/" + aside[0])) == oldKey)
 
         // Released in order, both install byte-exact; then promote runs.
-        #expect(try CLI.run(["repo", "release", "2", "--origin", origin, "--online-key", day.keys + "/online.key"]).status == 0)
-        #expect(try CLI.run(["repo", "release", "3", "--origin", origin, "--online-key", day.keys + "/online.key"]).status == 0)
+        #expect(
+            try CLI.run(["repo", "release", "2", "--origin", origin, "--online-key", day.keys + "/online.key"]).status
+                == 0)
+        #expect(
+            try CLI.run(["repo", "release", "3", "--origin", origin, "--online-key", day.keys + "/online.key"]).status
+                == 0)
         #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
         #expect(try treeListing(day.root + "/current/") == (try treeListing(build3 + "/")))
-        let after = try CLI.run(["repo", "promote", "1b", "--from", "beta", "--to", "live", "--origin", origin] + Self.keys(day))
+        let after = try CLI.run(
+            ["repo", "promote", "1b", "--from", "beta", "--to", "live", "--origin", origin] + Self.keys(day))
         #expect(after.status == 0, "\(after.stderr)")
     }
 
-    @Test("the content keys live in one folder that publish records: the cron refresh with the online key kept elsewhere releases on time; `repo check` fails on a preload overdue and names `repo release`; release finds the channel of a unique build id")
+    @Test(
+        "the content keys live in one folder that publish records: the cron refresh with the online key kept elsewhere releases on time; `repo check` fails on a preload overdue and names `repo release`; release finds the channel of a unique build id"
+    )
     func contentKeysAndOverduePreload() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -131,8 +158,11 @@ struct ChannelModelTests {
         try FileManager.default.copyItem(atPath: day.keys + "/online.key", toPath: moved + "/online.key")
 
         let overdue = try Self.later("+2h", ["repo", "check", "--origin", origin])
-        #expect(overdue.status == 65 && overdue.stdout.contains("preload 2 of live was due") && overdue.stdout.contains("repo release 2"), "\(overdue.stdout)")
-        let refresh = try Self.later("+2h", ["repo", "refresh", "--origin", origin, "--online-key", moved + "/online.key", "--json"])
+        #expect(
+            overdue.status == 65 && overdue.stdout.contains("preload 2 of live was due")
+                && overdue.stdout.contains("repo release 2"), "\(overdue.stdout)")
+        let refresh = try Self.later(
+            "+2h", ["repo", "refresh", "--origin", origin, "--online-key", moved + "/online.key", "--json"])
         #expect(refresh.status == 0, "the recorded key folder is found: \(refresh.stdout)")
         #expect(try Repository.load(origin: origin).isReleased(channel: "live", build: "2"))
         #expect(try Self.later("+2h", ["repo", "check", "--origin", origin]).status == 0)
@@ -141,7 +171,9 @@ struct ChannelModelTests {
         #expect(again.status == 0 && again.stdout.contains("already released"), "\(again.stdout) \(again.stderr)")
     }
 
-    @Test("promote writes delta packs from the target channel's builds: live players patch the promoted build by deltas, as diff of live's build and the beta build (#BUILD@CHANNEL) predicts")
+    @Test(
+        "promote writes delta packs from the target channel's builds: live players patch the promoted build by deltas, as diff of live's build and the beta build (#BUILD@CHANNEL) predicts"
+    )
     func promoteWritesDeltas() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -149,15 +181,21 @@ struct ChannelModelTests {
         let beta = try day.publish2(["--channel", "beta", "--json"], id: "2")
         #expect(beta.status == 0, "\(beta.stderr)")
         // diff predicts the promote's route: OLD live's build, NEW the beta build (`#BUILD@CHANNEL`).
-        let predicted = try CLI.run(["diff", "file://\(origin)#1", "file://\(origin)#2@beta", "--root", day.fixture.rootMetadata, "--json"])
+        let predicted = try CLI.run([
+            "diff", "file://\(origin)#1", "file://\(origin)#2@beta", "--root", day.fixture.rootMetadata, "--json"
+        ])
         #expect(predicted.status == 0, "\(predicted.stderr)")
-        let predictedPatched = try #require((try lastJSON(predicted.stdout)["total"] as? [String: Any])?["filesPatched"] as? Int)
-        let promote = try CLI.run(["repo", "promote", "2", "--from", "beta", "--to", "live", "--origin", origin, "--json"] + Self.keys(day))
+        let predictedPatched = try #require(
+            (try lastJSON(predicted.stdout)["total"] as? [String: Any])?["filesPatched"] as? Int)
+        let promote = try CLI.run(
+            ["repo", "promote", "2", "--from", "beta", "--to", "live", "--origin", origin, "--json"] + Self.keys(day))
         #expect(promote.status == 0, "\(promote.stderr)")
         let deltas = try #require(try lastJSON(promote.stdout)["deltas"] as? [[String: Any]])
         #expect(deltas.contains { $0["from"] as? String == "1" }, "a pack from live's build 1: \(promote.stdout)")
         let fromOne = try #require(deltas.first { $0["from"] as? String == "1" })
-        #expect(fromOne["files"] as? Int == predictedPatched, "diff predicted \(predictedPatched) files by delta: \(promote.stdout)")
+        #expect(
+            fromOne["files"] as? Int == predictedPatched,
+            "diff predicted \(predictedPatched) files by delta: \(promote.stdout)")
         let sync = try CLI.run(["sync", "--install", day.root, "--json"])
         #expect(sync.status == 0, "\(sync.stderr)")
         let patched = try lastJSON(sync.stdout)["filesPatched"] as? Int ?? 0
@@ -166,7 +204,9 @@ struct ChannelModelTests {
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")))
     }
 
-    @Test("regression: withdrawing a channel's only build, or the build a rollback put back, never makes a sequence go back: what stays listed is never below what players saw, and the next publish takes a sequence above the withdrawn one")
+    @Test(
+        "regression: withdrawing a channel's only build, or the build a rollback put back, never makes a sequence go back: what stays listed is never below what players saw, and the next publish takes a sequence above the withdrawn one"
+    )
     func withdrawNeverGoesBack() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -178,7 +218,9 @@ struct ChannelModelTests {
         #expect(try CLI.run(["repo", "rollback", "--channel", "live", "--origin", origin] + Self.keys(day)).status == 0)
         let withdraw = try CLI.run(["repo", "withdraw", "1", "--origin", origin] + Self.keys(day))
         #expect(withdraw.status == 0 && withdraw.stderr.contains("taken off too"), "\(withdraw.stderr)")
-        #expect(ChannelListing(try Repository.load(origin: origin), channel: "live").builds.isEmpty, "nothing below stays listed")
+        #expect(
+            ChannelListing(try Repository.load(origin: origin), channel: "live").builds.isEmpty,
+            "nothing below stays listed")
         let idle = try CLI.run(["sync", "--install", day.root])
         #expect(idle.status != 65, "no rollback for players to refuse: \(idle.stderr)")
 

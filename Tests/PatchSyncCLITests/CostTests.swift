@@ -9,7 +9,9 @@ import Testing
 /// log) or fail.
 @Suite("Cost that follows the change", .tags(.cli), .serialized)
 struct CostTests {
-    @Test("an up-to-date sync, status and bundles read no manifest: with the kept manifests gone, nothing is fetched but metadata and all three answer")
+    @Test(
+        "an up-to-date sync, status and bundles read no manifest: with the kept manifests gone, nothing is fetched but metadata and all three answer"
+    )
     func upToDateReadsNoManifest() async throws {
         let fixture = try Fixture()
         try fixture.publish(
@@ -29,16 +31,20 @@ struct CostTests {
         let report = try #require(Refetch.lines(sync.stdout).last)
         #expect(report["outcome"] as? String == "upToDate", "\(report)")
         let fetched = nginx.requests().dropFirst(before).map(\.path)
-        #expect(fetched.allSatisfy { $0.hasPrefix("/metadata/") }, "an up-to-date sync fetched more than metadata: \(fetched)")
+        #expect(
+            fetched.allSatisfy { $0.hasPrefix("/metadata/") },
+            "an up-to-date sync fetched more than metadata: \(fetched)")
         let bundles = try #require(Refetch.lines(sync.stdout).first { $0["event"] as? String == "bundles" })
         #expect(
-            (bundles["bundles"] as? [String: Any])?["playable"] as? Bool == true, "the bundles event comes from the install state: \(bundles)")
+            (bundles["bundles"] as? [String: Any])?["playable"] as? Bool == true,
+            "the bundles event comes from the install state: \(bundles)")
 
         let status = try CLI.run(["status", "--install", install.root, "--json"])
         #expect(status.status == 0, "\(status.stderr)")
         let facts = try #require(Refetch.lines(status.stdout).last)
         let entries = (facts["bundles"] as? [String: Any])?["bundles"] as? [[String: Any]]
-        #expect(entries?.first?["state"] as? String == "live", "status shows the live bundles without a manifest: \(facts)")
+        #expect(
+            entries?.first?["state"] as? String == "live", "status shows the live bundles without a manifest: \(facts)")
         #expect((entries?.first?["bytes"] as? NSNumber)?.int64Value ?? 0 > 0)
         let list = try CLI.run(["bundles", "--install", install.root, "--json"])
         #expect(list.status == 0 && list.stdout.contains("\"live\""), "\(list.stdout) \(list.stderr)")

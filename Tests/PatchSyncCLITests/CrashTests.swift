@@ -48,7 +48,8 @@ func evolve(_ tree: String, release: Int) throws {
     var rng = SeededRandom(seed: UInt64(release))
     try Data("release \(release)\n".utf8).write(to: URL(fileURLWithPath: tree + "/config/default.cfg"))
     for i in [release % 120, (release * 7) % 120] {
-        try Data(rng.bytes(20_000 + Int(rng.next() % 40_000))).write(to: URL(fileURLWithPath: tree + "/textures/tex_\(i).dds"))
+        try Data(rng.bytes(20_000 + Int(rng.next() % 40_000))).write(
+            to: URL(fileURLWithPath: tree + "/textures/tex_\(i).dds"))
     }
 }
 
@@ -56,7 +57,9 @@ func evolve(_ tree: String, release: Int) throws {
 struct CrashTests {
     static let loops = Int(ProcessInfo.processInfo.environment["PATCHSYNC_CRASH_LOOPS"] ?? "") ?? 30
 
-    @Test("SIGKILL at random instants of sync, stage and apply, and at the end of staging: current is always one complete build, state.db is intact, the next sync completes and fetches again at most what was in flight")
+    @Test(
+        "SIGKILL at random instants of sync, stage and apply, and at the end of staging: current is always one complete build, state.db is intact, the next sync completes and fetches again at most what was in flight"
+    )
     func killLoop() throws {
         let fixture = try Fixture()
         let tree = try fixture.sampleBuild(1, scale: 0.005)
@@ -94,7 +97,9 @@ struct CrashTests {
             let resync = try CLI.run(["sync", "--install", install.root, "--json"])
             #expect(resync.status == 0, "release \(release): \(resync.stderr)")
             if atEnd, install.currentBuild() != "\(release)" {
-                #expect(resync.stdout.contains("\"alreadyReady\""), "release \(release): a kill at the end of staging keeps the build: \(resync.stdout)")
+                #expect(
+                    resync.stdout.contains("\"alreadyReady\""),
+                    "release \(release): a kill at the end of staging keeps the build: \(resync.stdout)")
             }
             inFlight.add(killedRun: events, resync: resync.stdout)
             #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
@@ -107,11 +112,14 @@ struct CrashTests {
                 + "(\(inFlight.runs) interrupted syncs; only what was in flight is fetched again)")
         #expect(killed >= Self.loops / 3, "the loop should interrupt a fair share of runs (killed \(killed))")
         #expect(endOfStaging >= Self.loops / 8, "kills at the end of staging: \(endOfStaging)")
-        #expect(inFlight.runs >= 1, "no killed sync reported a transfer, so nothing checked what its resume fetched again")
+        #expect(
+            inFlight.runs >= 1, "no killed sync reported a transfer, so nothing checked what its resume fetched again")
         #expect(inFlight.worst == 0, "a resumed sync planned again bytes that the killed run had reported verified")
     }
 
-    @Test("SIGKILL during a batch of small files from packs, after their writes and before their sync and records: no record vouches for bytes not on disk, the resumed sync fetches again only what was unrecorded, and completes")
+    @Test(
+        "SIGKILL during a batch of small files from packs, after their writes and before their sync and records: no record vouches for bytes not on disk, the resumed sync fetches again only what was unrecorded, and completes"
+    )
     func killDuringBatch() throws {
         let fixture = try Fixture()
         let tree = fixture.directory + "/many"
@@ -125,13 +133,16 @@ struct CrashTests {
             sources[path] = data
         }
         try fixture.publish(tree, id: "1")
-        let objects = try FileManager.default.subpathsOfDirectory(atPath: fixture.origin + "/objects").filter { $0.count > 60 }
+        let objects = try FileManager.default.subpathsOfDirectory(atPath: fixture.origin + "/objects").filter {
+            $0.count > 60
+        }
         #expect(objects.count < 10, "the small files are packed (\(objects.count) objects)")
         // Slow enough that the workers and the flusher go through many batches of 64 chunks.
         let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "1m")
         let install = try fixture.makeInstall(remotes: [nginx.url])
 
-        let killed = try CLI.run(["sync", "--install", install.root, "--json"], environment: ["PATCHSYNC_CRASH_AT": "batchWritten@4"])
+        let killed = try CLI.run(
+            ["sync", "--install", install.root, "--json"], environment: ["PATCHSYNC_CRASH_AT": "batchWritten@4"])
         #expect(killed.status == SIGKILL, "the sync should die at its fourth batch: \(killed.stderr)")
         #expect(install.currentDeployment() == nil, "a killed sync never touches the live tree")
         #expect(try integrityCheck(install) == "ok")
@@ -144,8 +155,11 @@ struct CrashTests {
             if written && !recorded.contains(path) { writtenNotRecorded += 1 }
             if !written && recorded.contains(path) { recordedNotWritten.append(path) }
         }
-        #expect(recordedNotWritten.isEmpty, "records vouch for bytes that are not on disk: \(recordedNotWritten.prefix(3))")
-        #expect(!recorded.isEmpty && recorded.count < sources.count, "three batches recorded before the kill: \(recorded.count)")
+        #expect(
+            recordedNotWritten.isEmpty, "records vouch for bytes that are not on disk: \(recordedNotWritten.prefix(3))")
+        #expect(
+            !recorded.isEmpty && recorded.count < sources.count,
+            "three batches recorded before the kill: \(recorded.count)")
         #expect(writtenNotRecorded > 0, "the kill came after a batch's writes and before its records")
 
         let resumed = try CLI.run(["sync", "--install", install.root, "--json"])
@@ -158,7 +172,9 @@ struct CrashTests {
         // above is what shows that nothing recorded was fetched again.
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
         try expectCompleteBuild(install)
-        print("kill during a batch: \(recorded.count) of \(sources.count) chunks recorded, \(writtenNotRecorded) written and lost with the batch")
+        print(
+            "kill during a batch: \(recorded.count) of \(sources.count) chunks recorded, \(writtenNotRecorded) written and lost with the batch"
+        )
     }
 
     /// Staging writes without fsync and stamps its records with the boot id. A power cut loses what the
@@ -176,12 +192,14 @@ struct CrashTests {
         var rng = SeededRandom(seed: 23)
         for i in 0..<600 {
             try FileManager.default.createDirectory(atPath: tree + "/d\(i % 6)", withIntermediateDirectories: true)
-            try Data(rng.bytes(2_000 + Int(rng.next() % 8_000))).write(to: URL(fileURLWithPath: tree + "/d\(i % 6)/f\(i).dat"))
+            try Data(rng.bytes(2_000 + Int(rng.next() % 8_000))).write(
+                to: URL(fileURLWithPath: tree + "/d\(i % 6)/f\(i).dat"))
         }
         try fixture.publish(tree, id: "1")
         let nginx = try NginxOrigin(root: fixture.origin, rateLimit: "1m")
         let install = try fixture.makeInstall(remotes: [nginx.url])
-        let killed = try CLI.run(["sync", "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": "batchWritten@4"])
+        let killed = try CLI.run(
+            ["sync", "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": "batchWritten@4"])
         #expect(killed.status == SIGKILL, "\(killed.stderr)")
         let stamped = try stateQuery(install, "SELECT path FROM staged_stamp")
         try #require(!stamped.isEmpty, "the killed sync recorded some batches")
@@ -221,7 +239,9 @@ struct CrashTests {
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
         #expect(install.currentBuild() == "1")
         try expectCompleteBuild(install)
-        print("reboot between staging and apply: \(stamped.count) files recorded before the power cut, re-hashed and fetched again")
+        print(
+            "reboot between staging and apply: \(stamped.count) files recorded before the power cut, re-hashed and fetched again"
+        )
     }
 }
 
@@ -235,7 +255,8 @@ struct Refetch {
 
     mutating func add(killedRun events: String, resync: String) {
         guard let last = Self.lines(events).last(where: { $0["event"] as? String == "transfer" }),
-            let done = (last["bytesDone"] as? NSNumber)?.int64Value, let total = (last["bytesTotal"] as? NSNumber)?.int64Value,
+            let done = (last["bytesDone"] as? NSNumber)?.int64Value,
+            let total = (last["bytesTotal"] as? NSNumber)?.int64Value,
             let result = Self.lines(resync).last, let planned = (result["bytesPlanned"] as? NSNumber)?.int64Value
         else { return }
         let again = max(0, done + planned - total)
@@ -245,7 +266,9 @@ struct Refetch {
     }
 
     static func lines(_ text: String) -> [[String: Any]] {
-        text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        text.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
     }
 }
 
@@ -333,7 +356,8 @@ struct FaultTests {
         let (fixture, install, live) = try Self.setUp()
         defer { withExtendedLifetime(fixture) {} }
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
-        let result = try runWithFaults("enable name=posix/io/sync/fsync,failinfo=5", ["apply", "--install", install.root])
+        let result = try runWithFaults(
+            "enable name=posix/io/sync/fsync,failinfo=5", ["apply", "--install", install.root])
         #expect(result.status == 74)
         #expect(result.stderr.contains("Input/output error"), "\(result.stderr)")
         #expect(install.currentBuild() == "1", "never a flip after a failed fsync")
@@ -344,7 +368,9 @@ struct FaultTests {
         #expect(install.currentBuild() == "2")
     }
 
-    @Test("apply under strace: each rename is preceded by an fsync of what it moves and followed by an fsync of its folder; current is never unlinked")
+    @Test(
+        "apply under strace: each rename is preceded by an fsync of what it moves and followed by an fsync of its folder; current is never unlinked"
+    )
     func applySyscallOrder() throws {
         let (fixture, install, _) = try Self.setUp()
         defer { withExtendedLifetime(fixture) {} }
@@ -353,7 +379,8 @@ struct FaultTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
         process.arguments = [
-            "-f", "-qq", "-o", trace, "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,close",
+            "-f", "-qq", "-o", trace, "-e",
+            "trace=openat,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,close",
             CLI.executable, "apply", "--install", install.root
         ]
         try process.run()
@@ -375,7 +402,9 @@ struct FaultTests {
 
     /// A tmpfs of `size` mounted in the fixture, and an install on it of build 1 (one small file in
     /// `tree`, published), synced from `remote` and applied: the mount, the tree and the install's root.
-    static func smallDisk(_ fixture: Fixture, size: String, remote: String) throws -> (mount: String, tree: String, install: String) {
+    static func smallDisk(_ fixture: Fixture, size: String, remote: String) throws -> (
+        mount: String, tree: String, install: String
+    ) {
         let mount = fixture.directory + "/small-disk"
         try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
         #expect(try shell("mount -t tmpfs -o size=\(size) tmpfs '\(mount)'") == 0)
@@ -384,7 +413,9 @@ struct FaultTests {
         try Data("small".utf8).write(to: URL(fileURLWithPath: tree + "/small.txt"))
         try fixture.publish(tree, id: "1")
         let installRoot = mount + "/game"
-        #expect(try CLI.run(["init", "--install", installRoot, "--remote", remote, "--root", fixture.rootMetadata]).status == 0)
+        #expect(
+            try CLI.run(["init", "--install", installRoot, "--remote", remote, "--root", fixture.rootMetadata]).status
+                == 0)
         #expect(try CLI.run(["sync", "--install", installRoot]).status == 0)
         #expect(try CLI.run(["apply", "--install", installRoot]).status == 0)
         return (mount, tree, installRoot)
@@ -405,7 +436,8 @@ struct FaultTests {
         #expect(try Install.open(at: installRoot).status().deferral == nil)
         let result = try CLI.run(["sync", "--install", installRoot])
         #expect(result.status == 74)
-        #expect(result.stderr.contains("not enough disk space") && result.stderr.contains(" are free"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("not enough disk space") && result.stderr.contains(" are free"), "\(result.stderr)")
         // For a user interface: the reason and both sizes, as numbers.
         let json = try CLI.run(["sync", "--install", installRoot, "--json"])
         let error = try lastJSON(json.stdout)
@@ -436,7 +468,9 @@ struct FaultTests {
         defer { if sync.process.isRunning { kill(sync.process.processIdentifier, SIGKILL) } }
         // Once a third of the file is written, something else takes every free byte of the disk.
         var filled = false
-        func free() -> Int { ((try? FileManager.default.attributesOfFileSystem(forPath: mount))?[.systemFreeSize] as? Int) ?? 0 }
+        func free() -> Int {
+            ((try? FileManager.default.attributesOfFileSystem(forPath: mount))?[.systemFreeSize] as? Int) ?? 0
+        }
         let before = free()
         let lines = try SteeringTests.collect(sync) {
             while free() > before - size / 3, sync.process.isRunning { usleep(50_000) }
@@ -447,7 +481,8 @@ struct FaultTests {
         #expect(error["reason"] as? String == "diskFull", "\(error)")
         let required = error["requiredBytes"] as? Int ?? 0, available = error["availableBytes"] as? Int ?? -1
         let whole = size + (4 << 20)  // the stage and the slack staging keeps free
-        #expect(required > 4 << 20 && required <= whole - size / 3, "asked \(required) of the whole \(whole): what remains")
+        #expect(
+            required > 4 << 20 && required <= whole - size / 3, "asked \(required) of the whole \(whole): what remains")
         #expect(available >= 0 && available < required, "\(error)")
         #expect(try Install.open(at: installRoot).currentBuild() == "1")
         #expect(try String(contentsOfFile: installRoot + "/current/small.txt", encoding: .utf8) == "small")
@@ -507,6 +542,8 @@ struct SyscallTrace {
     func synced(_ path: String, after index: Int) -> Bool { syncs.contains { $0.index > index && $0.path == path } }
 
     private static func quoted(_ line: String) -> [String] {
-        line.split(separator: "\"", omittingEmptySubsequences: false).enumerated().compactMap { $0 % 2 == 1 ? String($1) : nil }
+        line.split(separator: "\"", omittingEmptySubsequences: false).enumerated().compactMap {
+            $0 % 2 == 1 ? String($1) : nil
+        }
     }
 }

@@ -35,15 +35,22 @@ struct DiffCLITests {
         #expect(status == 0, "\(output)")
     }
 
-    @Test("a patch over its budget exits 65 and explains the overrun, in total and per bundle; the verdict is printed in text, JSON and HTML (with the removed files) when it passes too")
+    @Test(
+        "a patch over its budget exits 65 and explains the overrun, in total and per bundle; the verdict is printed in text, JSON and HTML (with the removed files) when it passes too"
+    )
     func budget() throws {
         let fixture = try Fixture()
         let old = try fixture.sampleBuild(1, scale: 0.005), new = try fixture.sampleBuild(2, scale: 0.005)
         let within = try CLI.run(["diff", old, new, "--budget", "100M", "--html", fixture.directory + "/patch.html"])
-        #expect(within.status == 0 && within.stdout.contains("within budget: total "), "a passing budget says so: \(within.stdout)")
+        #expect(
+            within.status == 0 && within.stdout.contains("within budget: total "),
+            "a passing budget says so: \(within.stdout)")
         let page = try String(contentsOfFile: fixture.directory + "/patch.html", encoding: .utf8)
-        #expect(page.contains("id=\"budget\" class=\"within\"") && page.contains("<ul id=\"removed\"><li>"), "the page shows the verdict and the removed files")
-        let lines = try CLI.run(["diff", old, new, "--budget", "100M", "--budget", "base=1K", "--json"]).stdout.split(separator: "\n")
+        #expect(
+            page.contains("id=\"budget\" class=\"within\"") && page.contains("<ul id=\"removed\"><li>"),
+            "the page shows the verdict and the removed files")
+        let lines = try CLI.run(["diff", old, new, "--budget", "100M", "--budget", "base=1K", "--json"]).stdout.split(
+            separator: "\n")
         let json = try lastJSON(String(try #require(lines.first)))  // the report; the error object follows it
         let verdict = try #require(json["budget"] as? [String: Any])
         #expect(verdict["within"] as? Bool == false && (verdict["limits"] as? [Any])?.count == 2, "\(verdict)")
@@ -78,12 +85,16 @@ struct DiffCLITests {
         _ = try CLI.run(["sync", "--install", install.root])
         _ = try CLI.run(["apply", "--install", install.root])
         try fixture.publish(b2, id: "2", deltaSources: 0)  // a build folder has no deltas to compare (DeltaSyncTests)
-        let fromOrigin = try CLI.run(["diff", fixture.fileRemote + "#1", fixture.fileRemote, "--root", fixture.rootMetadata, "--json"])
+        let fromOrigin = try CLI.run([
+            "diff", fixture.fileRemote + "#1", fixture.fileRemote, "--root", fixture.rootMetadata, "--json"
+        ])
         #expect(fromOrigin.status == 0, "\(fromOrigin.stderr)")
         let fromInstall = try CLI.run(["diff", install.root, b2, "--json"])
         #expect(fromInstall.status == 0, "\(fromInstall.stderr)")
         let a = try lastJSON(fromOrigin.stdout), b = try lastJSON(fromInstall.stdout)
-        #expect((a["total"] as? [String: Any])?["downloadBytes"] as? Int == (b["total"] as? [String: Any])?["downloadBytes"] as? Int)
+        #expect(
+            (a["total"] as? [String: Any])?["downloadBytes"] as? Int == (b["total"] as? [String: Any])?["downloadBytes"]
+                as? Int)
         #expect((a["new"] as? String)?.hasPrefix("2 (") == true)
         let unverified = try CLI.run(["diff", fixture.fileRemote + "#1", fixture.fileRemote])
         #expect(unverified.status == 64)

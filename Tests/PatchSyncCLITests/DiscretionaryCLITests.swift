@@ -46,7 +46,8 @@ struct DiscretionaryCLITests {
         #expect(resumed.status == 0, "\(resumed.stdout)")
     }
 
-    @Test("a discretionary sync runs every thread at SCHED_IDLE and idle I/O priority, and status shows its rate and ETA")
+    @Test(
+        "a discretionary sync runs every thread at SCHED_IDLE and idle I/O priority, and status shows its rate and ETA")
     func priorityAndStatus() throws {
         let (fixture, nginx, install) = try Self.slowWorld()
         defer { withExtendedLifetime((fixture, nginx)) {} }
@@ -102,7 +103,8 @@ struct DiscretionaryCLITests {
         withExtendedLifetime(game) {}
     }
 
-    @Test("on battery (PATCHSYNC_POWER_SUPPLY_ROOT): exit 75 with the reason; status shows when the next attempt may run")
+    @Test(
+        "on battery (PATCHSYNC_POWER_SUPPLY_ROOT): exit 75 with the reason; status shows when the next attempt may run")
     func batteryFromCLI() throws {
         let fixture = try Fixture.published()
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
@@ -130,7 +132,9 @@ struct DiscretionaryCLITests {
         let bad = try CLI.run(["sync", "--install", install.root, "--deadline", "25:00"])
         #expect(bad.status == 64 && bad.stderr.contains("--deadline"), "\(bad.stderr)")
         let result = try CLI.run(["sync", "--install", install.root, "--for", "2s", "--max-rate", "200K", "--quiet"])
-        #expect(result.status == 75 && result.stderr.contains("deadline"), "\(result.status) \(result.stdout) \(result.stderr)")
+        #expect(
+            result.status == 75 && result.stderr.contains("deadline"),
+            "\(result.status) \(result.stdout) \(result.stderr)")
         #expect(try install.status().staging?.chunksDone ?? 0 > 0)
     }
 }

@@ -8,7 +8,9 @@ import Testing
 @Suite("A launcher's download page", .tags(.cli), .serialized)
 struct DownloadPageTests {
     /// A build of `megabytes` MiB of incompressible files, published, served by nginx.
-    static func world(megabytes: Int, configure: (inout InstallConfig) -> Void = { _ in }) throws -> (Fixture, NginxOrigin, Install) {
+    static func world(megabytes: Int, configure: (inout InstallConfig) -> Void = { _ in }) throws -> (
+        Fixture, NginxOrigin, Install
+    ) {
         let fixture = try Fixture()
         let build = fixture.directory + "/big"
         try FileManager.default.createDirectory(atPath: build, withIntermediateDirectories: true)
@@ -54,7 +56,9 @@ struct DownloadPageTests {
         try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
     }
 
-    @Test("on a 1 MiB/s capped sync, transfer events come at least every half second (one second of slack on a loaded machine) while bytes arrive, bytesDone never goes back, and the rate is within 20% of the cap")
+    @Test(
+        "on a 1 MiB/s capped sync, transfer events come at least every half second (one second of slack on a loaded machine) while bytes arrive, bytesDone never goes back, and the rate is within 20% of the cap"
+    )
     func progressMovesWithBytes() throws {
         let (fixture, nginx, install) = try Self.world(megabytes: 6)
         defer {
@@ -63,7 +67,9 @@ struct DownloadPageTests {
         }
         let run = try Self.lines(["sync", "--install", install.root, "--max-rate", "1M", "--json"])
         #expect(run.status == 0, "\(run.lines.suffix(3).map(\.0))")
-        let transfers = run.lines.compactMap { line, at in Self.event(line).flatMap { $0["event"] as? String == "transfer" ? ($0, at) : nil } }
+        let transfers = run.lines.compactMap { line, at in
+            Self.event(line).flatMap { $0["event"] as? String == "transfer" ? ($0, at) : nil }
+        }
         #expect(transfers.count >= 8, "a 6 s transfer reports as it goes: \(transfers.count) events")
         // Between the first and the one before the last (the last waits for the final fsync).
         let moving = Array(transfers.dropLast())
@@ -72,13 +78,19 @@ struct DownloadPageTests {
         let done = transfers.compactMap { $0.0["bytesDone"] as? Int }
         #expect(done == done.sorted(), "bytesDone never goes back")
         // The rate once the transfer has settled (after its first two seconds, before its last event).
-        let settled = transfers.filter { $0.1 - transfers[0].1 >= 2 }.dropLast().compactMap { $0.0["bytesPerSecond"] as? Int }
+        let settled = transfers.filter { $0.1 - transfers[0].1 >= 2 }.dropLast().compactMap {
+            $0.0["bytesPerSecond"] as? Int
+        }
         try #require(!settled.isEmpty, "rates once settled")
         let median = settled.sorted()[settled.count / 2]
-        #expect(abs(Double(median) - 1_048_576) <= 0.2 * 1_048_576, "median rate \(median) B/s under a 1 MiB/s cap: \(settled)")
+        #expect(
+            abs(Double(median) - 1_048_576) <= 0.2 * 1_048_576,
+            "median rate \(median) B/s under a 1 MiB/s cap: \(settled)")
     }
 
-    @Test("an origin that freezes mid-transfer (SIGSTOP) gives a `stalled` event within 15 s of its last byte and exit 69 at --give-up, with the verified chunks kept, though libcurl cuts each silent request off after 6 s and the retries wait their backoff (the quiet goes on through them); the next sync finishes")
+    @Test(
+        "an origin that freezes mid-transfer (SIGSTOP) gives a `stalled` event within 15 s of its last byte and exit 69 at --give-up, with the verified chunks kept, though libcurl cuts each silent request off after 6 s and the retries wait their backoff (the quiet goes on through them); the next sync finishes"
+    )
     func stallAndGiveUp() throws {
         // Requests cut off for low speed long before the give-up: each retry must not start the quiet again.
         let (fixture, nginx, install) = try Self.world(megabytes: 8) { $0.lowSpeedSeconds = 6 }
@@ -90,7 +102,8 @@ struct DownloadPageTests {
         var frozenAt: Double?
         var stalledAt: Double?
         var lastTransfer: Double?
-        let run = try Self.lines(["sync", "--install", install.root, "--max-rate", "1M", "--give-up", "20s", "--json"]) { line, at in
+        let run = try Self.lines(["sync", "--install", install.root, "--max-rate", "1M", "--give-up", "20s", "--json"])
+        { line, at in
             guard let event = Self.event(line) else { return }
             if frozenAt == nil, event["event"] as? String == "transfer", (event["bytesDone"] as? Int ?? 0) > 1 << 20 {
                 nginx.freeze()
@@ -111,7 +124,9 @@ struct DownloadPageTests {
         #expect(try CLI.run(["sync", "--install", install.root, "--quiet"]).status == 0, "the next sync finishes")
     }
 
-    @Test("one total for the whole update: every transfer event of a sync killed (SIGKILL) in its first bundle and of the sync that finishes it gives the same bytesTotal, through the step to the optional bundle; bytesDone never goes back within a run, resumes where the verified bytes were, and reaches the total; status from another process shows the same total")
+    @Test(
+        "one total for the whole update: every transfer event of a sync killed (SIGKILL) in its first bundle and of the sync that finishes it gives the same bytesTotal, through the step to the optional bundle; bytesDone never goes back within a run, resumes where the verified bytes were, and reaches the total; status from another process shows the same total"
+    )
     func oneTotalAcrossKillAndSteps() throws {
         let fixture = try Fixture()
         let build = fixture.directory + "/big"
@@ -134,7 +149,9 @@ struct DownloadPageTests {
         }
         let install = try fixture.makeInstall(remotes: [nginx.url])
         let arguments = ["sync", "--install", install.root, "--max-rate", "1M", "--json"]
-        let transfers = { (run: [(String, Double)]) in run.compactMap { Self.event($0.0) }.filter { $0["event"] as? String == "transfer" } }
+        let transfers = { (run: [(String, Double)]) in
+            run.compactMap { Self.event($0.0) }.filter { $0["event"] as? String == "transfer" }
+        }
         let killed = try Self.lines(
             arguments,
             kill: { line in
@@ -165,15 +182,21 @@ struct DownloadPageTests {
         #expect(resumedAt > 0, "the resumed sync counts the bytes verified before the kill: starts at \(resumedAt)")
         #expect(second.last?["bytesDone"] as? Int == total, "the update ends at its total")
         let steps = second.compactMap { $0["downloading"] as? [String] }
-        #expect(steps.first == ["base"] && steps.last == ["hd"], "transfer events say which bundle they serve: \(Set(steps.map { $0.joined() }))")
+        #expect(
+            steps.first == ["base"] && steps.last == ["hd"],
+            "transfer events say which bundle they serve: \(Set(steps.map { $0.joined() }))")
         if let hd = second.last(where: { ($0["downloading"] as? [String]) == ["hd"] }) {
             #expect(hd["bundleBytesDone"] as? Int == hd["bundleBytesTotal"] as? Int)
             #expect((hd["bundleInstalledBytes"] as? Int) == 3 << 20)
         }
-        #expect(statusTotal == total, "status from another process: \(statusTotal.map(String.init) ?? "no running sync seen")")
+        #expect(
+            statusTotal == total,
+            "status from another process: \(statusTotal.map(String.init) ?? "no running sync seen")")
     }
 
-    @Test("a patch through a delta pack, of every bundle or of the required ones only: the update's total is what the sync downloads (the pack, and the chunks of the files no delta covers), the same on every transfer event; bytesDone never goes back nor leaps, and ends at the total; no delta is refused", arguments: [false, true])
+    @Test(
+        "a patch through a delta pack, of every bundle or of the required ones only: the update's total is what the sync downloads (the pack, and the chunks of the files no delta covers), the same on every transfer event; bytesDone never goes back nor leaps, and ends at the total; no delta is refused",
+        arguments: [false, true])
     func deltaUpdateTotal(requiredOnly: Bool) throws {
         // Also for an install of the required bundles only: the pack names files by their index among all
         // of the build's, which the install's narrower list must map.
@@ -189,20 +212,29 @@ struct DownloadPageTests {
         #expect(run.status == 0, "\(run.stderr)")
         let result = try lastJSON(run.stdout)
         let pack = result["deltaBytes"] as? Int ?? 0, chunks = result["bytesPlanned"] as? Int ?? -1
-        try #require(pack > 0 && (result["deltaFallbacks"] as? Int) == 0, "the patch went through a delta pack: \(result)")
-        let transfers = run.stdout.split(separator: "\n").compactMap { Self.event(String($0)) }.filter { $0["event"] as? String == "transfer" }
+        try #require(
+            pack > 0 && (result["deltaFallbacks"] as? Int) == 0, "the patch went through a delta pack: \(result)")
+        let transfers = run.stdout.split(separator: "\n").compactMap { Self.event(String($0)) }.filter {
+            $0["event"] as? String == "transfer"
+        }
         let totals = Set(transfers.compactMap { $0["bytesTotal"] as? Int })
-        #expect(totals == [pack + chunks], "one total, the pack (\(pack)) and the chunks after it (\(chunks)): \(totals.sorted()) \(result)")
+        #expect(
+            totals == [pack + chunks],
+            "one total, the pack (\(pack)) and the chunks after it (\(chunks)): \(totals.sorted()) \(result)")
         let done = transfers.compactMap { $0["bytesDone"] as? Int }
         #expect(done == done.sorted(), "bytesDone never goes back: \(done)")
         let step = transfers.compactMap { $0["stepBytesDone"] as? Int }
-        #expect(step == step.sorted() && step.last == transfers.last?["stepBytesTotal"] as? Int, "nor the step's own count: \(step)")
+        #expect(
+            step == step.sorted() && step.last == transfers.last?["stepBytesTotal"] as? Int,
+            "nor the step's own count: \(step)")
         let leaps = zip(done, done.dropFirst()).map { $1 - $0 }
         #expect((leaps.max() ?? 0) <= (pack + chunks) / 2, "no leap over half the update between two events: \(done)")
         #expect(done.last == pack + chunks, "the update ends at its total: \(done.suffix(3))")
     }
 
-    @Test("a request that fails is told as a `retrying` event naming the next mirror and the attempt; an origin that ignores Range (python's http.server) is told once, as a warning event and on stderr, with the bytes it wasted in the result, and the install is still exact")
+    @Test(
+        "a request that fails is told as a `retrying` event naming the next mirror and the attempt; an origin that ignores Range (python's http.server) is told once, as a warning event and on stderr, with the bytes it wasted in the result, and the install is still exact"
+    )
     func retryingAndRangeIgnored() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.02), id: "1")
@@ -228,19 +260,27 @@ struct DownloadPageTests {
             server.waitUntilExit()
         }
         let printed = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        let port = try #require(Int(printed.trimmingCharacters(in: .whitespacesAndNewlines)), "python's http.server gave no port: \(printed)")
+        let port = try #require(
+            Int(printed.trimmingCharacters(in: .whitespacesAndNewlines)),
+            "python's http.server gave no port: \(printed)")
         // Requests of 64 KiB: most start inside an object, where a whole-file answer wastes what precedes them.
-        let install = try fixture.makeInstall(remotes: ["http://127.0.0.1:1", "http://127.0.0.1:\(port)"]) { $0.maxRequestBytes = 65536 }
+        let install = try fixture.makeInstall(remotes: ["http://127.0.0.1:1", "http://127.0.0.1:\(port)"]) {
+            $0.maxRequestBytes = 65536
+        }
         let run = try CLI.run(["sync", "--install", install.root, "--json"])
         #expect(run.status == 0, "\(run.stderr) \(run.stdout.suffix(400))")
         let events = run.stdout.split(separator: "\n").compactMap { Self.event(String($0)) }
         let retries = events.filter { $0["event"] as? String == "retrying" }
         #expect(!retries.isEmpty, "the failed first tries are told")
-        #expect(retries.allSatisfy { ($0["mirror"] as? String) == "http://127.0.0.1:\(port)" && ($0["attempt"] as? Int ?? 0) >= 1 }, "\(retries.prefix(2))")
+        #expect(
+            retries.allSatisfy {
+                ($0["mirror"] as? String) == "http://127.0.0.1:\(port)" && ($0["attempt"] as? Int ?? 0) >= 1
+            }, "\(retries.prefix(2))")
         let warnings = events.filter { $0["event"] as? String == "warning" }
         #expect(warnings.count == 1, "one warning for an origin that ignores Range: \(warnings.count)")
         #expect((warnings.first?["message"] as? String ?? "").contains("ignores HTTP Range"))
-        #expect(run.stderr.components(separatedBy: "ignores HTTP Range").count == 2, "said once on stderr: \(run.stderr)")
+        #expect(
+            run.stderr.components(separatedBy: "ignores HTTP Range").count == 2, "said once on stderr: \(run.stderr)")
         let result = try lastJSON(run.stdout)
         #expect((result["bytesWasted"] as? Int ?? 0) > 0, "\(result)")
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)

@@ -31,15 +31,21 @@ struct ExamplesTests {
         // A misspelt key or value is only a warning ("…, ignoring"): one would silently drop a setting.
         #expect(!result.stdout.contains("ignoring") && !result.stdout.contains("Unknown"), "\(result.stdout)")
         let service = try String(contentsOfFile: Self.folder + "/patchsync-sync.service", encoding: .utf8)
-        for line in ["IOSchedulingClass=idle", "CPUSchedulingPolicy=idle", "Nice=19", "SuccessExitStatus=75", "--discretionary"] {
+        for line in [
+            "IOSchedulingClass=idle", "CPUSchedulingPolicy=idle", "Nice=19", "SuccessExitStatus=75", "--discretionary"
+        ] {
             #expect(service.contains(line), "\(line)")
         }
         let share = try String(contentsOfFile: Self.folder + "/patchsync-share.service", encoding: .utf8)
         let exec = try #require(share.split(separator: "\n").first { $0.hasPrefix("ExecStart=") })
-        let arguments = exec.split(separator: " ").dropFirst().map(String.init).map { $0 == "%h/Games/forest" ? fixture.directory + "/game" : $0 }
+        let arguments = exec.split(separator: " ").dropFirst().map(String.init).map {
+            $0 == "%h/Games/forest" ? fixture.directory + "/game" : $0
+        }
         let help = try CLI.run(arguments.filter { $0 != "--install" && $0 != fixture.directory + "/game" } + ["--help"])
         #expect(help.status == 0 && arguments.first == "share", "\(exec): \(help.stderr)")
-        for option in arguments where option.hasPrefix("--") { #expect(help.stdout.contains(option), "\(option) is an option of share") }
+        for option in arguments where option.hasPrefix("--") {
+            #expect(help.stdout.contains(option), "\(option) is an option of share")
+        }
         let timer = try String(contentsOfFile: Self.folder + "/patchsync-sync.timer", encoding: .utf8)
         #expect(timer.contains("Persistent=true") && timer.contains("RandomizedDelaySec="))
     }

@@ -32,7 +32,8 @@ func treeListing(_ root: String) throws -> [String: String] {
 @Suite("A faithful tree: modes, empty folders and symbolic links", .tags(.cli))
 struct FaithfulTreeTests {
     static func write(_ text: String, _ path: String, mode: Int16 = 0o644) throws {
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
         try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
     }
@@ -60,17 +61,23 @@ struct FaithfulTreeTests {
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
         let current = install.root + "/current/"
-        #expect(try treeListing(current) == treeListing(build), "\(label): install equals its build, links and modes included")
+        #expect(
+            try treeListing(current) == treeListing(build),
+            "\(label): install equals its build, links and modes included")
         let diff = try CLI.runProgram("/usr/bin/diff", ["-r", "--no-dereference", build + "/", current])
         #expect(diff.status == 0, "\(label): diff -r --no-dereference: \(diff.stdout)")
         let verify = try CLI.run(["verify", "--full", "--install", install.root, "--json"])
-        #expect(verify.status == 0 && verify.stdout.contains("\"damaged\":[]"), "\(label): \(verify.stdout) \(verify.stderr)")
+        #expect(
+            verify.status == 0 && verify.stdout.contains("\"damaged\":[]"),
+            "\(label): \(verify.stdout) \(verify.stderr)")
         var a = stat(), b = stat()
         #expect(lstat(current + "same.txt", &a) == 0 && lstat(current + "same.sh", &b) == 0)
         #expect(a.st_ino != b.st_ino, "\(label): same bytes, different modes: two inodes")
     }
 
-    @Test("links inside the build, empty folders, a mode-only change and same-content files of two modes install as the build holds them; verify and repair know links and folders")
+    @Test(
+        "links inside the build, empty folders, a mode-only change and same-content files of two modes install as the build holds them; verify and repair know links and folders"
+    )
     func faithful() throws {
         let fixture = try Fixture()
         let one = fixture.directory + "/b1", two = fixture.directory + "/b2"
@@ -90,8 +97,10 @@ struct FaithfulTreeTests {
         try fixture.publish(two, id: "2")
         let diff = try CLI.run(["diff", install.root, two, "--json"])
         #expect(
-            diff.status == 0 && diff.stdout.contains("\"path\":\"run.sh\"") && diff.stdout.contains("lib/libfoo.so -> libfoo.so.2")
-                && diff.stdout.contains("editor/maps/") && diff.stdout.contains("saves/"), "diff sees the mode and the entries: \(diff.stdout)")
+            diff.status == 0 && diff.stdout.contains("\"path\":\"run.sh\"")
+                && diff.stdout.contains("lib/libfoo.so -> libfoo.so.2")
+                && diff.stdout.contains("editor/maps/") && diff.stdout.contains("saves/"),
+            "diff sees the mode and the entries: \(diff.stdout)")
         try self.install(fixture, install, equals: two, "build 2")
 
         // A player's hands: a link retargeted, an empty folder removed. verify names both; repair puts them back.
@@ -109,14 +118,18 @@ struct FaithfulTreeTests {
         #expect(try treeListing(current + "/") == treeListing(two), "repair restores links and folders")
     }
 
-    @Test("a link that escapes the build, absolutely or through a chain of links, is refused at publish with its path; --dereference-external copies what it points to")
+    @Test(
+        "a link that escapes the build, absolutely or through a chain of links, is refused at publish with its path; --dereference-external copies what it points to"
+    )
     func escaping() throws {
         let fixture = try Fixture()
         let build = fixture.directory + "/b", outside = fixture.directory + "/outside"
         try Self.buildOne(build)
         try Self.write("font bytes", outside + "/fonts/Sans.ttf")
         try Self.write("license", outside + "/COPYING")
-        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let keys = [
+            "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ]
         func publish(_ id: String, _ extra: [String] = []) throws -> CLI.Result {
             try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", id] + keys + extra)
         }
@@ -126,7 +139,8 @@ struct FaithfulTreeTests {
         try Self.link(build + "/q", "sub/up/..")
         let chain = try publish("1")
         #expect(
-            chain.status == 64 && chain.stderr.contains("/q is a symbolic link") && chain.stderr.contains("--dereference-external"),
+            chain.status == 64 && chain.stderr.contains("/q is a symbolic link")
+                && chain.stderr.contains("--dereference-external"),
             "\(chain.stderr)")
         try FileManager.default.removeItem(atPath: build + "/q")
 

@@ -7,7 +7,8 @@ import Testing
 /// connection instead of opening one per concurrent request.
 @Suite("HTTP/2", .tags(.cli))
 struct HTTP2Tests {
-    @Test("a sync from nginx with TLS and http2 runs over HTTP/2, its concurrent requests multiplexed on one connection")
+    @Test(
+        "a sync from nginx with TLS and http2 runs over HTTP/2, its concurrent requests multiplexed on one connection")
     func multiplexed() throws {
         let fixture = try Fixture.published(packs: false)
         let origin = try NginxOrigin(root: fixture.origin, tls: true)

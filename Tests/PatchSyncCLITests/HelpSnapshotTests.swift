@@ -20,7 +20,9 @@ struct HelpSnapshotTests {
         let tree = Self.commands.map(HelpSnapshot.line)
         if HelpSnapshot.updating {
             try HelpSnapshot.write(HelpSnapshot.listHeader + tree.joined(separator: "\n") + "\n", to: HelpSnapshot.list)
-            Issue.record("wrote \(HelpSnapshot.list.path) (PATCHSYNC_UPDATE_SNAPSHOTS=1 is set): review it, then test without it")
+            Issue.record(
+                "wrote \(HelpSnapshot.list.path) (PATCHSYNC_UPDATE_SNAPSHOTS=1 is set): review it, then test without it"
+            )
             return
         }
         let text = (try? String(contentsOf: HelpSnapshot.list, encoding: .utf8)) ?? ""
@@ -39,7 +41,8 @@ struct HelpSnapshotTests {
     func help(path: [String]) throws {
         let result = try CLI.run(path + ["--help"], environment: ["COLUMNS": "80"])
         #expect(result.status == 0, "\(result.stderr)")
-        try HelpSnapshot.check(result.stdout, against: HelpSnapshot.file(path), what: "`\(HelpSnapshot.line(path)) --help`")
+        try HelpSnapshot.check(
+            result.stdout, against: HelpSnapshot.file(path), what: "`\(HelpSnapshot.line(path)) --help`")
     }
 
     @Test("the help snapshots are exactly one per command: none missing, none left from a removed command")
@@ -52,7 +55,8 @@ struct HelpSnapshotTests {
             for stray in present.subtracting(wanted) {
                 try FileManager.default.removeItem(at: HelpSnapshot.help.appendingPathComponent(stray))
             }
-            Issue.record("removed stray snapshots \(present.subtracting(wanted).sorted()) (PATCHSYNC_UPDATE_SNAPSHOTS=1 is set)")
+            Issue.record(
+                "removed stray snapshots \(present.subtracting(wanted).sorted()) (PATCHSYNC_UPDATE_SNAPSHOTS=1 is set)")
             return
         }
         #expect(
@@ -110,7 +114,8 @@ enum HelpSnapshot {
             return
         }
         guard let expected else {
-            Issue.record("\(what): no snapshot \(file.path); to write it: \(regenerate)", sourceLocation: sourceLocation)
+            Issue.record(
+                "\(what): no snapshot \(file.path); to write it: \(regenerate)", sourceLocation: sourceLocation)
             return
         }
         guard expected != actual else { return }
@@ -141,6 +146,7 @@ enum HelpSnapshot {
         }
         changes.sort { ($0.line, $0.removal ? 0 : 1) < ($1.line, $1.removal ? 0 : 1) }
         let shown = changes.prefix(40).map(\.text)
-        return (shown + (changes.count > 40 ? ["… and \(changes.count - 40) more changed lines"] : [])).joined(separator: "\n")
+        return (shown + (changes.count > 40 ? ["… and \(changes.count - 40) more changed lines"] : [])).joined(
+            separator: "\n")
     }
 }

@@ -16,7 +16,9 @@ import Testing
 struct InstallModelTests {
     static let shards = 4
     static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEQUENCES"] ?? "") ?? 256 }
-    static var baseSeed: UInt64 { UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEED"] ?? "") ?? 20261125 }
+    static var baseSeed: UInt64 {
+        UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_SEED"] ?? "") ?? 20261125
+    }
 
     @Test(
         "the live tree is always one signed build's chosen selection, nothing outside the install changes, verify tells the truth, disk use stays bounded, no record points at missing content",
@@ -96,7 +98,9 @@ enum ModelOp: CustomStringConvertible, Equatable {
         case .truncateLiveFile(let pick): return "hand: truncate live file #\(pick)"
         case .chmodLiveFile(let pick): return "hand: chmod live file #\(pick)"
         case .deletePreviousBuild: return "hand: delete the previous build's folder"
-        case .stateFolderToLink(let pick): return "hand: replace .patchsync/\(ModelOp.stateFolders[pick % ModelOp.stateFolders.count]) by a link to the canary"
+        case .stateFolderToLink(let pick):
+            return
+                "hand: replace .patchsync/\(ModelOp.stateFolders[pick % ModelOp.stateFolders.count]) by a link to the canary"
         case .plantStray: return "hand: plant a link to the canary and a stray file in a staged folder"
         case .syncCrashed(let point): return "sync, killed at \(point)"
         case .applyCrashed(let point): return "apply, killed at \(point)"
@@ -133,7 +137,8 @@ struct ModelTree: Equatable {
                 case S_IFLNK:
                     tree.links[path] = try FileManager.default.destinationOfSymbolicLink(atPath: root + "/" + path)
                 default:
-                    tree.files[path] = FileFacts(sha256: try SHA256Digest.of(file: root + "/" + path).hex, mode: Int(st.st_mode & 0o7777))
+                    tree.files[path] = FileFacts(
+                        sha256: try SHA256Digest.of(file: root + "/" + path).hex, mode: Int(st.st_mode & 0o7777))
                 }
             }
         }
@@ -161,7 +166,9 @@ struct ModelBuild {
         "bin/game", "data/a.dat", "data/b.dat", "data/sub/c.dat", "maps/m1.map", "readme.txt",
         "hd/tex1.bin", "hd/tex2.bin", "hd/sub/tex3.bin"
     ]
-    static let linkPool = [("data/latest", "a.dat"), ("maps/current", "m1.map"), ("hd/best", "tex1.bin"), ("top", "data")]
+    static let linkPool = [
+        ("data/latest", "a.dat"), ("maps/current", "m1.map"), ("hd/best", "tex1.bin"), ("top", "data")
+    ]
     static let folderPool = ["empty", "data/empty", "hd/empty"]
     static let bundles = [
         PatchSync.Bundle(name: "hd", required: false, priority: 1, paths: ["hd/**"]),
@@ -208,12 +215,14 @@ struct ModelBuild {
     func write(to folder: String) throws {
         let fm = FileManager.default
         for (path, file) in files {
-            try fm.createDirectory(atPath: folder + "/" + (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try fm.createDirectory(
+                atPath: folder + "/" + (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             try Data(file.bytes).write(to: URL(fileURLWithPath: folder + "/" + path))
             chmod(folder + "/" + path, mode_t(file.mode))
         }
         for (path, target) in links {
-            try fm.createDirectory(atPath: folder + "/" + (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try fm.createDirectory(
+                atPath: folder + "/" + (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             try fm.createSymbolicLink(atPath: folder + "/" + path, withDestinationPath: target)
         }
         for path in folders { try fm.createDirectory(atPath: folder + "/" + path, withIntermediateDirectories: true) }
@@ -339,7 +348,8 @@ struct ModelRun {
         install = try fixture.makeInstall(remotes: [fixture.fileRemote]) { $0.keepBuilds = 2 }
         canary = fixture.directory + "/canary"
         // Files named as the build's, where a link planted in staging would lead a sync.
-        for path in ["a.dat", "b.dat", "sub/c.dat", "m1.map", "tex1.bin", "tex2.bin", "game", "VERSION", "sub/tex3.bin"] {
+        for path in ["a.dat", "b.dat", "sub/c.dat", "m1.map", "tex1.bin", "tex2.bin", "game", "VERSION", "sub/tex3.bin"]
+        {
             try FileManager.default.createDirectory(
                 atPath: canary + "/" + (path as NSString).deletingLastPathComponent,
                 withIntermediateDirectories: true)
@@ -352,13 +362,17 @@ struct ModelRun {
         var rng = SeededRandom(seed: seed ^ 0x5EED)
         let weighted: [(Int, (inout SeededRandom) -> ModelOp)] = [
             (4, { _ in .publish }), (3, { _ in .sync }), (5, { _ in .update }),
-            (1, { .syncClockMoved(days: [-3, 2, 400][Int($0.next() % 3)]) }), (2, { .syncKilled(delayMicroseconds: UInt32($0.next() % 120_000)) }),
-            (1, { _ in .syncDiscretionary }), (4, { _ in .apply }), (1, { _ in .applyWhileGameRuns }), (1, { _ in .launch }),
+            (1, { .syncClockMoved(days: [-3, 2, 400][Int($0.next() % 3)]) }),
+            (2, { .syncKilled(delayMicroseconds: UInt32($0.next() % 120_000)) }),
+            (1, { _ in .syncDiscretionary }), (4, { _ in .apply }), (1, { _ in .applyWhileGameRuns }),
+            (1, { _ in .launch }),
             (2, { _ in .rollback }), (1, { _ in .bundlesAdd }), (1, { _ in .bundlesRemove }), (1, { _ in .repair }),
             (1, { _ in .emptyStaging }), (1, { _ in .deleteStaging }), (1, { _ in .stagingFolderToLink }),
             (1, { .truncateLiveFile(pick: Int($0.next() % 64)) }), (1, { .chmodLiveFile(pick: Int($0.next() % 64)) }),
-            (1, { _ in .deletePreviousBuild }), (1, { .stateFolderToLink(pick: Int($0.next() % 4)) }), (2, { _ in .plantStray }),
-            (2, { .syncCrashed(point: ModelOp.syncPoints[Int($0.next() % 3)]) }), (1, { .applyCrashed(point: ModelOp.applyPoints[Int($0.next() % 4)]) })
+            (1, { _ in .deletePreviousBuild }), (1, { .stateFolderToLink(pick: Int($0.next() % 4)) }),
+            (2, { _ in .plantStray }),
+            (2, { .syncCrashed(point: ModelOp.syncPoints[Int($0.next() % 3)]) }),
+            (1, { .applyCrashed(point: ModelOp.applyPoints[Int($0.next() % 4)]) })
         ]
         let total = weighted.reduce(0) { $0 + $1.0 }
         var ops: [ModelOp] = [.publish]
@@ -381,11 +395,18 @@ struct ModelRun {
         let trace = ProcessInfo.processInfo.environment["PATCHSYNC_MODEL_TRACE"] != nil
         for (index, op) in ops.enumerated() {
             if trace {
-                let staged = (try? FileManager.default.subpathsOfDirectory(atPath: stagingRoot))?.filter { !$0.contains("/") || $0.components(separatedBy: "/").count == 2 }.sorted() ?? []
-                print("seed \(seed) step \(index + 1): \(op); live \(model.live.map(\.description) ?? "-"), ready \(model.ready), staging \(staged)")
+                let staged =
+                    (try? FileManager.default.subpathsOfDirectory(atPath: stagingRoot))?.filter {
+                        !$0.contains("/") || $0.components(separatedBy: "/").count == 2
+                    }.sorted() ?? []
+                print(
+                    "seed \(seed) step \(index + 1): \(op); live \(model.live.map(\.description) ?? "-"), ready \(model.ready), staging \(staged)"
+                )
             }
             if let broken = try step(op) { return "step \(index + 1) (\(op)): \(broken)" }
-            if try ModelTree.read(canary) != canaryBefore { return "step \(index + 1) (\(op)): the canary tree beside the install changed" }
+            if try ModelTree.read(canary) != canaryBefore {
+                return "step \(index + 1) (\(op)): the canary tree beside the install changed"
+            }
             if let broken = try check(after: op) { return "after step \(index + 1) (\(op)): \(broken)" }
         }
         return nil
@@ -446,10 +467,15 @@ struct ModelRun {
                     CLI.executable, "sync", "--install", install.root
                 ])
             if days > 300 {
-                guard result.status == 65 else { return "sync a year ahead of signed expiry exited \(result.status) (65 expected): \(result.stdout)" }
-                if model.stagingDamaged { model.ready.insert(nil) }  // the refused sync still drops a ready tree changed by hand
+                guard result.status == 65 else {
+                    return "sync a year ahead of signed expiry exited \(result.status) (65 expected): \(result.stdout)"
+                }
+                // the refused sync still drops a ready tree changed by hand
+                if model.stagingDamaged { model.ready.insert(nil) }
             } else {
-                guard result.status == 0 else { return "sync with the clock moved \(days) days exited \(result.status): \(result.stdout)" }
+                guard result.status == 0 else {
+                    return "sync with the clock moved \(days) days exited \(result.status): \(result.stdout)"
+                }
                 model.syncCompleted()
             }
         case .syncKilled(let delay):
@@ -463,28 +489,36 @@ struct ModelRun {
                 model.syncInterrupted()
             }
         case .syncCrashed(let point):
-            let result = try CLI.run(["sync", "--install", install.root, "--quiet"], environment: ["PATCHSYNC_CRASH_AT": point])
+            let result = try CLI.run(
+                ["sync", "--install", install.root, "--quiet"], environment: ["PATCHSYNC_CRASH_AT": point])
             if result.status == 0 { model.syncCompleted() } else { model.syncInterrupted() }
         case .applyCrashed(let point):
-            let killed = try CLI.run(["apply", "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": point]).status == SIGKILL
+            let killed =
+                try CLI.run(["apply", "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": point]).status
+                == SIGKILL
             // Killed before the flip: the old build is live; at the flip or after it: the ready one is, whatever was recorded.
             let live = try liveDeployment()
             if live != model.live || (killed && point == "applyFlipped") {
                 guard let live, model.ready.contains(live) else {
-                    return "apply killed at \(point) made \(live.map(\.description) ?? "nothing") live; ready was \(model.ready)"
+                    return
+                        "apply killed at \(point) made \(live.map(\.description) ?? "nothing") live; ready was \(model.ready)"
                 }
                 if live != model.live { liveChanges += 1 }
                 model.applied(live)
             } else {
-                if model.stagingDamaged { model.ready.insert(nil) }  // a ready tree changed by hand may have been refused and dropped before the kill
+                // a ready tree changed by hand may have been refused and dropped before the kill
+                if model.stagingDamaged { model.ready.insert(nil) }
                 if killed && point == "applyMoved" { model.movedReady.formUnion(model.ready.compactMap { $0 }) }
             }
             // The next command, whichever it is (here status, which only reads), sees that build current in the records too.
             let status = try cli(["status"])
-            guard status.status == 0 else { return "status after apply killed at \(point) exited \(status.status): \(status.stderr)" }
+            guard status.status == 0 else {
+                return "status after apply killed at \(point) exited \(status.status): \(status.stderr)"
+            }
             let recorded = try install.recordedFolders().current
             guard recorded == install.currentDeployment() else {
-                return "after apply killed at \(point), the next command (status) left the state recording \(recorded ?? "nothing") "
+                return
+                    "after apply killed at \(point), the next command (status) left the state recording \(recorded ?? "nothing") "
                     + "as current; the link says \(install.currentDeployment() ?? "nothing")"
             }
         case .syncDiscretionary:
@@ -507,11 +541,15 @@ struct ModelRun {
                 return nil
             }
             guard result.status == 0 else { return "\(op) exited \(result.status): \(result.stderr)" }
-            if live == model.live, !model.ready.contains(nil), !model.ready.contains(live), !(op == .launch && model.stagingDamaged) {
-                return "\(op) left \(live.map(\.description) ?? "nothing") live while \(model.ready.map { $0?.description ?? "nothing" }.sorted()) was ready"
+            if live == model.live, !model.ready.contains(nil), !model.ready.contains(live),
+                !(op == .launch && model.stagingDamaged)
+            {
+                return
+                    "\(op) left \(live.map(\.description) ?? "nothing") live while \(model.ready.map { $0?.description ?? "nothing" }.sorted()) was ready"
             }
             guard live == model.live || model.ready.contains(live) else {
-                return "\(op) made \(live.map(\.description) ?? "nothing") live; the model allows \(model.live.map(\.description) ?? "nothing") or \(model.ready.map { $0?.description ?? "nothing" }.sorted())"
+                return
+                    "\(op) made \(live.map(\.description) ?? "nothing") live; the model allows \(model.live.map(\.description) ?? "nothing") or \(model.ready.map { $0?.description ?? "nothing" }.sorted())"
             }
             if let live, live != model.live || model.ready.contains(live) {
                 if live != model.live { liveChanges += 1 }
@@ -524,12 +562,15 @@ struct ModelRun {
             let result = try cli(["apply"])
             withExtendedLifetime(game) {}
             let live = try liveDeployment()
-            guard live == model.live else { return "apply while the game runs changed the live build to \(live.map(\.description) ?? "nothing")" }
+            guard live == model.live else {
+                return "apply while the game runs changed the live build to \(live.map(\.description) ?? "nothing")"
+            }
             switch result.status {
             case 75 where model.ready != [nil]: model.ready.remove(nil)
             case 0 where model.ready.contains(nil): model.ready = [nil]
             case 74 where model.stagingDamaged: model.ready = [nil]
-            default: return "apply while the game runs exited \(result.status) with ready \(model.ready): \(result.stderr)"
+            default:
+                return "apply while the game runs exited \(result.status) with ready \(model.ready): \(result.stderr)"
             }
         case .rollback:
             let result = try cli(["rollback"])
@@ -538,11 +579,14 @@ struct ModelRun {
             if let expected {
                 // A previous build damaged by hand (a file truncated) is refused, and nothing changes.
                 if result.status == 74 && model.tainted.contains(expected) { return nil }
-                guard result.status == 0 else { return "rollback to \(expected) exited \(result.status): \(result.stderr)" }
+                guard result.status == 0 else {
+                    return "rollback to \(expected) exited \(result.status): \(result.stderr)"
+                }
                 model.rolledBack()
                 rollbacks += 1
             } else if result.status != 64 {
-                return "rollback with no kept previous build exited \(result.status) (64 expected): \(result.stdout)\(result.stderr)"
+                return
+                    "rollback with no kept previous build exited \(result.status) (64 expected): \(result.stdout)\(result.stderr)"
             }
         case .bundlesAdd, .bundlesRemove:
             let result = try cli(["bundles", op == .bundlesAdd ? "add" : "remove", "hd"])
@@ -553,13 +597,16 @@ struct ModelRun {
             let damaged = try ModelTree.read(install.root + "/current") != model.tree(live)
             let result = try cli(["verify", "--repair", "--now"])
             if model.stagingDamaged { model.ready.insert(nil) }  // a ready tree changed by hand is dropped
-            guard result.status == 0 else { return "verify --repair --now exited \(result.status): \(result.stdout)\(result.stderr)" }
+            guard result.status == 0 else {
+                return "verify --repair --now exited \(result.status): \(result.stdout)\(result.stderr)"
+            }
             if damaged {  // a repaired copy of the live build was staged (replacing what was ready) and applied
                 model.applied(live)
                 model.tainted.remove(live)
             }
         case .emptyStaging:
-            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
+            // a link planted there: the hand works on the install only
+            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }
             for name in (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] {
                 for entry in (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot + "/" + name)) ?? [] {
                     try FileManager.default.removeItem(atPath: stagingRoot + "/" + name + "/" + entry)
@@ -573,8 +620,11 @@ struct ModelRun {
             // one a killed apply moved into builds/ already.
             model.ready = Set([nil] + model.ready.filter { $0.map(model.movedReady.contains) ?? false })
         case .stagingFolderToLink:
-            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
-            guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first else { return nil }
+            // a link planted there: the hand works on the install only
+            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }
+            guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first else {
+                return nil
+            }
             let folder = stagingRoot + "/" + name
             guard FileSystemProbe.isFolder(folder) else { return nil }
             let target = ["data", "hd", "maps"].first { FileSystemProbe.isFolder(folder + "/" + $0) } ?? "data"
@@ -587,11 +637,16 @@ struct ModelRun {
             model.stagingDamaged = true
         case .stateFolderToLink(let pick):
             let folder = install.root + "/.patchsync/" + ModelOp.stateFolders[pick % ModelOp.stateFolders.count]
-            if FileSystemProbe.isFolder(folder) { try FileManager.default.removeItem(atPath: folder) } else { unlink(folder) }
+            if FileSystemProbe.isFolder(folder) {
+                try FileManager.default.removeItem(atPath: folder)
+            } else {
+                unlink(folder)
+            }
             try FileManager.default.createSymbolicLink(atPath: folder, withDestinationPath: canary)
             if folder.hasSuffix("/staging") { model.stagingDamaged = true }
         case .plantStray:
-            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }  // a link planted there: the hand works on the install only
+            // a link planted there: the hand works on the install only
+            guard FileSystemProbe.isFolder(stagingRoot) else { return nil }
             guard let name = try? FileManager.default.contentsOfDirectory(atPath: stagingRoot).sorted().first,
                 FileSystemProbe.isFolder(stagingRoot + "/" + name)
             else { return nil }
@@ -602,7 +657,8 @@ struct ModelRun {
             model.stagingDamaged = true
         case .truncateLiveFile(let pick), .chmodLiveFile(let pick):
             guard install.currentDeployment() != nil else { return nil }
-            let files = try ModelTree.read(install.root + "/current").files.keys.filter { !$0.hasSuffix("VERSION") }.sorted()
+            let files = try ModelTree.read(install.root + "/current").files.keys.filter { !$0.hasSuffix("VERSION") }
+                .sorted()
             guard !files.isEmpty else { return nil }
             let path = install.root + "/current/" + files[pick % files.count]
             if case .truncateLiveFile = op {
@@ -621,7 +677,8 @@ struct ModelRun {
             model.damagedLiveFile()
         case .deletePreviousBuild:
             guard let current = install.currentDeployment() else { return nil }
-            for name in try FileManager.default.contentsOfDirectory(atPath: install.root + "/builds") where name != current {
+            for name in try FileManager.default.contentsOfDirectory(atPath: install.root + "/builds")
+            where name != current {
                 if let deployment = try? Self.deployment(of: ModelTree.read(install.root + "/builds/" + name)) {
                     model.kept.remove(deployment)
                 }
@@ -649,10 +706,12 @@ struct ModelRun {
 
     /// The promises that hold after every step.
     private mutating func check(after op: ModelOp) throws -> String? {
-        if let broken = try checkRecords(after: op) { return broken }  // before verify, which drops a ready tree changed by hand
+        // before verify, which drops a ready tree changed by hand
+        if let broken = try checkRecords(after: op) { return broken }
         let live = try liveDeployment()
         guard live == model.live else {
-            return "the live tree is \(live.map(\.description) ?? "nothing"); the model has \(model.live.map(\.description) ?? "nothing")"
+            return
+                "the live tree is \(live.map(\.description) ?? "nothing"); the model has \(model.live.map(\.description) ?? "nothing")"
         }
         if let live {
             let actual = try ModelTree.read(install.root + "/current")
@@ -664,7 +723,8 @@ struct ModelRun {
             let verify = try cli(["verify", "--full"])
             if model.stagingDamaged { model.ready.insert(nil) }  // verify drops a ready tree changed by hand
             if differences.isEmpty != (verify.status == 0) {
-                return "verify --full exited \(verify.status) while the live tree \(differences.isEmpty ? "is intact" : "differs at \(differences.prefix(4))"): \(verify.stdout)"
+                return
+                    "verify --full exited \(verify.status) while the live tree \(differences.isEmpty ? "is intact" : "differs at \(differences.prefix(4))"): \(verify.stdout)"
             }
         }
         return nil
@@ -675,11 +735,14 @@ struct ModelRun {
         let builds = (try? FileManager.default.contentsOfDirectory(atPath: install.root + "/builds")) ?? []
         if builds.count > 4 { return "builds/ holds \(builds.count) folders: \(builds.sorted())" }
         // A link planted in place of staging/ (by the last step) holds no staged folder of the install's.
-        let staged = FileSystemProbe.isFolder(stagingRoot) ? (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] : []
+        let staged =
+            FileSystemProbe.isFolder(stagingRoot)
+            ? (try? FileManager.default.contentsOfDirectory(atPath: stagingRoot)) ?? [] : []
         if staged.count > 3 { return "staging/ holds \(staged.count) folders: \(staged.sorted())" }
         let status = try install.recordedFolders()
         if status.current != install.currentDeployment() {
-            return "the state records \(status.current ?? "nothing") as current, the link says \(install.currentDeployment() ?? "nothing")"
+            return
+                "the state records \(status.current ?? "nothing") as current, the link says \(install.currentDeployment() ?? "nothing")"
         }
         if let current = status.current, !FileSystemProbe.isFolder(install.root + "/builds/" + current) {
             return "current \(current) has no folder in builds/"
@@ -689,7 +752,8 @@ struct ModelRun {
         // is config only, a repair with nothing installed runs nothing.)
         let byHand: Bool =
             switch op {
-            case .publish, .emptyStaging, .deleteStaging, .stagingFolderToLink, .truncateLiveFile, .chmodLiveFile, .deletePreviousBuild,
+            case .publish, .emptyStaging, .deleteStaging, .stagingFolderToLink, .truncateLiveFile, .chmodLiveFile,
+                .deletePreviousBuild,
                 .stateFolderToLink, .plantStray, .bundlesAdd, .bundlesRemove, .syncCrashed, .applyCrashed, .syncKilled:
                 true
             case .repair: model.live == nil

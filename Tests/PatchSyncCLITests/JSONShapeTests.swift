@@ -15,17 +15,24 @@ struct JSONShapeTests {
         "keygen --role root": ["rootKey"],
         "repo init": ["origin", "root"],
         "publish": [
-            "alreadyPublished", "buildId", "channel", "deltas", "dryRun", "files", "manifestTarget", "objectBytesWritten",
+            "alreadyPublished", "buildId", "channel", "deltas", "dryRun", "files", "manifestTarget",
+            "objectBytesWritten",
             "objectsWritten", "relistedPreloads", "sequence", "totalBytes", "warnings"
         ],
-        "repo promote": ["alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "promotedFrom", "sequence", "warnings"],
-        "repo rollback": ["alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "rollback", "sequence", "warnings"],
+        "repo promote": [
+            "alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "promotedFrom", "sequence", "warnings"
+        ],
+        "repo rollback": [
+            "alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "rollback", "sequence", "warnings"
+        ],
         "repo withdraw": ["buildId", "channel", "wasPreload", "warnings"],
         "repo status": ["channels", "origin", "roles"],
         "repo check": ["builds", "due", "ok", "origin"],
         "repo refresh": ["failed", "missingKeys", "origin", "refreshed", "released", "warnings"],
         "repo renew": ["origin", "renewed"],
-        "repo prune --dry-run": ["bytesFreed", "dryRun", "graceSeconds", "held", "listed", "origin", "removed", "unlisted", "warnings"],
+        "repo prune --dry-run": [
+            "bytesFreed", "dryRun", "graceSeconds", "held", "listed", "origin", "removed", "unlisted", "warnings"
+        ],
         "diff": ["bundles", "entries", "files", "folders", "metadataBytes", "new", "old", "removed", "total"],
         "repo rotate-root": ["hosts", "origin", "root", "rootVersion"]
     ]
@@ -35,7 +42,8 @@ struct JSONShapeTests {
         "init": ["builds", "channel", "install", "remotes"],
         "status (fresh install)": ["builds", "channel", "install", "remotes"],
         "sync": [
-            "buildBytes", "buildId", "bundles", "bytesFromLocal", "bytesFromOrigin", "bytesFromPeers", "bytesFromPreload", "bytesPlanned",
+            "buildBytes", "buildId", "bundles", "bytesFromLocal", "bytesFromOrigin", "bytesFromPeers",
+            "bytesFromPreload", "bytesPlanned",
             "bytesReceived", "chunksCopiedLocally", "chunksFetched",
             "deltaBytes", "deltaFallbacks", "deploymentsStaged", "droppedBundles", "filesAssembled", "filesLinked",
             "filesPatched", "outcome", "requests", "sequence"
@@ -70,7 +78,9 @@ struct JSONShapeTests {
     /// result or an error, the command).
     static let envelope: Set<String> = ["event", "time", "phase", "command"]
 
-    @Test("the publisher verbs' --json objects keep their keys: keygen, repo init, publish, promote, rollback, withdraw, status, check, refresh, renew, prune, diff, rotate-root")
+    @Test(
+        "the publisher verbs' --json objects keep their keys: keygen, repo init, publish, promote, rollback, withdraw, status, check, refresh, renew, prune, diff, rotate-root"
+    )
     func publisherVerbs() throws {
         let fixture = try Fixture()  // its folder and sample builds; the keys and origin here are the CLI's own
         let keys = fixture.directory + "/cli-keys", origin = fixture.directory + "/cli-origin"
@@ -78,18 +88,26 @@ struct JSONShapeTests {
         let build1 = try fixture.sampleBuild(1, scale: 0.002), build2 = try fixture.sampleBuild(2, scale: 0.002)
         var shapes = JSONShapes(expected: Self.publisher)
         try shapes.check("keygen", ["keygen", "--out", keys, "--json"])
-        try shapes.check("repo init", ["repo", "init", "--origin", origin, "--root-key", keys + "/root.key"] + signing + ["--json"])
+        try shapes.check(
+            "repo init", ["repo", "init", "--origin", origin, "--root-key", keys + "/root.key"] + signing + ["--json"])
         try shapes.check("publish", ["publish", build1, "--origin", origin, "--build-id", "1", "--json"] + signing)
-        let beta = try CLI.run(["publish", build2, "--origin", origin, "--build-id", "2", "--channel", "beta"] + signing)
+        let beta = try CLI.run(
+            ["publish", build2, "--origin", origin, "--build-id", "2", "--channel", "beta"] + signing)
         #expect(beta.status == 0, "\(beta.stderr)")
-        try shapes.check("repo promote", ["repo", "promote", "2", "--from", "beta", "--to", "live", "--origin", origin, "--json"] + signing)
-        try shapes.check("repo rollback", ["repo", "rollback", "--channel", "live", "--origin", origin, "--json"] + signing)
-        try shapes.check("repo withdraw", ["repo", "withdraw", "2", "--channel", "beta", "--origin", origin, "--json"] + signing)
+        try shapes.check(
+            "repo promote",
+            ["repo", "promote", "2", "--from", "beta", "--to", "live", "--origin", origin, "--json"] + signing)
+        try shapes.check(
+            "repo rollback", ["repo", "rollback", "--channel", "live", "--origin", origin, "--json"] + signing)
+        try shapes.check(
+            "repo withdraw", ["repo", "withdraw", "2", "--channel", "beta", "--origin", origin, "--json"] + signing)
         try shapes.check("repo status", ["repo", "status", "--origin", origin, "--json"])
         try shapes.check("repo check", ["repo", "check", "--origin", origin, "--json"])
-        try shapes.check("repo refresh", ["repo", "refresh", "--origin", origin, "--online-key", keys + "/online.key", "--json"])
+        try shapes.check(
+            "repo refresh", ["repo", "refresh", "--origin", origin, "--online-key", keys + "/online.key", "--json"])
         try shapes.check("repo renew", ["repo", "renew", "--origin", origin, "--json"] + signing)
-        try shapes.check("repo prune --dry-run", ["repo", "prune", "--origin", origin, "--keep", "10", "--dry-run", "--json"])
+        try shapes.check(
+            "repo prune --dry-run", ["repo", "prune", "--origin", origin, "--keep", "10", "--dry-run", "--json"])
         try shapes.check("diff", ["diff", build1, build2, "--json"])
         let newRoot = fixture.directory + "/new-root"
         try shapes.check("keygen --role root", ["keygen", "--out", newRoot, "--role", "root", "--json"])
@@ -102,12 +120,16 @@ struct JSONShapeTests {
         shapes.expectEveryRowChecked()
     }
 
-    @Test("the player verbs' --json objects keep their keys: init, status, sync, bundles, apply, verify, launch, rollback, and the error object")
+    @Test(
+        "the player verbs' --json objects keep their keys: init, status, sync, bundles, apply, verify, launch, rollback, and the error object"
+    )
     func playerVerbs() throws {
         let fixture = try Fixture.published()
         let install = fixture.directory + "/game"
         var shapes = JSONShapes(expected: Self.player)
-        try shapes.check("init", ["init", "--install", install, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata, "--json"])
+        try shapes.check(
+            "init",
+            ["init", "--install", install, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata, "--json"])
         try shapes.check("status (fresh install)", ["status", "--install", install, "--json"])
         try shapes.check("sync", ["sync", "--install", install, "--json"])
         try shapes.check("bundles", ["bundles", "--install", install, "--json"])
@@ -123,7 +145,8 @@ struct JSONShapeTests {
         try shapes.check("rollback", ["rollback", "--install", install, "--json"])
         try shapes.check("bundles remove", ["bundles", "remove", "voices-fr", "--install", install, "--json"])
         try shapes.check("error", ["status", "--install", fixture.directory, "--json"], status: ExitStatus.usage)
-        try shapes.check("error (parser)", ["sync", "--install", install, "--no-such-option", "--json"], status: ExitStatus.usage)
+        try shapes.check(
+            "error (parser)", ["sync", "--install", install, "--no-such-option", "--json"], status: ExitStatus.usage)
         shapes.expectEveryRowChecked()
     }
 }
@@ -160,15 +183,21 @@ struct JSONShapes {
             assert lines[-1]["event"] in ("result", "error"), lines[-1]
             for l in lines[:-1]: assert l["event"] not in ("result", "error"), l
             """, [DiffCLITests.repoRoot + "/manifests/events.schema.json", lines])
-        #expect(valid == 0, "\(row): `\(command)` printed a line that fails manifests/events.schema.json: \(why)", sourceLocation: sourceLocation)
+        #expect(
+            valid == 0, "\(row): `\(command)` printed a line that fails manifests/events.schema.json: \(why)",
+            sourceLocation: sourceLocation)
         var objects: [Set<String>] = []
         for line in result.stdout.split(separator: "\n") {
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
-                Issue.record("\(row): `\(command)` printed a line that is no JSON object: \(line)", sourceLocation: sourceLocation)
+                Issue.record(
+                    "\(row): `\(command)` printed a line that is no JSON object: \(line)",
+                    sourceLocation: sourceLocation)
                 return
             }
             let keys = Set(object.keys)
-            #expect(keys.isSuperset(of: ["event", "time", "phase"]), "\(row): a line without the common keys: \(line)", sourceLocation: sourceLocation)
+            #expect(
+                keys.isSuperset(of: ["event", "time", "phase"]), "\(row): a line without the common keys: \(line)",
+                sourceLocation: sourceLocation)
             objects.append(keys)
         }
         guard let last = objects.last else {
@@ -182,7 +211,10 @@ struct JSONShapes {
         }
         let pinned = expected[row] ?? []
         let own = last.subtracting(JSONShapeTests.envelope)
-        #expect(last.isSuperset(of: JSONShapeTests.envelope), "\(row): the result lacks \(JSONShapeTests.envelope.subtracting(last).sorted())", sourceLocation: sourceLocation)
+        #expect(
+            last.isSuperset(of: JSONShapeTests.envelope),
+            "\(row): the result lacks \(JSONShapeTests.envelope.subtracting(last).sorted())",
+            sourceLocation: sourceLocation)
         #expect(
             own == pinned,
             """

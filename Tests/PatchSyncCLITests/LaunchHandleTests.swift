@@ -15,7 +15,8 @@ struct LaunchHandleTests {
         try FileManager.default.createDirectory(atPath: folder + "/data", withIntermediateDirectories: true)
         try Data("build \(number)\n".utf8).write(to: URL(fileURLWithPath: folder + "/data/version.txt"))
         let script = folder + "/bin/game"
-        try Data("#!/bin/sh\necho \"pwd=$(pwd -P)\"\necho started >&2\nexec sleep ${GAME_SECONDS:-30}\n".utf8).write(to: URL(fileURLWithPath: script))
+        try Data("#!/bin/sh\necho \"pwd=$(pwd -P)\"\necho started >&2\nexec sleep ${GAME_SECONDS:-30}\n".utf8).write(
+            to: URL(fileURLWithPath: script))
         chmod(script, 0o755)
         return folder
     }
@@ -30,7 +31,9 @@ struct LaunchHandleTests {
         return String(decoding: data.prefix { $0 != 0x0a }, as: UTF8.self)
     }
 
-    @Test("GameLauncher.start returns at once with the game's pid, build and output; ./bin/game runs in its own build (or --cwd's folder); nothing it uses is swapped while it runs; terminate() ends it with 128+15; with no build yet it is notPlayableYet (75); `patchsync launch -- ./bin/game` from another folder runs the new build's game in its folder")
+    @Test(
+        "GameLauncher.start returns at once with the game's pid, build and output; ./bin/game runs in its own build (or --cwd's folder); nothing it uses is swapped while it runs; terminate() ends it with 128+15; with no build yet it is notPlayableYet (75); `patchsync launch -- ./bin/game` from another folder runs the new build's game in its folder"
+    )
     func handle() async throws {
         let fixture = try Fixture()
         try fixture.publish(try Self.build(fixture, 1), id: "1")
@@ -53,7 +56,8 @@ struct LaunchHandleTests {
         let game = try await launcher.start("./bin/game", [], options: options)
         #expect(game.pid > 0 && game.isRunning)
         #expect(game.buildId == "1" && game.apply.report?.applied == true, "the ready build was applied first")
-        let folder = try #require(URL(fileURLWithPath: install.root + "/builds/1").resolvingSymlinksInPath().path as String?)
+        let folder = try #require(
+            URL(fileURLWithPath: install.root + "/builds/1").resolvingSymlinksInPath().path as String?)
         #expect(Self.firstLine(game.standardOutput) == "pwd=\(folder)", "the game runs in its build's folder")
         #expect(Self.firstLine(game.standardError) == "started")
 
@@ -83,8 +87,11 @@ struct LaunchHandleTests {
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         let three = URL(fileURLWithPath: install.root + "/builds/3").resolvingSymlinksInPath().path
         #expect(FileManager.default.currentDirectoryPath != three)
-        let launched = try CLI.run(["launch", "--install", install.root, "--", "./bin/game"], environment: ["GAME_SECONDS": "0"])
-        #expect(launched.status == 0 && launched.stdout.hasPrefix("pwd=\(three)\n"), "\(launched.stdout) \(launched.stderr)")
+        let launched = try CLI.run(
+            ["launch", "--install", install.root, "--", "./bin/game"], environment: ["GAME_SECONDS": "0"])
+        #expect(
+            launched.status == 0 && launched.stdout.hasPrefix("pwd=\(three)\n"), "\(launched.stdout) \(launched.stderr)"
+        )
         #expect(install.currentBuild() == "3")
     }
 }

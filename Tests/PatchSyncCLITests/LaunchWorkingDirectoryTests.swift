@@ -47,7 +47,8 @@ struct LaunchWorkingDirectoryTests {
         #expect(try install.status().ready != nil, "build 2 is ready, not applied")
 
         let folder = start == .insideCurrent ? install.root + "/current" : fixture.directory + "/elsewhere"
-        try FileManager.default.createDirectory(atPath: fixture.directory + "/elsewhere", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: fixture.directory + "/elsewhere", withIntermediateDirectories: true)
         let result = try Self.run(["launch", "--install", install.root, "--", command], in: folder)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains("applied build 2"), "\(result.stderr)")

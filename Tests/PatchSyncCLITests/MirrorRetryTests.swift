@@ -10,7 +10,9 @@ import Testing
 /// is in TransferFaultTests.)
 @Suite("Mirror retries", .tags(.cli))
 struct MirrorRetryTests {
-    @Test("503 bursts: each object is retried on the same mirror and the sync completes; with a failure streak of 1 it fails (69)")
+    @Test(
+        "503 bursts: each object is retried on the same mirror and the sync completes; with a failure streak of 1 it fails (69)"
+    )
     func serviceUnavailableBursts() throws {
         let fixture = try Fixture.published(packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .unavailable, count: 1)
@@ -25,13 +27,16 @@ struct MirrorRetryTests {
         #expect(origin.objectRequests(status: 503) > 0 && origin.objectRequests(status: 206) > 0)
     }
 
-    @Test("a mirror that answers 404 for objects (one lagging behind) is asked by the requests in flight, then passed over while the next mirror serves them")
+    @Test(
+        "a mirror that answers 404 for objects (one lagging behind) is asked by the requests in flight, then passed over while the next mirror serves them"
+    )
     func notFoundMovesOn() throws {
         let fixture = try Fixture.published(packs: false)
         let missing = try FaultOrigin(root: fixture.origin, fault: .missing)
         let good = try NginxOrigin(root: fixture.origin)
         let install = try fixture.makeInstall(remotes: [missing.url, good.url])
-        let result = try Self.timedSync(install, "first mirror lagging (404 for objects), second good", origin: missing, faulted: 404)
+        let result = try Self.timedSync(
+            install, "first mirror lagging (404 for objects), second good", origin: missing, faulted: 404)
         #expect(result.status == 0, "\(result.stderr)")
         let objectRequests = good.requests().filter { $0.path.hasPrefix("/objects/") }.count
         let asked = missing.objectRequests(status: 404)
@@ -40,7 +45,9 @@ struct MirrorRetryTests {
             "404 cools the mirror down for later requests: \(asked) of \(objectRequests) asked it")
     }
 
-    @Test("a preload range that the first mirror serves damaged is that mirror's failure: the second mirror serves it and the preload completes (it failed every sync with 65)")
+    @Test(
+        "a preload range that the first mirror serves damaged is that mirror's failure: the second mirror serves it and the preload completes (it failed every sync with 65)"
+    )
     func damagedRangeFailsOver() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -65,7 +72,8 @@ struct MirrorRetryTests {
         let result = try CLI.run(["sync", "--install", install.root])
         #expect(result.status == 69, "\(result.stderr)")
         #expect(
-            result.stderr.contains(first.url + ": HTTP status 503") && result.stderr.contains(second.url + ": not found"),
+            result.stderr.contains(first.url + ": HTTP status 503")
+                && result.stderr.contains(second.url + ": not found"),
             "\(result.stderr)")
     }
 
@@ -79,7 +87,9 @@ struct MirrorRetryTests {
         let seconds =
             Double((ContinuousClock.now - start).components.attoseconds) / 1e18
             + Double((ContinuousClock.now - start).components.seconds)
-        let objects = origin?.requests.filter { $0.split(separator: " ").dropFirst().first?.hasPrefix("/objects/") == true }
+        let objects = origin?.requests.filter {
+            $0.split(separator: " ").dropFirst().first?.hasPrefix("/objects/") == true
+        }
         let faults =
             origin.map { o in
                 faulted == 0

@@ -17,8 +17,12 @@ import Testing
 @Suite("LAN peers against random sequences", .tags(.cli), .serialized)
 struct PeerSequenceTests {
     static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_PEER_SEQUENCES"] ?? "") ?? 4 }
-    static var baseSeed: UInt64 { UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_PEER_SEED"] ?? "") ?? 20_261_128 }
-    static let modes = ["honest", "empty", "late404", "slow", "stall", "flip", "vanish", "turncoat", "redirect", "crowded", "moment"]
+    static var baseSeed: UInt64 {
+        UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_PEER_SEED"] ?? "") ?? 20_261_128
+    }
+    static let modes = [
+        "honest", "empty", "late404", "slow", "stall", "flip", "vanish", "turncoat", "redirect", "crowded", "moment"
+    ]
 
     /// What one sequence draws.
     struct Draw: CustomStringConvertible {
@@ -33,13 +37,17 @@ struct PeerSequenceTests {
         init(seed: UInt64) {
             var rng = SeededRandom(seed: seed)
             let count = 1 + Int(rng.next() % 3)
-            peers = (0..<count).map { _ in PeerSequenceTests.modes[Int(rng.next() % UInt64(PeerSequenceTests.modes.count))] }
+            peers = (0..<count).map { _ in
+                PeerSequenceTests.modes[Int(rng.next() % UInt64(PeerSequenceTests.modes.count))]
+            }
             flakyOrigin = rng.next() % 2 == 0
             killed = rng.next() % 3 == 0
         }
     }
 
-    @Test("every install through any mix of honest, empty, late, slow, stalling, lying, vanishing, turncoat and redirecting peers, a flaky origin and a kill is byte-exact, and costs at most a few seconds more than without the peers")
+    @Test(
+        "every install through any mix of honest, empty, late, slow, stalling, lying, vanishing, turncoat and redirecting peers, a flaky origin and a kill is byte-exact, and costs at most a few seconds more than without the peers"
+    )
     func randomPeers() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
@@ -52,15 +60,21 @@ struct PeerSequenceTests {
             let seed = Self.baseSeed + UInt64(index)
             let draw = Draw(seed: seed)
             if let broken = try run(draw, seed: seed, fixture: fixture, nginx: nginx, share: share, index: index) {
-                Issue.record("peer sequence failed, seed \(seed) (PATCHSYNC_PEER_SEED=\(Self.baseSeed) sequence \(index)): \(draw): \(broken)")
+                Issue.record(
+                    "peer sequence failed, seed \(seed) (PATCHSYNC_PEER_SEED=\(Self.baseSeed) sequence \(index)): \(draw): \(broken)"
+                )
                 return
             }
         }
     }
 
     /// One sequence; the broken promise, or nil.
-    private func run(_ draw: Draw, seed: UInt64, fixture: Fixture, nginx: NginxOrigin, share: String, index: Int) throws -> String? {
-        let flaky = draw.flakyOrigin ? try FaultOrigin(root: fixture.origin, fault: .unavailable, probability: 0.2, seed: Int(seed % 1000)) : nil
+    private func run(_ draw: Draw, seed: UInt64, fixture: Fixture, nginx: NginxOrigin, share: String, index: Int) throws
+        -> String?
+    {
+        let flaky =
+            draw.flakyOrigin
+            ? try FaultOrigin(root: fixture.origin, fault: .unavailable, probability: 0.2, seed: Int(seed % 1000)) : nil
         let origin = flaky?.url ?? nginx.url
         var hostile: [HostilePeer] = []
         defer { for peer in hostile { _ = peer.stop() } }
@@ -76,10 +90,14 @@ struct PeerSequenceTests {
         }
         let baseline = try timedInstall(fixture, "plain-\(index)", origin: origin, extra: [], killed: false)
         if let broken = baseline.broken { return "the install without peers: \(broken)" }
-        let withPeers = try timedInstall(fixture, "peers-\(index)", origin: origin, extra: urls.flatMap { ["--peer", $0] }, killed: draw.killed)
+        let withPeers = try timedInstall(
+            fixture, "peers-\(index)", origin: origin, extra: urls.flatMap { ["--peer", $0] }, killed: draw.killed)
         if let broken = withPeers.broken { return "the install with peers: \(broken)" }
         let allowed = 3.0 + 3.0 * Double(urls.count)
-        print(String(format: "peer sequence %d (seed %llu): %@: %.1f s with peers, %.1f s without", index, seed, draw.description, withPeers.seconds, baseline.seconds))
+        print(
+            String(
+                format: "peer sequence %d (seed %llu): %@: %.1f s with peers, %.1f s without", index, seed,
+                draw.description, withPeers.seconds, baseline.seconds))
         if withPeers.seconds - baseline.seconds > allowed {
             return String(
                 format: "the peers cost %.1f s over the install without them (%.1f s, at most %.0f s more allowed)",
@@ -91,7 +109,9 @@ struct PeerSequenceTests {
 
     /// Installs the build into a new folder `name` from `origin` (`extra`: the sync's peers), the first sync
     /// killed at its first batch when `killed`; the sync's time (the killed run's too), or what went wrong.
-    private func timedInstall(_ fixture: Fixture, _ name: String, origin: String, extra: [String], killed: Bool) throws -> (seconds: Double, broken: String?) {
+    private func timedInstall(_ fixture: Fixture, _ name: String, origin: String, extra: [String], killed: Bool) throws
+        -> (seconds: Double, broken: String?)
+    {
         let root = fixture.directory + "/" + name
         let created = try CLI.run(["init", "--install", root, "--remote", origin, "--root", fixture.rootMetadata])
         guard created.status == 0 else { return (0, "init exited \(created.status): \(created.stderr)") }
@@ -100,9 +120,12 @@ struct PeerSequenceTests {
         guard small.status == 0 else { return (0, "config set exited \(small.status): \(small.stderr)") }
         let start = ContinuousClock.now
         if killed {
-            let first = try CLI.run(["sync", "--install", root, "--quiet"] + extra, environment: ["PATCHSYNC_CRASH_AT": "batchWritten"])
+            let first = try CLI.run(
+                ["sync", "--install", root, "--quiet"] + extra, environment: ["PATCHSYNC_CRASH_AT": "batchWritten"])
             // Killed (no error printed), or done before its first batch: anything else is a failure.
-            if first.status != 0 && first.stderr.contains("error:") { return (0, "the killed sync failed instead: \(first.stderr)") }
+            if first.status != 0 && first.stderr.contains("error:") {
+                return (0, "the killed sync failed instead: \(first.stderr)")
+            }
         }
         let sync = try CLI.run(["sync", "--install", root, "--json"] + extra)
         let elapsed = ContinuousClock.now - start

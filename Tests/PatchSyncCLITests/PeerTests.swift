@@ -20,10 +20,14 @@ struct PeerTests {
     /// The stored bytes of every distinct chunk of `manifest`: what a fresh install fetches.
     static func objectBytes(_ manifest: Manifest) -> Int64 {
         var seen = Set<SHA256Digest>()
-        return manifest.files.flatMap(\.chunks).filter { seen.insert($0.sha256).inserted }.reduce(0) { $0 + Int64($1.objectLength) }
+        return manifest.files.flatMap(\.chunks).filter { seen.insert($0.sha256).inserted }.reduce(0) {
+            $0 + Int64($1.objectLength)
+        }
     }
 
-    @Test("a player that names a seed's share with --peer installs byte-exact with at most 5% of the build's bytes from the origin; the report says what came from peers, the origin and local files")
+    @Test(
+        "a player that names a seed's share with --peer installs byte-exact with at most 5% of the build's bytes from the origin; the report says what came from peers, the origin and local files"
+    )
     func fromASeed() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.02)
@@ -38,7 +42,9 @@ struct PeerTests {
         var synced = CLI.Result(status: -1, stdout: "", stderr: "")
         let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", url, "--json"]) { synced = $0 }
         let fromOrigin = nginx.bytesServed(under: "/objects/") - before
-        #expect(Double(fromOrigin) <= 0.05 * Double(Self.objectBytes(manifest)), "\(fromOrigin) object bytes came from the origin")
+        #expect(
+            Double(fromOrigin) <= 0.05 * Double(Self.objectBytes(manifest)),
+            "\(fromOrigin) object bytes came from the origin")
         #expect(try contents(root + "/current") == contents(build))
         let report = try lastJSON(synced.stdout)
         let peers = try #require(report["bytesFromPeers"] as? Int)
@@ -47,7 +53,9 @@ struct PeerTests {
         #expect(server.counters.served > 0 && server.counters.refused == 0)
     }
 
-    @Test("--max-rate holds a sync's peers as it holds its origin: what the share and the origin sent the player together stays at or below 256 KiB/s, and the peer still serves most of the build")
+    @Test(
+        "--max-rate holds a sync's peers as it holds its origin: what the share and the origin sent the player together stays at or below 256 KiB/s, and the peer still serves most of the build"
+    )
     func capHoldsPeers() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.02)
@@ -57,7 +65,8 @@ struct PeerTests {
         let (server, url) = try Self.share(try player(fixture, "seed", remote: nginx.url))
         defer { server.stop() }
         let root = fixture.directory + "/player"
-        #expect(try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
+        #expect(
+            try CLI.run(["init", "--install", root, "--remote", nginx.url, "--root", fixture.rootMetadata]).status == 0)
         let before = nginx.bytesServed()
         let started = Date()
         let synced = try CLI.run(["sync", "--install", root, "--peer", url, "--max-rate", "256K", "--json"])
@@ -73,7 +82,9 @@ struct PeerTests {
         #expect(try contents(root + "/current") == contents(build))
     }
 
-    @Test("a seed whose files were overwritten by hand (same sizes, zeros) serves none of their chunks (each is read back against its hash): a player that names it still installs byte-exact, from the origin")
+    @Test(
+        "a seed whose files were overwritten by hand (same sizes, zeros) serves none of their chunks (each is read back against its hash): a player that names it still installs byte-exact, from the origin"
+    )
     func seedDamagedByHand() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
@@ -128,7 +139,9 @@ struct PeerTests {
         let before = nginx.bytesServed(under: "/objects/")
         let started = Date()
         var synced = CLI.Result(status: -1, stdout: "", stderr: "")
-        let root = try player(fixture, "player", remote: nginx.url, sync: ["--peer", peer.url, "--json"], config: config) { synced = $0 }
+        let root = try player(
+            fixture, "player", remote: nginx.url, sync: ["--peer", peer.url, "--json"], config: config
+        ) { synced = $0 }
         let seconds = Date().timeIntervalSince(started)
         return HostileRun(
             report: try lastJSON(synced.stdout), asked: peer.stop(), share: server.counters,
@@ -148,18 +161,23 @@ struct PeerTests {
         if mode == "flip" { #expect(run.dropped?.contains("SHA-256") == true, "\(run.dropped ?? "")") }
     }
 
-    @Test("a peer that holds nothing (404 at once) is asked once per range, never chunk by chunk: its probe and at most one request for each range the sync planned, then the origin serves the build")
+    @Test(
+        "a peer that holds nothing (404 at once) is asked once per range, never chunk by chunk: its probe and at most one request for each range the sync planned, then the origin serves the build"
+    )
     func emptyPeerAskedOncePerRange() throws {
         let run = try Self.hostileRun("empty")
         let ranges = try #require(run.report["requests"] as? Int)
         let chunks = try #require(run.report["chunksFetched"] as? Int)
         #expect(chunks > 2 * (1 + ranges), "the build has many chunks a range: \(chunks) chunks in \(ranges) ranges")
-        #expect(run.asked >= 1 && run.asked <= 1 + ranges, "\(run.asked) requests for \(chunks) chunks in \(ranges) ranges")
+        #expect(
+            run.asked >= 1 && run.asked <= 1 + ranges, "\(run.asked) requests for \(chunks) chunks in \(ranges) ranges")
         #expect(run.exact)
         #expect(run.fromOrigin > 0)
     }
 
-    @Test("a peer that answers every chunk 404 after 1.8 s (just under the 2 s a peer once had) costs a probe, not a wait per chunk: it is asked at most a probe and three times, dropped, and the origin serves the build")
+    @Test(
+        "a peer that answers every chunk 404 after 1.8 s (just under the 2 s a peer once had) costs a probe, not a wait per chunk: it is asked at most a probe and three times, dropped, and the origin serves the build"
+    )
     func latePeerDropped() throws {
         let run = try Self.hostileRun("late404")
         #expect(run.asked >= 1 && run.asked <= 1 + PeerPolicy.strikes, "\(run.asked) requests")
@@ -168,19 +186,25 @@ struct PeerTests {
         #expect(run.fromOrigin > 0)
     }
 
-    @Test("regression: an honest peer with two places, which answers 503 with Retry-After: 1 to any request beyond them, still delivers the build: the sync asks it on two requests at once and owes it nothing for the ones it turned away (one player in four took nothing from a crowded seed)")
+    @Test(
+        "regression: an honest peer with two places, which answers 503 with Retry-After: 1 to any request beyond them, still delivers the build: the sync asks it on two requests at once and owes it nothing for the ones it turned away (one player in four took nothing from a crowded seed)"
+    )
     func crowdedPeerServes() throws {
         // Ranges of 64 KiB at most: many at once, more than the peer's two places.
         let run = try Self.hostileRun("crowded", after: 2, config: ["maxRequestBytes": "64K"])
         #expect((run.report["requests"] as? Int ?? 0) > 4, "\(run.report)")
-        #expect(run.asked > (run.report["chunksFetched"] as? Int ?? 0) + 1, "some requests were turned away: \(run.asked) asked")
+        #expect(
+            run.asked > (run.report["chunksFetched"] as? Int ?? 0) + 1,
+            "some requests were turned away: \(run.asked) asked")
         #expect(run.dropped == nil, "\(run.dropped ?? "")")
         #expect(run.fromOrigin == 0, "the origin sent \(run.fromOrigin) object bytes: \(run.report["peers"] ?? "")")
         #expect(run.exact)
         #expect(run.seconds < 60)
     }
 
-    @Test("a peer that answers every request 503 with Retry-After: 1 is waited for a few seconds in all, then dropped, and the origin serves the build")
+    @Test(
+        "a peer that answers every request 503 with Retry-After: 1 is waited for a few seconds in all, then dropped, and the origin serves the build"
+    )
     func momentPeerDropped() throws {
         let run = try Self.hostileRun("moment")
         #expect(run.dropped?.contains("more than they were worth") == true, "\(run.dropped ?? "not dropped")")
@@ -188,7 +212,9 @@ struct PeerTests {
         #expect(run.fromOrigin > 0)
     }
 
-    @Test("a peer's redirect is never followed: a peer that answers 302 to a share holding every chunk gets no request to that share, delivers nothing, is dropped, and the origin serves the build")
+    @Test(
+        "a peer's redirect is never followed: a peer that answers 302 to a share holding every chunk gets no request to that share, delivers nothing, is dropped, and the origin serves the build"
+    )
     func redirectNotFollowed() throws {
         let run = try Self.hostileRun("redirect")
         #expect(run.asked >= 1, "the peer was asked")
@@ -245,7 +271,8 @@ final class LAN {
 
     init(net: String = "10.\(77 + getpid() % 100).0") throws {
         self.net = net
-        try Self.run("ip link add \(bridge) type bridge && ip addr add \(net).1/24 dev \(bridge) && ip link set \(bridge) up")
+        try Self.run(
+            "ip link add \(bridge) type bridge && ip addr add \(net).1/24 dev \(bridge) && ip link set \(bridge) up")
     }
 
     /// A namespace with address NET.(10 + number) on the bridge.
@@ -280,7 +307,9 @@ final class LAN {
 
 @Suite("LAN peers in network namespaces", .tags(.cli), .enabled(if: LAN.available))
 struct LANPeerTests {
-    @Test("players B and C, each in its own network namespace on one bridge, install from player A's share (bound by default to A's private address, named with --peer) with at most 5% of the build's bytes from the origin, byte-exact")
+    @Test(
+        "players B and C, each in its own network namespace on one bridge, install from player A's share (bound by default to A's private address, named with --peer) with at most 5% of the build's bytes from the origin, byte-exact"
+    )
     func twoPlayersFromOneSeed() throws {
         let lan = try LAN()
         let spaces = try (0..<3).map { try lan.add($0) }
@@ -297,7 +326,9 @@ struct LANPeerTests {
         }
         let roots = (0..<3).map { fixture.directory + "/player\($0)" }
         for (space, root) in zip(spaces, roots) {
-            #expect(try inSpace(space, ["init", "--install", root, "--remote", remote, "--root", fixture.rootMetadata]).status == 0)
+            #expect(
+                try inSpace(space, ["init", "--install", root, "--remote", remote, "--root", fixture.rootMetadata])
+                    .status == 0)
         }
         let seeded = try inSpace(spaces[0], ["sync", "--install", roots[0]])
         #expect(seeded.status == 0, "\(seeded.stdout)")
@@ -316,7 +347,11 @@ struct LANPeerTests {
         }
         let peer = "http://\(lan.address(0)):\(ShareServer.defaultPort)"
         for _ in 0..<100 {
-            if try CLI.runProgram("/usr/sbin/ip", ["netns", "exec", spaces[1], "curl", "-s", "-o", "/dev/null", peer + "/"]).status == 0 { break }
+            if try CLI.runProgram(
+                "/usr/sbin/ip", ["netns", "exec", spaces[1], "curl", "-s", "-o", "/dev/null", peer + "/"]
+            ).status == 0 {
+                break
+            }
             usleep(100_000)
         }
         let total = PeerTests.objectBytes(manifest)
@@ -325,7 +360,9 @@ struct LANPeerTests {
             let synced = try inSpace(space, ["sync", "--install", root, "--peer", peer, "--json"])
             #expect(synced.status == 0, "\(synced.stdout.suffix(2000))")
             let fromOrigin = nginx.bytesServed(under: "/objects/") - before
-            #expect(Double(fromOrigin) <= 0.05 * Double(total), "\(root): \(fromOrigin) of \(total) object bytes from the origin")
+            #expect(
+                Double(fromOrigin) <= 0.05 * Double(total),
+                "\(root): \(fromOrigin) of \(total) object bytes from the origin")
             #expect(try inSpace(space, ["apply", "--install", root]).status == 0)
             #expect(try contents(root + "/current") == contents(build), "\(root) is byte-exact")
         }

@@ -37,7 +37,8 @@ struct ReleaseDay {
 
     /// `patchsync publish` of build 2 (or the folder `build`) into `origin` (the fixture's by default),
     /// with `extra` arguments.
-    func publish2(_ extra: [String], origin: String? = nil, id: String = "2", build: String? = nil) throws -> CLI.Result {
+    func publish2(_ extra: [String], origin: String? = nil, id: String = "2", build: String? = nil) throws -> CLI.Result
+    {
         try CLI.run(
             [
                 "publish", build ?? build2, "--origin", origin ?? fixture.origin, "--build-id", id, "--bundles",
@@ -103,7 +104,9 @@ struct PreloadTests {
         TUFDate.format(Date(timeIntervalSinceNow: seconds))
     }
 
-    @Test("publish → preload → apply refused, launch plays the current build → repo release → sync unlocks with one small request (≤ 64 KiB, no object) → apply: the install equals build 2; the origin reveals no new file name or plaintext before the release (a normal publish does, by the same scan)")
+    @Test(
+        "publish → preload → apply refused, launch plays the current build → repo release → sync unlocks with one small request (≤ 64 KiB, no object) → apply: the install equals build 2; the origin reveals no new file name or plaintext before the release (a normal publish does, by the same scan)"
+    )
     func releaseDay() throws {
         let day = try ReleaseDay()
         defer { day.nginx.stop() }
@@ -112,7 +115,8 @@ struct PreloadTests {
         let keyFile = day.keys + "/content/live/2.key"
         var st = stat()
         #expect(stat(keyFile, &st) == 0 && st.st_mode & 0o077 == 0, "the content key is in the key folder, private")
-        #expect(try day.spoilersFound(in: day.fixture.origin) == "", "the origin reveals nothing of build 2's new content")
+        #expect(
+            try day.spoilersFound(in: day.fixture.origin) == "", "the origin reveals nothing of build 2's new content")
         let control = try Fixture()
         _ = try Repository.create(
             origin: control.directory + "/plain", rootKey: day.fixture.rootKey,
@@ -129,13 +133,17 @@ struct PreloadTests {
         // Publish's estimate for players on build 1 is what they fetch ahead: the sealed manifest and the ranges.
         let estimate = (try lastJSON(published.stdout)["preload"] as? [String: Any])?["routes"] as? [String: Any]
         #expect(
-            (estimate?["1"] as? Int).map(Int64.init) == day.nginx.bytesServed(under: "/objects/") - objectsBeforePreload,
-            "estimated \(String(describing: estimate)); fetched \(day.nginx.bytesServed(under: "/objects/") - objectsBeforePreload)")
+            (estimate?["1"] as? Int).map(Int64.init) == day.nginx.bytesServed(under: "/objects/")
+                - objectsBeforePreload,
+            "estimated \(String(describing: estimate)); fetched \(day.nginx.bytesServed(under: "/objects/") - objectsBeforePreload)"
+        )
         #expect(sync.stdout.contains("\"event\":\"preload\"") && sync.stdout.contains("unlocks"), "\(sync.stdout)")
         let preloaded = day.nginx.bytesServed() - before
         let events = day.fixture.directory + "/preload-events.jsonl"
-        try sync.stdout.split(separator: "\n").dropLast().joined(separator: "\n").write(toFile: events, atomically: true, encoding: .utf8)
-        let planTarget = try #require(try Repository.load(origin: day.fixture.origin).targetFiles["manifests/live/2.json.gz"])
+        try sync.stdout.split(separator: "\n").dropLast().joined(separator: "\n").write(
+            toFile: events, atomically: true, encoding: .utf8)
+        let planTarget = try #require(
+            try Repository.load(origin: day.fixture.origin).targetFiles["manifests/live/2.json.gz"])
         let planFile = day.fixture.origin + "/targets/manifests/live/\(planTarget.hashes["sha256"] ?? "").2.json.gz"
         let (valid, output) = try python(
             """
@@ -148,7 +156,9 @@ struct PreloadTests {
             """, [DiffCLITests.repoRoot + "/manifests", events, planFile])
         #expect(valid == 0 && output.contains("valid"), "the events and the plan follow their schemas: \(output)")
         let status = try CLI.run(["status", "--install", day.root])
-        #expect(status.stdout.contains("preload:  preloaded") && status.stdout.contains("of build 2, unlocks"), "\(status.stdout)")
+        #expect(
+            status.stdout.contains("preload:  preloaded") && status.stdout.contains("of build 2, unlocks"),
+            "\(status.stdout)")
         let api = try #require(try Install.open(at: day.root).status().preload)
         #expect(api.bytesDone == api.bytes && api.bytes > 0 && !api.released)
 
@@ -161,22 +171,30 @@ struct PreloadTests {
         #expect(try Install.open(at: day.root).currentDeployment()?.hasPrefix("1") == true)
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.fixture.directory + "/build-1/")))
 
-        let release = try CLI.run(["repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"])
+        let release = try CLI.run([
+            "repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"
+        ])
         #expect(release.status == 0, "\(release.stderr)")
-        let again = try CLI.run(["repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"])
+        let again = try CLI.run([
+            "repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"
+        ])
         #expect(again.status == 0 && again.stdout.contains("already released"), "\(again.stdout)")
         let objectsBefore = day.nginx.bytesServed(under: "/objects/"), allBefore = day.nginx.bytesServed()
         let unlock = try CLI.run(["sync", "--install", day.root, "--json"])
         #expect(unlock.status == 0, "\(unlock.stderr)")
         #expect(try lastJSON(unlock.stdout)["outcome"] as? String == "ready", "\(unlock.stdout)")
         let afterRelease = day.nginx.bytesServed() - allBefore
-        #expect(day.nginx.bytesServed(under: "/objects/") == objectsBefore, "nothing of the build is fetched after the release")
+        #expect(
+            day.nginx.bytesServed(under: "/objects/") == objectsBefore,
+            "nothing of the build is fetched after the release")
         #expect(afterRelease <= 64 << 10, "after the release: \(afterRelease) bytes (metadata and the key)")
         // Where the bytes came from: the preload store, not the origin (it sent none of the build now).
         let unlocked = try lastJSON(unlock.stdout)
-        #expect(unlocked["bytesFromOrigin"] as? Int == 0 && (unlocked["bytesFromPreload"] as? Int ?? 0) > 0, "\(unlocked)")
+        #expect(
+            unlocked["bytesFromOrigin"] as? Int == 0 && (unlocked["bytesFromPreload"] as? Int ?? 0) > 0, "\(unlocked)")
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
-        #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2")
+        #expect(
+            try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2")
         #expect(try CLI.run(["verify", "--full", "--install", day.root]).status == 0)
         #expect(try Install.open(at: day.root).status().preload == nil)
         let settled = try CLI.run(["sync", "--install", day.root, "--json"])
@@ -184,7 +202,9 @@ struct PreloadTests {
         #expect(preloaded > 0)
     }
 
-    @Test("refused with exit 65, nothing changed: a release time in the past at publish; apply while this clock is past the release time that signed metadata has not released (faketime); the cron job's refresh releases on time without the targets key")
+    @Test(
+        "refused with exit 65, nothing changed: a release time in the past at publish; apply while this clock is past the release time that signed metadata has not released (faketime); the cron job's refresh releases on time without the targets key"
+    )
     func clockAndCron() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -201,12 +221,15 @@ struct PreloadTests {
         #expect(
             ahead.status == 65 && ahead.stderr.contains("signed metadata has not released it")
                 && ahead.stderr.contains("not this clock"), "\(ahead.status) \(ahead.stderr)")
-        #expect(try Install.open(at: day.root).currentDeployment()?.hasPrefix("1") == true, "the live tree is untouched")
+        #expect(
+            try Install.open(at: day.root).currentDeployment()?.hasPrefix("1") == true, "the live tree is untouched")
         let aheadSync = try runLater(days: 2, ["sync", "--install", day.root, "--json"])
         #expect(aheadSync.status == 0 && aheadSync.stdout.contains("\"outcome\":\"preloaded\""), "\(aheadSync.stdout)")
 
         // The cron job, two hours later, with only the online key (and the key folder's content/).
-        let early = try CLI.run(["repo", "refresh", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key", "--json"])
+        let early = try CLI.run([
+            "repo", "refresh", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key", "--json"
+        ])
         #expect(early.status == 0 && early.stdout.contains("\"released\":[]"), "\(early.stdout)")
         let due = try CLI.runProgram(
             "/usr/bin/faketime",
@@ -215,14 +238,18 @@ struct PreloadTests {
                 day.fixture.origin, "--online-key", day.keys + "/online.key", "--json"
             ])
         #expect(
-            due.status == 0 && (due.stdout.contains("\"released\":[\"live\\/2\"]") || due.stdout.contains("\"released\":[\"live/2\"]")),
+            due.status == 0
+                && (due.stdout.contains("\"released\":[\"live\\/2\"]")
+                    || due.stdout.contains("\"released\":[\"live/2\"]")),
             "\(due.stdout) \(due.stderr)")
         #expect(try CLI.run(["sync", "--install", day.root, "--quiet"]).status == 0)
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
         #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")))
     }
 
-    @Test("pending preloads never count toward prune's --keep nor are unlisted by it: with build 1 and preloads 2 and 3, --keep 1 keeps all three")
+    @Test(
+        "pending preloads never count toward prune's --keep nor are unlisted by it: with build 1 and preloads 2 and 3, --keep 1 keeps all three"
+    )
     func prunePendingPreloads() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -232,11 +259,14 @@ struct PreloadTests {
         let keys = ["--targets-key", day.keys + "/targets.key", "--online-key", day.keys + "/online.key"]
         let prune = try CLI.run(["repo", "prune", "--origin", day.fixture.origin, "--keep", "1", "--grace", "0"] + keys)
         #expect(prune.status == 0, "\(prune.stderr)")
-        let listed = Set(try Repository.load(origin: day.fixture.origin).targetFiles.values.compactMap { $0.custom?.buildId })
+        let listed = Set(
+            try Repository.load(origin: day.fixture.origin).targetFiles.values.compactMap { $0.custom?.buildId })
         #expect(listed == ["1", "2", "3"], "prune unlisted \(Set(["1", "2", "3"]).subtracting(listed))")
     }
 
-    @Test("releasing the older of two preloads keeps the newer one's ranges: the sync that stages the older deletes none of them and fetches none again")
+    @Test(
+        "releasing the older of two preloads keeps the newer one's ranges: the sync that stages the older deletes none of them and fetches none again"
+    )
     func olderReleasedKeepsNewer() throws {
         let day = try ReleaseDay(scale: 0.005)
         defer { day.nginx.stop() }
@@ -250,7 +280,9 @@ struct PreloadTests {
         #expect(newer.buildId == "3" && newer.bytesDone == newer.bytes && newer.bytes > 0)
         let held = try Self.preloadFiles(day.root)
 
-        let release = try CLI.run(["repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"])
+        let release = try CLI.run([
+            "repo", "release", "2", "--origin", day.fixture.origin, "--online-key", day.keys + "/online.key"
+        ])
         #expect(release.status == 0, "\(release.stderr)")
         let second = try CLI.run(["sync", "--install", day.root, "--json"])
         #expect(second.status == 0, "\(second.stderr)")
@@ -261,7 +293,8 @@ struct PreloadTests {
         let still = try #require(try Install.open(at: day.root).status().preload)
         #expect(still.buildId == "3" && still.bytesDone == still.bytes && !still.released)
         #expect(try CLI.run(["apply", "--install", day.root]).status == 0)
-        #expect(try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2")
+        #expect(
+            try treeListing(day.root + "/current/") == (try treeListing(day.build2 + "/")), "the install is build 2")
     }
 
     /// The files of an install's preload store, each with its inode and modification time: one deleted
@@ -287,8 +320,12 @@ struct PreloadTests {
         /// Bytes in the preload folder: complete ranges and parts.
         func held() -> Int64 {
             let folder = day.root + "/.patchsync/preload"
-            return ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { !$0.hasPrefix("plan.") }
-                .reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: folder + "/" + $1)[.size] as? Int64) ?? 0) }
+            return ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter {
+                !$0.hasPrefix("plan.")
+            }
+            .reduce(0) {
+                $0 + ((try? FileManager.default.attributesOfItem(atPath: folder + "/" + $1)[.size] as? Int64) ?? 0)
+            }
         }
         for _ in 0..<1500 where sync.process.isRunning && held() < 1_000_000 { usleep(20_000) }
         kill(sync.process.processIdentifier, SIGTERM)
@@ -298,7 +335,9 @@ struct PreloadTests {
         let kept = held()
         #expect(kept >= 1_000_000 && kept < partial.bytes, "stopped part way: \(kept) of \(partial.bytes)")
         let resumed = try CLI.run(["sync", "--install", day.root, "--discretionary", "--json"])
-        #expect(resumed.status == 0 && resumed.stdout.contains("\"outcome\":\"preloaded\""), "\(resumed.stdout) \(resumed.stderr)")
+        #expect(
+            resumed.status == 0 && resumed.stdout.contains("\"outcome\":\"preloaded\""),
+            "\(resumed.stdout) \(resumed.stderr)")
         let total = try #require(try Install.open(at: day.root).status().preload)
         #expect(total.bytesDone == total.bytes)
         let received = try #require(try lastJSON(resumed.stdout)["bytesReceived"] as? Int)

@@ -16,7 +16,9 @@ struct ProgressTests {
 
         var spiky = steady
         spiky.add(seconds: 11, done: 10_000_000 + 11_000_000)  // one second at 11 MB/s
-        #expect(spiky.bytesPerSecond > 1_000_000 && spiky.bytesPerSecond < 5_000_000, "one burst moves the rate only part way")
+        #expect(
+            spiky.bytesPerSecond > 1_000_000 && spiky.bytesPerSecond < 5_000_000,
+            "one burst moves the rate only part way")
 
         var stalled = RateEstimator()
         stalled.add(seconds: 0, done: 0)
@@ -63,7 +65,9 @@ struct ProgressTests {
         #expect(stderr.contains("on file:///nonexistent-mirror failed"), "\(stderr)")
     }
 
-    @Test("sync --json prints one event per line that validates against manifests/events.schema.json, then the result; --quiet prints no progress")
+    @Test(
+        "sync --json prints one event per line that validates against manifests/events.schema.json, then the result; --quiet prints no progress"
+    )
     func jsonEvents() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.01), id: "1")

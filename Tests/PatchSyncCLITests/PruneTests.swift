@@ -10,7 +10,8 @@ struct PruneTests {
         Set(
             try FileManager.default.subpathsOfDirectory(atPath: origin).filter {
                 var isDirectory: ObjCBool = false
-                return FileManager.default.fileExists(atPath: origin + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+                return FileManager.default.fileExists(atPath: origin + "/" + $0, isDirectory: &isDirectory)
+                    && !isDirectory.boolValue
                     && !$0.hasPrefix(".")
             })
     }
@@ -32,7 +33,8 @@ struct PruneTests {
     /// `stdout` keeps only its JSON line (warnings, on stderr, go to `stderr`).
     static func weekLater(_ arguments: [String]) throws -> CLI.Result {
         ShiftedClock.removeStaleSemaphores()
-        var result = try CLI.runProgram("/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", "+8d", CLI.executable] + arguments)
+        var result = try CLI.runProgram(
+            "/usr/bin/env", ["NO_FAKE_STAT=1", "/usr/bin/faketime", "-f", "+8d", CLI.executable] + arguments)
         let lines = result.stdout.split(separator: "\n")
         result.stderr = lines.filter { !$0.hasPrefix("{") }.joined(separator: "\n")
         result.stdout = lines.filter { $0.hasPrefix("{") }.joined(separator: "\n")
@@ -52,14 +54,19 @@ struct PruneTests {
     static func thirdBuild(_ fixture: Fixture) throws -> String {
         let two = try fixture.sampleBuild(2, scale: 0.003), three = fixture.directory + "/build-3"
         try FileManager.default.copyItem(atPath: two, toPath: three)
-        try Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7919 >> 3) }).write(to: URL(fileURLWithPath: three + "/added-in-3.bin"))
+        try Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7919 >> 3) }).write(
+            to: URL(fileURLWithPath: three + "/added-in-3.bin"))
         return three
     }
 
-    @Test("repo prune unlists builds beyond --keep but keeps every byte a client of the last --grace could ask for; once the grace has passed it frees what no listed build needs, and players still install and verify the kept builds")
+    @Test(
+        "repo prune unlists builds beyond --keep but keeps every byte a client of the last --grace could ask for; once the grace has passed it frees what no listed build needs, and players still install and verify the kept builds"
+    )
     func keepsWhatClientsNeed() throws {
         let fixture = try Fixture()
-        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let keys = [
+            "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ]
         let prune = ["repo", "prune", "--origin", fixture.origin, "--json"]
         try fixture.publish(try Self.zerothBuild(fixture), id: "0")
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
@@ -71,7 +78,9 @@ struct PruneTests {
         for (path, file) in before { neededBefore.formUnion(try Self.needs(fixture.origin, path, file)) }
 
         let refused = try CLI.run(prune + ["--keep", "1"])
-        #expect(refused.status == 64 && refused.stdout.contains("--targets-key"), "unlisting needs the targets key: \(refused.stdout)")
+        #expect(
+            refused.status == 64 && refused.stdout.contains("--targets-key"),
+            "unlisting needs the targets key: \(refused.stdout)")
 
         // Within the grace period: builds 0, 1 and 2 are unlisted, and nothing any of the five needs goes.
         let first = try CLI.run(prune + ["--keep", "1", "--grace", "7d"] + keys)
@@ -91,14 +100,18 @@ struct PruneTests {
         let gone = try Self.weekLater(prune + ["--keep", "1"])
         #expect(gone.status == 0, "\(gone.stderr)")
         // (Each line says when it was written: the times differ.)
-        let untimed = { (text: String) in text.replacingOccurrences(of: #""time":"[^"]*""#, with: "", options: .regularExpression) }
+        let untimed = { (text: String) in
+            text.replacingOccurrences(of: #""time":"[^"]*""#, with: "", options: .regularExpression)
+        }
         #expect(
-            untimed(gone.stdout) == untimed(dry.stdout.replacingOccurrences(of: "\"dryRun\":true", with: "\"dryRun\":false")),
+            untimed(gone.stdout)
+                == untimed(dry.stdout.replacingOccurrences(of: "\"dryRun\":true", with: "\"dryRun\":false")),
             "the dry run reported exactly what the prune did")
         let after = try Self.files(fixture.origin)
         var neededAfter = Set<String>()
         for (path, file) in listed { neededAfter.formUnion(try Self.needs(fixture.origin, path, file)) }
-        #expect(neededAfter.isSubset(of: after), "a listed build lost \(neededAfter.subtracting(after).sorted().prefix(5))")
+        #expect(
+            neededAfter.isSubset(of: after), "a listed build lost \(neededAfter.subtracting(after).sorted().prefix(5))")
         let removedObjects = present.subtracting(after).filter { $0.hasPrefix("objects/") }
         #expect(!removedObjects.isEmpty && removedObjects.isDisjoint(with: neededAfter))
         #expect(
@@ -112,7 +125,9 @@ struct PruneTests {
                 "metadata/\(repo.snapshotVersion).snapshot.json", "metadata/\(repo.targetsVersion).targets.json"
             ],
             "old snapshot and targets versions are gone, root versions stay: \(metadata.sorted())")
-        let freed = try #require(try JSONSerialization.jsonObject(with: Data(gone.stdout.utf8)) as? [String: Any])["bytesFreed"] as? Int
+        let freed =
+            try #require(try JSONSerialization.jsonObject(with: Data(gone.stdout.utf8)) as? [String: Any])["bytesFreed"]
+            as? Int
         #expect((freed ?? 0) > 100_000, "\(gone.stdout.prefix(300))")
 
         // A fresh player installs build 3 from the pruned origin; python-tuf's view is checked elsewhere.
@@ -124,14 +139,21 @@ struct PruneTests {
         let verify = try CLI.run(["verify", "--install", install.root, "--full"])
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
         let again = try Self.weekLater(prune + ["--keep", "1"])
-        #expect(again.status == 0 && again.stdout.contains("\"bytesFreed\":0"), "a second prune has nothing left to do: \(again.stdout.prefix(300))")
+        #expect(
+            again.status == 0 && again.stdout.contains("\"bytesFreed\":0"),
+            "a second prune has nothing left to do: \(again.stdout.prefix(300))")
     }
 
-    @Test("regression: a dry run of a prune that unlists builds says what the run frees (it kept them as if still listed: 920 KiB said, 100 MiB freed), with no grace and within one; the output explains the grace")
+    @Test(
+        "regression: a dry run of a prune that unlists builds says what the run frees (it kept them as if still listed: 920 KiB said, 100 MiB freed), with no grace and within one; the output explains the grace"
+    )
     func dryRunOfUnlisting() throws {
         for grace in ["0", "7d"] {
             let fixture = try Fixture()
-            let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+            let keys = [
+                "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key",
+                fixture.keyDirectory + "/online.key"
+            ]
             try fixture.publish(try Self.zerothBuild(fixture), id: "0")
             try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
             try fixture.publish(try Self.thirdBuild(fixture), id: "3")
@@ -148,45 +170,70 @@ struct PruneTests {
                 return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             }
             let said = try report(dry.stdout), did = try report(real.stdout)
-            let removed = { (r: [String: Any]) in ((r["removed"] as? [[String: Any]]) ?? []).compactMap { $0["path"] as? String } }
+            let removed = { (r: [String: Any]) in
+                ((r["removed"] as? [[String: Any]]) ?? []).compactMap { $0["path"] as? String }
+            }
             #expect(removed(said) == removed(did), "--grace \(grace): the dry run named the files the run removed")
-            #expect(said["bytesFreed"] as? Int == did["bytesFreed"] as? Int && said["held"] as? [String] == did["held"] as? [String])
+            #expect(
+                said["bytesFreed"] as? Int == did["bytesFreed"] as? Int
+                    && said["held"] as? [String] == did["held"] as? [String])
             #expect(said["listed"] as? [String] == ["live/3"] && said["unlisted"] as? [String] == ["live/0", "live/1"])
             if grace == "0" {
-                #expect(removed(did).contains { $0.hasPrefix("objects/") }, "with no grace build 0's own content goes: \(removed(did))")
+                #expect(
+                    removed(did).contains { $0.hasPrefix("objects/") },
+                    "with no grace build 0's own content goes: \(removed(did))")
             } else {
                 #expect(did["held"] as? [String] == ["live/0", "live/1"])
-                #expect(human.stdout.contains("held for the grace period: live/0, live/1") && human.stdout.contains("in the last 7d"), "\(human.stdout)")
+                #expect(
+                    human.stdout.contains("held for the grace period: live/0, live/1")
+                        && human.stdout.contains("in the last 7d"), "\(human.stdout)")
             }
         }
     }
 
-    @Test("a publish, refresh or prune waits its turn: while one holds the origin's lock the others exit 75 and write nothing; with --wait they take their turn when it ends, or exit 75 at the deadline")
+    @Test(
+        "a publish, refresh or prune waits its turn: while one holds the origin's lock the others exit 75 and write nothing; with --wait they take their turn when it ends, or exit 75 at the deadline"
+    )
     func originLock() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
         let files = try Self.files(fixture.origin)
         var lock: OriginLock? = try OriginLock(origin: fixture.origin, purpose: "this test")
-        let refresh = try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"])
+        let refresh = try CLI.run([
+            "repo", "refresh", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"
+        ])
         #expect(refresh.status == 75 && refresh.stderr.contains("is locked"), "\(refresh.stderr)")
         let prune = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "0"])
         #expect(prune.status == 75, "\(prune.stderr)")
         #expect(throws: PatchSyncError.self) { try fixture.publish(try fixture.sampleBuild(2, scale: 0.002), id: "2") }
         #expect(try Self.files(fixture.origin) == files, "nothing was written")
-        let waited = try CLI.run(["repo", "refresh", "--wait", "1s", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"])
-        #expect(waited.status == 75 && waited.stderr.contains("waited 1 s"), "--wait gives up at its deadline: \(waited.stderr)")
+        let waited = try CLI.run([
+            "repo", "refresh", "--wait", "1s", "--origin", fixture.origin, "--online-key",
+            fixture.keyDirectory + "/online.key"
+        ])
+        #expect(
+            waited.status == 75 && waited.stderr.contains("waited 1 s"),
+            "--wait gives up at its deadline: \(waited.stderr)")
         // With --wait, the command takes its turn once the holder finishes.
-        let queued = try CLI.start(["repo", "refresh", "--wait", "60s", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"])
+        let queued = try CLI.start([
+            "repo", "refresh", "--wait", "60s", "--origin", fixture.origin, "--online-key",
+            fixture.keyDirectory + "/online.key"
+        ])
         Thread.sleep(forTimeInterval: 1)
         #expect(queued.process.isRunning, "it waits for the lock")
         #expect(lock != nil)
         lock = nil
         queued.process.waitUntilExit()
         #expect(queued.process.terminationStatus == 0)
-        #expect(try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"]).status == 0)
+        #expect(
+            try CLI.run([
+                "repo", "refresh", "--origin", fixture.origin, "--online-key", fixture.keyDirectory + "/online.key"
+            ]).status == 0)
     }
 
-    @Test("the grace runs from when a targets version stopped being current (its successor's write), not from its own write: versions ten days old, succeeded now, keep build 0's manifest and objects under --grace 7d; with --grace 0s they go")
+    @Test(
+        "the grace runs from when a targets version stopped being current (its successor's write), not from its own write: versions ten days old, succeeded now, keep build 0's manifest and objects under --grace 7d; with --grace 0s they go"
+    )
     func graceFromSuccessor() throws {
         let fixture = try Fixture()
         try fixture.publish(try Self.zerothBuild(fixture), id: "0")
@@ -199,8 +246,11 @@ struct PruneTests {
         for path in try FileManager.default.subpathsOfDirectory(atPath: fixture.origin) {
             try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: fixture.origin + "/" + path)
         }
-        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
-        let prune = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "7d", "--json"] + keys)
+        let keys = [
+            "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ]
+        let prune = try CLI.run(
+            ["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "7d", "--json"] + keys)
         #expect(prune.status == 0, "\(prune.stderr)")
         let lost = needed.subtracting(try Self.files(fixture.origin))
         #expect(lost.isEmpty, "a client that read targets until now may still fetch build 0: \(lost.sorted())")
@@ -212,16 +262,23 @@ struct PruneTests {
         #expect(!only0.subtracting(try Self.files(fixture.origin)).isEmpty, "with no grace, build 0's own files go")
     }
 
-    @Test("regression: a prune stopped after deleting a manifest that an older targets version lists is finished by a prune with a longer grace (it read that manifest and failed with 74)")
+    @Test(
+        "regression: a prune stopped after deleting a manifest that an older targets version lists is finished by a prune with a longer grace (it read that manifest and failed with 74)"
+    )
     func longerGraceAfterStoppedPrune() throws {
         let fixture = try Fixture()
         try fixture.publish(try Self.zerothBuild(fixture), id: "0")
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
-        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let keys = [
+            "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ]
         let repo = try Repository.load(origin: fixture.origin)
         let zero = try #require(repo.targetFiles.first { $0.value.custom?.buildId == "0" })
-        let manifest = try #require(try Self.needs(fixture.origin, zero.key, zero.value).first { $0.hasPrefix("targets/") })
-        #expect(try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "7d"] + keys).status == 0)
+        let manifest = try #require(
+            try Self.needs(fixture.origin, zero.key, zero.value).first { $0.hasPrefix("targets/") })
+        #expect(
+            try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "7d"] + keys).status
+                == 0)
         // What a prune with no grace, stopped half way, leaves: build 0's manifest gone, older metadata still there.
         try FileManager.default.removeItem(atPath: fixture.origin + "/" + manifest)
         let longer = try CLI.run(["repo", "prune", "--origin", fixture.origin, "--keep", "1", "--grace", "30d"] + keys)

@@ -31,7 +31,8 @@ struct ReadmeTests {
         for heading in ["For release engineers", "For launcher integrators", "For operators"] {
             let script = try Self.block(under: heading)
             if heading == "For launcher integrators" {  // the game ships the root it trusts
-                try FileManager.default.copyItem(atPath: work + "/origin/metadata/root.json", toPath: work + "/root.json")
+                try FileManager.default.copyItem(
+                    atPath: work + "/origin/metadata/root.json", toPath: work + "/root.json")
             }
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
@@ -49,10 +50,13 @@ struct ReadmeTests {
         #expect(FileManager.default.fileExists(atPath: work + "/patch.html"))
         #expect(try Install.open(at: work + "/game").currentBuild() == "1.4.2+873")
         let puts = bucket.requests().filter { $0.method == "PUT" && $0.path.hasPrefix("/game/forest/") }
-        #expect(puts.last?.path == "/game/forest/metadata/timestamp.json", "the walkthrough uploaded, timestamp.json last")
+        #expect(
+            puts.last?.path == "/game/forest/metadata/timestamp.json", "the walkthrough uploaded, timestamp.json last")
     }
 
-    @Test("the release day's commands run as written (with a release time of tomorrow): preload published and uploaded, released by hand, the key in the bucket")
+    @Test(
+        "the release day's commands run as written (with a release time of tomorrow): preload published and uploaded, released by hand, the key in the bucket"
+    )
     func releaseDay() throws {
         let fixture = try Fixture()
         let work = fixture.directory + "/release-day"
@@ -75,25 +79,32 @@ struct ReadmeTests {
         let start = try #require(section.range(of: "```sh\n"))
         let end = try #require(section.range(of: "\n```", range: start.upperBound..<section.endIndex))
         let tomorrow = TUFDate.format(Date(timeIntervalSinceNow: 86400))
-        let script = String(section[start.upperBound..<end.lowerBound]).replacingOccurrences(of: "2026-12-01T17:00:00Z", with: tomorrow)
+        let script = String(section[start.upperBound..<end.lowerBound]).replacingOccurrences(
+            of: "2026-12-01T17:00:00Z", with: tomorrow)
         let environment = [
             "PATH": CLI.productsDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
             "KEYS": keys, "ORIGIN": origin, "NEXT_BUILD": try fixture.sampleBuild(2, scale: 0.005),
             "BUCKET": "s3://\(bucket.bucket)/forest", "ENDPOINT": bucket.endpoint
         ].merging(bucket.credentials) { a, _ in a }
-        let result = try CLI.runProgram("/usr/bin/env", ["-i"] + environment.map { "\($0)=\($1)" } + ["/bin/sh", "-e", "-c", script])
+        let result = try CLI.runProgram(
+            "/usr/bin/env", ["-i"] + environment.map { "\($0)=\($1)" } + ["/bin/sh", "-e", "-c", script])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         let repo = try Repository.load(origin: origin)
         #expect(repo.isReleased(channel: "live", build: "1.5"))
         #expect(FileManager.default.fileExists(atPath: keys + "/content/live/1.5.key"))
         let puts = bucket.requests().filter { $0.method == "PUT" }.map(\.path)
-        #expect(puts.contains { $0.hasPrefix("/game/forest/targets/releases/live/") && $0.hasSuffix(".1.5.key") }, "\(puts)")
+        #expect(
+            puts.contains { $0.hasPrefix("/game/forest/targets/releases/live/") && $0.hasSuffix(".1.5.key") }, "\(puts)"
+        )
         #expect(puts.last == "/game/forest/metadata/timestamp.json")
     }
 
     @Test("shell completions and the man pages' source list every verb")
     func completionsAndManual() throws {
-        let verbs = ["keygen", "repo", "rotate-root", "prune", "release", "publish", "upload", "diff", "init", "sync", "apply", "launch", "rollback", "verify", "status"]
+        let verbs = [
+            "keygen", "repo", "rotate-root", "prune", "release", "publish", "upload", "diff", "init", "sync", "apply",
+            "launch", "rollback", "verify", "status"
+        ]
         for shell in ["bash", "zsh", "fish"] {
             let script = try CLI.run(["--generate-completion-script", shell])
             #expect(script.status == 0)
@@ -101,6 +112,10 @@ struct ReadmeTests {
         }
         let dump = try CLI.run(["--experimental-dump-help"])  // what `make man` renders
         #expect(dump.status == 0)
-        for verb in verbs { #expect(dump.stdout.contains("\"commandName\" : \"\(verb)\"") || dump.stdout.contains("\"commandName\":\"\(verb)\"")) }
+        for verb in verbs {
+            #expect(
+                dump.stdout.contains("\"commandName\" : \"\(verb)\"")
+                    || dump.stdout.contains("\"commandName\":\"\(verb)\""))
+        }
     }
 }

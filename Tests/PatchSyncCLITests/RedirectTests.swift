@@ -38,6 +38,8 @@ struct RedirectTests {
         #expect(result.status == 69, "\(result.stderr)")
         #expect(result.stderr.contains("redirect"), "\(result.stderr)")
         let requests = looping.requests().count
-        #expect(requests >= 6 && requests <= 8 * 6, "\(requests) requests: 1 + 5 redirects per attempt, a failure streak of 8")
+        #expect(
+            requests >= 6 && requests <= 8 * 6,
+            "\(requests) requests: 1 + 5 redirects per attempt, a failure streak of 8")
     }
 }

@@ -37,7 +37,9 @@ import Testing
 struct ReleaseHistoryTests {
     static let shards = 4
     static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_SEQUENCES"] ?? "") ?? 24 }
-    static var baseSeed: UInt64 { UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_SEED"] ?? "") ?? 20261126 }
+    static var baseSeed: UInt64 {
+        UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_SEED"] ?? "") ?? 20261126
+    }
 
     @Test(
         "every listed build installs byte-exact on every channel, python-tuf downloads every listed target, every pending preload can be released, no key is lost, nothing a listed build, a preload or a client within the grace needs is deleted, no metadata expires within the refresh horizon, and no command fails but where the model says it refuses",
@@ -70,7 +72,8 @@ struct ReleaseHistoryTests {
         }
         print(
             "release history shard \(shard): \(ran) sequences, \(steps) steps (\(installs) builds installed by players, "
-                + "\(releases) preloads released, \(uploads) uploads to S3, \(refusals) refusals the model predicted), all invariants held")
+                + "\(releases) preloads released, \(uploads) uploads to S3, \(refusals) refusals the model predicted), all invariants held"
+        )
         #expect(ran == 0 || installs > 0, "no player ever installed a build: the model checked nothing")
     }
 }
@@ -108,17 +111,22 @@ enum HistoryOp: CustomStringConvertible, Equatable {
 
     var description: String {
         switch self {
-        case .publish(let channel, let bundles): return "publish the next build on \(channel)" + (bundles ? " with a bundles file" : "")
+        case .publish(let channel, let bundles):
+            return "publish the next build on \(channel)" + (bundles ? " with a bundles file" : "")
         case .preload(let channel, let days, let bundles):
-            return "publish the next build on \(channel) as a preload released in \(days) days" + (bundles ? ", with a bundles file" : "")
-        case .promote(let from, let to, let pick): return "repo promote (\(from)'s build #\(pick), newest first) --from \(from) --to \(to)"
+            return "publish the next build on \(channel) as a preload released in \(days) days"
+                + (bundles ? ", with a bundles file" : "")
+        case .promote(let from, let to, let pick):
+            return "repo promote (\(from)'s build #\(pick), newest first) --from \(from) --to \(to)"
         case .rollback(let channel): return "repo rollback --channel \(channel)"
-        case .withdraw(let channel, let pick): return "repo withdraw (\(channel)'s build #\(pick), newest first) --channel \(channel)"
+        case .withdraw(let channel, let pick):
+            return "repo withdraw (\(channel)'s build #\(pick), newest first) --channel \(channel)"
         case .prune(let keep, let grace, let kill):
             return "repo prune --keep \(keep) --grace \(grace)d" + (kill.map { ", killed at its unlink #\($0)" } ?? "")
         case .release(let channel): return "repo release (the oldest pending preload of \(channel))"
         case .refresh: return "repo refresh"
-        case .renew(let root, let targets): return "repo renew" + (root ? " --root-key" : "") + (targets ? " --targets-key --online-key" : "")
+        case .renew(let root, let targets):
+            return "repo renew" + (root ? " --root-key" : "") + (targets ? " --targets-key --online-key" : "")
         case .rotateRoot(let rotation): return "repo rotate-root: new \(rotation.rawValue) key(s)"
         case .advance(let days): return "the clock moves \(days) days on (refresh job, repo check, renewals)"
         case .catchUp(let channel): return "the player left behind on \(channel): sync && apply"
@@ -151,8 +159,10 @@ struct HistoryEntry: Equatable {
             rollbackFrom: rollbackFrom.map { "\($0)" })
     }
 
-    static func summary(build: String, preload: Bool, released: Bool, withdrawn: Bool, rollbackFrom: String?) -> String {
-        build + (preload ? (released ? " (released preload)" : " (pending preload)") : "") + (withdrawn ? " (withdrawn)" : "")
+    static func summary(build: String, preload: Bool, released: Bool, withdrawn: Bool, rollbackFrom: String?) -> String
+    {
+        build + (preload ? (released ? " (released preload)" : " (pending preload)") : "")
+            + (withdrawn ? " (withdrawn)" : "")
             + (rollbackFrom.map { " (back from \($0))" } ?? "")
     }
 }
@@ -199,27 +209,40 @@ struct HistoryModel {
     }
 
     /// Lists `build` on `channel` as its newest build (replacing its earlier listing there).
-    mutating func list(_ build: Int, on channel: String, releaseDay: Int? = nil, released: Bool = false, rollbackFrom: Int? = nil) {
+    mutating func list(
+        _ build: Int, on channel: String, releaseDay: Int? = nil, released: Bool = false, rollbackFrom: Int? = nil
+    ) {
         order += 1
         newestEver[channel] = order
         unlist(build, from: channel)
         entries[channel, default: []].append(
-            HistoryEntry(build: build, order: order, releaseDay: releaseDay, released: released, rollbackFrom: rollbackFrom))
+            HistoryEntry(
+                build: build, order: order, releaseDay: releaseDay, released: released, rollbackFrom: rollbackFrom))
     }
 
     /// Lists `build` as the channel's newest, then `waiting` (its pending preloads that were above the current
     /// build) again above it, oldest first, as the help pages say: a hotfix, promote or rollback never
     /// strands a preload, and what players preloaded stays valid.
-    mutating func list(_ entry: HistoryEntry, on channel: String, rollbackFrom: Int? = nil, above waiting: [HistoryEntry]) {
-        list(entry.build, on: channel, releaseDay: entry.releaseDay, released: entry.released, rollbackFrom: rollbackFrom)
-        for preload in waiting.sorted(by: { $0.order < $1.order }) { list(preload.build, on: channel, releaseDay: preload.releaseDay) }
+    mutating func list(
+        _ entry: HistoryEntry, on channel: String, rollbackFrom: Int? = nil, above waiting: [HistoryEntry]
+    ) {
+        list(
+            entry.build, on: channel, releaseDay: entry.releaseDay, released: entry.released, rollbackFrom: rollbackFrom
+        )
+        for preload in waiting.sorted(by: { $0.order < $1.order }) {
+            list(preload.build, on: channel, releaseDay: preload.releaseDay)
+        }
     }
 
     /// Signed targets changed: each channel's record follows (a withdrawal is told until the channel lists
     /// an installable build again; `emptying` is the channel a withdraw just emptied).
     mutating func committed(emptying: String? = nil) {
         for channel in Self.channels {
-            if channel == emptying { withdrawnRecord.insert(channel) } else if current(channel) != nil { withdrawnRecord.remove(channel) }
+            if channel == emptying {
+                withdrawnRecord.insert(channel)
+            } else if current(channel) != nil {
+                withdrawnRecord.remove(channel)
+            }
         }
     }
 
@@ -246,7 +269,9 @@ struct HistoryModel {
     /// `keep` (pending preloads never count and are never unlisted).
     mutating func unlistBeyond(keep: Int) {
         for channel in Self.channels {
-            for entry in listed(channel).filter(\.installable).dropFirst(max(1, keep)) { unlist(entry.build, from: channel) }
+            for entry in listed(channel).filter(\.installable).dropFirst(max(1, keep)) {
+                unlist(entry.build, from: channel)
+            }
         }
     }
 }
@@ -287,7 +312,8 @@ struct HistorySetupError: Error, CustomStringConvertible {
 /// One release history run against a fresh origin served by nginx, with four players.
 struct HistoryRun {
     static let repoRoot =
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
     static var python: String { repoRoot + "/.venv-tuf/bin/python" }
     static var client: String { repoRoot + "/Tests/Interop/tuf_history_client.py" }
     /// Files stay small: the histories exercise the repository, not the transfer.
@@ -337,12 +363,20 @@ struct HistoryRun {
         ).write(to: URL(fileURLWithPath: bundlesFile))
         trace = ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_TRACE"] != nil
         let keys = fixture.keyDirectory
-        model = HistoryModel(keys: HistoryKeys(root: keys + "/root.key", targets: keys + "/targets.key", online: keys + "/online.key"))
+        model = HistoryModel(
+            keys: HistoryKeys(root: keys + "/root.key", targets: keys + "/targets.key", online: keys + "/online.key"))
         for channel in HistoryModel.channels {
             for follows in [true, false] {
-                let player = HistoryPlayer(channel: channel, follows: follows, root: fixture.directory + "/\(channel)-\(follows ? "follower" : "laggard")")
-                let created = try CLI.run(["init", "--install", player.root, "--remote", nginx.url + "/origin", "--root", shippedRoot, "--channel", channel])
-                guard created.status == 0 else { throw HistorySetupError(description: "init of the \(player.name) player: \(created.stderr)") }
+                let player = HistoryPlayer(
+                    channel: channel, follows: follows,
+                    root: fixture.directory + "/\(channel)-\(follows ? "follower" : "laggard")")
+                let created = try CLI.run([
+                    "init", "--install", player.root, "--remote", nginx.url + "/origin", "--root", shippedRoot,
+                    "--channel", channel
+                ])
+                guard created.status == 0 else {
+                    throw HistorySetupError(description: "init of the \(player.name) player: \(created.stderr)")
+                }
                 players.append(player)
             }
         }
@@ -355,7 +389,14 @@ struct HistoryRun {
         var rng = SeededRandom(seed: seed ^ 0x4157_0E11_5EED)
         let weighted: [(Int, (inout SeededRandom) -> HistoryOp)] = [
             (5, { .publish(channel: Self.channel(&$0), bundles: $0.next() % 2 == 0) }),
-            (3, { .preload(channel: Self.channel(&$0), releaseIn: [1, 2, 5, 30][Int($0.next() % 4)], bundles: $0.next() % 2 == 0) }),
+            (
+                3,
+                {
+                    .preload(
+                        channel: Self.channel(&$0), releaseIn: [1, 2, 5, 30][Int($0.next() % 4)],
+                        bundles: $0.next() % 2 == 0)
+                }
+            ),
             (2, { Self.promotion(&$0) }),
             (2, { .rollback(channel: Self.channel(&$0)) }),
             (2, { .withdraw(channel: Self.channel(&$0), pick: Int($0.next() % 8)) }),
@@ -410,18 +451,22 @@ struct HistoryRun {
         for (index, op) in ops.enumerated() {
             stepNumber = index + 1
             if trace {
-                let listing = HistoryModel.channels.map { "\($0): \(model.listed($0).map(\.summary))" }.joined(separator: "; ")
+                let listing = HistoryModel.channels.map { "\($0): \(model.listed($0).map(\.summary))" }.joined(
+                    separator: "; ")
                 print("seed \(seed) step \(stepNumber), day \(model.day): \(op); \(listing)")
             }
             times = FileTimes.read(fixture.origin)
             if let broken = try perform(op) { return "step \(stepNumber) (\(op)), day \(model.day): \(broken)" }
-            if let broken = try check(after: op) { return "after step \(stepNumber) (\(op)), day \(model.day): \(broken)" }
+            if let broken = try check(after: op) {
+                return "after step \(stepNumber) (\(op)), day \(model.day): \(broken)"
+            }
         }
         return nil
     }
 
     /// Shortens a failing sequence one step at a time while it still fails (each try in a fresh world).
-    static func shrink(seed: UInt64, _ ops: [HistoryOp], failure: String) throws -> (ops: [HistoryOp], failure: String) {
+    static func shrink(seed: UInt64, _ ops: [HistoryOp], failure: String) throws -> (ops: [HistoryOp], failure: String)
+    {
         var best = (ops: ops, failure: failure)
         var index = best.ops.count - 1
         while index >= 0 {
@@ -440,7 +485,9 @@ struct HistoryRun {
     private var signing: [String] { ["--targets-key", model.keys.targets, "--online-key", model.keys.online] }
 
     /// Runs `patchsync ARGS…` at the model's day.
-    private func patchsync(_ arguments: [String], environment: [String: String] = [:], killAtUnlink: Int? = nil) throws -> CLI.Result {
+    private func patchsync(_ arguments: [String], environment: [String: String] = [:], killAtUnlink: Int? = nil) throws
+        -> CLI.Result
+    {
         let result = try clock.run(CLI.executable, arguments, environment: environment, killAtUnlink: killAtUnlink)
         if trace { print("  patchsync \(arguments.joined(separator: " ")) → \(result.status)\n\(result.stdout)") }
         return result
@@ -451,7 +498,8 @@ struct HistoryRun {
 
     /// nil when `result` is the refusal (64) the model predicts for `why`.
     private func refused(_ result: CLI.Result, _ why: String) -> String? {
-        result.status == 64 ? nil : "exited \(result.status); the model predicts a refusal (64): \(why): \(tail(result))"
+        result.status == 64
+            ? nil : "exited \(result.status); the model predicts a refusal (64): \(why): \(tail(result))"
     }
 
     /// nil when `result` succeeded.
@@ -470,7 +518,8 @@ struct HistoryRun {
     private mutating func perform(_ op: HistoryOp) throws -> String? {
         switch op {
         case .publish(let channel, let bundles): return try publish(on: channel, bundles: bundles, releaseIn: nil)
-        case .preload(let channel, let days, let bundles): return try publish(on: channel, bundles: bundles, releaseIn: days)
+        case .preload(let channel, let days, let bundles):
+            return try publish(on: channel, bundles: bundles, releaseIn: days)
         case .promote(let from, let to, let pick): return try promote(from: from, to: to, pick: pick)
         case .rollback(let channel): return try rollback(channel)
         case .withdraw(let channel, let pick): return try withdraw(on: channel, pick: pick)
@@ -478,7 +527,10 @@ struct HistoryRun {
         case .release(let channel):
             guard let entry = model.pending(channel).first else { return nil }
             let result = try patchsync(
-                ["repo", "release", "\(entry.build)", "--channel", channel, "--origin", origin, "--online-key", model.keys.online, "--json"])
+                [
+                    "repo", "release", "\(entry.build)", "--channel", channel, "--origin", origin, "--online-key",
+                    model.keys.online, "--json"
+                ])
             if let broken = succeeded(result, "repo release of pending preload \(entry.build)") { return broken }
             model.markReleased(entry.build, on: channel)
             releases += 1
@@ -497,10 +549,13 @@ struct HistoryRun {
             return try update(index)
         case .syncKilled(let channel):
             guard let player = players.first(where: { $0.channel == channel && !$0.follows }) else { return nil }
-            let result = try patchsync(["sync", "--install", player.root, "--quiet"], environment: ["PATCHSYNC_CRASH_AT": "batchWritten"])
+            let result = try patchsync(
+                ["sync", "--install", player.root, "--quiet"], environment: ["PATCHSYNC_CRASH_AT": "batchWritten"])
             // Done before its first batch (nothing to fetch), no build on the channel yet, or killed (no error printed).
             let empty = model.listed(channel).isEmpty, withdrawn = model.withdrawnRecord.contains(channel)
-            let fine = result.status == 0 || (empty && result.status == (withdrawn ? 75 : 69)) || !result.stdout.contains("error")
+            let fine =
+                result.status == 0 || (empty && result.status == (withdrawn ? 75 : 69))
+                || !result.stdout.contains("error")
             return fine ? nil : "the \(player.name) player's sync exited \(result.status): \(tail(result))"
         }
     }
@@ -519,7 +574,10 @@ struct HistoryRun {
         try build.write(to: folder)
         // --replace-most: a build of this history may drop most of the files of the one before, on purpose.
         var arguments =
-            ["publish", folder, "--origin", origin, "--build-id", "\(number)", "--channel", channel, "--replace-most", "--json"] + signing
+            [
+                "publish", folder, "--origin", origin, "--build-id", "\(number)", "--channel", channel,
+                "--replace-most", "--json"
+            ] + signing
         if bundles { arguments += ["--bundles", bundlesFile] }
         var releaseDay: Int?
         if let releaseIn {
@@ -541,12 +599,15 @@ struct HistoryRun {
         let listed = model.listed(from)
         guard !listed.isEmpty else { return nil }
         let entry = listed[pick % listed.count]
-        let result = try patchsync(["repo", "promote", "\(entry.build)", "--from", from, "--to", to, "--origin", origin, "--json"] + signing)
+        let result = try patchsync(
+            ["repo", "promote", "\(entry.build)", "--from", from, "--to", to, "--origin", origin, "--json"] + signing)
         if entry.releaseDay != nil {
             refusals += 1
             return refused(result, "build \(entry.build) of \(from) is a preload, sealed with a key of \(from)")
         }
-        if model.listed(to).first?.build == entry.build { return succeeded(result, "promote of \(to)'s newest build (nothing to do)") }
+        if model.listed(to).first?.build == entry.build {
+            return succeeded(result, "promote of \(to)'s newest build (nothing to do)")
+        }
         if let broken = succeeded(result, "promote of build \(entry.build)") { return broken }
         model.list(HistoryEntry(build: entry.build, order: 0), on: to, above: model.pendingAbove(to))
         model.committed()
@@ -558,7 +619,10 @@ struct HistoryRun {
     /// channel's pending preloads go above it.
     private mutating func rollback(_ channel: String) throws -> String? {
         let result = try patchsync(
-            ["repo", "rollback", "--channel", channel, "--reason", "history step \(stepNumber)", "--origin", origin, "--json"] + signing)
+            [
+                "repo", "rollback", "--channel", channel, "--reason", "history step \(stepNumber)", "--origin", origin,
+                "--json"
+            ] + signing)
         guard let current = model.current(channel) else {
             refusals += 1
             return refused(result, "channel \(channel) lists no installable build")
@@ -590,7 +654,10 @@ struct HistoryRun {
         let build = listed.isEmpty ? model.builds.count : listed[pick % listed.count].build
         guard build > 0 else { return nil }
         let result = try patchsync(
-            ["repo", "withdraw", "\(build)", "--channel", channel, "--reason", "history step \(stepNumber)", "--origin", origin, "--json"]
+            [
+                "repo", "withdraw", "\(build)", "--channel", channel, "--reason", "history step \(stepNumber)",
+                "--origin", origin, "--json"
+            ]
                 + signing)
         guard let entry = listed.first(where: { $0.build == build }) else {
             refusals += 1
@@ -618,14 +685,20 @@ struct HistoryRun {
                 $0.installable && $0.order < entry.order && $0.build != build && !$0.withdrawn
             })
         else {
-            if let broken = succeeded(result, "withdrawal of build \(build), the only installable one") { return broken }
+            if let broken = succeeded(result, "withdrawal of build \(build), the only installable one") {
+                return broken
+            }
             model.unlist(build, from: channel)
             // What stays listed must never look like a rollback: the installable builds below it go too.
-            for other in listed where other.installable && other.build != build { model.unlist(other.build, from: channel) }
+            for other in listed where other.installable && other.build != build {
+                model.unlist(other.build, from: channel)
+            }
             model.committed(emptying: channel)
             return nil
         }
-        if let broken = succeeded(result, "withdrawal of current build \(build) (back to \(earlier.build))") { return broken }
+        if let broken = succeeded(result, "withdrawal of current build \(build) (back to \(earlier.build))") {
+            return broken
+        }
         let waiting = model.pendingAbove(channel)
         model.unlist(build, from: channel)
         model.list(earlier, on: channel, rollbackFrom: build, above: waiting)
@@ -645,8 +718,11 @@ struct HistoryRun {
             // prune, with a grace no version is older than, unlists the builds beyond --keep (and deletes
             // nothing any version on disk lists); what it wrote gets the clock's time; then the prune runs with
             // its grace on a repository whose every file reads the time it was written at, as on a real machine.
-            let unlisting = try patchsync(["repo", "prune", "--origin", origin, "--keep", "\(keep)", "--grace", "36500d", "--json"] + signing)
-            if let broken = succeeded(unlisting, "repo prune --keep \(keep) --grace 36500d (the unlisting half of this step's prune)") {
+            let unlisting = try patchsync(
+                ["repo", "prune", "--origin", origin, "--keep", "\(keep)", "--grace", "36500d", "--json"] + signing)
+            if let broken = succeeded(
+                unlisting, "repo prune --keep \(keep) --grace 36500d (the unlisting half of this step's prune)")
+            {
                 return broken
             }
             try FileTimes.stamp(origin, since: times, at: clock.now)
@@ -654,7 +730,10 @@ struct HistoryRun {
             model.committed()
         }
         let result = try patchsync(
-            ["repo", "prune", "--origin", origin, "--keep", "\(keep)", "--grace", graceDays == 0 ? "0" : "\(graceDays)d", "--json"] + signing,
+            [
+                "repo", "prune", "--origin", origin, "--keep", "\(keep)", "--grace",
+                graceDays == 0 ? "0" : "\(graceDays)d", "--json"
+            ] + signing,
             killAtUnlink: killAtUnlink)
         // Killed: the wrapper reports status 1, and nothing is printed after the kill.
         let killed = killAtUnlink != nil && result.status != 0 && !result.stdout.contains("error")
@@ -666,13 +745,17 @@ struct HistoryRun {
     private mutating func refresh() throws -> String? {
         var due: [(channel: String, build: Int)] = []
         for channel in HistoryModel.channels {
-            due += model.pending(channel).filter { ($0.releaseDay ?? Int.max) <= model.day }.map { (channel: channel, build: $0.build) }
+            due += model.pending(channel).filter { ($0.releaseDay ?? Int.max) <= model.day }.map {
+                (channel: channel, build: $0.build)
+            }
         }
         let result = try patchsync(["repo", "refresh", "--origin", origin, "--online-key", model.keys.online, "--json"])
         let names = due.map { "\($0.channel)/\($0.build)" }
         if let broken = succeeded(result, "repo refresh (due for release: \(names))") { return broken }
         let released = Self.jsonObjects(result.stdout).last?["released"] as? [String] ?? []
-        guard Set(released) == Set(names) else { return "repo refresh released \(released.sorted()); due were \(names.sorted())" }
+        guard Set(released) == Set(names) else {
+            return "repo refresh released \(released.sorted()); due were \(names.sorted())"
+        }
         for (channel, build) in due { model.markReleased(build, on: channel) }
         releases += due.count
         return nil
@@ -697,8 +780,12 @@ struct HistoryRun {
             arguments += ["--new-targets-key", folder + "/targets.key", "--online-key", model.keys.online]
             keys.targets = folder + "/targets.key"
         case .all:
-            arguments += ["--new-root-key", folder + "/root.key", "--new-targets-key", folder + "/targets.key", "--new-online-key", folder + "/online.key"]
-            keys = HistoryKeys(root: folder + "/root.key", targets: folder + "/targets.key", online: folder + "/online.key")
+            arguments += [
+                "--new-root-key", folder + "/root.key", "--new-targets-key", folder + "/targets.key",
+                "--new-online-key", folder + "/online.key"
+            ]
+            keys = HistoryKeys(
+                root: folder + "/root.key", targets: folder + "/targets.key", online: folder + "/online.key")
         }
         if let broken = succeeded(try patchsync(arguments), "repo rotate-root (\(rotation.rawValue))") { return broken }
         model.keys = keys
@@ -714,16 +801,23 @@ struct HistoryRun {
         // refresh job cannot sign, and fails on once expired) is renewed before the refresh job runs.
         let before = try patchsync(["repo", "check", "--origin", origin, "--within", "30d", "--json"])
         if before.status == 65, let found = Self.jsonObjects(before.stdout).first(where: { $0["due"] != nil }) {
-            let due = Set(((found["due"] as? [[String: Any]]) ?? []).compactMap { $0["role"] as? String }).intersection(["root", "targets"])
+            let due = Set(((found["due"] as? [[String: Any]]) ?? []).compactMap { $0["role"] as? String }).intersection(
+                ["root", "targets"])
             if !due.isEmpty {
                 var renew = ["repo", "renew", "--origin", origin]
                 if due.contains("root") { renew += ["--root-key", model.keys.root] }
                 if due.contains("targets") { renew += signing }
-                if let broken = succeeded(try patchsync(renew), "repo renew of \(due.sorted()) found due after \(days) days") { return broken }
+                if let broken = succeeded(
+                    try patchsync(renew), "repo renew of \(due.sorted()) found due after \(days) days")
+                {
+                    return broken
+                }
             }
         }
         if let broken = try refresh() { return "the refresh job: \(broken)" }
-        let check = try patchsync(["repo", "check", "--origin", origin, "--within", "30d", "--online-within", "2d", "--json"])
+        let check = try patchsync([
+            "repo", "check", "--origin", origin, "--within", "30d", "--online-within", "2d", "--json"
+        ])
         guard check.status != 0 else { return nil }
         guard check.status == 65, let found = Self.jsonObjects(check.stdout).first(where: { $0["due"] != nil }) else {
             return "repo check exited \(check.status): \(tail(check))"
@@ -731,7 +825,8 @@ struct HistoryRun {
         let due = Set(((found["due"] as? [[String: Any]]) ?? []).compactMap { $0["role"] as? String })
         let problems = (found["builds"] as? [[String: Any]]) ?? []
         guard problems.isEmpty, due.isSubset(of: ["root", "targets"]) else {
-            return "right after the refresh job, repo check finds \(due.sorted()) due and listed builds to fix: \(tail(check))"
+            return
+                "right after the refresh job, repo check finds \(due.sorted()) due and listed builds to fix: \(tail(check))"
         }
         var renew = ["repo", "renew", "--origin", origin]
         if due.contains("root") { renew += ["--root-key", model.keys.root] }
@@ -749,7 +844,8 @@ struct HistoryRun {
         if let broken = try checkContent() { return broken }
         let check = try patchsync(["repo", "check", "--origin", origin, "--within", "30d", "--online-within", "2d"])
         if check.status != 0 {
-            return "repo check (nothing due within 30 days, snapshot and timestamp within 2, no listed build to fix) exited \(check.status): \(tail(check))"
+            return
+                "repo check (nothing due within 30 days, snapshot and timestamp within 2, no listed build to fix) exited \(check.status): \(tail(check))"
         }
         if let broken = try checkPythonTUF() { return broken }
         for index in players.indices where players[index].follows {
@@ -764,19 +860,27 @@ struct HistoryRun {
     /// The first difference between what the channels list and what the model lists, or nil.
     private func listingDifference() throws -> String? {
         let repo: Repository
-        do { repo = try Repository.load(origin: origin) } catch { return "the origin's metadata does not load: \(error)" }
+        do { repo = try Repository.load(origin: origin) } catch {
+            return "the origin's metadata does not load: \(error)"
+        }
         for channel in HistoryModel.channels {
-            let listed = repo.targetFiles.values.compactMap(\.custom).filter { $0.channel == channel }.sorted { $0.sequence > $1.sequence }
+            let listed = repo.targetFiles.values.compactMap(\.custom).filter { $0.channel == channel }.sorted {
+                $0.sequence > $1.sequence
+            }
             let actual = listed.map {
                 HistoryEntry.summary(
-                    build: $0.buildId, preload: $0.preload != nil, released: repo.isReleased(channel: channel, build: $0.buildId),
+                    build: $0.buildId, preload: $0.preload != nil,
+                    released: repo.isReleased(channel: channel, build: $0.buildId),
                     withdrawn: $0.withdrawn == true, rollbackFrom: $0.rollback?.from)
             }
             let expected = model.listed(channel).map(\.summary)
-            if actual != expected { return "channel \(channel) lists \(actual), newest first; the model lists \(expected)" }
+            if actual != expected {
+                return "channel \(channel) lists \(actual), newest first; the model lists \(expected)"
+            }
         }
         let keys = Set(repo.releasedKeys.keys), expected = Set(model.released.map { "releases/\($0).key" })
-        return keys == expected ? nil : "the releases role lists \(keys.sorted()); the model released \(expected.sorted())"
+        return keys == expected
+            ? nil : "the releases role lists \(keys.sorted()); the model released \(expected.sorted())"
     }
 
     /// The channels list what the model lists, and every installable build newly listed has a sequence
@@ -789,8 +893,10 @@ struct HistoryRun {
             let installable = repo.targetFiles.values.compactMap(\.custom).filter {
                 $0.channel == channel && ($0.preload == nil || repo.isReleased(channel: channel, build: $0.buildId))
             }
-            for info in installable where seen.insert("\(channel)/\(info.buildId)@\(info.sequence)").inserted && info.sequence <= high {
-                return "build \(info.buildId) is listed on \(channel) with sequence \(info.sequence), not above \(high), which players of \(channel) may already have staged: they refuse it as a rollback"
+            for info in installable
+            where seen.insert("\(channel)/\(info.buildId)@\(info.sequence)").inserted && info.sequence <= high {
+                return
+                    "build \(info.buildId) is listed on \(channel) with sequence \(info.sequence), not above \(high), which players of \(channel) may already have staged: they refuse it as a rollback"
             }
             highWater[channel] = max(high, installable.map(\.sequence).max() ?? 0)
         }
@@ -806,10 +912,14 @@ struct HistoryRun {
         for (path, file) in repo.targetFiles.sorted(by: { $0.key < $1.key }) where file.custom != nil {
             let needs: Set<String>
             if file.custom?.preload != nil {
-                guard let planNeeds = Self.preloadNeeds(origin, path, file) else { return "the preload plan of \(path) cannot be read" }
+                guard let planNeeds = Self.preloadNeeds(origin, path, file) else {
+                    return "the preload plan of \(path) cannot be read"
+                }
                 needs = planNeeds
             } else {
-                do { needs = try PruneTests.needs(origin, path, file) } catch { return "listed build \(path): its manifest cannot be read: \(error)" }
+                do { needs = try PruneTests.needs(origin, path, file) } catch {
+                    return "listed build \(path): its manifest cannot be read: \(error)"
+                }
             }
             let missing = needs.filter { !FileManager.default.fileExists(atPath: origin + "/" + $0) }
             if !missing.isEmpty { return "listed build \(path) lacks \(missing.sorted().prefix(4)) in the origin" }
@@ -839,22 +949,34 @@ struct HistoryRun {
             return "metadata/root.json does not parse"
         }
         func ids(_ role: String) -> [String] { ((roles[role] as? [String: Any])?["keyids"] as? [String]) ?? [] }
-        for (role, file) in [("root", model.keys.root), ("targets", model.keys.targets), ("timestamp", model.keys.online), ("snapshot", model.keys.online)] {
+        for (role, file) in [
+            ("root", model.keys.root), ("targets", model.keys.targets), ("timestamp", model.keys.online),
+            ("snapshot", model.keys.online)
+        ] {
             let id = try SigningKey.load(path: file).publicKey.keyID()
-            if ids(role) != [id] { return "the root names \(ids(role)) for \(role); the publisher's key \(file) is \(id)" }
+            if ids(role) != [id] {
+                return "the root names \(ids(role)) for \(role); the publisher's key \(file) is \(id)"
+            }
         }
         if let targets = Self.currentTargets(metadata), let delegations = targets["delegations"] as? [String: Any],
-            let releases = (delegations["roles"] as? [[String: Any]])?.first(where: { $0["name"] as? String == "releases" })
+            let releases = (delegations["roles"] as? [[String: Any]])?.first(where: {
+                $0["name"] as? String == "releases"
+            })
         {
             let online = try SigningKey.load(path: model.keys.online).publicKey.keyID()
             if releases["keyids"] as? [String] != [online] {
-                return "targets delegates the releases role to \(releases["keyids"] ?? "nothing"); the online key is \(online)"
+                return
+                    "targets delegates the releases role to \(releases["keyids"] ?? "nothing"); the online key is \(online)"
             }
         }
         let folders = (1...keyFolders).map { fixture.directory + ($0 == 1 ? "/keys" : "/keys-\($0)") + "/content" }
         for channel in HistoryModel.channels {
-            for entry in model.pending(channel) where !folders.contains(where: { FileManager.default.fileExists(atPath: "\($0)/\(channel)/\(entry.build).key") }) {
-                return "the content key of pending preload \(entry.build) of \(channel) is in none of the publisher's key folders"
+            for entry in model.pending(channel)
+            where !folders.contains(where: {
+                FileManager.default.fileExists(atPath: "\($0)/\(channel)/\(entry.build).key")
+            }) {
+                return
+                    "the content key of pending preload \(entry.build) of \(channel) is in none of the publisher's key folders"
             }
         }
         return nil
@@ -876,7 +998,8 @@ struct HistoryRun {
     /// The targets metadata that timestamp.json of `metadata` leads to.
     private static func currentTargets(_ metadata: String) -> [String: Any]? {
         guard let stamp = Self.signed(metadata + "timestamp.json"), let snapshot = Self.version(stamp, "snapshot.json"),
-            let snap = Self.signed(metadata + "\(snapshot).snapshot.json"), let targets = Self.version(snap, "targets.json")
+            let snap = Self.signed(metadata + "\(snapshot).snapshot.json"),
+            let targets = Self.version(snap, "targets.json")
         else { return nil }
         return Self.signed(metadata + "\(targets).targets.json")
     }
@@ -886,7 +1009,10 @@ struct HistoryRun {
     private func checkPythonTUF() throws -> String? {
         let result = try clock.run(
             Self.python,
-            [Self.client, nginx.url + "/origin/metadata/", nginx.url + "/origin/targets/", shippedRoot, fixture.directory + "/tuf-cache"])
+            [
+                Self.client, nginx.url + "/origin/metadata/", nginx.url + "/origin/targets/", shippedRoot,
+                fixture.directory + "/tuf-cache"
+            ])
         if trace { print("  python-tuf → \(result.status)\n\(result.stdout)") }
         guard result.status == 0, let report = Self.jsonObjects(result.stdout).last else {
             return "python-tuf's client (its cache kept since step 1) failed, exit \(result.status): \(tail(result))"
@@ -897,7 +1023,8 @@ struct HistoryRun {
             for entry in model.listed(channel) { expected.insert("manifests/\(channel)/\(entry.build).json.gz") }
             if model.hasRecord(channel) { expected.insert("channels/\(channel).json") }
         }
-        return downloaded == expected ? nil : "python-tuf downloaded \(downloaded.sorted()); the model lists \(expected.sorted())"
+        return downloaded == expected
+            ? nil : "python-tuf downloaded \(downloaded.sorted()); the model lists \(expected.sorted())"
     }
 
     /// Player `index` syncs and applies; its live tree is then exactly its channel's current build (or,
@@ -910,11 +1037,15 @@ struct HistoryRun {
         let sync = try patchsync(["sync", "--install", player.root, "--quiet"])
         // A channel a withdraw emptied says so (75, reason withdrawn); one that never listed a build: 69.
         let expected: Int32 = listed.isEmpty ? (model.withdrawnRecord.contains(player.channel) ? 75 : 69) : 0
-        if sync.status != expected { return "the \(player.name) player's sync exited \(sync.status) (\(expected) expected): \(tail(sync))" }
+        if sync.status != expected {
+            return "the \(player.name) player's sync exited \(sync.status) (\(expected) expected): \(tail(sync))"
+        }
         let apply = try patchsync(["apply", "--install", player.root])
-        let waiting: Set<Int32> = listed.isEmpty ? [0, 65, 75] : model.pendingAbove(player.channel).isEmpty ? [0] : [0, 75]
+        let waiting: Set<Int32> =
+            listed.isEmpty ? [0, 65, 75] : model.pendingAbove(player.channel).isEmpty ? [0] : [0, 75]
         if !waiting.contains(apply.status) {
-            return "the \(player.name) player's apply exited \(apply.status) (\(waiting.sorted()) expected): \(tail(apply))"
+            return
+                "the \(player.name) player's apply exited \(apply.status) (\(waiting.sorted()) expected): \(tail(apply))"
         }
         if let current = model.current(player.channel) {
             if players[index].installed != current.build { installs += 1 }
@@ -933,14 +1064,19 @@ struct HistoryRun {
         let sent = try CLI.run(["upload", origin, url, "--endpoint", bucket.endpoint], environment: bucket.credentials)
         if let broken = succeeded(sent, "upload") { return broken }
         uploads += 1
-        let verify = try CLI.run(["repo", "check", "--origin", origin, "--bucket", url, "--endpoint", bucket.endpoint], environment: bucket.credentials)
+        let verify = try CLI.run(
+            ["repo", "check", "--origin", origin, "--bucket", url, "--endpoint", bucket.endpoint],
+            environment: bucket.credentials)
         if verify.status != 0 && (verify.stdout + verify.stderr).contains("lacks") {
             return "after the upload, repo check --bucket finds files missing: \(tail(verify))"
         }
         if !players.contains(where: { $0.root.hasSuffix("/bucket-player") }) {
             let root = fixture.directory + "/bucket-player"
             let created = try CLI.run(
-                ["init", "--install", root, "--remote", "\(bucket.endpoint)/\(bucket.bucket)/history", "--root", shippedRoot, "--channel", "live"])
+                [
+                    "init", "--install", root, "--remote", "\(bucket.endpoint)/\(bucket.bucket)/history", "--root",
+                    shippedRoot, "--channel", "live"
+                ])
             guard created.status == 0 else { return "init of the bucket's player: \(created.stderr)" }
             players.append(HistoryPlayer(channel: "live", follows: false, root: root))
         }
@@ -951,25 +1087,33 @@ struct HistoryRun {
     private func compare(_ install: String, with build: Int?, what: String) throws -> String? {
         let live = install + "/current"
         guard let build else {
-            return FileManager.default.fileExists(atPath: live) ? "\(what) has a live tree, and its channel never listed a build to install" : nil
+            return FileManager.default.fileExists(atPath: live)
+                ? "\(what) has a live tree, and its channel never listed a build to install" : nil
         }
-        guard FileManager.default.fileExists(atPath: live) else { return "\(what) has no live tree; its channel's build is \(build)" }
+        guard FileManager.default.fileExists(atPath: live) else {
+            return "\(what) has no live tree; its channel's build is \(build)"
+        }
         let differences = try ModelTree.read(live).differences(from: model.builds[build - 1].tree(hd: true))
         return differences.isEmpty ? nil : "\(what) is not build \(build) byte for byte: \(differences.prefix(6))"
     }
 
     /// Every pending preload can still be released: on a copy of the origin, each one is, oldest first.
     private func checkReleasable() throws -> String? {
-        let pending = HistoryModel.channels.flatMap { channel in model.pending(channel).map { (channel: channel, build: $0.build) } }
+        let pending = HistoryModel.channels.flatMap { channel in
+            model.pending(channel).map { (channel: channel, build: $0.build) }
+        }
         guard !pending.isEmpty else { return nil }
         let copy = fixture.directory + "/release-check"
         Self.remove(copy)
         try FileManager.default.copyItem(atPath: origin, toPath: copy)
         defer { Self.remove(copy) }
         for (channel, build) in pending {
-            let result = try patchsync(["repo", "release", "\(build)", "--channel", channel, "--origin", copy, "--online-key", model.keys.online])
+            let result = try patchsync([
+                "repo", "release", "\(build)", "--channel", channel, "--origin", copy, "--online-key", model.keys.online
+            ])
             if result.status != 0 {
-                return "pending preload \(build) of \(channel) cannot be released (tried on a copy of the origin): \(tail(result))"
+                return
+                    "pending preload \(build) of \(channel) cannot be released (tried on a copy of the origin): \(tail(result))"
             }
         }
         return nil
@@ -993,11 +1137,17 @@ struct HistoryRun {
             else { continue }
             let root = view.folder + "/player-\(channel)-after-step-\(stepNumber)"
             let created = try CLI.run(
-                ["init", "--install", root, "--remote", nginx.url + "/views/\(view.step)", "--root", shippedRoot, "--channel", channel])
+                [
+                    "init", "--install", root, "--remote", nginx.url + "/views/\(view.step)", "--root", shippedRoot,
+                    "--channel", channel
+                ])
             if created.status != 0 { return "init of a player of the metadata of step \(view.step): \(created.stderr)" }
-            let what = "a player that read the metadata of step \(view.step) (day \(view.day), within every prune's grace since)"
+            let what =
+                "a player that read the metadata of step \(view.step) (day \(view.day), within every prune's grace since)"
             let sync = try patchsync(["sync", "--install", root, "--quiet"])
-            if sync.status != 0 { return "\(what) cannot install build \(build) of \(channel): sync exited \(sync.status): \(tail(sync))" }
+            if sync.status != 0 {
+                return "\(what) cannot install build \(build) of \(channel): sync exited \(sync.status): \(tail(sync))"
+            }
             let apply = try patchsync(["apply", "--install", root])
             if apply.status != 0 && !(apply.status == 75 && view.waiting[channel] == true) {
                 return "\(what): apply exited \(apply.status): \(tail(apply))"
@@ -1012,8 +1162,10 @@ struct HistoryRun {
         let folder = fixture.directory + "/views/\(stepNumber)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: origin + "/metadata", toPath: folder + "/metadata")
-        try FileManager.default.createSymbolicLink(atPath: folder + "/targets", withDestinationPath: origin + "/targets")
-        try FileManager.default.createSymbolicLink(atPath: folder + "/objects", withDestinationPath: origin + "/objects")
+        try FileManager.default.createSymbolicLink(
+            atPath: folder + "/targets", withDestinationPath: origin + "/targets")
+        try FileManager.default.createSymbolicLink(
+            atPath: folder + "/objects", withDestinationPath: origin + "/objects")
         var current: [String: Int] = [:], waiting: [String: Bool] = [:]
         for channel in HistoryModel.channels {
             current[channel] = model.current(channel)?.build
@@ -1021,7 +1173,8 @@ struct HistoryRun {
         }
         views.append(
             HistoryView(
-                step: stepNumber, day: model.day, folder: folder, validUntil: Self.validUntil(folder + "/metadata/"), current: current,
+                step: stepNumber, day: model.day, folder: folder, validUntil: Self.validUntil(folder + "/metadata/"),
+                current: current,
                 waiting: waiting))
     }
 
@@ -1035,7 +1188,9 @@ struct HistoryRun {
             return role
         }
         _ = read("root.json")
-        if let stamp = read("timestamp.json"), let snapshot = Self.version(stamp, "snapshot.json"), let snap = read("\(snapshot).snapshot.json") {
+        if let stamp = read("timestamp.json"), let snapshot = Self.version(stamp, "snapshot.json"),
+            let snap = read("\(snapshot).snapshot.json")
+        {
             if let targets = Self.version(snap, "targets.json") { _ = read("\(targets).targets.json") }
             if let releases = Self.version(snap, "releases.json") { _ = read("\(releases).releases.json") }
         }

@@ -13,21 +13,26 @@ func runLater(days: Int, _ arguments: [String]) throws -> CLI.Result {
 
 @Suite("A repository over the years", .tags(.cli))
 struct RepositoryLifecycleTests {
-    @Test("repo check exits 65 naming each role that expires within its window and the command that renews it; refresh and renew clear it; status lists roles and builds")
+    @Test(
+        "repo check exits 65 naming each role that expires within its window and the command that renews it; refresh and renew clear it; status lists roles and builds"
+    )
     func checkAndRenew() throws {
         let fixture = try Fixture(now: Date(timeIntervalSinceNow: -440 * 86400))  // signed 440 days ago
-        try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1", now: Date(timeIntervalSinceNow: -440 * 86400))
+        try fixture.publish(
+            try fixture.sampleBuild(1, scale: 0.002), id: "1", now: Date(timeIntervalSinceNow: -440 * 86400))
         let keys = fixture.keyDirectory
         let check = { try CLI.run(["repo", "check", "--origin", fixture.origin, "--within", "30d"]) }
         var result = try check()
         #expect(result.status == 65, "\(result.stderr)")
-        #expect(result.stderr.contains("targets (14") && result.stderr.contains("timestamp (expired)"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("targets (14") && result.stderr.contains("timestamp (expired)"), "\(result.stderr)")
         #expect(!result.stderr.contains("root ("), "root has 290 days left")
         #expect(result.stderr.contains("repo renew --origin \(fixture.origin) --targets-key"), "\(result.stderr)")
 
         let refresh = try CLI.run(["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/online.key"])
         #expect(refresh.status == 0)
-        #expect(refresh.stderr.contains("warning: targets.json of \(fixture.origin) expires in 14"), "\(refresh.stderr)")
+        #expect(
+            refresh.stderr.contains("warning: targets.json of \(fixture.origin) expires in 14"), "\(refresh.stderr)")
         result = try check()
         #expect(result.status == 65 && !result.stderr.contains("timestamp"), "\(result.stderr)")
 
@@ -54,14 +59,17 @@ struct RepositoryLifecycleTests {
         #expect(build["current"] as? Bool == true && (build["size"] as? Int ?? 0) > 100_000)
     }
 
-    @Test("the defaults keep players updating for two years with a daily refresh and one renewal a year; without the renewal they are stranded")
+    @Test(
+        "the defaults keep players updating for two years with a daily refresh and one renewal a year; without the renewal they are stranded"
+    )
     func defaultsOverYears() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
         let keys = fixture.keyDirectory
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         let refresh = { (day: Int) throws -> CLI.Result in
-            try runLater(days: day, ["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/online.key"])
+            try runLater(
+                days: day, ["repo", "refresh", "--origin", fixture.origin, "--online-key", keys + "/online.key"])
         }
         // A quiet year and a half: only the cron job runs. Targets (455 days) has expired: every sync fails,
         // and the cron job says so (65, naming the renewal) instead of passing as if all were well.

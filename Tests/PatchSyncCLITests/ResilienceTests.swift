@@ -86,7 +86,8 @@ struct ResilienceTests {
 
     func manifestPath(_ fixture: Fixture, _ build: String) throws -> String {
         let dir = fixture.origin + "/targets/manifests/live"
-        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".\(build).json.gz") })
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".\(build).json.gz") })
         return dir + "/" + name
     }
 }

@@ -67,7 +67,9 @@ struct ResumeIdentityTests {
         try Self.expectHealedInstall(install)
     }
 
-    @Test("staged files truncated, replaced or overwritten in place between runs: their records are dropped and their chunks fetched again")
+    @Test(
+        "staged files truncated, replaced or overwritten in place between runs: their records are dropped and their chunks fetched again"
+    )
     func stagedFilesChanged() throws {
         let (fixture, install, folder) = try Self.interrupted()
         defer { withExtendedLifetime(fixture) {} }
@@ -85,11 +87,14 @@ struct ResumeIdentityTests {
         try Self.expectHealedInstall(install)
     }
 
-    @Test("a resumed sync reads again only the staged files written to since their last flush: untouched ones are vouched for by their stamp")
+    @Test(
+        "a resumed sync reads again only the staged files written to since their last flush: untouched ones are vouched for by their stamp"
+    )
     func resumeRereadsOnlyChangedFiles() throws {
         let (fixture, install, folder) = try Self.interrupted(chunks: 30)
         defer { withExtendedLifetime(fixture) {} }
-        let recorded = try #require(try stateQuery(install, "SELECT DISTINCT path FROM staged_chunk ORDER BY path").first)
+        let recorded = try #require(
+            try stateQuery(install, "SELECT DISTINCT path FROM staged_chunk ORDER BY path").first)
         let inPlace = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/" + recorded))
         try inPlace.write(contentsOf: Data(repeating: 0, count: 16))  // same inode and size, a new change time
         try inPlace.close()
@@ -108,12 +113,15 @@ struct ResumeIdentityTests {
         #expect(verify.status == 0 && verify.stdout.contains("all intact"), "\(verify.stdout)\(verify.stderr)")
     }
 
-    @Test("a staged file overwritten in place with its modification time put back: its change time gives it away, it is read again, and no unverified byte goes live")
+    @Test(
+        "a staged file overwritten in place with its modification time put back: its change time gives it away, it is read again, and no unverified byte goes live"
+    )
     func overwriteWithModificationTimePutBack() throws {
         let (fixture, install, folder) = try Self.interrupted(chunks: 30)
         defer { withExtendedLifetime(fixture) {} }
         // A file whose first chunk is recorded done: zeros over its first bytes would go live if trusted.
-        let recorded = try #require(try stateQuery(install, "SELECT path FROM staged_chunk WHERE chunk = 0 ORDER BY path").first)
+        let recorded = try #require(
+            try stateQuery(install, "SELECT path FROM staged_chunk WHERE chunk = 0 ORDER BY path").first)
         let path = folder + "/" + recorded
         var before = stat()
         try #require(lstat(path, &before) == 0)
@@ -170,7 +178,8 @@ struct ResumeIdentityTests {
         let sync = try CLI.run(["sync", "--install", install.root, "--json"])
         #expect(sync.status == 0 && sync.stdout.contains("\"outcome\":\"ready\""), "\(sync.stdout)\(sync.stderr)")
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
-        #expect(try treeFacts(install.root + "/current").mapValues(\.sha256) == (try treeFacts(live2)).mapValues(\.sha256))
+        #expect(
+            try treeFacts(install.root + "/current").mapValues(\.sha256) == (try treeFacts(live2)).mapValues(\.sha256))
         try expectCompleteBuild(install)
     }
 }
@@ -201,12 +210,15 @@ struct TransitionKillTests {
         try fixture.publish(try fixture.sampleBuild(3, scale: 0.005), id: "2")
         if stageFirst { #expect(try CLI.run(["sync", "--install", install.root]).status == 0) }
         let killed = try CLI.run([command, "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": point])
-        #expect(killed.status == SIGKILL, "\(point): the command should die there (status \(killed.status)): \(killed.stderr)")
+        #expect(
+            killed.status == SIGKILL,
+            "\(point): the command should die there (status \(killed.status)): \(killed.stderr)")
         try expectCompleteBuild(install)
         #expect(try integrityCheck(install) == "ok")
         if point == "stagingFinished" {
             let again = try CLI.run(["sync", "--install", install.root, "--json"])
-            #expect(again.stdout.contains("\"outcome\":\"alreadyReady\""), "the finished staging is kept: \(again.stdout)")
+            #expect(
+                again.stdout.contains("\"outcome\":\"alreadyReady\""), "the finished staging is kept: \(again.stdout)")
         }
         if command == "rollback" {
             #expect(try CLI.run(["apply", "--install", install.root]).status == 0)  // reconciles; nothing is ready

@@ -16,7 +16,9 @@ enum RawHTTP {
             local.sin_family = sa_family_t(AF_INET)
             inet_pton(AF_INET, source, &local.sin_addr)
             let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
             }
             if !bound {
                 close(fd)
@@ -28,7 +30,9 @@ enum RawHTTP {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         inet_pton(AF_INET, host, &address.sin_addr)
         let ok = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
         }
         if !ok {
             close(fd)
@@ -56,7 +60,9 @@ enum RawHTTP {
 
     /// One request on a new connection (from `source`, if given), closed after the answer: the status
     /// line and the body.
-    static func ask(_ host: String, _ port: Int, _ request: String, from source: String? = nil) -> (status: Int, body: [UInt8], head: String) {
+    static func ask(_ host: String, _ port: Int, _ request: String, from source: String? = nil) -> (
+        status: Int, body: [UInt8], head: String
+    ) {
         let fd = connect(host, port, from: source)
         guard fd >= 0 else { return (-1, [], "") }
         defer { close(fd) }
@@ -77,7 +83,9 @@ struct ShareServiceTests {
         return (try Install.open(at: root), try BundleChoiceTests.manifest(fixture, "1"))
     }
 
-    @Test("a share answers a chunk it holds, checked, and 404 with an empty body for a chunk it lacks, another repository, any path (/etc/passwd, dot segments, the install's files); 405, 431 and 505 for what it never takes; the request parser's corpus runs")
+    @Test(
+        "a share answers a chunk it holds, checked, and 404 with an empty body for a chunk it lacks, another repository, any path (/etc/passwd, dot segments, the install's files); 405, 431 and 505 for what it never takes; the request parser's corpus runs"
+    )
     func onlyChunksByHash() throws {
         let fixture = try Fixture.published(scale: 0.005)
         let (install, manifest) = try Self.installed(fixture)
@@ -89,7 +97,10 @@ struct ShareServiceTests {
         let port = server.port
         let chunk = try #require(manifest.files.first { !$0.chunks.isEmpty }?.chunks.first)
         let repo = server.repository
-        let good = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk.sha256)) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        let good = RawHTTP.ask(
+            "127.0.0.1", port,
+            "GET \(ShareRequest.path(repository: repo, chunk: chunk.sha256)) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+        )
         #expect(good.status == 200 && good.body.count == chunk.length)
         #expect(good.body.withUnsafeBytes { SHA256Hasher.hash($0) } == chunk.sha256)
         #expect(!good.head.lowercased().contains("server:"), "no server name: \(good.head)")
@@ -97,7 +108,8 @@ struct ShareServiceTests {
         let other = String(repeating: "b", count: 64)
         let missing = String(repeating: "0", count: 64)
         let notFound = [
-            "/patchsync/v1/\(repo)/chunks/\(missing)", "/patchsync/v1/\(other)/chunks/\(chunk.sha256.hex)", "/etc/passwd",
+            "/patchsync/v1/\(repo)/chunks/\(missing)", "/patchsync/v1/\(other)/chunks/\(chunk.sha256.hex)",
+            "/etc/passwd",
             "/patchsync/v1/\(repo)/chunks/../../../etc/passwd", "/current/" + (manifest.files.first?.path ?? ""),
             "/patchsync/v1/\(repo)/", "/", "/patchsync/v1/\(repo)/chunks/\(chunk.sha256.hex.uppercased())",
             "/patchsync/v1/\(repo)/chunks/\(chunk.sha256.hex)?x=1"
@@ -106,16 +118,21 @@ struct ShareServiceTests {
             let answer = RawHTTP.ask("127.0.0.1", port, "GET \(path) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
             #expect(answer.status == 404 && answer.body.isEmpty, "\(path): \(answer.status) \(answer.body.count) bytes")
         }
-        let post = RawHTTP.ask("127.0.0.1", port, "POST /patchsync/v1/\(repo)/chunks/\(chunk.sha256.hex) HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        let post = RawHTTP.ask(
+            "127.0.0.1", port,
+            "POST /patchsync/v1/\(repo)/chunks/\(chunk.sha256.hex) HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
         #expect(post.status == 405)
-        let huge = RawHTTP.ask("127.0.0.1", port, "GET / HTTP/1.1\r\nX: \(String(repeating: "a", count: 20_000))\r\n\r\n")
+        let huge = RawHTTP.ask(
+            "127.0.0.1", port, "GET / HTTP/1.1\r\nX: \(String(repeating: "a", count: 20_000))\r\n\r\n")
         #expect(huge.status == 431, "an oversized head: \(huge.status)")
         #expect(RawHTTP.ask("127.0.0.1", port, "GET / HTTP/2.0\r\n\r\n").status == 505)
         #expect(RawHTTP.ask("127.0.0.1", port, "GET / HTTP/1.1\nHost: x\n\n").status == 400, "a bare LF")
         #expect(server.counters.served == 1)
     }
 
-    @Test("a slow request is cut off within the time allowed; a flood of silent connections is closed, each new one taking the place of the one idle longest, never answered; a flood of requests is held to the share's rate (503 with Retry-After past it); the share pauses (503) while the game runs")
+    @Test(
+        "a slow request is cut off within the time allowed; a flood of silent connections is closed, each new one taking the place of the one idle longest, never answered; a flood of requests is held to the share's rate (503 with Retry-After past it); the share pauses (503) while the game runs"
+    )
     func bounded() async throws {
         let fixture = try Fixture.published(scale: 0.02)
         let (install, manifest) = try Self.installed(fixture)
@@ -165,7 +182,10 @@ struct ShareServiceTests {
                 while Date().timeIntervalSince(flood) < 3 {
                     let chunk = chunks[index % chunks.count]
                     index += 8
-                    _ = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
+                    _ = RawHTTP.ask(
+                        "127.0.0.1", port,
+                        "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n"
+                    )
                 }
                 group.leave()
             }.start()
@@ -173,7 +193,8 @@ struct ShareServiceTests {
         group.wait()
         let elapsed = Date().timeIntervalSince(flood)
         let sent = server.counters.bytesServed - before
-        let allowed = Double(1 << 20) * elapsed + Double(1 << 20) / 10 + Double(4 << 20)  // the rate, its burst, the pieces in flight
+        // the rate, its burst, the pieces in flight
+        let allowed = Double(1 << 20) * elapsed + Double(1 << 20) / 10 + Double(4 << 20)
         #expect(sent > 0 && Double(sent) <= allowed, "\(sent) bytes in \(elapsed) s at a cap of 1 MiB/s")
         #expect(server.counters.throttled > 0, "requests past the rate are answered 503: \(server.counters)")
 
@@ -181,12 +202,16 @@ struct ShareServiceTests {
         let running = try install.holdRunningLock()
         try await Task.sleep(for: .milliseconds(400))
         let chunk = chunks[0]
-        let paused = RawHTTP.ask("127.0.0.1", port, "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
+        let paused = RawHTTP.ask(
+            "127.0.0.1", port,
+            "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
         #expect(paused.status == 503 && paused.head.contains("Retry-After"), "\(paused.head)")
         withExtendedLifetime(running) {}
     }
 
-    @Test("sockets opened to a share and left silent, 12 from one address and then one from each of as many addresses as the share has places, never keep a peer from being served: the one idle longest makes way, none is answered 503, and each is closed")
+    @Test(
+        "sockets opened to a share and left silent, 12 from one address and then one from each of as many addresses as the share has places, never keep a peer from being served: the one idle longest makes way, none is answered 503, and each is closed"
+    )
     func silentSocketsNeverLockOut() throws {
         let fixture = try Fixture.published(scale: 0.005)
         let (install, manifest) = try Self.installed(fixture)
@@ -198,7 +223,8 @@ struct ShareServiceTests {
         server.start()
         defer { server.stop() }
         let port = server.port
-        let sources = Array(repeating: "127.0.0.2", count: 12) + (0..<options.maxConnections).map { "127.0.0.\(10 + $0)" }
+        let sources =
+            Array(repeating: "127.0.0.2", count: 12) + (0..<options.maxConnections).map { "127.0.0.\(10 + $0)" }
         // A tenth of a second apart: the time a new connection has to send its request before it may make way.
         let silent = sources.map { source in
             usleep(110_000)  // the 0.1 s a silent connection is left to send its request, and a little
@@ -215,7 +241,9 @@ struct ShareServiceTests {
         #expect(server.counters.busy == 0 && server.counters.evicted >= 12, "\(server.counters)")
     }
 
-    @Test("a share over its rate answers 503 with Retry-After at once instead of holding the request: 32 requests at once for its biggest chunks against 256 KiB/s get a few chunks and many 503s, each answered within seconds, and the bytes served stay within the rate, its bucket and a second's debt")
+    @Test(
+        "a share over its rate answers 503 with Retry-After at once instead of holding the request: 32 requests at once for its biggest chunks against 256 KiB/s get a few chunks and many 503s, each answered within seconds, and the bytes served stay within the rate, its bucket and a second's debt"
+    )
     func overTheRateRefuses() throws {
         let fixture = try Fixture.published(scale: 0.02)
         let (install, manifest) = try Self.installed(fixture)
@@ -228,7 +256,9 @@ struct ShareServiceTests {
         defer { server.stop() }
         let (port, repo) = (server.port, server.repository)
         var seen = Set<SHA256Digest>()
-        let biggest = manifest.files.flatMap(\.chunks).filter { seen.insert($0.sha256).inserted }.sorted { $0.length > $1.length }.prefix(32)
+        let biggest = manifest.files.flatMap(\.chunks).filter { seen.insert($0.sha256).inserted }.sorted {
+            $0.length > $1.length
+        }.prefix(32)
         #expect(biggest.count == 32)
         let answers = Collected<(status: Int, head: String, seconds: Double)>()
         let group = DispatchGroup()
@@ -239,7 +269,9 @@ struct ShareServiceTests {
                 let asked = Date()
                 let path = ShareRequest.path(repository: repo, chunk: chunk.sha256)
                 // Each from its own address: no client's connections make way for another's.
-                let answer = RawHTTP.ask("127.0.0.1", port, "GET \(path) HTTP/1.1\r\nConnection: close\r\n\r\n", from: "127.0.0.\(10 + index)")
+                let answer = RawHTTP.ask(
+                    "127.0.0.1", port, "GET \(path) HTTP/1.1\r\nConnection: close\r\n\r\n",
+                    from: "127.0.0.\(10 + index)")
                 answers.add((answer.status, answer.head, Date().timeIntervalSince(asked)))
                 group.leave()
             }.start()
@@ -249,14 +281,20 @@ struct ShareServiceTests {
         let all = answers.all
         let refused = all.filter { $0.status == 503 }
         #expect(all.allSatisfy { $0.status == 200 || $0.status == 503 }, "\(all.map { $0.status })")
-        #expect(refused.count >= 16 && refused.allSatisfy { $0.head.contains("Retry-After: ") }, "\(refused.count) of 32 answered 503")
-        #expect(all.allSatisfy { $0.seconds < 3 }, "no request is held: the slowest took \(all.map { $0.seconds }.max() ?? 0) s")
+        #expect(
+            refused.count >= 16 && refused.allSatisfy { $0.head.contains("Retry-After: ") },
+            "\(refused.count) of 32 answered 503")
+        #expect(
+            all.allSatisfy { $0.seconds < 3 },
+            "no request is held: the slowest took \(all.map { $0.seconds }.max() ?? 0) s")
         let served = server.counters.bytesServed
         let most = Double(256 << 10) * (elapsed + 1.1) + Double(biggest.first?.length ?? 0)
         #expect(served > 0 && Double(served) <= most, "\(served) bytes in \(elapsed) s at 256 KiB/s")
     }
 
-    @Test("a share never binds a public address without --public: 0.0.0.0, 8.8.8.8, :: and 2001:db8::1 are refused by name, with --public as the remedy, by the library and by `patchsync share`, and the flag is what lets one bind")
+    @Test(
+        "a share never binds a public address without --public: 0.0.0.0, 8.8.8.8, :: and 2001:db8::1 are refused by name, with --public as the remedy, by the library and by `patchsync share`, and the flag is what lets one bind"
+    )
     func publicAddressNeedsTheFlag() throws {
         let fixture = try Fixture.published(scale: 0.005)
         let (install, _) = try Self.installed(fixture)
@@ -267,8 +305,12 @@ struct ShareServiceTests {
             return options
         }
         for address in ["0.0.0.0:0", "8.8.8.8:0", "[::]:0", "[2001:db8::1]:0"] {
-            let error = #expect(throws: PatchSyncError.self, "\(address)") { try ShareServer(install: install, options: options(address)) }
-            #expect(error?.code == .usage && error?.message.contains("is a public address") == true, "\(address): \(error?.message ?? "")")
+            let error = #expect(throws: PatchSyncError.self, "\(address)") {
+                try ShareServer(install: install, options: options(address))
+            }
+            #expect(
+                error?.code == .usage && error?.message.contains("is a public address") == true,
+                "\(address): \(error?.message ?? "")")
             #expect(error?.remedy?.contains("--public") == true, "\(address): \(error?.remedy ?? "")")
         }
         let flagged = try ShareServer(install: install, options: options("0.0.0.0:0", allowPublic: true))
@@ -281,19 +323,25 @@ struct ShareServiceTests {
     @Test(
         "only 10/8, 172.16/12, 192.168/16 and fc00::/7 count as private (what a share binds by default); their neighbours, the wildcards and public addresses do not",
         arguments: [
-            ("10.0.0.1", true), ("10.255.255.254", true), ("172.16.0.1", true), ("172.31.255.254", true), ("192.168.1.20", true),
-            ("fd00::11", true), ("fc00::1", true), ("9.255.255.255", false), ("11.0.0.1", false), ("172.15.255.254", false),
-            ("172.32.0.1", false), ("192.167.1.1", false), ("192.169.0.1", false), ("8.8.8.8", false), ("100.64.0.1", false),
+            ("10.0.0.1", true), ("10.255.255.254", true), ("172.16.0.1", true), ("172.31.255.254", true),
+            ("192.168.1.20", true),
+            ("fd00::11", true), ("fc00::1", true), ("9.255.255.255", false), ("11.0.0.1", false),
+            ("172.15.255.254", false),
+            ("172.32.0.1", false), ("192.167.1.1", false), ("192.169.0.1", false), ("8.8.8.8", false),
+            ("100.64.0.1", false),
             ("0.0.0.0", false), ("::", false), ("2001:db8::1", false), ("fe80::1", false)
         ])
     func privateAddresses(address: String, isPrivate: Bool) {
         #expect(ShareServer.isPrivate(address) == isPrivate, "\(address)")
     }
 
-    @Test("the request parser refuses what a share never takes, takes its own form back, and avahi-browse output names only this repository's shares")
+    @Test(
+        "the request parser refuses what a share never takes, takes its own form back, and avahi-browse output names only this repository's shares"
+    )
     func parser() throws {
         let repo = String(repeating: "a", count: 64), chunk = String(repeating: "1", count: 64)
-        let ok = ShareRequest.parse(Array("GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nHost: x\r\nConnection: close".utf8))
+        let ok = ShareRequest.parse(
+            Array("GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nHost: x\r\nConnection: close".utf8))
         #expect((try? ok.get())?.close == true)
         for bad in [
             "GET /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1\r\nTransfer-Encoding: chunked",
@@ -303,7 +351,9 @@ struct ShareServiceTests {
             "GET /patchsync/v1/\(repo)/chunks/\(chunk)\0 HTTP/1.1",
             "GET  /patchsync/v1/\(repo)/chunks/\(chunk) HTTP/1.1"
         ] {
-            #expect(throws: ShareRequest.Refusal.self, "\(bad.debugDescription)") { try ShareRequest.parse(Array(bad.utf8)).get() }
+            #expect(throws: ShareRequest.Refusal.self, "\(bad.debugDescription)") {
+                try ShareRequest.parse(Array(bad.utf8)).get()
+            }
         }
         // Seeded random bytes and mutations of a good request: never a trap, and the fuzz invariants hold.
         var generator = SeededRandom(seed: 34)
@@ -327,7 +377,10 @@ struct ShareServiceTests {
             =;eth0;IPv6;PatchSync on a;_patchsync._tcp;local;a.local;fe80::1;27472;"repo=\(repo)"
             =;eth0;IPv6;PatchSync on a;_patchsync._tcp;local;a.local;fd00::11;27472;"repo=\(repo)"
             """
-        #expect(PeerDiscovery.peers(inBrowseOutput: browse, repository: repo) == ["http://10.0.0.11:27472", "http://[fd00::11]:27472"])
+        #expect(
+            PeerDiscovery.peers(inBrowseOutput: browse, repository: repo) == [
+                "http://10.0.0.11:27472", "http://[fd00::11]:27472"
+            ])
     }
 }
 

@@ -13,7 +13,9 @@ struct SlowRetrievalTests {
         return (result, Date().timeIntervalSince(start))
     }
 
-    @Test("a mirror that sends headers and then nothing is cut off after lowSpeedSeconds and retried until the failure streak is spent; exit 69")
+    @Test(
+        "a mirror that sends headers and then nothing is cut off after lowSpeedSeconds and retried until the failure streak is spent; exit 69"
+    )
     func stall() throws {
         let fixture = try Fixture.published()
         let slow = try SlowOrigin(.stall)
@@ -42,7 +44,9 @@ struct SlowRetrievalTests {
         #expect(elapsed < 15, "took \(elapsed) s")
     }
 
-    @Test("a mirror fast enough for the low-speed limit but endless is stopped by the refresh deadline (in a sync, never before its --give-up)")
+    @Test(
+        "a mirror fast enough for the low-speed limit but endless is stopped by the refresh deadline (in a sync, never before its --give-up)"
+    )
     func deadline() throws {
         let fixture = try Fixture.published()
         let slow = try SlowOrigin(.trickle(bytesPerSecond: 4000))
@@ -65,6 +69,8 @@ struct SlowRetrievalTests {
         let (result, _) = try sync(install)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try install.status().ready == "1")
-        #expect(slow.requests >= 1 && slow.requests <= 3, "the stalled mirror is cooled down, not asked per request: \(slow.requests)")
+        #expect(
+            slow.requests >= 1 && slow.requests <= 3,
+            "the stalled mirror is cooled down, not asked per request: \(slow.requests)")
     }
 }

@@ -8,7 +8,9 @@ import Testing
 @Suite("Steering a sync", .tags(.cli), .serialized)
 struct SteeringTests {
     /// Reads `process`'s stdout lines until it ends; `first` runs once, at its first transfer event.
-    static func collect(_ started: (process: Process, out: Pipe, err: Pipe), first: () throws -> Void = {}) rethrows -> [[String: Any]] {
+    static func collect(_ started: (process: Process, out: Pipe, err: Pipe), first: () throws -> Void = {}) rethrows
+        -> [[String: Any]]
+    {
         var lines: [[String: Any]] = []
         var pending = Data()
         var fired = false
@@ -20,7 +22,9 @@ struct SteeringTests {
             while let newline = pending.firstIndex(of: 0x0a) {
                 let line = pending[pending.startIndex..<newline]
                 pending.removeSubrange(pending.startIndex...newline)
-                guard let event = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { continue }
+                guard let event = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+                    continue
+                }
                 lines.append(event)
                 if !fired, event["event"] as? String == "transfer" {
                     fired = true
@@ -32,7 +36,9 @@ struct SteeringTests {
         return lines
     }
 
-    @Test("a foreground sync takes over from a discretionary one: the background sync stops with 75 (reason otherSync) after recording its progress, the foreground one finishes at full speed, and `sync --attach` from a third process follows the background sync to its end")
+    @Test(
+        "a foreground sync takes over from a discretionary one: the background sync stops with 75 (reason otherSync) after recording its progress, the foreground one finishes at full speed, and `sync --attach` from a third process follows the background sync to its end"
+    )
     func takeOverAndAttach() throws {
         let (fixture, nginx, install) = try DownloadPageTests.world(megabytes: 8)
         defer {
@@ -40,7 +46,9 @@ struct SteeringTests {
             withExtendedLifetime(fixture) {}
         }
         // 8 MiB at 256 KiB/s would take 32 s in the background.
-        #expect(try CLI.run(["config", "set", "discretionaryMaxBytesPerSecond", "256K", "--install", install.root]).status == 0)
+        #expect(
+            try CLI.run(["config", "set", "discretionaryMaxBytesPerSecond", "256K", "--install", install.root]).status
+                == 0)
         let background = try CLI.start(["sync", "--install", install.root, "--discretionary", "--json"])
         defer { if background.process.isRunning { kill(background.process.processIdentifier, SIGKILL) } }
         var attached: (process: Process, out: Pipe, err: Pipe)?
@@ -62,14 +70,20 @@ struct SteeringTests {
         #expect(foregroundTook < .seconds(20), "the foreground sync ran at full speed: \(foregroundTook)")
         let follower = try #require(attached)
         let followed = try Self.collect(follower)
-        #expect(follower.process.terminationStatus == 75, "the follower ends as the followed sync did: \(followed.last ?? [:])")
+        #expect(
+            follower.process.terminationStatus == 75,
+            "the follower ends as the followed sync did: \(followed.last ?? [:])")
         #expect(followed.contains { $0["event"] as? String == "transfer" }, "the follower saw the transfer")
         #expect(followed.last?["reason"] as? String == "otherSync")
         #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
-        #expect(try CLI.run(["verify", "--install", install.root, "--full"]).status == 0, "the build the two syncs made together is exact")
+        #expect(
+            try CLI.run(["verify", "--install", install.root, "--full"]).status == 0,
+            "the build the two syncs made together is exact")
     }
 
-    @Test("a foreground sync beside another foreground one is deferred with reason otherSync and a hint to attach; attach with no sync running says so")
+    @Test(
+        "a foreground sync beside another foreground one is deferred with reason otherSync and a hint to attach; attach with no sync running says so"
+    )
     func foregroundBesideForeground() throws {
         let (fixture, nginx, install) = try DownloadPageTests.world(megabytes: 4)
         defer {
@@ -88,13 +102,17 @@ struct SteeringTests {
         let refused = try #require(second)
         #expect(refused.status == 75)
         let error = try lastJSON(refused.stdout)
-        #expect(error["reason"] as? String == "otherSync" && (error["hint"] as? String ?? "").contains("--attach"), "\(error)")
+        #expect(
+            error["reason"] as? String == "otherSync" && (error["hint"] as? String ?? "").contains("--attach"),
+            "\(error)")
         let idle = try CLI.run(["sync", "--install", install.root, "--attach", "--json"])
         let idleResult = try lastJSON(idle.stdout)
         #expect(idle.status == 0 && idleResult["running"] as? Bool == false, "\(idle.stdout)")
     }
 
-    @Test("the cap changes while a sync runs: `config set`/`unset` from another process applies within a second, and SyncSession.setMaxBytesPerSecond lifts a cap set in SyncOptions")
+    @Test(
+        "the cap changes while a sync runs: `config set`/`unset` from another process applies within a second, and SyncSession.setMaxBytesPerSecond lifts a cap set in SyncOptions"
+    )
     func capChangesWhileRunning() async throws {
         let (fixture, nginx, install) = try DownloadPageTests.world(megabytes: 8)
         defer {
@@ -111,7 +129,8 @@ struct SteeringTests {
             #expect(unset.status == 0, "\(unset.stderr)")
         }
         #expect(sync.process.terminationStatus == 0, "\(lines.last ?? [:])")
-        #expect(ContinuousClock.now - started < .seconds(20), "the lifted cap let the sync finish early (32 s at the cap)")
+        #expect(
+            ContinuousClock.now - started < .seconds(20), "the lifted cap let the sync finish early (32 s at the cap)")
 
         // From Swift: SyncSession.setMaxBytesPerSecond caps a sync as it starts (8 MiB at 64 KiB/s: 128 s); after
         // 3 s the sync's own record shows no more than the cap let through, then the cap is lifted and it finishes.

@@ -137,7 +137,8 @@ struct TransferFaultTests {
         let applied = try CLI.run(["apply", "--install", install.root])
         #expect(applied.status == 0, "\(applied.stderr)")
         let build = try fixture.sampleBuild(1, scale: 0.002)
-        #expect(try treeFacts(install.root + "/current").mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
+        #expect(
+            try treeFacts(install.root + "/current").mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
         let verify = try CLI.run(["verify", "--install", install.root, "--full"])
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
     }

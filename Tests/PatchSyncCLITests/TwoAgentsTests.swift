@@ -55,7 +55,8 @@ struct TwoAgentsTests {
         try expectCompleteBuild(install)
     }
 
-    @Test("launch while a discretionary sync runs: the game starts, the sync exits 75 within a second, keeping progress")
+    @Test(
+        "launch while a discretionary sync runs: the game starts, the sync exits 75 within a second, keeping progress")
     func launchDuringDiscretionarySync() throws {
         let (fixture, nginx, install) = try Self.world()
         defer { withExtendedLifetime((fixture, nginx)) {} }
@@ -63,7 +64,10 @@ struct TwoAgentsTests {
         defer { if sync.process.isRunning { kill(sync.process.processIdentifier, SIGKILL) } }
         try Self.waitForStaging(install, sync.process)
         // --events-fd 1: launch's lines and the game's output read from one pipe here.
-        let game = try CLI.start(["launch", "--install", install.root, "--json", "--events-fd", "1", "--", "/bin/sh", "-c", "echo game-started; sleep 4"])
+        let game = try CLI.start([
+            "launch", "--install", install.root, "--json", "--events-fd", "1", "--", "/bin/sh", "-c",
+            "echo game-started; sleep 4"
+        ])
         let started = ContinuousClock.now
         sync.process.waitUntilExit()
         let stopped = ContinuousClock.now - started
@@ -97,7 +101,9 @@ struct TwoAgentsTests {
         #expect(install.currentBuild() == "2")
     }
 
-    @Test("Examples/Launcher with nothing installed and a first download that fails (an origin without the repository): it says so in a player's words, tries again, and once the origin is right the game starts")
+    @Test(
+        "Examples/Launcher with nothing installed and a first download that fails (an origin without the repository): it says so in a player's words, tries again, and once the origin is right the game starts"
+    )
     func exampleLauncherRetriesFirstDownload() throws {
         let fixture = try Fixture.published(scale: 0.01)
         let empty = fixture.directory + "/empty-origin"
@@ -128,7 +134,9 @@ struct TwoAgentsTests {
         #expect(install.currentBuild() == "1")
     }
 
-    @Test("Examples/Launcher while a background discretionary sync stages: the game starts with the ready build, the background sync exits 75")
+    @Test(
+        "Examples/Launcher while a background discretionary sync stages: the game starts with the ready build, the background sync exits 75"
+    )
     func exampleLauncherDuringBackgroundSync() throws {
         let (fixture, nginx, install) = try Self.world()
         defer { withExtendedLifetime((fixture, nginx)) {} }
@@ -146,16 +154,22 @@ struct TwoAgentsTests {
         #expect(try install.status().staging?.chunksDone ?? 0 > 0, "its progress is kept")
     }
 
-    @Test("launch while another process holds the live tree, or another instance of the game runs: the apply is skipped, said so, and the game starts")
+    @Test(
+        "launch while another process holds the live tree, or another instance of the game runs: the apply is skipped, said so, and the game starts"
+    )
     func applySkipped() throws {
         let (fixture, nginx, install) = try Self.world()
         defer { withExtendedLifetime((fixture, nginx)) {} }
         let fd = open(install.root + "/.patchsync/lock", O_RDWR)
         #expect(flock(fd, LOCK_EX) == 0)
-        let busy = try CLI.run(["launch", "--install", install.root, "--json", "--", "/bin/sh", "-c", "echo game-started"])
+        let busy = try CLI.run([
+            "launch", "--install", install.root, "--json", "--", "/bin/sh", "-c", "echo game-started"
+        ])
         close(fd)
         #expect(busy.status == 0)
-        #expect(busy.stdout.contains("game-started") && busy.stderr.contains("\"skipped\""), "\(busy.stdout) \(busy.stderr)")
+        #expect(
+            busy.stdout.contains("game-started") && busy.stderr.contains("\"skipped\""), "\(busy.stdout) \(busy.stderr)"
+        )
         #expect(install.currentBuild() == "1")
 
         let first = try CLI.start(["launch", "--install", install.root, "--", "/bin/sh", "-c", "echo first; sleep 5"])
@@ -165,7 +179,9 @@ struct TwoAgentsTests {
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0, "a plain sync stages while the game runs")
         let second = try CLI.run(["launch", "--install", install.root, "--", "/bin/sh", "-c", "echo second"])
         #expect(second.status == 0 && second.stdout.contains("second"))
-        #expect(second.stderr.contains("without applying") && second.stderr.contains("the game is running"), "\(second.stderr)")
+        #expect(
+            second.stderr.contains("without applying") && second.stderr.contains("the game is running"),
+            "\(second.stderr)")
         #expect(install.currentBuild() == "2", "build 3 waits for the running game to exit")
         first.process.waitUntilExit()
         #expect(try CLI.run(["launch", "--install", install.root, "--", "/bin/true"]).status == 0)

@@ -37,7 +37,9 @@ struct UploadFaultTests {
         try Self.expectInstalled(player, "2", from: second)
     }
 
-    @Test("a bucket that lost files behind upload's back: repo check --bucket fails naming them and repo status --bucket lists them; upload says up to date and sends nothing; upload --verify sends again exactly the files it lacks or holds with another size or other bytes (ETag), next to a new build's, metadata before timestamp.json; players then sync byte-exact; --force sends all again")
+    @Test(
+        "a bucket that lost files behind upload's back: repo check --bucket fails naming them and repo status --bucket lists them; upload says up to date and sends nothing; upload --verify sends again exactly the files it lacks or holds with another size or other bytes (ETag), next to a new build's, metadata before timestamp.json; players then sync byte-exact; --force sends all again"
+    )
     func verify() throws {
         let fixture = try Fixture.published(packs: false)
         let server = try S3Server()
@@ -46,7 +48,9 @@ struct UploadFaultTests {
         }
         /// The origin paths PUT since the server's request `mark`, in order.
         let putsSince = { (mark: Int) -> [String] in
-            server.requests().dropFirst(mark).filter { $0.method == "PUT" }.compactMap { Self.originPath($0.path, server.bucket) }
+            server.requests().dropFirst(mark).filter { $0.method == "PUT" }.compactMap {
+                Self.originPath($0.path, server.bucket)
+            }
         }
         let first = try upload([])
         #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
@@ -61,7 +65,9 @@ struct UploadFaultTests {
         flipped[flipped.count / 2] ^= 0xff
         try Self.tamper(server, corrupted, bytes: flipped)
         let damaged = try Self.differing(server, origin: fixture.origin)
-        #expect(Set(damaged) == [lost, shortened, corrupted], "the bucket lacks one file, holds one shortened, one changed: \(damaged)")
+        #expect(
+            Set(damaged) == [lost, shortened, corrupted],
+            "the bucket lacks one file, holds one shortened, one changed: \(damaged)")
 
         var mark = server.requests().count
         let plain = try upload([])
@@ -70,14 +76,21 @@ struct UploadFaultTests {
 
         // Monitoring sees it: repo check --bucket fails naming both files, repo status --bucket shows them.
         let bucketArgs = ["--bucket", "s3://\(server.bucket)/\(Self.prefix)", "--endpoint", server.endpoint]
-        let check = try CLI.run(["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials)
+        let check = try CLI.run(
+            ["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials)
         #expect(
-            check.status == 65 && check.stderr.contains(lost) && check.stderr.contains(shortened) && check.stderr.contains(corrupted)
-                && check.stderr.contains("patchsync upload \(fixture.origin) s3://\(server.bucket)/\(Self.prefix) --endpoint \(server.endpoint) --verify"),
+            check.status == 65 && check.stderr.contains(lost) && check.stderr.contains(shortened)
+                && check.stderr.contains(corrupted)
+                && check.stderr.contains(
+                    "patchsync upload \(fixture.origin) s3://\(server.bucket)/\(Self.prefix) --endpoint \(server.endpoint) --verify"
+                ),
             "\(check.stderr)")
-        let status = try CLI.run(["repo", "status", "--origin", fixture.origin, "--json"] + bucketArgs, environment: server.credentials)
+        let status = try CLI.run(
+            ["repo", "status", "--origin", fixture.origin, "--json"] + bucketArgs, environment: server.credentials)
         let seen = try #require(try UploadTests.json(status.stdout)["bucket"] as? [String: Any])
-        #expect(Set(seen["missing"] as? [String] ?? []) == [lost, shortened, corrupted] && seen["current"] as? Bool == true, "\(status.stdout)")
+        #expect(
+            Set(seen["missing"] as? [String] ?? []) == [lost, shortened, corrupted] && seen["current"] as? Bool == true,
+            "\(status.stdout)")
 
         mark = server.requests().count
         let verified = try upload(["--verify"])
@@ -86,11 +99,14 @@ struct UploadFaultTests {
             putsSince(mark).sorted() == [lost, shortened, corrupted].sorted(),
             "exactly the lost, the shortened and the changed file, once each: \(putsSince(mark))")
         #expect(
-            verified.stdout.contains("re-sent 3 files") && verified.stdout.contains(lost) && verified.stdout.contains(shortened)
+            verified.stdout.contains("re-sent 3 files") && verified.stdout.contains(lost)
+                && verified.stdout.contains(shortened)
                 && verified.stdout.contains(corrupted),
             "\(verified.stdout)")
         #expect(try Self.differing(server, origin: fixture.origin).isEmpty, "the bucket holds every file byte-exact")
-        #expect(try CLI.run(["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials).status == 0)
+        #expect(
+            try CLI.run(["repo", "check", "--origin", fixture.origin] + bucketArgs, environment: server.credentials)
+                .status == 0)
         let player = try fixture.makeInstall(remotes: ["\(server.endpoint)/\(server.bucket)/\(Self.prefix)"])
         try Self.expectInstalled(player, "1", from: try fixture.sampleBuild(1, scale: 0.002))
 
@@ -105,7 +121,10 @@ struct UploadFaultTests {
             "\(clean.stdout)")
         #expect(
             Set(cleanReport.keys).subtracting(JSONShapeTests.envelope)
-                == ["alreadyCurrent", "bytesUploaded", "destination", "filesSkipped", "filesUploaded", "requests", "resent", "verified"],
+                == [
+                    "alreadyCurrent", "bytesUploaded", "destination", "filesSkipped", "filesUploaded", "requests",
+                    "resent", "verified"
+                ],
             "upload's --json keys")
 
         // A new build, and a file lost meanwhile: --verify sends both, content first, timestamp.json last.
@@ -154,17 +173,26 @@ struct UploadFaultTests {
         #expect(faults > 0, "the schedule gave faults", sourceLocation: sourceLocation)
         expectOrder(puts(run, server.bucket), completed: faulty.status == 0, sourceLocation: sourceLocation)
         let after = try get(server, timestamp)
-        let taken = run.contains { $0.method == "PUT" && originPath($0.target, server.bucket) == timestamp && $0.applied }
+        let taken = run.contains {
+            $0.method == "PUT" && originPath($0.target, server.bucket) == timestamp && $0.applied
+        }
         if faulty.status == 0 || taken {
-            #expect(after == local, "the bucket serves the origin's timestamp.json: \(context)", sourceLocation: sourceLocation)
+            #expect(
+                after == local, "the bucket serves the origin's timestamp.json: \(context)",
+                sourceLocation: sourceLocation)
             let missing = try differing(server, origin: fixture.origin)
-            #expect(missing.isEmpty, "every file it names is there: \(missing.prefix(5))", sourceLocation: sourceLocation)
+            #expect(
+                missing.isEmpty, "every file it names is there: \(missing.prefix(5))", sourceLocation: sourceLocation)
         } else {
-            #expect(after == before, "a stopped upload leaves timestamp.json as it was: \(context)", sourceLocation: sourceLocation)
+            #expect(
+                after == before, "a stopped upload leaves timestamp.json as it was: \(context)",
+                sourceLocation: sourceLocation)
         }
         if after != nil {
             let sync = try CLI.run(["sync", "--install", player.root])
-            #expect(sync.status == 0, "a player syncs from the bucket as the upload left it: \(sync.stderr)", sourceLocation: sourceLocation)
+            #expect(
+                sync.status == 0, "a player syncs from the bucket as the upload left it: \(sync.stderr)",
+                sourceLocation: sourceLocation)
         }
         try expectRerun(fixture, server, proxy, current: after == local, sourceLocation: sourceLocation)
     }
@@ -182,17 +210,24 @@ struct UploadFaultTests {
         let sent = puts(Array(proxy.requests().dropFirst(earlier.count)), server.bucket)
         let acknowledged = Set(puts(earlier.filter(\.acknowledged), server.bucket))
         let again = sent.filter { acknowledged.contains($0) && !mutable.contains($0) }
-        #expect(again.isEmpty, "the rerun sends nothing the store acknowledged: \(again.prefix(5))", sourceLocation: sourceLocation)
+        #expect(
+            again.isEmpty, "the rerun sends nothing the store acknowledged: \(again.prefix(5))",
+            sourceLocation: sourceLocation)
         if current {
-            #expect(sent.isEmpty, "a bucket already current gets nothing: \(sent.prefix(5))", sourceLocation: sourceLocation)
-            #expect(try UploadTests.json(rerun.stdout)["alreadyCurrent"] as? Bool == true, sourceLocation: sourceLocation)
+            #expect(
+                sent.isEmpty, "a bucket already current gets nothing: \(sent.prefix(5))", sourceLocation: sourceLocation
+            )
+            #expect(
+                try UploadTests.json(rerun.stdout)["alreadyCurrent"] as? Bool == true, sourceLocation: sourceLocation)
         }
         expectOrder(sent, completed: true, sourceLocation: sourceLocation)
         let local = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + timestamp))
         let served = try get(server, timestamp)
         #expect(served == local, "the bucket serves the origin's timestamp.json", sourceLocation: sourceLocation)
         let missing = try differing(server, origin: fixture.origin)
-        #expect(missing.isEmpty, "the bucket holds every file of the origin byte-exact: \(missing.prefix(5))", sourceLocation: sourceLocation)
+        #expect(
+            missing.isEmpty, "the bucket holds every file of the origin byte-exact: \(missing.prefix(5))",
+            sourceLocation: sourceLocation)
     }
 
     /// Checks the order of one upload's PUTs (every attempt, in order): content (objects, manifests)
@@ -200,19 +235,27 @@ struct UploadFaultTests {
     /// and sent anything, timestamp.json the last.
     static func expectOrder(_ puts: [String], completed: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
         let isContent = { (path: String) in path.hasPrefix("objects/") || path.hasPrefix("targets/") }
-        if let lastContent = puts.lastIndex(where: isContent), let firstMetadata = puts.firstIndex(where: { !isContent($0) }) {
+        if let lastContent = puts.lastIndex(where: isContent),
+            let firstMetadata = puts.firstIndex(where: { !isContent($0) })
+        {
             #expect(lastContent < firstMetadata, "content before any metadata: \(puts)", sourceLocation: sourceLocation)
         }
         if let first = puts.firstIndex(of: timestamp) {
             let later = puts[first...].filter { $0 != timestamp }
-            #expect(later.isEmpty, "nothing is sent after timestamp.json: \(later.prefix(5))", sourceLocation: sourceLocation)
+            #expect(
+                later.isEmpty, "nothing is sent after timestamp.json: \(later.prefix(5))",
+                sourceLocation: sourceLocation)
         }
         if completed && !puts.isEmpty {
-            #expect(puts.last == timestamp, "timestamp.json is the last PUT: \(puts.suffix(3))", sourceLocation: sourceLocation)
+            #expect(
+                puts.last == timestamp, "timestamp.json is the last PUT: \(puts.suffix(3))",
+                sourceLocation: sourceLocation)
         }
     }
 
-    @Test("a root key rotated alone (timestamp.json unchanged) still reaches the bucket: the next upload sends the new root.json and its versioned copy, and repo check --bucket finds nothing missing (seen at release-history seed 918280)")
+    @Test(
+        "a root key rotated alone (timestamp.json unchanged) still reaches the bucket: the next upload sends the new root.json and its versioned copy, and repo check --bucket finds nothing missing (seen at release-history seed 918280)"
+    )
     func rootRotationAlone() throws {
         let fixture = try Fixture.published()
         let server = try S3Server()
@@ -229,7 +272,10 @@ struct UploadFaultTests {
         #expect(sent.status == 0 && !sent.stdout.contains("is up to date"), "\(sent.stdout) \(sent.stderr)")
         #expect(try Self.differing(server, origin: fixture.origin).isEmpty, "the bucket holds every file byte-exact")
         let check = try CLI.run(
-            ["repo", "check", "--origin", fixture.origin, "--bucket", "s3://\(server.bucket)/\(Self.prefix)", "--endpoint", server.endpoint],
+            [
+                "repo", "check", "--origin", fixture.origin, "--bucket", "s3://\(server.bucket)/\(Self.prefix)",
+                "--endpoint", server.endpoint
+            ],
             environment: server.credentials)
         #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
     }
@@ -237,7 +283,9 @@ struct UploadFaultTests {
     // MARK: - The bucket, as players and other tools see it
 
     /// `patchsync upload ORIGIN s3://BUCKET/forest --endpoint ENDPOINT EXTRA…` with the server's keys.
-    static func upload(_ fixture: Fixture, _ server: S3Server, via endpoint: String, _ extra: [String] = []) throws -> CLI.Result {
+    static func upload(_ fixture: Fixture, _ server: S3Server, via endpoint: String, _ extra: [String] = []) throws
+        -> CLI.Result
+    {
         try CLI.run(
             ["upload", fixture.origin, "s3://\(server.bucket)/\(prefix)", "--endpoint", endpoint] + extra,
             environment: server.credentials)
@@ -269,7 +317,8 @@ struct UploadFaultTests {
     /// The URL of origin path `path` in the bucket, for anonymous GETs.
     static func url(_ server: S3Server, _ path: String) -> String {
         let key = prefix + "/" + path
-        return "\(server.endpoint)/\(server.bucket)/" + (key.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? key)
+        return "\(server.endpoint)/\(server.bucket)/"
+            + (key.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? key)
     }
 
     /// What the bucket serves for origin path `path` to anyone (an anonymous GET, as a player's); nil
@@ -277,7 +326,8 @@ struct UploadFaultTests {
     static func get(_ server: S3Server, _ path: String) throws -> Data? {
         let file = NSTemporaryDirectory() + "patchsync-get-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: file) }
-        let result = try CLI.runProgram("/usr/bin/curl", ["-s", "-g", "-o", file, "-w", "%{http_code}", url(server, path)])
+        let result = try CLI.runProgram(
+            "/usr/bin/curl", ["-s", "-g", "-o", file, "-w", "%{http_code}", url(server, path)])
         guard result.stdout == "200" else { return nil }
         return try Data(contentsOf: URL(fileURLWithPath: file))
     }
@@ -289,11 +339,13 @@ struct UploadFaultTests {
         let folder = NSTemporaryDirectory() + "patchsync-bucket-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let config = files.indices.map { "url = \"\(url(server, files[$0]))\"\noutput = \"\(folder)/\($0)\"\n" }.joined()
+        let config = files.indices.map { "url = \"\(url(server, files[$0]))\"\noutput = \"\(folder)/\($0)\"\n" }
+            .joined()
         try config.write(toFile: folder + "/curl.config", atomically: true, encoding: .utf8)
         _ = try CLI.runProgram("/usr/bin/curl", ["-s", "-g", "-K", folder + "/curl.config"])
         return files.indices.filter {
-            FileManager.default.contents(atPath: "\(folder)/\($0)") != FileManager.default.contents(atPath: origin + "/" + files[$0])
+            FileManager.default.contents(atPath: "\(folder)/\($0)")
+                != FileManager.default.contents(atPath: origin + "/" + files[$0])
         }.map { files[$0] }
     }
 
@@ -301,7 +353,8 @@ struct UploadFaultTests {
     /// the publisher's keys): deletes origin path `path`, or with `bytes` makes them its content.
     static func tamper(_ server: S3Server, _ path: String, bytes: Data? = nil) throws {
         var arguments = [
-            "-c", tamperScript, server.endpoint, server.accessKeyId, server.secretAccessKey, server.bucket, prefix + "/" + path
+            "-c", tamperScript, server.endpoint, server.accessKeyId, server.secretAccessKey, server.bucket,
+            prefix + "/" + path
         ]
         let file = NSTemporaryDirectory() + "patchsync-tamper-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: file) }
@@ -328,13 +381,18 @@ struct UploadFaultTests {
 
     /// Syncs and applies `player`, and checks that its live tree is `build` byte for byte (with the
     /// modes an install gives: read-only) as build `id`.
-    static func expectInstalled(_ player: Install, _ id: String, from build: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expectInstalled(
+        _ player: Install, _ id: String, from build: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let sync = try CLI.run(["sync", "--install", player.root])
         #expect(sync.status == 0, "\(sync.stderr)", sourceLocation: sourceLocation)
         let apply = try CLI.run(["apply", "--install", player.root])
-        #expect(apply.status == 0 && player.currentBuild() == id, "\(apply.stdout) \(apply.stderr)", sourceLocation: sourceLocation)
+        #expect(
+            apply.status == 0 && player.currentBuild() == id, "\(apply.stdout) \(apply.stderr)",
+            sourceLocation: sourceLocation)
         let installed = try treeFacts(player.root + "/current")
         let expected = try treeFacts(build).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) }
-        #expect(installed == expected, "the player's build \(id) is the published folder", sourceLocation: sourceLocation)
+        #expect(
+            installed == expected, "the player's build \(id) is the published folder", sourceLocation: sourceLocation)
     }
 }

@@ -17,15 +17,21 @@ struct UploadTests {
 
     /// The response headers of an anonymous GET of `key` in the bucket (curl), lower-cased.
     static func headers(_ server: S3Server, _ key: String) throws -> String {
-        try CLI.runProgram("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "\(server.endpoint)/\(server.bucket)/\(key)"])
-            .stdout.lowercased()
+        try CLI.runProgram(
+            "/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "\(server.endpoint)/\(server.bucket)/\(key)"]
+        )
+        .stdout.lowercased()
     }
 
-    @Test("upload sends objects and manifests before the metadata and timestamp.json last, with immutable Cache-Control on content and a short one on timestamp.json; the second build sends only what is new; a stopped upload resumes without sending again; players sync from the bucket; prune removes from the bucket too")
+    @Test(
+        "upload sends objects and manifests before the metadata and timestamp.json last, with immutable Cache-Control on content and a short one on timestamp.json; the second build sends only what is new; a stopped upload resumes without sending again; players sync from the bucket; prune removes from the bucket too"
+    )
     func lifecycle() throws {
         let fixture = try Fixture()
         let server = try S3Server()
-        let keys = ["--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"]
+        let keys = [
+            "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ]
         let upload = { (extra: [String]) throws -> CLI.Result in
             try CLI.run(
                 ["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint, "--json"] + extra,
@@ -44,8 +50,10 @@ struct UploadTests {
         let firstMetadata = try #require(puts.firstIndex { $0.contains("/metadata/") })
         #expect(lastContent < firstMetadata, "content and manifests before any metadata")
         let object = try #require(files.first { $0.hasPrefix("objects/") })
-        #expect(try Self.headers(server, "forest/" + object).contains("cache-control: public, max-age=31536000, immutable"))
-        #expect(try Self.headers(server, "forest/metadata/timestamp.json").contains("cache-control: public, max-age=60\r"))
+        #expect(
+            try Self.headers(server, "forest/" + object).contains("cache-control: public, max-age=31536000, immutable"))
+        #expect(
+            try Self.headers(server, "forest/metadata/timestamp.json").contains("cache-control: public, max-age=60\r"))
 
         // A player installs from the bucket (anonymous range GETs), and verifies every byte.
         let install = try fixture.makeInstall(remotes: ["\(server.endpoint)/game/forest"])
@@ -70,8 +78,11 @@ struct UploadTests {
         #expect(
             Set(sent) == Set(added + ["/game/forest/metadata/root.json", "/game/forest/metadata/timestamp.json"]),
             "only the new files (and the two files that change in place)")
-        let firstBytes = firstReport["bytesUploaded"] as? Int ?? 0, secondBytes = secondReport["bytesUploaded"] as? Int ?? 0
-        #expect(secondBytes * 2 < firstBytes, "the second build's upload (\(secondBytes) B) is a fraction of the first's (\(firstBytes) B)")
+        let firstBytes = firstReport["bytesUploaded"] as? Int ?? 0,
+            secondBytes = secondReport["bytesUploaded"] as? Int ?? 0
+        #expect(
+            secondBytes * 2 < firstBytes,
+            "the second build's upload (\(secondBytes) B) is a fraction of the first's (\(firstBytes) B)")
         print(
             "upload figures: first build \(firstReport["requests"] ?? 0) requests, \(firstBytes) B; "
                 + "second build \(secondReport["requests"] ?? 0) requests, \(secondBytes) B")
@@ -85,7 +96,9 @@ struct UploadTests {
         let stopped = try upload([])
         #expect(stopped.status == 64 && stopped.stdout.contains("AccessDenied"), "\(stopped.stdout)")
         let unchanged = try CLI.run(["sync", "--install", install.root])
-        #expect(unchanged.status == 0 && !unchanged.stdout.contains("build 3"), "players still see build 2: \(unchanged.stdout)")
+        #expect(
+            unchanged.status == 0 && !unchanged.stdout.contains("build 3"),
+            "players still see build 2: \(unchanged.stdout)")
         server.deny(nil)
         let mark = server.requests().count
         let resumed = try upload([])
@@ -112,11 +125,14 @@ struct UploadTests {
             }, "the bucket listed builds 1 and 2 until this run")
         let pruned = try CLI.run(prune, environment: server.credentials)
         #expect(pruned.status == 0, "\(pruned.stdout) \(pruned.stderr)")
-        let removed = ((try Self.json(pruned.stdout))["removed"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
+        let removed = ((try Self.json(pruned.stdout))["removed"] as? [[String: Any]] ?? []).compactMap {
+            $0["path"] as? String
+        }
         let removedObjects = removed.filter { $0.hasPrefix("objects/") }
         #expect(!removedObjects.isEmpty)
         for path in removedObjects.prefix(3) {
-            #expect(try Self.headers(server, "forest/" + path).hasPrefix("http/1.1 404"), "\(path) is gone from the bucket")
+            #expect(
+                try Self.headers(server, "forest/" + path).hasPrefix("http/1.1 404"), "\(path) is gone from the bucket")
         }
         let fresh = try fixture.makeInstall("fresh", remotes: ["\(server.endpoint)/game/forest"])
         let sync = try CLI.run(["sync", "--install", fresh.root])
@@ -124,16 +140,20 @@ struct UploadTests {
         #expect(try CLI.run(["apply", "--install", fresh.root]).status == 0 && fresh.currentBuild() == "3")
     }
 
-    @Test("upload refuses an origin folder that lacks a file a listed build needs, and bad credentials, before anything is sent")
+    @Test(
+        "upload refuses an origin folder that lacks a file a listed build needs, and bad credentials, before anything is sent"
+    )
     func refusals() throws {
         let fixture = try Fixture()
         let server = try S3Server()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.002), id: "1")
         var wrong = server.credentials
         wrong["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
-        let denied = try CLI.run(["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint], environment: wrong)
+        let denied = try CLI.run(
+            ["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint], environment: wrong)
         #expect(
-            denied.status == 64 && denied.stderr.contains("SignatureDoesNotMatch") && denied.stderr.contains("AWS_SECRET_ACCESS_KEY"),
+            denied.status == 64 && denied.stderr.contains("SignatureDoesNotMatch")
+                && denied.stderr.contains("AWS_SECRET_ACCESS_KEY"),
             "\(denied.stderr)")
         let object = try #require(try Self.originFiles(fixture.origin).first { $0.hasPrefix("objects/") })
         try FileManager.default.removeItem(atPath: fixture.origin + "/" + object)
@@ -141,7 +161,9 @@ struct UploadTests {
             ["upload", fixture.origin, "s3://game/forest", "--endpoint", server.endpoint],
             environment: server.credentials)
         #expect(incomplete.status == 65 && incomplete.stderr.contains(object), "\(incomplete.stderr)")
-        #expect(!server.requests().contains { $0.method == "PUT" && $0.path.hasPrefix("/game/forest/") }, "nothing was sent")
+        #expect(
+            !server.requests().contains { $0.method == "PUT" && $0.path.hasPrefix("/game/forest/") }, "nothing was sent"
+        )
         try FileManager.default.removeItem(atPath: fixture.origin)
 
         // An origin folder older than what the bucket serves (a restored backup) is refused, not uploaded over it.
@@ -149,7 +171,8 @@ struct UploadTests {
         try other.publish(try other.sampleBuild(1, scale: 0.002), id: "1")
         try FileManager.default.copyItem(atPath: other.origin, toPath: other.directory + "/backup")
         try other.publish(try other.sampleBuild(2, scale: 0.002), id: "2")
-        let newer = try CLI.run(["upload", other.origin, "s3://game/other", "--endpoint", server.endpoint], environment: server.credentials)
+        let newer = try CLI.run(
+            ["upload", other.origin, "s3://game/other", "--endpoint", server.endpoint], environment: server.credentials)
         #expect(newer.status == 0, "\(newer.stderr)")
         let stale = try CLI.run(
             ["upload", other.directory + "/backup", "s3://game/other", "--endpoint", server.endpoint],

@@ -5,14 +5,20 @@ import Testing
 
 @Suite("Errors a player reads")
 struct ErrorAdviceTests {
-    @Test("every reason and every code has advice for a person: no command line, no option, no path; a full disk names what to free")
+    @Test(
+        "every reason and every code has advice for a person: no command line, no option, no path; a full disk names what to free"
+    )
     func adviceForPeople() {
-        var errors = PatchSyncError.Reason.allCases.map { PatchSyncError(.deferred, "/tmp/x: it failed", remedy: "run `patchsync sync --install /tmp/x`", reason: $0) }
+        var errors = PatchSyncError.Reason.allCases.map {
+            PatchSyncError(.deferred, "/tmp/x: it failed", remedy: "run `patchsync sync --install /tmp/x`", reason: $0)
+        }
         errors += PatchSyncError.Code.allCases.map { PatchSyncError($0, "it failed", remedy: "run `patchsync sync`") }
         for error in errors {
             let advice = error.advice
             #expect(!advice.isEmpty)
-            #expect(!advice.contains("patchsync") && !advice.contains("--") && !advice.contains("`"), "\(error.reason.map(\.rawValue) ?? error.code.rawValue): \(advice)")
+            #expect(
+                !advice.contains("patchsync") && !advice.contains("--") && !advice.contains("`"),
+                "\(error.reason.map(\.rawValue) ?? error.code.rawValue): \(advice)")
             if error.reason != nil { #expect(!advice.contains("/tmp/x"), "\(advice)") }
         }
         var full = PatchSyncError.diskFull("no space", required: 300 << 20, available: 100 << 20)

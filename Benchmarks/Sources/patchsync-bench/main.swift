@@ -9,7 +9,8 @@ import Foundation
 
 let arguments = CommandLine.arguments
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: patchsync-bench cpu-limit ORIGIN MANIFEST THREADS | publish-limit TREE THREADS\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: patchsync-bench cpu-limit ORIGIN MANIFEST THREADS | publish-limit TREE THREADS\n".utf8))
     exit(64)
 }
 do {
@@ -17,7 +18,9 @@ do {
     case ("cpu-limit", 5):
         guard let threads = Int(arguments[4]) else { usage() }
         let r = try CPULimit.inflateAndHash(origin: arguments[2], manifest: arguments[3], threads: threads)
-        print("{\"seconds\":\(r.seconds),\"chunks\":\(r.chunks),\"storedBytes\":\(r.storedBytes),\"contentBytes\":\(r.contentBytes)}")
+        print(
+            "{\"seconds\":\(r.seconds),\"chunks\":\(r.chunks),\"storedBytes\":\(r.storedBytes),\"contentBytes\":\(r.contentBytes)}"
+        )
     case ("publish-limit", 4):
         guard let threads = Int(arguments[3]) else { usage() }
         let r = try PublishLimit.chunkHashDeflate(tree: arguments[2], threads: threads)

@@ -69,6 +69,8 @@ public enum Ed25519 {
         let code = ERR_get_error()
         var text = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &text, text.count)
-        return PatchSyncError(.internal, "\(call) failed: \(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+        return PatchSyncError(
+            .internal,
+            "\(call) failed: \(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
     }
 }

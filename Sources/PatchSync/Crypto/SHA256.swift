@@ -9,7 +9,9 @@ public struct SHA256Digest: Hashable, Sendable, Comparable, CustomStringConverti
 
     /// The 64 lowercase hex digits.
     public var hex: String {
-        withUnsafeBytes(of: (words.0.bigEndian, words.1.bigEndian, words.2.bigEndian, words.3.bigEndian)) { Hex.encode($0) }
+        withUnsafeBytes(of: (words.0.bigEndian, words.1.bigEndian, words.2.bigEndian, words.3.bigEndian)) {
+            Hex.encode($0)
+        }
     }
 
     /// Accepts exactly 64 lowercase hex digits.
@@ -136,7 +138,9 @@ final class SHA256Hasher {
     static func md5(file path: String) throws(Errno) -> String {
         guard let context = EVP_MD_CTX_new() else { throw Errno(ENOMEM, "hashing (MD5)", path) }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestInit_ex(context, EVP_md5(), nil) == 1 else { throw Errno(ENOSYS, "hashing (OpenSSL offers no MD5)", path) }
+        guard EVP_DigestInit_ex(context, EVP_md5(), nil) == 1 else {
+            throw Errno(ENOSYS, "hashing (OpenSSL offers no MD5)", path)
+        }
         let file = try FileDescriptor(path: path, flags: O_RDONLY)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {

@@ -111,7 +111,9 @@ enum Delta {
                 produced += Int64(n)
                 return .add(bytes)
             case Delta.copy:
-                guard let shift = Varint.read(addresses, at: &address) else { throw DeltaError("a copy has no address") }
+                guard let shift = Varint.read(addresses, at: &address) else {
+                    throw DeltaError("a copy has no address")
+                }
                 let (offset, overflow) = copyEnd.addingReportingOverflow(Varint.unzigzag(shift))
                 guard !overflow, offset >= 0, offset <= sourceSize, Int64(n) <= sourceSize - offset else {
                     throw DeltaError("a copy reads outside the source")
@@ -129,7 +131,9 @@ enum Delta {
 extension Delta {
     /// Runs `instructions` against `source` in memory (small files such as manifests): the target, or
     /// why the delta does not fit the source.
-    static func apply(_ instructions: UnsafeRawBufferPointer, to source: UnsafeRawBufferPointer) throws(DeltaError) -> [UInt8] {
+    static func apply(_ instructions: UnsafeRawBufferPointer, to source: UnsafeRawBufferPointer) throws(DeltaError)
+        -> [UInt8]
+    {
         guard var reader = Reader(instructions) else { throw DeltaError("its header is malformed") }
         guard reader.sourceSize == Int64(source.count) else { throw DeltaError("its source has another size") }
         var target: [UInt8] = []

@@ -112,6 +112,7 @@ struct DeltaEncoder {
     @inline(__always)
     private static func equal16(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer) -> Bool {
         a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
-            && a.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+            && a.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+                == b.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
     }
 }

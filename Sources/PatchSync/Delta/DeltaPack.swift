@@ -21,7 +21,8 @@ enum DeltaPack {
     /// older format reads too. Delta packs are small and fetched by every player of the source build:
     /// they get the strongest level that still writes a few MB/s (zstd 15, deflate 9).
     static func codec(for files: [FileEntry]) -> ObjectCodec {
-        files.contains { $0.chunks.contains { $0.codec == .zstd } } ? ObjectCodec(kind: .zstd, level: 15) : ObjectCodec(kind: .deflate, level: 9)
+        files.contains { $0.chunks.contains { $0.codec == .zstd } }
+            ? ObjectCodec(kind: .zstd, level: 15) : ObjectCodec(kind: .deflate, level: 9)
     }
 
     /// Collects deltas and writes the pack, segment by segment, into a file.
@@ -88,7 +89,9 @@ enum DeltaPack {
         let decompressor = Decompressor()
         func readExactly(_ count: Int) throws(PatchSyncError) -> [UInt8]? {
             var bytes = [UInt8](repeating: 0, count: count)
-            let read = bytes.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try input.readFully(into: raw) } }
+            let read = bytes.withUnsafeMutableBytes { raw in
+                Result { () throws(Errno) in try input.readFully(into: raw) }
+            }
             let n: Int
             do { n = try read.get() } catch { throw PatchSyncError.wrap(error) }
             offset += Int64(n)
@@ -99,13 +102,17 @@ enum DeltaPack {
         guard try readExactly(magic.count) == magic else { throw refuse("does not start with PSP1") }
         while let header = try readExactly(8) {
             let stored = header.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self))) }
-            let size = header.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 4, as: UInt32.self))) }
+            let size = header.withUnsafeBytes {
+                Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
+            }
             guard size > 0, size <= maxSegmentBytes, stored <= maxSegmentBytes + 1024 else {
                 throw refuse("a segment at byte \(offset) declares \(size) bytes")
             }
             guard let packed = try readExactly(stored) else { throw refuse("a segment's stream is missing") }
             var inflated = [UInt8](repeating: 0, count: size)
-            let ok = packed.withUnsafeBytes { src in inflated.withUnsafeMutableBytes { decompressor.decompress(src, into: $0) } }
+            let ok = packed.withUnsafeBytes { src in
+                inflated.withUnsafeMutableBytes { decompressor.decompress(src, into: $0) }
+            }
             guard ok else { throw refuse("a segment at byte \(offset) does not inflate to its declared size") }
             let failure = inflated.withUnsafeBytes { raw -> PatchSyncError? in
                 var position = 0

@@ -7,9 +7,11 @@ extension DiffSide {
     /// publish of `new` would write from `old`: chosen and encoded the same way (``DeltaPackEncoder``),
     /// written nowhere. Otherwise it is the pack that `new`'s origin already has from `old`'s build
     /// (``deltaShares(new:newSpec:old:)``). Empty when a player on `old` gets no pack.
-    public static func deltaShares(from old: DiffSide, to new: DiffSide) async throws(PatchSyncError) -> [String: Int64] {
+    public static func deltaShares(from old: DiffSide, to new: DiffSide) async throws(PatchSyncError) -> [String: Int64]
+    {
         if let folder = new.buildFolder, let content = old.content {
-            return try predictedShares(from: old.manifest, reading: content, to: new.manifest, targets: BuildFolderReader(directory: folder))
+            return try predictedShares(
+                from: old.manifest, reading: content, to: new.manifest, targets: BuildFolderReader(directory: folder))
         }
         // A build of another channel, promoted onto old's: `repo promote` writes the pack from old's build.
         if new.manifest.channel != old.manifest.channel, let content = old.content, let objects = new.objects {
@@ -56,7 +58,9 @@ extension DiffSide {
     /// For NEW read from an origin URL whose manifest has a delta pack from OLD's build: per path, that
     /// file's share of the pack. Empty otherwise. The pack is checked against the SHA-256 that NEW's
     /// verified manifest gives.
-    public static func deltaShares(new: Manifest, newSpec: String, old: Manifest) async throws(PatchSyncError) -> [String: Int64] {
+    public static func deltaShares(new: Manifest, newSpec: String, old: Manifest) async throws(PatchSyncError)
+        -> [String: Int64]
+    {
         let lower = newSpec.lowercased()
         guard lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://"),
             let pack = new.deltas?.first(where: { $0.from == old.buildId })
@@ -65,7 +69,9 @@ extension DiffSide {
         let temp = NSTemporaryDirectory() + "patchsync-diff-\(UUID().uuidString)/pack"
         defer { try? FileSystem.removeTree(FileSystem.parent(of: temp)) }
         let origin = try Origin(mirrors: [base], client: try HTTPClient())
-        _ = try await origin.download(ObjectNaming(format: new.formatVersion).path(pack.object), to: temp, length: pack.length, sha256: pack.object)
+        _ = try await origin.download(
+            ObjectNaming(format: new.formatVersion).path(pack.object), to: temp, length: pack.length,
+            sha256: pack.object)
         var sizes: [(path: String, bytes: Int64)] = []
         let input: FileDescriptor
         do { input = try FileDescriptor(path: temp, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }
@@ -86,7 +92,9 @@ extension DiffSide {
         let candidates = encoder.candidates(for: new.files)
         guard !candidates.isEmpty else { return [:] }
         do {
-            var writer = try DeltaPack.Writer(writingTo: try FileDescriptor(path: "/dev/null", flags: O_WRONLY), codec: DeltaPack.codec(for: new.files))
+            var writer = try DeltaPack.Writer(
+                writingTo: try FileDescriptor(path: "/dev/null", flags: O_WRONLY),
+                codec: DeltaPack.codec(for: new.files))
             let appended = try encoder.append(candidates, of: new.files, to: &writer)
             _ = try writer.finish()
             return shares(appended.map { (path: new.files[$0.index].path, bytes: Int64($0.bytes)) }, of: writer.length)

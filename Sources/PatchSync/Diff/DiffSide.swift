@@ -45,7 +45,8 @@ public struct DiffSide: Sendable {
             }
             let build = Deployment.buildID(of: current)
             var side = DiffSide(
-                manifest: try install.manifest(of: current), name: "\(build) (installed in \(install.root))", spec: spec)
+                manifest: try install.manifest(of: current), name: "\(build) (installed in \(install.root))", spec: spec
+            )
             side.local = try install.liveTrees(state: try install.state())
             side.installConfig = try install.config()
             return side
@@ -93,14 +94,17 @@ public struct DiffSide: Sendable {
                 to: metadata + "/" + OriginLayout.rootName)
         } catch { throw PatchSyncError.wrap(error) }
         let origin = try Origin(mirrors: [parts[0]], client: try HTTPClient())
-        let trusted = try await TrustClient(directory: metadata, source: origin, now: Date(), deadline: Date() + 120).refresh()
-        let target = try ManifestTarget(in: trusted.targets.signed, channel: channel, build: parts.count > 1 ? parts[1] : nil)
+        let trusted = try await TrustClient(directory: metadata, source: origin, now: Date(), deadline: Date() + 120)
+            .refresh()
+        let target = try ManifestTarget(
+            in: trusted.targets.signed, channel: channel, build: parts.count > 1 ? parts[1] : nil)
         let (manifest, _) = try await origin.manifest(target)
         var side = DiffSide(manifest: manifest, name: "\(manifest.buildId) (\(parts[0]))", spec: spec)
         let snapshotBytes = trusted.timestamp.signed.meta[OriginLayout.snapshotName]?.length ?? 0
         let targetsBytes = trusted.snapshot.signed.meta[OriginLayout.targetsName]?.length ?? 0
         side.signedMetadataBytes = Int64(try trusted.timestamp.serialized().count + snapshotBytes + targetsBytes)
-        let sources = Publisher.deltaSourceTargets(trusted.targets.signed.targets, channel: channel.name, count: deltaSources)
+        let sources = Publisher.deltaSourceTargets(
+            trusted.targets.signed.targets, channel: channel.name, count: deltaSources)
         if let folder = localFolder(of: parts[0]) {
             let reader = ObjectReader(origin: folder, naming: ObjectNaming(format: manifest.formatVersion))
             side.objects = reader

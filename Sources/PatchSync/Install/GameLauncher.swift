@@ -69,7 +69,9 @@ public struct GameLauncher: Sendable {
     /// print("playing \(game.buildId), pid \(game.pid)")
     /// let status = await game.exitStatus
     /// ```
-    public func start(_ executable: String, _ arguments: [String], options: Options = Options()) async throws(PatchSyncError) -> GameProcess {
+    public func start(_ executable: String, _ arguments: [String], options: Options = Options())
+        async throws(PatchSyncError) -> GameProcess
+    {
         let apply = applyIfPossible()
         let (lock, game) = try spawn(executable, arguments, options: options, apply: apply)
         let launcher = self
@@ -88,7 +90,8 @@ public struct GameLauncher: Sendable {
         let lock = try install.holdRunningLock()
         guard let deployment = install.currentDeployment() else {
             throw PatchSyncError(
-                .deferred, "\(install.root) has no build installed yet: the game is not playable until its first download is in",
+                .deferred,
+                "\(install.root) has no build installed yet: the game is not playable until its first download is in",
                 remedy: "wait for the download to finish (or start one), then play", reason: .notPlayableYet)
         }
         let folder = install.buildDirectory(deployment)

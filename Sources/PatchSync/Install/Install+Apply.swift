@@ -52,7 +52,11 @@ extension Install {
         defer { withExtendedLifetime(running) {} }
         switch LiveDecision.apply(recorded, readyIntact: intact, gameRunning: running == nil, now: Date()) {
         case .nothing(let waiting):
-            return (ApplyReport(applied: false, current: buildId(of: currentDeployment(), recorded), previous: buildId(of: previousDeployment(recorded), recorded)), waiting)
+            return (
+                ApplyReport(
+                    applied: false, current: buildId(of: currentDeployment(), recorded),
+                    previous: buildId(of: previousDeployment(recorded), recorded)), waiting
+            )
         case .refuse(let error, let dropReady):
             if dropReady, let ready = recorded.ready { try state.update { $0.dropReady(ready) } }
             throw error.during(dropReady ? "applying (in \(stagingDirectory))" : "applying")
@@ -60,7 +64,8 @@ extension Install {
             let start = ContinuousClock.now
             var report = try apply(ready, state: state)
             let elapsed = ContinuousClock.now - start
-            report.milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            report.milliseconds =
+                Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             return (report, nil)
         }
     }
@@ -89,14 +94,16 @@ extension Install {
         // folders go now, so removing a bundle frees its space at this apply.
         try retireOldBuilds(keeping: after.kept(buildsKept: try config().buildsKept))
         recordLiveBundles()
-        return ApplyReport(applied: true, current: ready.buildId, previous: buildId(of: previousDeployment(after), after))
+        return ApplyReport(
+            applied: true, current: ready.buildId, previous: buildId(of: previousDeployment(after), after))
     }
 
     /// Whether the ready tree is still the tree that was verified: its folders' seal matches (or an apply
     /// moved it into builds/ before a crash).
     func readyTreeIsIntact(_ ready: DeploymentIdentity) -> Bool {
         let staged = stagedDirectory(ready.name)
-        if !FileSystem.exists(staged) && FileSystem.isDirectory(buildDirectory(ready.name)) { return true }  // moved before a crash
+        // moved before a crash
+        if !FileSystem.exists(staged) && FileSystem.isDirectory(buildDirectory(ready.name)) { return true }
         return FileSystem.exists(staged) && ready.seal != nil && ready.seal == TreeSeal.of(staged)
     }
 
@@ -131,7 +138,8 @@ extension Install {
         try dropTamperedReady(state)
         let recorded = try state.read()
         guard let current = currentDeployment() else {
-            throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
+            throw PatchSyncError(
+                .usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
         }
         guard let previous = previousDeployment(recorded) else {
             throw PatchSyncError(
@@ -140,17 +148,23 @@ extension Install {
         }
         try checkComplete(previous, state: state)
         guard let running = try RunningLock.exclusive(path: runningLockPath) else {
-            throw PatchSyncError(.deferred, "the game is running; rollback must wait", remedy: "try again when it has exited", reason: .gameRunning)
+            throw PatchSyncError(
+                .deferred, "the game is running; rollback must wait", remedy: "try again when it has exited",
+                reason: .gameRunning)
         }
         defer { withExtendedLifetime(running) {} }
-        try PatchSyncError.step("rolling back to \(previous)") { () throws(PatchSyncError) in try flipCurrent(to: previous) }
+        try PatchSyncError.step("rolling back to \(previous)") { () throws(PatchSyncError) in
+            try flipCurrent(to: previous)
+        }
         CrashPoint.rollbackFlipped.reached()
         let after = try state.update { (s) -> InstallState in
             s.rolledBack(to: previous)
             return s
         }
         recordLiveBundles()
-        return ApplyReport(applied: true, current: buildId(of: previous, after), previous: buildId(of: previousDeployment(after), after))
+        return ApplyReport(
+            applied: true, current: buildId(of: previous, after),
+            previous: buildId(of: previousDeployment(after), after))
     }
 
     /// Refuses (74, nothing changed) to make a kept build current when a file it was staged with is missing,
@@ -167,11 +181,14 @@ extension Install {
     /// The first file `deployment` was staged with that is missing from its folder in builds/, not a regular
     /// file, or (with `sizes`) of another size; nil when each is there. One stat per file; bytes changed in
     /// place are `verify --full`'s to find once it is live.
-    func firstDamagedFile(of deployment: String, state: StateStore, sizes: Bool = true) throws(PatchSyncError) -> String? {
+    func firstDamagedFile(of deployment: String, state: StateStore, sizes: Bool = true) throws(PatchSyncError)
+        -> String?
+    {
         let folder = buildDirectory(deployment)
         for (file, _) in try state.buildFiles(build: deployment) {
             var st = stat()
-            guard lstat(folder + "/" + file.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, !sizes || Int64(st.st_size) == file.size
+            guard lstat(folder + "/" + file.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
+                !sizes || Int64(st.st_size) == file.size
             else { return file.path }
         }
         return nil
@@ -184,7 +201,10 @@ extension Install {
             let old = try FileSystem.list(buildsDirectory).filter { !keep.contains($0) }
             guard !old.isEmpty else { return }
             try FileSystem.makeDirectory(trashDirectory)
-            for name in old { try FileSystem.rename(buildDirectory(name), layout.trashed(name, tag: UInt32.random(in: 0...UInt32.max))) }
+            for name in old {
+                try FileSystem.rename(
+                    buildDirectory(name), layout.trashed(name, tag: UInt32.random(in: 0...UInt32.max)))
+            }
             try FileSystem.syncDirectory(buildsDirectory)
         } catch { throw PatchSyncError.wrap(error).during("retiring old builds") }
         CrashPoint.retired.reached()
@@ -206,7 +226,8 @@ enum TreeSeal {
                 let names = try? FileSystem.subdirectories(full)
             else { return false }
             entries.append(
-                "\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\t\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)")
+                "\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\t\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
+            )
             for name in names {
                 guard walk(relative.isEmpty ? name : relative + "/" + name) else { return false }
             }

@@ -10,7 +10,8 @@ extension Install {
     /// What the state records of deployment `deployment` (nil when it names none).
     func deploymentIdentity(_ deployment: String) throws(PatchSyncError) -> DeploymentIdentity? {
         let state = try state(readOnly: true).read()
-        return state.deployed[deployment] ?? [state.ready, state.staging].compactMap { $0 }.first { $0.name == deployment }
+        return state.deployed[deployment]
+            ?? [state.ready, state.staging].compactMap { $0 }.first { $0.name == deployment }
     }
 
     /// The whole manifest kept for `deployment` (every bundle's files): from its cache when that was made
@@ -77,11 +78,14 @@ extension Install {
         let live = state.currentIdentity.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
         let ready = state.ready.flatMap { $0.manifest == sha ? Set($0.bundles ?? all) : nil } ?? []
         var staged: [String: Int64] = [:]
-        if let staging = state.staging, staging.manifest == sha, let store = try? self.state(readOnly: true), let manifest = manifest() {
+        if let staging = state.staging, staging.manifest == sha, let store = try? self.state(readOnly: true),
+            let manifest = manifest()
+        {
             let selected = manifest.selecting(staging.bundles ?? all)
             let done = try StagedBuild(staging, in: self, state: store).recorded(selected)
             for file in selected.files {
-                for (index, chunk) in file.chunks.enumerated() where done.contains(.init(path: file.path, index: index)) {
+                for (index, chunk) in file.chunks.enumerated() where done.contains(.init(path: file.path, index: index))
+                {
                     staged[file.bundle, default: 0] += Int64(chunk.length)
                 }
             }
@@ -100,7 +104,8 @@ extension Install {
         let playable =
             entries.contains { $0.state == .live || $0.state == .ready }
             && entries.allSatisfy { !$0.required || $0.state == .live || $0.state == .ready }
-        return BundleProgress(buildId: summary.buildId, playable: playable, bundles: entries, dropped: selection.dropped)
+        return BundleProgress(
+            buildId: summary.buildId, playable: playable, bundles: entries, dropped: selection.dropped)
     }
 
     /// The bundles of the newest build this install knows (the one its last sync set out to install,
@@ -122,7 +127,8 @@ extension Install {
     /// when the record has none: the manifest is read instead).
     func newestKnownSummary(_ state: InstallState) -> (String, BuildSummary)? {
         let sha = state.newestManifest ?? state.currentIdentity?.manifest
-        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
+        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 })
+        where sha == nil || identity.manifest == sha {
             if let summary = identity.summary { return (identity.manifest, summary) }
         }
         return nil
@@ -144,8 +150,11 @@ extension Install {
     func newestKnownManifest() -> (String, Manifest)? {
         guard let state = try? state(readOnly: true).read() else { return nil }
         let sha = state.newestManifest ?? state.currentIdentity?.manifest
-        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 }) where sha == nil || identity.manifest == sha {
-            if let manifest = try? keptManifest(identity.name, sha: identity.manifest) { return (identity.manifest, manifest) }
+        for identity in [state.staging, state.ready, state.currentIdentity].compactMap({ $0 })
+        where sha == nil || identity.manifest == sha {
+            if let manifest = try? keptManifest(identity.name, sha: identity.manifest) {
+                return (identity.manifest, manifest)
+            }
         }
         return nil
     }
@@ -221,7 +230,8 @@ extension Install {
             }
         }
         if let current, let manifest = try? manifest(of: current) {
-            live.merge(try LiveTree(manifest: manifest, directory: buildDirectory(current), build: current, state: state))
+            live.merge(
+                try LiveTree(manifest: manifest, directory: buildDirectory(current), build: current, state: state))
             live.manifest = manifest  // the live build: the source its delta packs come from
         }
         // Every other build kept for rollback, newest first: a publisher's rollback to one of them, or a

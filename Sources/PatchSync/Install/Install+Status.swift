@@ -16,7 +16,8 @@ extension Install {
         var inodes = Set<UInt64>()
         let builds = folders.map {
             InstallStatus.BuildDisk(
-                name: $0, buildId: String($0.prefix { $0 != "@" }), diskBytes: diskUsage ? DiskUsage.of(buildDirectory($0), &inodes) : nil)
+                name: $0, buildId: String($0.prefix { $0 != "@" }),
+                diskBytes: diskUsage ? DiskUsage.of(buildDirectory($0), &inodes) : nil)
         }
         let stagingBytes = diskUsage ? DiskUsage.of(stagingDirectory, &inodes) : nil
         var status = InstallStatus(
@@ -53,7 +54,9 @@ extension Install {
         status.currentRollback = state.currentIdentity?.rollback
         status.readyRollback = state.ready?.rollback
         // The state names the deployment by its folder; a status names builds by their ids.
-        if var routes = state.routes, let owner = [state.staging, state.ready].compactMap({ $0 }).first(where: { $0.name == routes.buildId }) {
+        if var routes = state.routes,
+            let owner = [state.staging, state.ready].compactMap({ $0 }).first(where: { $0.name == routes.buildId })
+        {
             routes.buildId = owner.buildId
             status.routes = routes
         }

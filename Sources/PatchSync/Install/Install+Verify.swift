@@ -9,7 +9,8 @@ extension Install {
         let state = try state()
         try reconcile(state)  // an apply killed after its flip is finished first: the records name what is checked
         guard let deployment = currentDeployment() else {
-            throw PatchSyncError(.usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
+            throw PatchSyncError(
+                .usage, "\(root) has no build installed", remedy: "run `patchsync sync` and `patchsync apply`")
         }
         let build = Deployment.buildID(of: deployment)
         try dropTamperedReady(state)  // no record names a ready tree that was removed or changed by hand

@@ -103,11 +103,14 @@ public struct Install: Sendable {
         _ = try Channel(config.channel)
         if let hours = config.playHours { _ = try PlayHours(hours) }
         for (name, value) in [
-            ("maxBytesPerSecond", config.maxBytesPerSecond), ("discretionaryMaxBytesPerSecond", config.discretionaryMaxBytesPerSecond),
+            ("maxBytesPerSecond", config.maxBytesPerSecond),
+            ("discretionaryMaxBytesPerSecond", config.discretionaryMaxBytesPerSecond),
             ("maxConnections", config.maxConnections), ("keepBuilds", config.keepBuilds)
         ] {
             if let value, value <= 0 {
-                throw PatchSyncError(.usage, "\(name) must be more than 0, not \(value)", remedy: "`patchsync config unset \(name)` restores its default (no limit for a rate)")
+                throw PatchSyncError(
+                    .usage, "\(name) must be more than 0, not \(value)",
+                    remedy: "`patchsync config unset \(name)` restores its default (no limit for a rate)")
             }
         }
         try saveConfig(config)

@@ -16,7 +16,8 @@ enum InstallLockKind: Sendable {
 
     /// What the holder of the lock is doing, for the message of one that has to wait.
     var holder: String {
-        self == .staging ? "another sync or repair is staging a build" : "another PatchSync process is changing the live build"
+        self == .staging
+            ? "another sync or repair is staging a build" : "another PatchSync process is changing the live build"
     }
 }
 
@@ -123,7 +124,9 @@ extension Install {
             .localIO,
             "\(folder) is a symbolic link; PatchSync keeps its builds and state inside the install "
                 + "and never works through a link there",
-            remedy: "move the whole install folder instead (`patchsync` follows it), or replace the link by the folder it points to")
+            remedy:
+                "move the whole install folder instead (`patchsync` follows it), or replace the link by the folder it points to"
+        )
     }
 
     /// True while a game launched through PatchSync holds `running.lock` (or a swap is under way).
@@ -138,6 +141,8 @@ extension Install {
     /// `.patchsync` is private to the install's owner (0700).
     func securePrivateFolder() {
         var st = stat()
-        if stat(stateDirectory, &st) == 0, st.st_mode & 0o077 != 0, st.st_uid == geteuid() { chmod(stateDirectory, 0o700) }
+        if stat(stateDirectory, &st) == 0, st.st_mode & 0o077 != 0, st.st_uid == geteuid() {
+            chmod(stateDirectory, 0o700)
+        }
     }
 }

@@ -57,7 +57,8 @@ enum LiveDecision {
             throw PatchSyncError(
                 .refusedData,
                 "channel \(checked.channel) offers build \(checked.buildId) with sequence \(checked.sequence)"
-                    + (checked == newest ? "" : " under preload \(newest.buildId)") + ", lower than \(seen) already seen (rollback)",
+                    + (checked == newest ? "" : " under preload \(newest.buildId)")
+                    + ", lower than \(seen) already seen (rollback)",
                 remedy: "the origin serves an old build; nothing was changed")
         }
         return (stage, newest.locked ? newest : nil)
@@ -94,7 +95,9 @@ enum LiveDecision {
             }
         if let settled {
             // A ready deployment of this build with another choice of bundles is not what the player wants now.
-            if case .upToDate = settled, later.isEmpty, let ready = state.ready, ready.manifest == sha, !ready.holds(sha, bundles, all: all) {
+            if case .upToDate = settled, later.isEmpty, let ready = state.ready, ready.manifest == sha,
+                !ready.holds(sha, bundles, all: all)
+            {
                 state.dropReady(ready)
             }
             // Whatever was being staged is not wanted any more, unless a later step of this build stages it.
@@ -120,12 +123,15 @@ enum LiveDecision {
     /// and ``step`` finds it `.upToDate` without changing the state: the sync can say so at once. nil
     /// when any of that is not so (or the live record has no summary): the sync reads the manifest and
     /// decides step by step.
-    static func upToDate(_ build: ChannelBuild, state: InstallState, chosen: [String]?, excluded: [String]) -> (BuildSummary, BundleSelection)? {
+    static func upToDate(_ build: ChannelBuild, state: InstallState, chosen: [String]?, excluded: [String]) -> (
+        BuildSummary, BundleSelection
+    )? {
         guard !build.preload, state.staging == nil, state.ready == nil, state.current != nil,
             let live = state.currentIdentity, live.manifest == build.manifest, let summary = live.summary
         else { return nil }
         let selection = summary.selection(chosen: chosen, excluded: excluded)
-        return live.holds(build.manifest, selection.wanted, all: summary.selection(chosen: nil).wanted) ? (summary, selection) : nil
+        return live.holds(build.manifest, selection.wanted, all: summary.selection(chosen: nil).wanted)
+            ? (summary, selection) : nil
     }
 
     /// What an apply does, given the recorded state, whether the ready tree is still the tree that was
@@ -161,7 +167,8 @@ enum LiveDecision {
             return .refuse(
                 PatchSyncError(
                     .deferred, "the game is running; build \(ready.name) stays ready",
-                    remedy: "apply when the game has exited (the launcher does it at the next start)", reason: .gameRunning),
+                    remedy: "apply when the game has exited (the launcher does it at the next start)",
+                    reason: .gameRunning),
                 dropReady: false)
         }
         return .swap(ready)

@@ -94,7 +94,9 @@ struct SyncWatch: Sendable {
     }
 
     /// The error for a run that stops for `reason`; records the next attempt when the reason backs off.
-    func deferred(_ reason: DeferralReason, _ message: String, state: StateStore) throws(PatchSyncError) -> PatchSyncError {
+    func deferred(_ reason: DeferralReason, _ message: String, state: StateStore) throws(PatchSyncError)
+        -> PatchSyncError
+    {
         var next: Date?
         if discretionary && reason.backsOff {
             let count = (try Self.deferral(in: state)?.count ?? 0) + 1
@@ -116,7 +118,8 @@ struct SyncWatch: Sendable {
         PatchSyncError(
             .originUnavailable,
             "no byte arrived from the origin for \(quiet.components.seconds) s (--give-up)"
-                + (unreachable.map { "; no mirror could be reached: \($0)" } ?? "") + "; the chunks already verified are kept",
+                + (unreachable.map { "; no mirror could be reached: \($0)" } ?? "")
+                + "; the chunks already verified are kept",
             remedy: "check the network and the remotes, then run sync again; it goes on where it stopped",
             reason: .stalled)
     }

@@ -29,7 +29,9 @@ public struct BundleSelection: Sendable, Equatable {
     /// Required bundles first (by priority), then optional ones by priority, ties in the file's order.
     static func downloadOrder(_ bundles: [Bundle]) -> [Bundle] {
         bundles.enumerated().sorted {
-            ($0.element.required ? 0 : 1, $0.element.priority, $0.offset) < ($1.element.required ? 0 : 1, $1.element.priority, $1.offset)
+            ($0.element.required ? 0 : 1, $0.element.priority, $0.offset) < (
+                $1.element.required ? 0 : 1, $1.element.priority, $1.offset
+            )
         }.map(\.element)
     }
 
@@ -45,7 +47,8 @@ public struct BundleSelection: Sendable, Equatable {
     func steps(completeLocally local: (String) -> Bool) -> [[String]] {
         let required = wanted.filter { !optional.contains($0) }
         var current = Set(required + optional.filter(local))
-        var steps = current.isEmpty ? [] : [canonical(current)]  // a build without required bundles starts with its first optional one
+        // a build without required bundles starts with its first optional one
+        var steps = current.isEmpty ? [] : [canonical(current)]
         for name in optional where !current.contains(name) {
             current.insert(name)
             steps.append(canonical(current))

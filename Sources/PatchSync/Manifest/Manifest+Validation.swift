@@ -41,7 +41,8 @@ extension Manifest {
             }
         }
         for folder in folders ?? [] { try checkEntry(folder.path, bundle: folder.bundle, &seen, &folded) }
-        try checkNoFileIsAFolder(seen, leaves: Set((files.map(\.path) + (links ?? []).map(\.path)).map(PathRule.folded)))
+        try checkNoFileIsAFolder(
+            seen, leaves: Set((files.map(\.path) + (links ?? []).map(\.path)).map(PathRule.folded)))
         if let links, !links.isEmpty {
             let resolver = LinkResolver(links: links)
             for link in links where !resolver.staysInside(link.path) {
@@ -51,7 +52,8 @@ extension Manifest {
         var sealedObjects = Set<SHA256Digest>()
         for object in sealed ?? [] {
             let layout = SealedLayout(units: object.units)
-            guard sealedObjects.insert(object.object).inserted, !object.units.isEmpty, object.units.allSatisfy({ $0 >= 0 }),
+            guard sealedObjects.insert(object.object).inserted, !object.units.isEmpty,
+                object.units.allSatisfy({ $0 >= 0 }),
                 layout.sealedLength == object.length
             else {
                 throw refusal("lists sealed object \(object.sealed) twice or with units that do not add up")
@@ -60,7 +62,8 @@ extension Manifest {
         for pack in deltas ?? [] {
             guard pack.from != buildId, pack.length > 0, pack.files > 0, pack.files <= files.count,
                 pack.covers.map({ covers in
-                    (covers.count == pack.files || pack.narrowed != nil) && zip(covers, covers.dropFirst()).allSatisfy { $0 < $1 }
+                    (covers.count == pack.files || pack.narrowed != nil)
+                        && zip(covers, covers.dropFirst()).allSatisfy { $0 < $1 }
                         && covers.allSatisfy { files.indices.contains($0) }
                 }) ?? true
             else {
@@ -84,10 +87,13 @@ extension Manifest {
                     || chunk.objectOffset / ObjectNaming.segmentBytes
                         == (chunk.objectOffset + Int64(chunk.objectLength) - 1) / ObjectNaming.segmentBytes
             else {
-                throw refusal("has a chunk of \(file.path) at offset \(offset) that crosses a segment of object \(file.object)")
+                throw refusal(
+                    "has a chunk of \(file.path) at offset \(offset) that crosses a segment of object \(file.object)")
             }
             guard chunk.codec != .zstd || formatVersion >= 5 else {
-                throw refusal("has zstd chunks for \(file.path) under format version \(formatVersion), which has none (zstd came with 5)")
+                throw refusal(
+                    "has zstd chunks for \(file.path) under format version \(formatVersion), which has none (zstd came with 5)"
+                )
             }
             offset += Int64(chunk.length)
         }
@@ -105,7 +111,9 @@ extension Manifest {
         guard seen.insert(path).inserted, folded.insert(PathRule.folded(path)).inserted else {
             throw refusal("lists \(path) twice, or with another path that differs only in case")
         }
-        guard bundles.contains(where: { $0.name == bundle }) else { throw refusal("puts \(path) in unknown bundle \(bundle)") }
+        guard bundles.contains(where: { $0.name == bundle }) else {
+            throw refusal("puts \(path) in unknown bundle \(bundle)")
+        }
     }
 
     /// Nothing sits below a file or a link, case-folded (one path on a case-insensitive disk): staging

@@ -22,7 +22,9 @@ enum ManifestCache {
 
     /// Writes `manifest` (validated; its signed form hashes to `sha`) to `path`, atomically.
     static func write(_ manifest: Manifest, sha: String, to path: String) throws(PatchSyncError) {
-        guard let target = SHA256Digest(hex: sha) else { throw PatchSyncError(.internal, "not a manifest hash: \(sha)") }
+        guard let target = SHA256Digest(hex: sha) else {
+            throw PatchSyncError(.internal, "not a manifest hash: \(sha)")
+        }
         var body = Writer()
         var head = manifest
         head.files = []
@@ -72,7 +74,9 @@ enum ManifestCache {
     /// The manifest cached at `path`, when it was made from the signed manifest `sha` by this version
     /// and its body is intact; else nil.
     static func read(_ path: String, sha: String) -> Manifest? {
-        guard let target = SHA256Digest(hex: sha), let data = try? FileSystem.read(path, limit: 1 << 30) else { return nil }
+        guard let target = SHA256Digest(hex: sha), let data = try? FileSystem.read(path, limit: 1 << 30) else {
+            return nil
+        }
         return data.withUnsafeBytes { raw -> Manifest? in
             var reader = Reader(raw)
             guard reader.raw(4).map(Array.init) == magic, reader.integer(UInt32.self) == version,
@@ -101,13 +105,15 @@ enum ManifestCache {
         files.reserveCapacity(Int(count))
         for _ in 0..<count {
             guard let path = r.bytes(width: 4), let size = r.integer(Int64.self), let mode = r.integer(UInt32.self),
-                let sha = r.digest(), let object = r.digest(), let bundle = r.integer(UInt16.self), Int(bundle) < names.count,
+                let sha = r.digest(), let object = r.digest(), let bundle = r.integer(UInt16.self),
+                Int(bundle) < names.count,
                 let chunkCount = r.integer(UInt32.self), Int(chunkCount) <= r.remaining / 57
             else { return nil }
             var chunks: [ChunkEntry] = []
             chunks.reserveCapacity(Int(chunkCount))
             for _ in 0..<chunkCount {
-                guard let offset = r.integer(Int64.self), let length = r.integer(UInt32.self), let chunkSha = r.digest(),
+                guard let offset = r.integer(Int64.self), let length = r.integer(UInt32.self),
+                    let chunkSha = r.digest(),
                     let objectOffset = r.integer(Int64.self), let objectLength = r.integer(UInt32.self),
                     let codec = r.integer(UInt8.self), Int(codec) < codecs.count
                 else { return nil }
@@ -130,7 +136,9 @@ enum ManifestCache {
         var data: [UInt8] = []
 
         mutating func raw<C: Collection>(_ bytes: C) where C.Element == UInt8 { data.append(contentsOf: bytes) }
-        mutating func integer<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
+        mutating func integer<T: FixedWidthInteger>(_ value: T) {
+            withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) }
+        }
         mutating func digest(_ digest: SHA256Digest) { data.append(contentsOf: digest.bytes) }
         mutating func bytes(_ bytes: Data, width: Int) {
             if width == 2 { integer(UInt16(bytes.count)) } else { integer(UInt32(bytes.count)) }
@@ -160,7 +168,8 @@ enum ManifestCache {
         mutating func digest() -> SHA256Digest? { raw(32).map { SHA256Digest(bytes: $0) } }
 
         mutating func bytes(width: Int) -> UnsafeRawBufferPointer? {
-            guard let count = width == 2 ? integer(UInt16.self).map(Int.init) : integer(UInt32.self).map(Int.init) else { return nil }
+            guard let count = width == 2 ? integer(UInt16.self).map(Int.init) : integer(UInt32.self).map(Int.init)
+            else { return nil }
             return raw(count)
         }
     }

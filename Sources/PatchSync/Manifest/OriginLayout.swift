@@ -259,7 +259,9 @@ public struct ObjectNaming: Sendable, Equatable {
     /// (``current`` naming): at `end` when it fits in that segment, else at the next segment's start;
     /// `opens` when a new segment file begins there (a segment filled to the byte is followed by a new
     /// one; the first chunk's file is the object's first).
-    static func place(after end: Int64, stored: Int64, segmentBytes: Int64 = segmentBytes) -> (offset: Int64, opens: Bool) {
+    static func place(after end: Int64, stored: Int64, segmentBytes: Int64 = segmentBytes) -> (
+        offset: Int64, opens: Bool
+    ) {
         let inSegment = end % segmentBytes
         guard end > 0, inSegment == 0 || inSegment + stored > segmentBytes else { return (end, false) }
         return (inSegment == 0 ? end : (end / segmentBytes + 1) * segmentBytes, true)

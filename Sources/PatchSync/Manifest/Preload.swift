@@ -114,15 +114,19 @@ public struct PreloadPlan: Codable, Hashable, Sendable {
     /// sealed anew when the build is listed again with `sequence`, one that names it (a nonce is never
     /// used twice with one key).
     static func manifestLabel(channel: String, build: String, relistedAs sequence: Int? = nil) -> SHA256Digest {
-        guard let sequence else { return SHA256Hasher.hash(Data("patchsync sealed manifest 1\0\(channel)\0\(build)".utf8)) }
+        guard let sequence else {
+            return SHA256Hasher.hash(Data("patchsync sealed manifest 1\0\(channel)\0\(build)".utf8))
+        }
         return SHA256Hasher.hash(Data("patchsync sealed manifest 2\0\(channel)\0\(build)\0\(sequence)".utf8))
     }
 
     /// The sealed manifest read from the origin folder and opened with `key` (publisher side).
     func openManifest(in origin: String, key: ContentKey) throws(PatchSyncError) -> Manifest {
-        let data = try FileSystem.read(OriginLayout(root: origin).objectFile(manifest.sealed), limit: Int(manifest.length) + 1)
+        let data = try FileSystem.read(
+            OriginLayout(root: origin).objectFile(manifest.sealed), limit: Int(manifest.length) + 1)
         guard SHA256Hasher.hash(data) == manifest.sealed else {
-            throw PatchSyncError(.refusedData, "the sealed manifest of \(buildId) in \(origin) does not match its signed hash")
+            throw PatchSyncError(
+                .refusedData, "the sealed manifest of \(buildId) in \(origin) does not match its signed hash")
         }
         return try openManifest(data, key: key)
     }
@@ -180,7 +184,9 @@ public struct PreloadInfo: Codable, Hashable, Sendable {
 /// without the targets key), at `releases/<channel>/<build>.key`.
 enum Releases {
     static let role = "releases"
-    static func keyTarget(channel: String, build: String) -> String { OriginLayout.keyTarget(channel: channel, build: build) }
+    static func keyTarget(channel: String, build: String) -> String {
+        OriginLayout.keyTarget(channel: channel, build: build)
+    }
     /// A key file is a few hundred bytes; a client reads at most this much.
     static let maxKeyBytes: Int64 = 64 << 10
 }

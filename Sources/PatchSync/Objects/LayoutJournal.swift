@@ -37,7 +37,9 @@ final class LayoutJournal: Sendable {
 
     /// A journal for this publish in `origin`; the file is made at the first entry.
     init(origin: String) {
-        path = OriginLayout(root: origin).incomingFolder + "/\(Self.prefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max)).jsonl"
+        path =
+            OriginLayout(root: origin).incomingFolder
+            + "/\(Self.prefix)\(getpid())-\(UInt32.random(in: 0...UInt32.max)).jsonl"
         file = Mutex(nil)
     }
 
@@ -67,7 +69,9 @@ final class LayoutJournal: Sendable {
 
     static func removeAll(origin: String) {
         let folder = OriginLayout(root: origin).incomingFolder
-        for name in (try? FileSystem.list(folder)) ?? [] where name.hasPrefix(prefix) { try? FileSystem.remove(folder + "/" + name) }
+        for name in (try? FileSystem.list(folder)) ?? [] where name.hasPrefix(prefix) {
+            try? FileSystem.remove(folder + "/" + name)
+        }
     }
 
     /// The layouts of the objects that journals of ended publishes recorded and that are whole: already
@@ -97,7 +101,9 @@ final class LayoutJournal: Sendable {
                 // Every chunk is read back against its hash, in place or not: a length proves nothing after a crash.
                 if FileSystem.exists(final) {
                     // Never replaced: an object in place may be one a manifest describes with another layout.
-                    if let st = try? FileSystem.status(final), Int64(st.st_size) == entry.storedLength, wholeChunks(final, file) {
+                    if let st = try? FileSystem.status(final), Int64(st.st_size) == entry.storedLength,
+                        wholeChunks(final, file)
+                    {
                         found[entry.sha256] = file
                     }
                 } else if let st = try? FileSystem.status(temp), (st.st_mode & S_IFMT) == S_IFREG,
@@ -128,5 +134,7 @@ final class LayoutJournal: Sendable {
     }
 
     /// Whether every chunk of `file` reads back from `path` with its hash.
-    private static func wholeChunks(_ path: String, _ file: FileEntry) -> Bool { StoredObject(path: path).isWhole(file) }
+    private static func wholeChunks(_ path: String, _ file: FileEntry) -> Bool {
+        StoredObject(path: path).isWhole(file)
+    }
 }

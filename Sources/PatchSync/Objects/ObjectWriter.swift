@@ -53,7 +53,9 @@ struct ObjectWriter: Sendable {
     /// ``ObjectPlacer`` to put in place with others (``Result/pending``). The caller decides that
     /// the object is to be written: one that a manifest describes is reused, never written again.
     /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
-    func write(file path: String, knownHash: SHA256Digest? = nil, bytes: UnsafeRawBufferPointer? = nil) throws(PatchSyncError) -> Result {
+    func write(file path: String, knownHash: SHA256Digest? = nil, bytes: UnsafeRawBufferPointer? = nil)
+        throws(PatchSyncError) -> Result
+    {
         let segments = SegmentFiles(layout: OriginLayout(root: origin))
         do {
             let input: Input = try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
@@ -68,7 +70,8 @@ struct ObjectWriter: Sendable {
                 let first = layout.path(naming.path(candidate, segment: 0))
                 guard FileSystem.exists(first) else { break }
                 let entry = FileEntry(
-                    path: "", size: result.size, mode: 0o644, sha256: result.sha256, object: candidate, bundle: "", chunks: result.chunks)
+                    path: "", size: result.size, mode: 0o644, sha256: result.sha256, object: candidate, bundle: "",
+                    chunks: result.chunks)
                 if segments.temps.count == 1, let readsBack, readsBack(first, entry) {
                     segments.removeAll()
                     result.bytesWritten = 0
@@ -81,7 +84,8 @@ struct ObjectWriter: Sendable {
             }
             // A journal line names one temporary file: an object of several segments is written again after a kill.
             if result.pending.count == 1 {
-                journal?.record(result.pending[0], sha256: result.sha256, object: object, size: result.size, chunks: result.chunks)
+                journal?.record(
+                    result.pending[0], sha256: result.sha256, object: object, size: result.size, chunks: result.chunks)
             }
             return result
         } catch {
@@ -96,7 +100,8 @@ struct ObjectWriter: Sendable {
     static func layoutName(of sha256: SHA256Digest, chunks: [ChunkEntry]) -> SHA256Digest {
         var text = "patchsync object layout 1\0\(sha256.hex)"
         for chunk in chunks {
-            text += "\0\(chunk.offset),\(chunk.length),\(chunk.sha256.hex),\(chunk.objectOffset),\(chunk.objectLength),\(chunk.codec.rawValue)"
+            text +=
+                "\0\(chunk.offset),\(chunk.length),\(chunk.sha256.hex),\(chunk.objectOffset),\(chunk.objectLength),\(chunk.codec.rawValue)"
         }
         return SHA256Hasher.hash(Data(text.utf8))
     }
@@ -158,14 +163,16 @@ struct ObjectWriter: Sendable {
 
     /// Chunks and compresses `path` as `write(file:)` would, writing nothing: what its object would be.
     func describe(file path: String) throws(PatchSyncError) -> Result {
-        do { return try store(.file(try FileDescriptor(path: path, flags: O_RDONLY)), into: nil, knownHash: nil) } catch {
+        do { return try store(.file(try FileDescriptor(path: path, flags: O_RDONLY)), into: nil, knownHash: nil) } catch
+        {
             throw PatchSyncError.wrap(error).during("reading \(path)")
         }
     }
 
     /// Chunks and compresses a small file into memory, for a pack (``PackWriter``): its result, with
     /// chunk offsets from 0, and the stored bytes.
-    func collect(file path: String, knownHash: SHA256Digest? = nil, bytes content: UnsafeRawBufferPointer? = nil) throws(PatchSyncError)
+    func collect(file path: String, knownHash: SHA256Digest? = nil, bytes content: UnsafeRawBufferPointer? = nil)
+        throws(PatchSyncError)
         -> (Result, [UInt8])
     {
         var bytes: [UInt8]? = []

@@ -91,7 +91,9 @@ public final class PackWriter {
                 return chunk
             }
             if closed[entry.sha256] == nil {
-                journal?.record(pending, sha256: entry.sha256, object: hash, size: entry.size, chunks: entry.chunks, packLength: Int64(buffer.count))
+                journal?.record(
+                    pending, sha256: entry.sha256, object: hash, size: entry.size, chunks: entry.chunks,
+                    packLength: Int64(buffer.count))
             }
             closed[entry.sha256] = closed[entry.sha256] ?? entry
             finished.append((member.index, entry))

@@ -10,7 +10,9 @@ struct Sealer: Sendable {
 
     /// Seals the plain object at `plain` (named `object`) in `units` into `origin`'s objects, under
     /// the SHA-256 of the sealed bytes.
-    func seal(file plain: String, object: SHA256Digest, units: [Int], into origin: String) throws(PatchSyncError) -> SealedObject {
+    func seal(file plain: String, object: SHA256Digest, units: [Int], into origin: String) throws(PatchSyncError)
+        -> SealedObject
+    {
         let layout = SealedLayout(units: units)
         let folder = OriginLayout(root: origin)
         let temp = folder.incomingSealed(UInt64.random(in: 0...UInt64.max))
@@ -24,7 +26,8 @@ struct Sealer: Sendable {
             let hasher = SHA256Hasher()
             let largest = units.max() ?? 0
             let inBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
-            let outBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: largest + ContentKey.tagBytes, alignment: 16)
+            let outBuffer = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: largest + ContentKey.tagBytes, alignment: 16)
             defer {
                 inBuffer.deallocate()
                 outBuffer.deallocate()
@@ -34,7 +37,8 @@ struct Sealer: Sendable {
                 let plainUnit = UnsafeMutableRawBufferPointer(rebasing: inBuffer[..<unit])
                 try input.read(into: plainUnit, at: layout.starts[index])
                 let sealed = UnsafeMutableRawBufferPointer(rebasing: outBuffer[..<(unit + ContentKey.tagBytes)])
-                try sealUnit(UnsafeRawBufferPointer(plainUnit), object: object, index: index, of: units.count, into: sealed)
+                try sealUnit(
+                    UnsafeRawBufferPointer(plainUnit), object: object, index: index, of: units.count, into: sealed)
                 try output.write(UnsafeRawBufferPointer(sealed), at: position)
                 hasher.update(UnsafeRawBufferPointer(sealed))
                 position += Int64(sealed.count)
@@ -64,7 +68,8 @@ struct Sealer: Sendable {
                         try sealUnit(
                             UnsafeRawBufferPointer(rebasing: plain[start..<(start + unit)]), object: object,
                             index: index, of: units.count,
-                            into: UnsafeMutableRawBufferPointer(rebasing: sealed[Int(range.offset)..<Int(range.offset + range.length)]))
+                            into: UnsafeMutableRawBufferPointer(
+                                rebasing: sealed[Int(range.offset)..<Int(range.offset + range.length)]))
                     } catch { failure = error }
                 }
             }
@@ -92,7 +97,8 @@ struct Sealer: Sendable {
     ) -> Bool {
         key.open(
             sealed, nonce: ContentKey.nonce(object: object.object.hex, unit: index),
-            aad: ContentKey.associatedData(build: build, object: object.object.hex, unit: index, of: object.units.count),
+            aad: ContentKey.associatedData(
+                build: build, object: object.object.hex, unit: index, of: object.units.count),
             into: out)
     }
 
@@ -151,7 +157,9 @@ extension PreloadPlan {
         }
         let decoded = try Manifest.decode(gz, what: "the manifest of build \(buildId)")
         guard decoded.buildId.value == buildId, decoded.channel.name == channel else {
-            throw PatchSyncError(.refusedData, "the sealed manifest of \(buildId) describes build \(decoded.buildId) of \(decoded.channel)")
+            throw PatchSyncError(
+                .refusedData,
+                "the sealed manifest of \(buildId) describes build \(decoded.buildId) of \(decoded.channel)")
         }
         return decoded
     }

@@ -33,7 +33,8 @@ struct StoredObject: FileContentSource {
             let single = FileEntry(
                 path: file.path, size: Int64(chunk.length), mode: file.mode, sha256: file.sha256, object: file.object,
                 bundle: file.bundle, chunks: [one])
-            guard (try? read(single, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<chunk.length]))) != nil else { return false }
+            guard (try? read(single, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<chunk.length]))) != nil
+            else { return false }
         }
         return true
     }
@@ -46,7 +47,8 @@ struct StoredObject: FileContentSource {
         var object = try FileDescriptor(path: path, flags: O_RDONLY)
         var segment = 0
         for chunk in file.chunks {
-            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
+            let slice = UnsafeMutableRawBufferPointer(
+                rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
             let packed = UnsafeMutableRawBufferPointer(rebasing: stored[..<chunk.objectLength])
             var offset = chunk.objectOffset
             if let (origin, id, naming) = segments {
@@ -58,7 +60,10 @@ struct StoredObject: FileContentSource {
                 offset -= naming.base(of: wanted)
             }
             try object.read(into: chunk.codec == .raw ? slice : packed, at: offset)
-            guard chunk.codec == .raw || decompressor.decompress(UnsafeRawBufferPointer(packed), into: slice, as: chunk.codec) else {
+            guard
+                chunk.codec == .raw
+                    || decompressor.decompress(UnsafeRawBufferPointer(packed), into: slice, as: chunk.codec)
+            else {
                 throw Errno(EIO, "inflating a chunk of", path)
             }
             guard SHA256Hasher.hash(UnsafeRawBufferPointer(slice)) == chunk.sha256 else {

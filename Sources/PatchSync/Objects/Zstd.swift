@@ -44,7 +44,9 @@ enum Zstd {
 
         /// Decompresses one frame, which must be all of `input` and fill `output` exactly.
         func decompress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
-            guard let source = input.baseAddress, let destination = output.baseAddress, Zstd.isFrame(input) else { return false }
+            guard let source = input.baseAddress, let destination = output.baseAddress, Zstd.isFrame(input) else {
+                return false
+            }
             // One frame and nothing after it.
             let frame = ZSTD_findFrameCompressedSize(source, input.count)
             guard ZSTD_isError(frame) == 0, frame == input.count else { return false }
@@ -97,13 +99,16 @@ public struct ObjectCodec: Sendable, Hashable, CustomStringConvertible {
         case "zstd": (kind, level, levels) = (.zstd, 3, 1...19)
         case "deflate": (kind, level, levels) = (.deflate, 6, 1...12)
         default:
-            throw PatchSyncError(.usage, "'\(text)' is not a codec", remedy: "use zstd or deflate, with a level if you like: zstd:9, deflate:6")
+            throw PatchSyncError(
+                .usage, "'\(text)' is not a codec",
+                remedy: "use zstd or deflate, with a level if you like: zstd:9, deflate:6")
         }
         if parts.count == 2 {
             guard let level = Int32(parts[1]), levels.contains(level) else {
                 throw PatchSyncError(
                     .usage, "'\(parts[1])' is not a level of \(kind.rawValue)",
-                    remedy: "use \(levels.lowerBound)–\(levels.upperBound), e.g. \(kind.rawValue):\(kind == .zstd ? 9 : 6)")
+                    remedy:
+                        "use \(levels.lowerBound)–\(levels.upperBound), e.g. \(kind.rawValue):\(kind == .zstd ? 9 : 6)")
             }
             self.level = level
         }
@@ -130,14 +135,18 @@ final class Decompressor {
     /// method, a window of at most 32 KiB, check bits that make the first two bytes a multiple of 31).
     static func detect(_ bytes: UnsafeRawBufferPointer) -> ChunkCodec? {
         if Zstd.isFrame(bytes) { return .zstd }
-        guard bytes.count >= 2, bytes[0] & 0x0F == 8, bytes[0] >> 4 <= 7, (UInt16(bytes[0]) << 8 | UInt16(bytes[1])) % 31 == 0 else {
+        guard bytes.count >= 2, bytes[0] & 0x0F == 8, bytes[0] >> 4 <= 7,
+            (UInt16(bytes[0]) << 8 | UInt16(bytes[1])) % 31 == 0
+        else {
             return nil
         }
         return .zlib
     }
 
     /// Decompresses `input` into all of `output`; the bytes must be of `codec` (nil: whichever they say).
-    func decompress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, as codec: ChunkCodec? = nil) -> Bool {
+    func decompress(
+        _ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, as codec: ChunkCodec? = nil
+    ) -> Bool {
         let detected = Self.detect(input)
         guard let detected, codec == nil || codec == detected else { return false }
         switch detected {

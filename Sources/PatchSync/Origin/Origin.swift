@@ -83,16 +83,20 @@ final class Origin: MetadataSource, Sendable {
                 }
                 let random = Double.random(in: 0..<1)
                 let offline = group.withLock { group -> String? in
-                    decision = policy.next(after: failure, on: mirror, progressed: progressed, group: &group, now: .now, random: random)
+                    decision = policy.next(
+                        after: failure, on: mirror, progressed: progressed, group: &group, now: .now, random: random)
                     guard group.isOffline else { return nil }
-                    return group.lastFailure.sorted { $0.key < $1.key }.map { "\(mirrors[$0.key]): \($0.value)" }.joined(separator: "; ")
+                    return group.lastFailure.sorted { $0.key < $1.key }.map { "\(mirrors[$0.key]): \($0.value)" }
+                        .joined(separator: "; ")
                 }
                 if let offline, case .attempt = decision { client.meter?.offline(offline) }
                 if !expected, case .attempt(let next, let after) = decision, let meter = client.meter {
                     meter.retrying(
                         RetryStatus(
                             what: what, mirror: mirrors[next], failedMirror: mirrors[mirror], attempt: attempts,
-                            retryInSeconds: Int((Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18).rounded(.up)),
+                            retryInSeconds: Int(
+                                (Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18)
+                                    .rounded(.up)),
                             failure: failure.description))
                 }
             }
@@ -112,7 +116,8 @@ final class Origin: MetadataSource, Sendable {
     /// Refuses an empty list or a URL of another scheme.
     static func checkMirrors(_ mirrors: [String]) throws(PatchSyncError) {
         guard !mirrors.isEmpty else {
-            throw PatchSyncError(.usage, "no remote is configured", remedy: "add one with `patchsync init --remote URL`")
+            throw PatchSyncError(
+                .usage, "no remote is configured", remedy: "add one with `patchsync init --remote URL`")
         }
         for mirror in mirrors {
             let lower = mirror.lowercased()
@@ -168,7 +173,8 @@ final class Origin: MetadataSource, Sendable {
     /// damaged copy is passed over for the next (``TransferFailure/damaged(_:)``), as one that fails
     /// is. Refused bytes from every mirror end in 65, other failures in 69.
     func signed(_ path: String, length: Int64, sha256: String) async throws(PatchSyncError) -> Data {
-        try await withRetries(path, absence: .unexpected) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Data> in
+        try await withRetries(path, absence: .unexpected) {
+            (mirror: Int) async throws(PatchSyncError) -> Attempt<Data> in
             let url = self.url(path, mirror: mirror)
             switch await client.fetchData(url: url, maxBytes: length, timeout: nil) {
             case .success(let data) where data.count == length && SHA256Hasher.hash(data).hex == sha256:

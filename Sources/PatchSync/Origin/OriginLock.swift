@@ -36,7 +36,8 @@ public final class OriginLock: Sendable {
                     .deferred,
                     "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait"
                         + (Self.wait > 0 ? " (waited \(Int(Self.wait)) s)" : ""),
-                    remedy: "run it again when that publish, refresh or prune has finished, or give --wait 10m", reason: .busy)
+                    remedy: "run it again when that publish, refresh or prune has finished, or give --wait 10m",
+                    reason: .busy)
             }
             usleep(100_000)  // polled: flock(2) itself cannot time out without a signal
         }

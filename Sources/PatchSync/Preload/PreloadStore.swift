@@ -35,7 +35,9 @@ final class PreloadStore: Sendable {
     static func planName(_ sha: String) -> String { InstallLayout.preloadPlanName(sha) }
 
     func has(_ range: PreloadPlan.SealedRange) -> Bool {
-        index.withLock { $0[range.object]?.contains { $0.offset == range.offset && $0.length == range.length } ?? false }
+        index.withLock {
+            $0[range.object]?.contains { $0.offset == range.offset && $0.length == range.length } ?? false
+        }
     }
 
     /// Fetches `range` (resuming a part left by an earlier run) and checks it; returns the bytes fetched.
@@ -73,12 +75,18 @@ final class PreloadStore: Sendable {
     /// The bytes `offset..<offset+length` of `object` as stored, from a range here that holds them; nil
     /// when none does.
     func read(object: SHA256Digest, offset: Int64, length: Int64) throws(PatchSyncError) -> [UInt8]? {
-        guard let held = index.withLock({ $0[object]?.first { $0.offset <= offset && offset + length <= $0.offset + $0.length } })
+        guard
+            let held = index.withLock({
+                $0[object]?.first { $0.offset <= offset && offset + length <= $0.offset + $0.length }
+            })
         else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(length))
-        let file = directory + "/" + InstallLayout.preloadRangeName(object: object, offset: held.offset, length: held.length)
+        let file =
+            directory + "/" + InstallLayout.preloadRangeName(object: object, offset: held.offset, length: held.length)
         let failure: Errno? = bytes.withUnsafeMutableBytes { raw in
-            do throws(Errno) { try FileDescriptor(path: file, flags: O_RDONLY).read(into: raw, at: offset - held.offset) } catch { return error }
+            do throws(Errno) {
+                try FileDescriptor(path: file, flags: O_RDONLY).read(into: raw, at: offset - held.offset)
+            } catch { return error }
             return nil
         }
         if let failure { throw PatchSyncError.wrap(failure).during("reading preloaded data") }
@@ -106,7 +114,9 @@ final class PreloadStore: Sendable {
         Housekeeping.removePreloadFiles(unneeded, in: directory)
         index.withLock { index in
             for (object, ranges) in index {
-                index[object] = ranges.filter { keep.contains(InstallLayout.preloadRangeName(object: object, offset: $0.offset, length: $0.length)) }
+                index[object] = ranges.filter {
+                    keep.contains(InstallLayout.preloadRangeName(object: object, offset: $0.offset, length: $0.length))
+                }
             }
         }
     }

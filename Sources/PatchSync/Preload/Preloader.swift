@@ -68,8 +68,12 @@ struct Preloader: Sendable {
         let manifest = PreloadPlan.SealedRange(
             object: plan.manifest.sealed, offset: 0, length: plan.manifest.length,
             sha256: plan.manifest.sealed)
-        let staged = [recorded.currentIdentity, recorded.ready].contains { $0?.holds(sha, selection.wanted, all: all) == true }
-        let held = [recorded.currentIdentity?.buildId].compactMap { $0 } + recorded.history.suffix(config.buildsKept).reversed().compactMap { recorded.deployed[$0]?.buildId }
+        let staged = [recorded.currentIdentity, recorded.ready].contains {
+            $0?.holds(sha, selection.wanted, all: all) == true
+        }
+        let held =
+            [recorded.currentIdentity?.buildId].compactMap { $0 }
+            + recorded.history.suffix(config.buildsKept).reversed().compactMap { recorded.deployed[$0]?.buildId }
         let ranges = [manifest] + (staged ? [] : plan.ranges(for: Set(selection.wanted), from: held))
         return PreloadNeeds(plan: plan, sha: sha, manifest: manifest, ranges: ranges, staged: staged)
     }
@@ -79,7 +83,8 @@ struct Preloader: Sendable {
     /// nothing is deleted, and the preload's own step reports why.
     func preloadFiles(of target: ManifestTarget) async -> Set<String> {
         do { return try await needs(target).files } catch {
-            Self.preloadLogger.notice("keeping every preloaded file: the plan of \(target.info.buildId) cannot be read: \(error)")
+            Self.preloadLogger.notice(
+                "keeping every preloaded file: the plan of \(target.info.buildId) cannot be read: \(error)")
             return Set((try? FileSystem.list(install.preloadDirectory)) ?? [])
         }
     }
@@ -95,7 +100,9 @@ struct Preloader: Sendable {
             throw PatchSyncError(.refusedData, "target \(target.path) is no preload plan")
         }
         let needs = try await self.needs(target)
-        let (plan, sha, manifestRange, ranges, staged) = (needs.plan, needs.sha, needs.manifest, needs.ranges, needs.staged)
+        let (plan, sha, manifestRange, ranges, staged) = (
+            needs.plan, needs.sha, needs.manifest, needs.ranges, needs.staged
+        )
         let store = PreloadStore(directory: install.preloadDirectory)
         do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
         store.prune(keeping: needs.files.union(keep))
@@ -139,7 +146,8 @@ struct Preloader: Sendable {
             throw error
         }
         guard manifest.sequence == target.info.sequence else {
-            throw PatchSyncError(.refusedData, "the sealed manifest of \(plan.buildId) has another sequence than its signed target")
+            throw PatchSyncError(
+                .refusedData, "the sealed manifest of \(plan.buildId) has another sequence than its signed target")
         }
         let sealed = Dictionary((manifest.sealed ?? []).map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a })
         let listed = Set(plan.objects.map(\.sealed))
@@ -162,7 +170,8 @@ struct Preloader: Sendable {
         let consistent = OriginLayout.targetFile(target.path, sha256: sha)
         let planFile = install.layout.preloadPlanFile(sha)
         let planData: Data
-        if let kept = try? FileSystem.read(planFile, limit: Int(target.file.length)), SHA256Hasher.hash(kept).hex == sha {
+        if let kept = try? FileSystem.read(planFile, limit: Int(target.file.length)), SHA256Hasher.hash(kept).hex == sha
+        {
             planData = kept
         } else {
             planData = try await origin.signed(consistent, length: target.file.length, sha256: sha)
@@ -172,7 +181,8 @@ struct Preloader: Sendable {
             } catch { throw PatchSyncError.wrap(error) }
         }
         let plan = try PreloadPlan.decode(planData, what: consistent)
-        guard plan.buildId == target.info.buildId, plan.channel == target.info.channel, plan.keys[plan.buildId] != nil else {
+        guard plan.buildId == target.info.buildId, plan.channel == target.info.channel, plan.keys[plan.buildId] != nil
+        else {
             throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
         }
         return plan
@@ -183,9 +193,11 @@ struct Preloader: Sendable {
     /// the preload the install records as pending needs is kept when the repair prunes the store.
     func sealedSource(for manifest: Manifest, trusted: TrustedMetadata) async throws(PatchSyncError) -> SealedSource? {
         guard let objects = manifest.sealed, !objects.isEmpty else { return nil }
-        let target = try ManifestTarget(in: trusted.targets.signed, channel: manifest.channel, build: manifest.buildId.value)
+        let target = try ManifestTarget(
+            in: trusted.targets.signed, channel: manifest.channel, build: manifest.buildId.value)
         guard let sha = target.file.hashes["sha256"], target.info.preload != nil else {
-            throw PatchSyncError(.refusedData, "build \(manifest.buildId) has sealed objects, and its target is no preload plan")
+            throw PatchSyncError(
+                .refusedData, "build \(manifest.buildId) has sealed objects, and its target is no preload plan")
         }
         let plan = try await loadPlan(target, sha: sha)
         let keyTargets = try await self.keyTargets(plan, trusted: trusted)
@@ -203,13 +215,16 @@ struct Preloader: Sendable {
         let store = PreloadStore(directory: install.preloadDirectory)
         do { try FileSystem.makeDirectory(store.directory, mode: 0o700) } catch { throw PatchSyncError.wrap(error) }
         return SealedSource(
-            store: store, keys: keys, sealed: Dictionary(objects.map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a }),
+            store: store, keys: keys,
+            sealed: Dictionary(objects.map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a }),
             keep: kept)
     }
 
     /// The target of the preload that `state` records (fetched ahead of its release, not staged), when it
     /// is not `build` and signed metadata still lists it.
-    private func pendingPreload(trusted: TrustedMetadata, besides build: String) throws(PatchSyncError) -> ManifestTarget? {
+    private func pendingPreload(trusted: TrustedMetadata, besides build: String) throws(PatchSyncError)
+        -> ManifestTarget?
+    {
         guard let status = try state.read().preload, status.buildId != build else { return nil }
         return ManifestTarget.all(in: trusted.targets.signed, channel: try Channel(status.channel))
             .first { $0.info.buildId == status.buildId && $0.info.preload != nil }
@@ -217,20 +232,26 @@ struct Preloader: Sendable {
 
     /// The signed targets of the released keys of `plan`'s builds that the releases role lists (those
     /// not released yet are absent).
-    private func keyTargets(_ plan: PreloadPlan, trusted: TrustedMetadata) async throws(PatchSyncError) -> [String: TargetFile] {
+    private func keyTargets(_ plan: PreloadPlan, trusted: TrustedMetadata) async throws(PatchSyncError) -> [String:
+        TargetFile]
+    {
         let client = TrustClient(directory: install.metadataDirectory, source: origin.preferring(0), now: now)
         var found: [String: TargetFile] = [:]
         for build in plan.keys.keys.sorted() {
-            found[build] = try await client.findTarget(Releases.keyTarget(channel: plan.channel, build: build), in: trusted)
+            found[build] = try await client.findTarget(
+                Releases.keyTarget(channel: plan.channel, build: build), in: trusted)
         }
         return found
     }
 
     /// A released content key: fetched within ``Releases/maxKeyBytes`` and checked against its signed
     /// hash, then against the commitment the targets key signed for `build`.
-    private func releasedKey(_ build: String, _ file: TargetFile, plan: PreloadPlan) async throws(PatchSyncError) -> ContentKey {
+    private func releasedKey(_ build: String, _ file: TargetFile, plan: PreloadPlan) async throws(PatchSyncError)
+        -> ContentKey
+    {
         guard let hash = file.hashes["sha256"], file.length <= Releases.maxKeyBytes else {
-            throw PatchSyncError(.refusedData, "the released key of \(build) is over \(Releases.maxKeyBytes) bytes or has no sha256")
+            throw PatchSyncError(
+                .refusedData, "the released key of \(build) is over \(Releases.maxKeyBytes) bytes or has no sha256")
         }
         let path = OriginLayout.targetFile(Releases.keyTarget(channel: plan.channel, build: build), sha256: hash)
         let key = try ContentKey.read(
@@ -247,7 +268,9 @@ struct Preloader: Sendable {
 
     /// Fetches `ranges` into the store, ``InstallConfig/connections`` at once, with progress events and
     /// the state's preload status kept current (a preload stopped part way resumes where it was).
-    private func fetch(_ ranges: [PreloadPlan.SealedRange], store: PreloadStore, status: PreloadStatus) async throws(PatchSyncError) {
+    private func fetch(_ ranges: [PreloadPlan.SealedRange], store: PreloadStore, status: PreloadStatus)
+        async throws(PatchSyncError)
+    {
         let total = ranges.reduce(0) { $0 + $1.length }
         let progress = TransferProgress(done: status.bytesDone, total: status.bytesDone + total, filesTotal: 0)
         let done = Tally(status.bytesDone)

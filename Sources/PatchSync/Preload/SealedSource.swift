@@ -36,8 +36,11 @@ struct SealedSource: Sendable {
         let layout = SealedLayout(units: sealedObject.units)
         var out: [[UInt8]] = []
         for need in needs {
-            guard let unit = layout.unit(startingAt: need.chunk.objectOffset), sealedObject.units[unit] == need.chunk.objectLength else {
-                throw PatchSyncError(.refusedData, "a chunk of sealed object \(sealedObject.sealed) does not start one of its units")
+            guard let unit = layout.unit(startingAt: need.chunk.objectOffset),
+                sealedObject.units[unit] == need.chunk.objectLength
+            else {
+                throw PatchSyncError(
+                    .refusedData, "a chunk of sealed object \(sealedObject.sealed) does not start one of its units")
             }
             out.append(try await open(sealedObject, unit: unit, layout: layout, origin: origin))
         }
@@ -60,11 +63,14 @@ struct SealedSource: Sendable {
             sealedBytes = try store.read(object: object.sealed, offset: span.offset, length: span.length)
         }
         guard let sealedBytes, let key = keys[object.keyBuild] else {
-            throw PatchSyncError(.internal, "sealed object \(object.sealed) is neither preloaded nor fetched, or has no key")
+            throw PatchSyncError(
+                .internal, "sealed object \(object.sealed) is neither preloaded nor fetched, or has no key")
         }
         var plain = [UInt8](repeating: 0, count: object.units[unit])
         let ok = sealedBytes.withUnsafeBytes { sealedRaw in
-            plain.withUnsafeMutableBytes { Sealer(key: key, build: object.keyBuild).open(sealedRaw, object: object, index: unit, into: $0) }
+            plain.withUnsafeMutableBytes {
+                Sealer(key: key, build: object.keyBuild).open(sealedRaw, object: object, index: unit, into: $0)
+            }
         }
         guard ok else {
             store.drop(object: object.sealed, offset: span.offset)
@@ -95,7 +101,8 @@ struct SealedSource: Sendable {
                 if let failure { throw failure }
             }
             guard hasher.finish() == object.object else {
-                throw PatchSyncError(.refusedData, "sealed object \(object.sealed) opens to other bytes than its plain SHA-256")
+                throw PatchSyncError(
+                    .refusedData, "sealed object \(object.sealed) opens to other bytes than its plain SHA-256")
             }
             try output.sync()
             try FileSystem.rename(InstallLayout.opening(local), local)

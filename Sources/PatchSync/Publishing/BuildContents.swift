@@ -4,8 +4,11 @@ import Foundation
 /// the objects and packs its files name, its delta packs and its manifest deltas. What `repo prune`
 /// keeps, and what `upload` knows a bucket has once it lists the build.
 enum BuildContents {
-    static func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<String> {
-        guard let hash = file.hashes["sha256"] else { throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256") }
+    static func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<String>
+    {
+        guard let hash = file.hashes["sha256"] else {
+            throw PatchSyncError(.refusedData, "target \(path) of \(origin) has no sha256")
+        }
         var paths: Set<String> = [OriginLayout.targetFile(path, sha256: hash)]
         if file.custom == nil, file.channelRecord != nil { return paths }  // a channel's record: the file alone
         for delta in file.custom?.manifestDeltas ?? [] { paths.insert(OriginLayout.object(hex: delta.object)) }
@@ -42,7 +45,9 @@ enum BuildContents {
     struct Memo {
         private var known: [String: Set<String>] = [:]
 
-        mutating func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<String> {
+        mutating func paths(in origin: String, target path: String, _ file: TargetFile) throws(PatchSyncError) -> Set<
+            String
+        > {
             let key = path + "#" + (file.hashes["sha256"] ?? "")
             if let paths = known[key] { return paths }
             let paths = try BuildContents.paths(in: origin, target: path, file)

@@ -50,7 +50,9 @@ public struct BuildFolder: Sendable {
     private mutating func walk(_ relative: String) throws(PatchSyncError) {
         let full = relative.isEmpty ? root : root + "/" + relative
         let names: [String]
-        do { names = try FileSystem.list(full) } catch { throw PatchSyncError.wrap(error).during("reading the build folder") }
+        do { names = try FileSystem.list(full) } catch {
+            throw PatchSyncError.wrap(error).during("reading the build folder")
+        }
         if names.isEmpty && !relative.isEmpty { emptyFolders.append(relative) }
         for name in names {
             let rel = relative.isEmpty ? name : relative + "/" + name

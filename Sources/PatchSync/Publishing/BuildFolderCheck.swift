@@ -40,25 +40,34 @@ public struct BuildFolderCheck: Sendable {
         for (_, paths) in byFolded where paths.count > 1 {
             let sorted = paths.sorted()
             check.refusals.append(
-                Problem(path: sorted[0], reason: "differs only in case from \(sorted.dropFirst().joined(separator: ", ")) (one file on a case-insensitive disk)"))
+                Problem(
+                    path: sorted[0],
+                    reason:
+                        "differs only in case from \(sorted.dropFirst().joined(separator: ", ")) (one file on a case-insensitive disk)"
+                ))
         }
         // A mode that leaves the owner unable to read the file installs unreadable.
         for path in folder.files {
             var st = stat()
             guard lstat(folder.root + "/" + path, &st) == 0 else {
-                check.refusals.append(Problem(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))"))
+                check.refusals.append(
+                    Problem(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))"))
                 continue
             }
             if st.st_mode & 0o400 == 0 {
                 check.refusals.append(
-                    Problem(path: path, reason: "has mode \(String(st.st_mode & 0o777, radix: 8)): players could not read it"))
+                    Problem(
+                        path: path,
+                        reason: "has mode \(String(st.st_mode & 0o777, radix: 8)): players could not read it"))
             } else if access(folder.root + "/" + path, R_OK) != 0 {
-                check.refusals.append(Problem(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))"))
+                check.refusals.append(
+                    Problem(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))"))
             }
         }
         // What --dereference-external copies from outside the build is listed, so nothing comes in unseen.
         for (path, source) in folder.dereferenced {
-            check.warnings.append(Problem(path: path, reason: "copied from \(source) outside the build (--dereference-external)"))
+            check.warnings.append(
+                Problem(path: path, reason: "copied from \(source) outside the build (--dereference-external)"))
         }
         check.refusals.sort { $0.path < $1.path }
         check.warnings.sort { $0.path < $1.path }
@@ -71,7 +80,8 @@ public struct BuildFolderCheck: Sendable {
 
     /// Why Windows or macOS could not hold `name`, or nil.
     static func unportable(_ name: String) -> String? {
-        let stem = name.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? name
+        let stem =
+            name.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? name
         if reservedNames.contains(stem.uppercased()) { return "\(stem) is a reserved name on Windows" }
         if let bad = name.unicodeScalars.first(where: { "<>:\"|?*".unicodeScalars.contains($0) || $0.value < 0x20 }) {
             return bad.value < 0x20 ? "it holds a control character" : "it holds '\(bad)'"

@@ -31,7 +31,8 @@ public enum CDNCheck {
                 .uncacheableName,
                 "\(plain.count) objects have no extension a CDN caches by default (\(first.path)): they were published "
                     + "by an older PatchSync, and every player's request for them reaches the origin",
-                fix: "publish the builds that need them again with this PatchSync and `patchsync repo prune` the old ones, "
+                fix:
+                    "publish the builds that need them again with this PatchSync and `patchsync repo prune` the old ones, "
                     + "or add a cache rule for objects/*")
         }
         let large = objects.filter { $0.bytes > ObjectNaming.segmentBytes }
@@ -60,7 +61,9 @@ public enum CDNCheck {
             for _ in 0..<2 {
                 let sink = DataSink()
                 let url = base + "/" + object.path
-                switch await client.fetch(TransferRequest(url: url, range: 0...(length - 1), maxBytes: length), into: sink) {
+                switch await client.fetch(
+                    TransferRequest(url: url, range: 0...(length - 1), maxBytes: length), into: sink)
+                {
                 case .success(let response): answers.append((response, sink.data))
                 case .failure(let failure):
                     problem(
@@ -82,7 +85,9 @@ public enum CDNCheck {
                 .rangeIgnored,
                 "\(base) answered a range of \(first) (and \(ignored.count - 1) more) with the whole file: "
                     + "players pay whole objects for a few chunks",
-                fix: "turn on range requests for objects/* (most CDNs do by default; in nginx, `slice` with `proxy_cache`)")
+                fix:
+                    "turn on range requests for objects/* (most CDNs do by default; in nginx, `slice` with `proxy_cache`)"
+            )
         }
         if let first = misses.first {
             problem(
@@ -92,13 +97,16 @@ public enum CDNCheck {
                 fix: "cache objects/* and targets/* (immutable: `Cache-Control: public, max-age=31536000, immutable`); "
                     + "the README gives the rules for Cloudflare, CloudFront, Fastly and nginx")
         }
-        try await checkMetadata(base: base, layout: layout, client: client, maxAge: metadataMaxAge, now: now, problem: problem)
+        try await checkMetadata(
+            base: base, layout: layout, client: client, maxAge: metadataMaxAge, now: now, problem: problem)
         return found
     }
 
     /// Whether a response's headers say it came from a cache.
     static func isHit(_ headers: [String: String]) -> Bool {
-        if let status = headers["cf-cache-status"]?.uppercased(), ["HIT", "REVALIDATED", "UPDATING", "STALE"].contains(status) {
+        if let status = headers["cf-cache-status"]?.uppercased(),
+            ["HIT", "REVALIDATED", "UPDATING", "STALE"].contains(status)
+        {
             return true
         }
         if let cache = headers["x-cache"]?.lowercased(), cache.contains("hit") { return true }
@@ -116,7 +124,9 @@ public enum CDNCheck {
         let local: Data, written: Date
         do {
             local = try FileSystem.read(layout.timestampFile, limit: Int(TrustClient.maxRootBytes))
-            guard let st = try FileSystem.status(layout.timestampFile) else { throw Errno(ENOENT, "reading", layout.timestampFile) }
+            guard let st = try FileSystem.status(layout.timestampFile) else {
+                throw Errno(ENOENT, "reading", layout.timestampFile)
+            }
             written = Date(timeIntervalSince1970: TimeInterval(st.st_mtim.tv_sec))
         } catch { throw PatchSyncError.wrap(error) }
         for attempt in 0..<2 {
@@ -128,15 +138,20 @@ public enum CDNCheck {
                 problem(.cdnUnreachable, "\(url): \(failure)", "check that \(base) serves the origin's metadata/")
                 return
             }
-            if let control = response.headers["cache-control"], let age = maxAgeSeconds(control), age > maxAge, attempt == 0 {
+            if let control = response.headers["cache-control"], let age = maxAgeSeconds(control), age > maxAge,
+                attempt == 0
+            {
                 problem(
                     .metadataCachedTooLong,
                     "\(url) is sent with `Cache-Control: \(control)`: players may see a new build \(age) s late, "
                         + "more than the \(maxAge) s promised",
-                    "serve metadata/timestamp.json and metadata/root.json with max-age=\(maxAge) or less (`patchsync upload` sets it)")
+                    "serve metadata/timestamp.json and metadata/root.json with max-age=\(maxAge) or less (`patchsync upload` sets it)"
+                )
             }
             let served = version(of: sink.data), current = version(of: local)
-            let stale = sink.data != local && (served ?? 0) < (current ?? 0) && now.timeIntervalSince(written) > TimeInterval(maxAge)
+            let stale =
+                sink.data != local && (served ?? 0) < (current ?? 0)
+                && now.timeIntervalSince(written) > TimeInterval(maxAge)
             if stale {
                 problem(
                     .metadataCachedTooLong,
@@ -153,8 +168,11 @@ public enum CDNCheck {
     static func maxAgeSeconds(_ control: String) -> Int? {
         var found: Int?
         for part in control.split(separator: ",") {
-            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            guard pair.count == 2, let value = Int(pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))) else { continue }
+            let pair = part.split(separator: "=", maxSplits: 1).map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            }
+            guard pair.count == 2, let value = Int(pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+            else { continue }
             if pair[0] == "s-maxage" { return value }
             if pair[0] == "max-age" { found = value }
         }

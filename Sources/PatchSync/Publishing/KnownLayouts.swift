@@ -42,7 +42,11 @@ final class KnownLayouts: Sendable {
         var channels = Set<String>()
         for (path, target, info) in manifests {
             if path == first { continue }
-            if channels.insert(info.channel).inserted { newest.append((path, target)) } else { older.append((path, target)) }
+            if channels.insert(info.channel).inserted {
+                newest.append((path, target))
+            } else {
+                older.append((path, target))
+            }
         }
         if let first, let target = targets[first] { newest.insert((first, target), at: 0) }
         var state = State(unread: older)

@@ -10,7 +10,8 @@ struct NewChannelCheck {
     /// Refuses `channel` when `repo` lists no build on it (and never did) and a listed channel's name is
     /// within ``closeEdits`` of it; `meant` (`--new-channel`) lets it through.
     static func check(_ channel: Channel, repo: Repository, meant: Bool, command: String) throws(PatchSyncError) {
-        let existing = Set(ChannelListing.all(repo).map(\.channel)).union(ChannelListing.recordedSequences(origin: repo.origin).keys)
+        let existing = Set(ChannelListing.all(repo).map(\.channel)).union(
+            ChannelListing.recordedSequences(origin: repo.origin).keys)
         guard !meant, !existing.contains(channel.name) else { return }
         let close = existing.filter { distance($0, channel.name) <= closeEdits }.sorted()
         guard let nearest = close.first else { return }
@@ -19,7 +20,9 @@ struct NewChannelCheck {
             "channel '\(channel.name)' is new to \(repo.origin), and its name is close to "
                 + close.map { "'\($0)'" }.joined(separator: ", ")
                 + " (the repository's channels: \(existing.sorted().joined(separator: ", ")))",
-            remedy: "give --channel \(nearest) (\(command)); if a new channel '\(channel.name)' is meant, add --new-channel")
+            remedy:
+                "give --channel \(nearest) (\(command)); if a new channel '\(channel.name)' is meant, add --new-channel"
+        )
     }
 
     /// The optimal string alignment distance between `a` and `b` (Levenshtein with swaps of neighbours).

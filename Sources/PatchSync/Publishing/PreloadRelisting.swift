@@ -16,9 +16,13 @@ struct PreloadRelisting {
     func relist(
         channel: String, above sequence: Int, in targets: inout [String: TargetFile], repo: Repository
     ) throws(PatchSyncError) -> [String] {
-        let waiting = ChannelListing(repo, channel: channel).pendingPreloads.sorted { $0.info.sequence < $1.info.sequence }
+        let waiting = ChannelListing(repo, channel: channel).pendingPreloads.sorted {
+            $0.info.sequence < $1.info.sequence
+        }
         guard !waiting.isEmpty else { return [] }
-        let keys = try waiting.map { preload throws(PatchSyncError) in try key(of: preload, channel: channel, repo: repo) }
+        let keys = try waiting.map { preload throws(PatchSyncError) in
+            try key(of: preload, channel: channel, repo: repo)
+        }
         var relisted: [String] = []
         for (offset, (preload, key)) in zip(waiting, keys).enumerated() {
             let next = sequence + 1 + offset
@@ -30,7 +34,9 @@ struct PreloadRelisting {
 
     /// Refuses, before any work, a listing that would need a pending preload's key that is not at hand.
     func checkKeys(channel: String, repo: Repository) throws(PatchSyncError) {
-        for preload in ChannelListing(repo, channel: channel).pendingPreloads { _ = try key(of: preload, channel: channel, repo: repo) }
+        for preload in ChannelListing(repo, channel: channel).pendingPreloads {
+            _ = try key(of: preload, channel: channel, repo: repo)
+        }
     }
 
     /// The content key of `preload`: the released one from the origin, else the one in the key folder;
@@ -40,7 +46,8 @@ struct PreloadRelisting {
         let keyTarget = Releases.keyTarget(channel: channel, build: build)
         if let released = repo.releasedKeys[keyTarget] {
             return try ContentKey.read(
-                try Repository.targetData(in: origin, keyTarget, released), what: "the released key of \(build)", build: build)
+                try Repository.targetData(in: origin, keyTarget, released), what: "the released key of \(build)",
+                build: build)
         }
         let path = contentKeys.map { Repository.contentKeyPath($0, channel: channel, build: build) }
         guard let path, FileSystem.exists(path) else {
@@ -50,7 +57,8 @@ struct PreloadRelisting {
                     + "above it, which needs its content key" + (path.map { " (\($0) is not there)" } ?? ""),
                 remedy: "give --content-keys: the folder publish --release-at wrote the key to")
         }
-        return try ContentKey.read(try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path, build: build)
+        return try ContentKey.read(
+            try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path, build: build)
     }
 
     /// `preload`'s target listed with `sequence` (and `rollback`, for a released preload a rollback puts
@@ -63,7 +71,8 @@ struct PreloadRelisting {
         var manifest = try plan.openManifest(in: origin, key: key)
         manifest.sequence = sequence
         let label = PreloadPlan.manifestLabel(channel: plan.channel, build: plan.buildId, relistedAs: sequence)
-        let (sealed, object) = try Sealer(key: key, build: plan.buildId).seal(Zlib.gzip(try manifest.encoded()), object: label)
+        let (sealed, object) = try Sealer(key: key, build: plan.buildId).seal(
+            Zlib.gzip(try manifest.encoded()), object: label)
         let layout = OriginLayout(root: origin)
         do { try FileSystem.writeAtomically(sealed, to: layout.objectFile(object.sealed)) } catch {
             throw PatchSyncError.wrap(error).during("sealing the manifest of \(plan.buildId) again")
@@ -71,7 +80,9 @@ struct PreloadRelisting {
         plan.manifest = object
         let data = try plan.encoded()
         let hash = SHA256Hasher.hash(data).hex
-        do { try FileSystem.writeAtomically(data, to: layout.path(OriginLayout.targetFile(preload.path, sha256: hash))) } catch {
+        do {
+            try FileSystem.writeAtomically(data, to: layout.path(OriginLayout.targetFile(preload.path, sha256: hash)))
+        } catch {
             throw PatchSyncError.wrap(error).during("listing \(plan.buildId) again")
         }
         var info = preload.info

@@ -68,11 +68,14 @@ public struct Pruner: Sendable {
     /// Plans the prune and, unless a dry run, runs it: first `removeRemote` (a bucket that serves the
     /// same origin) gets every path, then the files go from the origin folder, objects first and
     /// metadata last, so that a prune stopped half way is finished by the next one.
-    public func run(removeRemote: (Repository, [Removal]) throws(PatchSyncError) -> Void = { _, _ throws(PatchSyncError) in })
+    public func run(
+        removeRemote: (Repository, [Removal]) throws(PatchSyncError) -> Void = { _, _ throws(PatchSyncError) in }
+    )
         throws(PatchSyncError) -> Report
     {
         guard options.keep >= 1 else {
-            throw PatchSyncError(.usage, "--keep \(options.keep) would leave a channel without a build", remedy: "keep at least 1")
+            throw PatchSyncError(
+                .usage, "--keep \(options.keep) would leave a channel without a build", remedy: "keep at least 1")
         }
         var repo = try Repository.open(origin: origin, for: "pruning")
         var unlisted: [String] = []
@@ -93,7 +96,8 @@ public struct Pruner: Sendable {
                             + "(`patchsync repo status --origin \(origin)`)")
                 }
                 // Through the one writer of targets: its keep rule and the channels' records hold here too.
-                try TargetWriter(origin: origin, signers: signers, keepBuilds: options.keep, now: options.now).commit(kept, repo: &repo)
+                try TargetWriter(origin: origin, signers: signers, keepBuilds: options.keep, now: options.now).commit(
+                    kept, repo: &repo)
             }
         }
         // What clients may still ask for: the targets as this prune leaves them, and every version of the
@@ -103,9 +107,11 @@ public struct Pruner: Sendable {
         var listings: [(version: Int?, targets: [String: TargetFile])] = [(nil, kept)]
         // The real run lists what the writer signed, a channel's record it added included.
         if !options.dryRun, superseded != nil { listings[0] = (repo.targetsVersion, repo.targetFiles) }
-        let live = try liveVersions("targets", current: before.targets, servedFrom: options.served?.targets, superseded: superseded != nil)
+        let live = try liveVersions(
+            "targets", current: before.targets, servedFrom: options.served?.targets, superseded: superseded != nil)
         for version in live where superseded != nil || version != before.targets {
-            listings.append((version, version == before.targets ? before.files : try Self.targets(of: origin, version: version)))
+            listings.append(
+                (version, version == before.targets ? before.files : try Self.targets(of: origin, version: version)))
         }
         var needed = Set<String>(), builds = Set<String>()
         for (version, targets) in listings {
@@ -130,7 +136,8 @@ public struct Pruner: Sendable {
         let written = options.dryRun && superseded != nil ? [] : [repo.targetsVersion]
         for version in live + written { needed.insert(OriginLayout.metadata(role: "targets", version: version)) }
         needed.formUnion(BuildContents.releasedKeys(of: repo))
-        let snapshots = try liveVersions("snapshot", current: before.snapshot, servedFrom: options.served?.snapshot, superseded: superseded != nil)
+        let snapshots = try liveVersions(
+            "snapshot", current: before.snapshot, servedFrom: options.served?.snapshot, superseded: superseded != nil)
         for version in snapshots + (options.dryRun && superseded != nil ? [] : [repo.snapshotVersion]) {
             needed.insert(OriginLayout.metadata(role: "snapshot", version: version))
         }
@@ -164,7 +171,9 @@ public struct Pruner: Sendable {
     /// was written within the grace period (a version whose successor is gone went long ago).
     /// `superseded`: this prune writes the next version (or would, in a dry run), so `current` stopped
     /// being current now: it stays for any grace above zero, or while a bucket serves it.
-    private func liveVersions(_ role: String, current: Int, servedFrom: Int?, superseded: Bool = false) throws(PatchSyncError) -> [Int] {
+    private func liveVersions(_ role: String, current: Int, servedFrom: Int?, superseded: Bool = false)
+        throws(PatchSyncError) -> [Int]
+    {
         let since = options.now.timeIntervalSince1970 - options.grace
         let servedNow = servedFrom.map { current >= $0 } ?? false
         var live = !superseded || options.grace > 0 || servedNow ? [current] : []
@@ -173,7 +182,9 @@ public struct Pruner: Sendable {
                 live.append(version)
                 continue
             }
-            guard let next = try modified(layout.path(OriginLayout.metadata(role: role, version: version + 1))), next >= since else { continue }
+            guard let next = try modified(layout.path(OriginLayout.metadata(role: role, version: version + 1))),
+                next >= since
+            else { continue }
             live.append(version)
         }
         return live
@@ -182,13 +193,16 @@ public struct Pruner: Sendable {
     /// The versions of `role` whose files the metadata folder holds.
     private func versions(_ role: String) throws(PatchSyncError) -> [Int] {
         do {
-            return try FileSystem.list(layout.metadataFolder).compactMap { OriginLayout.version(ofMetadataName: $0, role: role) }
+            return try FileSystem.list(layout.metadataFolder).compactMap {
+                OriginLayout.version(ofMetadataName: $0, role: role)
+            }
         } catch { throw PatchSyncError.wrap(error) }
     }
 
     private static func targets(of origin: String, version: Int) throws(PatchSyncError) -> [String: TargetFile] {
         let path = OriginLayout(root: origin).path(OriginLayout.metadata(role: "targets", version: version))
-        let signed: Signed<TargetsMetadata> = try Signed(parsing: try FileSystem.read(path, limit: 64 << 20), name: path)
+        let signed: Signed<TargetsMetadata> = try Signed(
+            parsing: try FileSystem.read(path, limit: 64 << 20), name: path)
         return signed.signed.targets
     }
 
@@ -202,7 +216,9 @@ public struct Pruner: Sendable {
                 found.append(Removal(path: path, kind: .object, bytes: bytes))
             } else if OriginLayout.isTarget(path) {
                 found.append(Removal(path: path, kind: .manifest, bytes: bytes))
-            } else if OriginLayout.isVersionedMetadata(path, role: "snapshot") || OriginLayout.isVersionedMetadata(path, role: "targets") {
+            } else if OriginLayout.isVersionedMetadata(path, role: "snapshot")
+                || OriginLayout.isVersionedMetadata(path, role: "targets")
+            {
                 found.append(Removal(path: path, kind: .metadata, bytes: bytes))
             }
         }
@@ -211,7 +227,9 @@ public struct Pruner: Sendable {
             if FileSystem.isDirectory(incoming) { found += try staleTemporaries(in: OriginLayout.incoming) }
         } catch { throw PatchSyncError.wrap(error).during("listing \(incoming)") }
         let order: [Removal.Kind] = [.incoming, .object, .manifest, .metadata]
-        return found.sorted { (order.firstIndex(of: $0.kind) ?? 0, $0.path) < (order.firstIndex(of: $1.kind) ?? 0, $1.path) }
+        return found.sorted {
+            (order.firstIndex(of: $0.kind) ?? 0, $0.path) < (order.firstIndex(of: $1.kind) ?? 0, $1.path)
+        }
     }
 
     /// The temporary files a killed publish left in `folder` (relative to the origin) and its subfolders,
@@ -245,6 +263,8 @@ public struct Pruner: Sendable {
     }
 
     private func modified(_ path: String) throws(PatchSyncError) -> Double? {
-        do { return try FileSystem.status(path).map { Double($0.st_mtim.tv_sec) } } catch { throw PatchSyncError.wrap(error) }
+        do { return try FileSystem.status(path).map { Double($0.st_mtim.tv_sec) } } catch {
+            throw PatchSyncError.wrap(error)
+        }
     }
 }

@@ -40,7 +40,8 @@ extension Publisher {
         manifest.channel = options.channel
         let current = currentManifest(repo)
         var report = Report(
-            buildId: options.buildId.value, channel: options.channel.name, sequence: nextSequence(repo), files: manifest.files.count,
+            buildId: options.buildId.value, channel: options.channel.name, sequence: nextSequence(repo),
+            files: manifest.files.count,
             totalBytes: manifest.totalSize, objectsWritten: 0, objectBytesWritten: 0, alreadyPublished: false,
             manifestTarget: Manifest.targetPath(channel: options.channel, buildId: options.buildId))
         report.dryRun = true

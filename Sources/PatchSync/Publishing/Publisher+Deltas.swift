@@ -21,19 +21,23 @@ extension Publisher {
     /// The channel's latest builds before `sequence` (up to ``Options/deltaSources``), each read once.
     func deltaBases(_ repo: Repository, sequence: Int) throws(PatchSyncError) -> [DeltaBase] {
         try Self.deltaBases(
-            repo, origin: options.origin, channel: options.channel.name, before: sequence, excluding: options.buildId.value,
+            repo, origin: options.origin, channel: options.channel.name, before: sequence,
+            excluding: options.buildId.value,
             count: options.deltaSources, skipped: skipped)
     }
 
     /// The latest `count` builds of `channel` before `sequence`, other than `buildId`, each read once. A
     /// base clients would refuse is reported to `skipped` and left out: no delta from it, never a wedged command.
     static func deltaBases(
-        _ repo: Repository, origin: String, channel: String, before sequence: Int, excluding buildId: String?, count: Int,
+        _ repo: Repository, origin: String, channel: String, before sequence: Int, excluding buildId: String?,
+        count: Int,
         skipped: SkippedManifests
     ) throws(PatchSyncError) -> [DeltaBase] {
         guard count > 0 else { return [] }
         var bases: [DeltaBase] = []
-        for (path, hash) in deltaSourceTargets(repo.targetFiles, channel: channel, before: sequence, excluding: buildId, count: count) {
+        for (path, hash) in deltaSourceTargets(
+            repo.targetFiles, channel: channel, before: sequence, excluding: buildId, count: count)
+        {
             let file = OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash))
             do {
                 let json = try Zlib.gunzip(
@@ -61,7 +65,9 @@ extension Publisher {
             else { continue }
             sources.append((sequence: info.sequence, path: path, sha256: hash))
         }
-        return sources.sorted { $0.sequence > $1.sequence }.prefix(max(0, count)).map { (path: $0.path, sha256: $0.sha256) }
+        return sources.sorted { $0.sequence > $1.sequence }.prefix(max(0, count)).map {
+            (path: $0.path, sha256: $0.sha256)
+        }
     }
 
     /// One delta pack per base, each holding a delta for every file that changed at the same path and
@@ -73,7 +79,8 @@ extension Publisher {
         into root: String
     ) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
         try Self.deltaPacks(
-            for: files, from: bases, into: root, origin: options.origin, targetFiles: BuildFolderReader(directory: options.buildDirectory))
+            for: files, from: bases, into: root, origin: options.origin,
+            targetFiles: BuildFolderReader(directory: options.buildDirectory))
     }
 
     /// ``deltaPacks(for:from:into:)`` with the source builds' objects in `origin` and the new files read
@@ -98,7 +105,9 @@ extension Publisher {
     /// nil when it would not cost less than half the JSON: a player on the base's build fetches it instead
     /// of the manifest.
     static func manifestDelta(from base: Data, to json: Data) -> (instructions: [UInt8], stored: Data)? {
-        let instructions = base.withUnsafeBytes { o in json.withUnsafeBytes { DeltaEncoder(source: o).encode(target: $0) } }
+        let instructions = base.withUnsafeBytes { o in
+            json.withUnsafeBytes { DeltaEncoder(source: o).encode(target: $0) }
+        }
         let stored = Data(instructions.withUnsafeBytes { Zlib.deflate($0, level: 9) })
         return stored.count < json.count / 2 ? (instructions, stored) : nil  // else not worth a second path
     }
@@ -203,7 +212,9 @@ struct DeltaPackEncoder: Sendable {
     /// The instructions of each candidate's delta, nil where the delta (compressed at the fast level of
     /// the pack's codec, a bound on what the pack stores) would not cost less than the file's new
     /// chunks, or is over ``DeltaPack/maxDeltaBytes``; encoded on every core.
-    private func encode(_ batch: [Candidate], of files: [FileEntry], codec: ObjectCodec) throws(PatchSyncError) -> [[UInt8]?] {
+    private func encode(_ batch: [Candidate], of files: [FileEntry], codec: ObjectCodec) throws(PatchSyncError)
+        -> [[UInt8]?]
+    {
         let work = batch.map { (file: files[$0.index], old: $0.old, cost: $0.cost) }
         let estimate = codec.kind == .zstd ? ObjectCodec.default : .deflate
         let results = Mutex<[Result<[UInt8]?, PatchSyncError>?]>(Array(repeating: nil, count: work.count))

@@ -24,7 +24,8 @@ extension Publisher {
         let key: ContentKey
         let keyFile: String
         let scratch: String
-        private let known = Mutex<(sealed: [SHA256Digest: SealedObject], used: [SHA256Digest: SealedObject])>(([:], [:]))
+        private let known = Mutex<(sealed: [SHA256Digest: SealedObject], used: [SHA256Digest: SealedObject])>(
+            ([:], [:]))
         private let counts = Mutex<(Int, Int64)>((0, 0))
 
         init(key: ContentKey, keyFile: String, scratch: String) {
@@ -85,7 +86,8 @@ extension Publisher {
             // The key of a build already listed (a publish run again) opens what is there; any other run
             // gets a fresh key, so nothing sealed by a run that stopped shares a key and nonce with this one.
             if FileSystem.exists(keyFile), repo.targetFiles[target]?.custom?.preload != nil {
-                key = try ContentKey.read(try FileSystem.read(keyFile, limit: Int(Releases.maxKeyBytes)), what: keyFile, build: build)
+                key = try ContentKey.read(
+                    try FileSystem.read(keyFile, limit: Int(Releases.maxKeyBytes)), what: keyFile, build: build)
             } else {
                 // An existing key is never overwritten: a listed preload may share objects sealed with it.
                 if FileSystem.exists(keyFile) { try setAside(keyFile, of: build, channel: channel, repo: repo) }
@@ -104,8 +106,11 @@ extension Publisher {
     /// Moves the key file of a preload id that is not listed (a publish stopped before signing, or a
     /// preload withdrawn) to `<key>.replaced-<time>`, so the new publish never overwrites it; refused when
     /// a listed preload commits to that key (it shares objects sealed with it).
-    private func setAside(_ keyFile: String, of build: String, channel: String, repo: Repository) throws(PatchSyncError) {
-        if let other = ChannelListing(repo, channel: channel).preloadSharingKey(of: build, origin: options.origin, pendingOnly: false) {
+    private func setAside(_ keyFile: String, of build: String, channel: String, repo: Repository) throws(PatchSyncError)
+    {
+        if let other = ChannelListing(repo, channel: channel).preloadSharingKey(
+            of: build, origin: options.origin, pendingOnly: false)
+        {
             throw PatchSyncError(
                 .usage,
                 "preload \(other.info.buildId) of \(channel) shares objects sealed with the content key of \(build) "
@@ -114,9 +119,13 @@ extension Publisher {
         }
         // link(2) never replaces a file: two runs in one second each keep their key.
         var attempt = 0
-        while link(keyFile, keyFile + ".replaced-\(Int(options.now.timeIntervalSince1970))" + (attempt == 0 ? "" : "-\(attempt)")) != 0 {
+        while link(
+            keyFile,
+            keyFile + ".replaced-\(Int(options.now.timeIntervalSince1970))" + (attempt == 0 ? "" : "-\(attempt)")) != 0
+        {
             guard errno == EEXIST, attempt < 1000 else {
-                throw PatchSyncError(.localIO, "cannot set aside the old content key \(keyFile): \(String(cString: strerror(errno)))")
+                throw PatchSyncError(
+                    .localIO, "cannot set aside the old content key \(keyFile): \(String(cString: strerror(errno)))")
             }
             attempt += 1
         }
@@ -143,23 +152,30 @@ extension Publisher {
             let units =
                 deltaObjects.contains(object)
                 ? SealedLayout.fixed(length: length)
-                : Sealer.chunkUnits(of: object, entries: manifest.files, length: length) ?? SealedLayout.fixed(length: length)
+                : Sealer.chunkUnits(of: object, entries: manifest.files, length: length)
+                    ?? SealedLayout.fixed(length: length)
             let result = try sealer.seal(file: plain, object: object, units: units, into: options.origin)
             sealing.count(result)
             sealed[object] = result
         }
-        do { try FileSystem.syncFileSystem(of: OriginLayout(root: options.origin).objectsFolder) } catch { throw PatchSyncError.wrap(error) }
+        do { try FileSystem.syncFileSystem(of: OriginLayout(root: options.origin).objectsFolder) } catch {
+            throw PatchSyncError.wrap(error)
+        }
         manifest.sealed = sealed.values.sorted { $0.object < $1.object }
         if manifest.sealed?.isEmpty == true { manifest.sealed = nil }
         let (sealedManifest, manifestObject) = try sealer.seal(
             Zlib.gzip(try manifest.encoded()),
             object: PreloadPlan.manifestLabel(channel: channel, build: build))
-        do { try FileSystem.writeAtomically(sealedManifest, to: OriginLayout(root: options.origin).objectFile(manifestObject.sealed)) } catch {
+        do {
+            try FileSystem.writeAtomically(
+                sealedManifest, to: OriginLayout(root: options.origin).objectFile(manifestObject.sealed))
+        } catch {
             throw PatchSyncError.wrap(error)
         }
         var keys = [build: sealing.key.commitment(build: build)]
         for object in sealed.values where object.keyBuild != build {
-            let path = Repository.contentKeyPath(options.preload?.contentKeys ?? "", channel: channel, build: object.keyBuild)
+            let path = Repository.contentKeyPath(
+                options.preload?.contentKeys ?? "", channel: channel, build: object.keyBuild)
             keys[object.keyBuild] = try ContentKey.read(
                 try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path,
                 build: object.keyBuild
@@ -171,7 +187,10 @@ extension Publisher {
                 bases: bases.map(\.manifest), packs: packs)
         let data = try plan.encoded()
         let hash = SHA256Hasher.hash(data).hex
-        do { try FileSystem.writeAtomically(data, to: OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash))) } catch {
+        do {
+            try FileSystem.writeAtomically(
+                data, to: OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash)))
+        } catch {
             throw PatchSyncError.wrap(error)
         }
         var info = ManifestTargetInfo(channel: channel, buildId: build, sequence: manifest.sequence)
@@ -227,7 +246,9 @@ struct PreloadPlanner {
         packs: [(source: DeltaSource, files: [Int])]
     ) throws(PatchSyncError) -> PreloadPlan {
         var bundlesOf: [SHA256Digest: Set<String>] = [:]
-        for file in manifest.files where !file.chunks.isEmpty { bundlesOf[file.object, default: []].insert(file.bundle) }
+        for file in manifest.files where !file.chunks.isEmpty {
+            bundlesOf[file.object, default: []].insert(file.bundle)
+        }
         for pack in packs {
             bundlesOf[pack.source.object, default: []].formUnion(pack.files.map { manifest.files[$0].bundle })
         }
@@ -236,14 +257,17 @@ struct PreloadPlanner {
                 sealed: object.sealed, length: object.length,
                 bundles: (bundlesOf[object.object] ?? []).sorted())
         }
-        let shared = Set(manifest.files.filter { !$0.chunks.isEmpty && sealed[$0.object] == nil }.map(\.object)).sorted()
+        let shared = Set(manifest.files.filter { !$0.chunks.isEmpty && sealed[$0.object] == nil }.map(\.object))
+            .sorted()
         var routes: [PreloadPlan.Route] = []
         for base in bases {
             let pack = packs.first { $0.source.from == base.buildId }
             routes.append(try route(from: base, pack: pack))
         }
         // Bundles by name, required and priority only: their paths may name what is new.
-        let bundles = manifest.bundles.map { Bundle(name: $0.name, required: $0.required, priority: $0.priority, paths: []) }
+        let bundles = manifest.bundles.map {
+            Bundle(name: $0.name, required: $0.required, priority: $0.priority, paths: [])
+        }
         return PreloadPlan(
             formatVersion: PreloadPlan.formatVersion, buildId: manifest.buildId.value,
             channel: manifest.channel.name, releaseAt: releaseAt, keys: keys, manifest: manifestObject,
@@ -252,11 +276,15 @@ struct PreloadPlanner {
 
     /// What a sync from `base` (whole) fetches, per bundle: the same ``Plan`` a client makes, less the
     /// files the delta pack rebuilds, its requests mapped onto the stored objects.
-    private func route(from base: Manifest, pack: (source: DeltaSource, files: [Int])?) throws(PatchSyncError) -> PreloadPlan.Route {
+    private func route(from base: Manifest, pack: (source: DeltaSource, files: [Int])?) throws(PatchSyncError)
+        -> PreloadPlan.Route
+    {
         var live: [Plan.Content: String] = [:], liveChunks: [SHA256Digest: Plan.LocalChunk] = [:]
         for file in base.files {
             live[Plan.Content(file)] = file.path
-            for chunk in file.chunks { liveChunks[chunk.sha256] = Plan.LocalChunk(path: file.path, offset: chunk.offset) }
+            for chunk in file.chunks {
+                liveChunks[chunk.sha256] = Plan.LocalChunk(path: file.path, offset: chunk.offset)
+            }
         }
         let plan = Plan(manifest: manifest, live: live, liveChunks: liveChunks, done: [])
         let covered = Set((pack?.files ?? []).map { manifest.files[$0].path })
@@ -286,7 +314,9 @@ struct PreloadPlanner {
                 object: object?.sealed ?? pack.source.object, offset: 0,
                 length: object?.length ?? pack.source.length,
                 sha256: object?.sealed ?? pack.source.object)
-            for bundle in Set(pack.files.map { manifest.files[$0].bundle }) { ranges[bundle, default: []].insert(whole, at: 0) }
+            for bundle in Set(pack.files.map { manifest.files[$0].bundle }) {
+                ranges[bundle, default: []].insert(whole, at: 0)
+            }
         }
         return PreloadPlan.Route(from: base.buildId.value, bundles: ranges)
     }
@@ -309,11 +339,14 @@ struct PreloadPlanner {
                 sha256: request[0].object)
         }
         let layout = SealedLayout(units: object.units)
-        guard let from = layout.unit(startingAt: first.objectOffset), let to = layout.unit(startingAt: last.objectOffset) else {
+        guard let from = layout.unit(startingAt: first.objectOffset),
+            let to = layout.unit(startingAt: last.objectOffset)
+        else {
             throw PatchSyncError(.internal, "a chunk of object \(object.object) does not start a sealed unit")
         }
         let span = layout.sealedRange(from, to)
-        return PreloadPlan.SealedRange(object: object.sealed, offset: span.offset, length: span.length, sha256: object.sealed)
+        return PreloadPlan.SealedRange(
+            object: object.sealed, offset: span.offset, length: span.length, sha256: object.sealed)
     }
 
     private func hash(_ range: PreloadPlan.SealedRange) throws(PatchSyncError) -> PreloadPlan.SealedRange {
@@ -321,7 +354,8 @@ struct PreloadPlanner {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.length), alignment: 16)
         defer { buffer.deallocate() }
         do {
-            try FileDescriptor(path: OriginLayout(root: origin).objectFile(range.object), flags: O_RDONLY).read(into: buffer, at: range.offset)
+            try FileDescriptor(path: OriginLayout(root: origin).objectFile(range.object), flags: O_RDONLY).read(
+                into: buffer, at: range.offset)
         } catch { throw PatchSyncError.wrap(error).during("reading a range of object \(range.object)") }
         out.sha256 = SHA256Hasher.hash(UnsafeRawBufferPointer(buffer))
         return out

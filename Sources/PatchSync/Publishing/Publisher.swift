@@ -105,14 +105,19 @@ public struct Publisher: Sendable {
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
         try NewChannelCheck.check(options.channel, repo: repo, meant: options.newChannel, command: "publish")
         // A build listed below the channel's pending preloads lists them again above it: their keys first.
-        if options.preload == nil { try PreloadRelisting(origin: options.origin, contentKeys: contentKeys).checkKeys(channel: options.channel.name, repo: repo) }
+        if options.preload == nil {
+            try PreloadRelisting(origin: options.origin, contentKeys: contentKeys).checkKeys(
+                channel: options.channel.name, repo: repo)
+        }
         // Every problem of the folder at once, before anything is chunked or written (a preload's key too).
         let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
         let check = BuildFolderCheck.of(folder, portable: options.portable)
         if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
         try checkReplaceMost(folder, repo: repo)
         if options.dryRun { return try dryRun(repo, folder: folder, check: check) }
-        let sealing = try options.preload.map { preload throws(PatchSyncError) in try prepareSealing(preload, repo: repo) }
+        let sealing = try options.preload.map { preload throws(PatchSyncError) in
+            try prepareSealing(preload, repo: repo)
+        }
         defer { if let sealing { try? FileSystem.removeTree(sealing.scratch) } }  // plain new content, beside the key
         // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
         let root = sealing?.scratch ?? options.origin
@@ -168,13 +173,16 @@ public struct Publisher: Sendable {
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
-            report.warnings = check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
+            report.warnings =
+                check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
             journal?.finish(origin: options.origin)
             return report
         }
         let packs = try deltaPacks(for: files, from: bases, into: root)
         manifest.deltas = packs.map(\.source)
-        report.deltas = (manifest.deltas ?? []).map { DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length) }
+        report.deltas = (manifest.deltas ?? []).map {
+            DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length)
+        }
         if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
         if let sealing {
             report.preload = try publishSealed(
@@ -440,7 +448,9 @@ public struct Publisher: Sendable {
     static func readWhole(_ path: String, size: Int64) throws(Errno) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: Int(size))
         let file = try FileDescriptor(path: path, flags: O_RDONLY)
-        let read = bytes.withUnsafeMutableBytes { buffer in Result { () throws(Errno) -> Int in try file.readFully(into: buffer) } }
+        let read = bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(Errno) -> Int in try file.readFully(into: buffer) }
+        }
         guard try read.get() == Int(size) else { throw Errno(EAGAIN, "reading (it changed while it was read)", path) }
         return bytes
     }
@@ -468,7 +478,8 @@ public struct Publisher: Sendable {
             return sealing != nil && info.channel == options.channel.name  // its key is this channel's
         }
         let skipped = self.skipped
-        return try KnownLayouts(targets: targets, first: target, recovered: recovered) { (path, target) throws(PatchSyncError) -> Manifest? in
+        return try KnownLayouts(targets: targets, first: target, recovered: recovered) {
+            (path, target) throws(PatchSyncError) -> Manifest? in
             if let manifest = loaded[path] { return manifest }
             let manifest: Manifest
             do throws(PatchSyncError) {
@@ -513,16 +524,21 @@ public struct Publisher: Sendable {
 
     /// The one writer of targets this publish signs with.
     var writer: TargetWriter {
-        var writer = TargetWriter(origin: options.origin, signers: signers, keepBuilds: options.keepBuilds, now: options.now)
+        var writer = TargetWriter(
+            origin: options.origin, signers: signers, keepBuilds: options.keepBuilds, now: options.now)
         writer.contentKeys = contentKeys
         return writer
     }
 
     /// The publisher's content-key folder: a preload's, the one given, or the one a preload publish recorded.
-    var contentKeys: String? { options.preload?.contentKeys ?? options.contentKeys ?? Repository.recordedContentKeys(origin: options.origin) }
+    var contentKeys: String? {
+        options.preload?.contentKeys ?? options.contentKeys ?? Repository.recordedContentKeys(origin: options.origin)
+    }
 
     /// The targets of builds beyond the newest `keep` (by sequence) of their channel.
-    static func beyondKept(_ targets: [String: TargetFile], keep: Int, released: (ManifestTargetInfo) -> Bool) -> [String] {
+    static func beyondKept(_ targets: [String: TargetFile], keep: Int, released: (ManifestTargetInfo) -> Bool)
+        -> [String]
+    {
         // Pending preloads (not released yet) are no installable build: they never count toward `keep`
         // and are never unlisted by it; the newest `keep` installable builds of each channel stay.
         let builds = targets.compactMap { path, file in file.custom.map { (path: path, info: $0) } }

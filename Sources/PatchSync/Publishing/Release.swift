@@ -71,7 +71,8 @@ public struct Release: Sendable {
         var repo = try Repository.open(origin: origin, for: "promoting \(build)")
         try repo.checkSigners(signers)
         guard from != to else {
-            throw PatchSyncError(.usage, "--from and --to are both \(from)", remedy: "promote from one channel to another")
+            throw PatchSyncError(
+                .usage, "--from and --to are both \(from)", remedy: "promote from one channel to another")
         }
         try NewChannelCheck.check(to, repo: repo, meant: newChannel, command: "repo promote --to")
         guard let entry = ChannelListing(repo, channel: from.name).build(build.value) else {
@@ -122,34 +123,47 @@ public struct Release: Sendable {
         guard let current = listing.current else {
             throw PatchSyncError(.usage, "channel \(channel) of \(origin) lists no build", remedy: "publish one first")
         }
-        let left = Set(listing.builds.compactMap { $0.info.rollback?.from } + listing.builds.filter { $0.info.withdrawn == true }.map(\.info.buildId))
+        let left = Set(
+            listing.builds.compactMap { $0.info.rollback?.from }
+                + listing.builds.filter { $0.info.withdrawn == true }.map(\.info.buildId))
         if let to {
             guard let chosen = listing.build(to.value) else {
                 throw PatchSyncError(
                     .usage, "channel \(channel) of \(origin) lists no build \(to)",
-                    remedy: "see `patchsync repo status --origin \(origin)`; builds beyond --keep-builds are no longer listed")
+                    remedy:
+                        "see `patchsync repo status --origin \(origin)`; builds beyond --keep-builds are no longer listed"
+                )
             }
             guard to.value != current.info.buildId else {
-                throw PatchSyncError(.usage, "build \(to) is already the newest on \(channel)", remedy: "name an earlier build with --to")
+                throw PatchSyncError(
+                    .usage, "build \(to) is already the newest on \(channel)", remedy: "name an earlier build with --to"
+                )
             }
             try Self.refusePending(chosen, channel: channel)
             try relisting.checkKeys(channel: channel.name, repo: repo)
             var manifest = try repo.listedManifest(chosen.path, chosen.file)
-            return try rollback(to: chosen, &manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: [])
+            return try rollback(
+                to: chosen, &manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: [])
         }
         let (earlier, warnings) = earlierBuild(in: listing, below: current, skipping: left, repo: repo)
         if var found = earlier {
             try relisting.checkKeys(channel: channel.name, repo: repo)
-            return try rollback(to: found.build, &found.manifest, from: current, listing: listing, reason: reason, repo: &repo, warnings: warnings)
+            return try rollback(
+                to: found.build, &found.manifest, from: current, listing: listing, reason: reason, repo: &repo,
+                warnings: warnings)
         }
         throw PatchSyncError(
-            .usage, "channel \(channel) lists no earlier build to go back to" + (warnings.isEmpty ? "" : " (\(warnings.joined(separator: "; ")))"),
-            remedy: "publish a fixed build instead, name one with --to, or take the build off with `patchsync repo withdraw "
+            .usage,
+            "channel \(channel) lists no earlier build to go back to"
+                + (warnings.isEmpty ? "" : " (\(warnings.joined(separator: "; ")))"),
+            remedy:
+                "publish a fixed build instead, name one with --to, or take the build off with `patchsync repo withdraw "
                 + "\(current.info.buildId) --origin \(origin)`")
     }
 
     private func rollback(
-        to chosen: ChannelListing.Build, _ manifest: inout Manifest, from current: ChannelListing.Build, listing: ChannelListing,
+        to chosen: ChannelListing.Build, _ manifest: inout Manifest, from current: ChannelListing.Build,
+        listing: ChannelListing,
         reason: String?, repo: inout Repository, warnings: [String]
     ) throws(PatchSyncError) -> Report {
         manifest.sequence = listing.highestSequence + 1
@@ -158,7 +172,8 @@ public struct Release: Sendable {
             buildId: chosen.info.buildId, channel: listing.channel, sequence: manifest.sequence, rollback: note,
             alreadyCurrent: false, manifestTarget: chosen.path, warnings: warnings)
         if chosen.info.preload != nil {
-            report.warnings += try putBackReleased(chosen, sequence: manifest.sequence, rollback: note, withdrawing: current.path, repo: &repo)
+            report.warnings += try putBackReleased(
+                chosen, sequence: manifest.sequence, rollback: note, withdrawing: current.path, repo: &repo)
             report.warnings += repo.expiryWarnings(now: now)
             return report
         }
@@ -186,7 +201,9 @@ public struct Release: Sendable {
         if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
         let relisted = try relisting.relist(channel: chosen.info.channel, above: sequence, in: &targets, repo: repo)
         try writer.commit(targets, repo: &repo)
-        return relisted.map { "pending preload \($0) is listed again above build \(chosen.info.buildId): what players preloaded stays valid" }
+        return relisted.map {
+            "pending preload \($0) is listed again above build \(chosen.info.buildId): what players preloaded stays valid"
+        }
     }
 
     /// Takes `build` off its channel without reading its manifest (which clients may refuse). A pending
@@ -194,10 +211,14 @@ public struct Release: Sendable {
     /// current build is replaced by the newest earlier build clients accept, listed again with a new
     /// sequence (as a rollback does); with none, the channel lists no installable build until the next
     /// publish. Any other build is unlisted. Its content stays in the origin for prune's grace period.
-    public func withdraw(_ build: BuildID, channel: Channel? = nil, reason: String? = nil) throws(PatchSyncError) -> WithdrawReport {
+    public func withdraw(_ build: BuildID, channel: Channel? = nil, reason: String? = nil) throws(PatchSyncError)
+        -> WithdrawReport
+    {
         var repo = try Repository.open(origin: origin, for: "withdrawing \(build)")
         try repo.checkSigners(signers)
-        let listings = ChannelListing.all(repo).filter { ($0.build(build.value) != nil) && (channel == nil || $0.channel == channel?.name) }
+        let listings = ChannelListing.all(repo).filter {
+            ($0.build(build.value) != nil) && (channel == nil || $0.channel == channel?.name)
+        }
         guard let listing = listings.first, let entry = listing.build(build.value) else {
             throw PatchSyncError(
                 .usage, "\(origin) lists no build \(build)" + (channel.map { " on \($0)" } ?? ""),
@@ -208,13 +229,15 @@ public struct Release: Sendable {
                 .usage, "build \(build) is listed on \(listings.map(\.channel).joined(separator: " and "))",
                 remedy: "name the channel to withdraw it from with --channel")
         }
-        var report = WithdrawReport(buildId: build.value, channel: listing.channel, wasPreload: entry.pending, reason: reason)
+        var report = WithdrawReport(
+            buildId: build.value, channel: listing.channel, wasPreload: entry.pending, reason: reason)
         if entry.pending, let other = listing.preloadSharingKey(of: build.value, origin: origin, pendingOnly: true) {
             throw PatchSyncError(
                 .usage,
                 "pending preload \(other.info.buildId) shares objects sealed with the key of \(build): "
                     + "it could never be released without \(build)",
-                remedy: "withdraw \(other.info.buildId) first (`patchsync repo withdraw \(other.info.buildId) --origin \(origin)`), "
+                remedy:
+                    "withdraw \(other.info.buildId) first (`patchsync repo withdraw \(other.info.buildId) --origin \(origin)`), "
                     + "or release both")
         }
         var warnings: [String] = [], unlisting: [String] = []
@@ -228,14 +251,16 @@ public struct Release: Sendable {
                 let note = RollbackNote(from: build.value, reason: reason ?? "build \(build.value) was withdrawn")
                 if found.build.info.preload != nil {
                     let relisted = try putBackReleased(
-                        found.build, sequence: found.manifest.sequence, rollback: note, unlisting: [entry.path], repo: &repo)
+                        found.build, sequence: found.manifest.sequence, rollback: note, unlisting: [entry.path],
+                        repo: &repo)
                     report.relisted = found.build.info.buildId
                     report.sequence = found.manifest.sequence
                     report.warnings = warnings + relisted + repo.expiryWarnings(now: now)
                     return report
                 }
                 let written = try relist(
-                    &found.manifest, target: found.build.path, repo: &repo, promotedFrom: found.build.info.promotedFrom, rollback: note,
+                    &found.manifest, target: found.build.path, repo: &repo, promotedFrom: found.build.info.promotedFrom,
+                    rollback: note,
                     unlisting: [entry.path])
                 report.relisted = found.build.info.buildId
                 report.sequence = found.manifest.sequence
@@ -248,8 +273,11 @@ public struct Release: Sendable {
             unlisting += below.map(\.path)
             warnings.append(
                 "channel \(listing.channel) lists no installable build now"
-                    + (below.isEmpty ? "" : " (\(below.map(\.info.buildId).joined(separator: ", ")) taken off too: none can be listed again)")
-                    + ": players keep what they have, new players get nothing until you publish a build on \(listing.channel)")
+                    + (below.isEmpty
+                        ? ""
+                        : " (\(below.map(\.info.buildId).joined(separator: ", ")) taken off too: none can be listed again)")
+                    + ": players keep what they have, new players get nothing until you publish a build on \(listing.channel)"
+            )
             emptied = (listing.channel, ChannelRecord.Withdrawal(build: build.value, reason: reason, at: now))
         }
         var targets = repo.targetFiles
@@ -268,13 +296,15 @@ public struct Release: Sendable {
     ) -> (found: (build: ChannelListing.Build, manifest: Manifest)?, warnings: [String]) {
         var warnings: [String] = []
         for earlier in listing.builds
-        where earlier.installable && earlier.info.sequence < build.info.sequence && earlier.info.buildId != build.info.buildId
+        where earlier.installable && earlier.info.sequence < build.info.sequence
+            && earlier.info.buildId != build.info.buildId
             && earlier.info.withdrawn != true && !skipping.contains(earlier.info.buildId)
         {
             do throws(PatchSyncError) {
                 return ((earlier, try repo.listedManifest(earlier.path, earlier.file)), warnings)
             } catch {
-                warnings.append("build \(earlier.info.buildId) was passed over: its manifest cannot be used (\(error.message))")
+                warnings.append(
+                    "build \(earlier.info.buildId) was passed over: its manifest cannot be used (\(error.message))")
             }
         }
         return (nil, warnings)
@@ -292,7 +322,8 @@ public struct Release: Sendable {
     /// delta packs and manifest deltas its channel's players need: from the channel's latest builds,
     /// whose manifests are read leniently. Returns the delta packs written.
     private func relist(
-        _ manifest: inout Manifest, target: String, repo: inout Repository, promotedFrom: String?, rollback: RollbackNote?,
+        _ manifest: inout Manifest, target: String, repo: inout Repository, promotedFrom: String?,
+        rollback: RollbackNote?,
         withdrawing: String? = nil, unlisting: [String] = []
     ) throws(PatchSyncError) -> (deltas: [Publisher.DeltaReport], warnings: [String]) {
         let skipped = SkippedManifests()
@@ -318,7 +349,13 @@ public struct Release: Sendable {
         let relisted = try writer.write(
             manifest, target: target, repo: &repo, deltaBases: bases, promotedFrom: promotedFrom, rollback: rollback,
             withdrawing: withdrawing, unlisting: unlisting)
-        warnings += relisted.map { "pending preload \($0) is listed again above build \(manifest.buildId): what players preloaded stays valid" }
-        return (packs.map { Publisher.DeltaReport(from: $0.source.from.value, files: $0.source.files, bytes: $0.source.length) }, skipped.warnings + warnings)
+        warnings += relisted.map {
+            "pending preload \($0) is listed again above build \(manifest.buildId): what players preloaded stays valid"
+        }
+        return (
+            packs.map {
+                Publisher.DeltaReport(from: $0.source.from.value, files: $0.source.files, bytes: $0.source.length)
+            }, skipped.warnings + warnings
+        )
     }
 }

@@ -40,7 +40,8 @@ struct TargetWriter: Sendable {
         for path in unlisting { targets[path] = nil }
         targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
         if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
-        let relisted = try relisting.relist(channel: manifest.channel.name, above: manifest.sequence, in: &targets, repo: repo)
+        let relisted = try relisting.relist(
+            channel: manifest.channel.name, above: manifest.sequence, in: &targets, repo: repo)
         try commit(targets, repo: &repo)
         return relisted
     }
@@ -70,7 +71,8 @@ struct TargetWriter: Sendable {
         for (channel, highest) in ChannelListing.highestSequences(origin: origin, repo.targetFiles, targets) {
             let listed = targets.values.compactMap(\.custom).filter { $0.channel == channel }
             let installable = listed.contains { repo.isReleased($0) }
-            let withdrawal = withdrawn?.channel == channel ? withdrawn?.withdrawal : (installable ? nil : before[channel]?.withdrawn)
+            let withdrawal =
+                withdrawn?.channel == channel ? withdrawn?.withdrawal : (installable ? nil : before[channel]?.withdrawn)
             let path = ChannelRecord.targetPath(channel: channel)
             guard (listed.map(\.sequence).max() ?? 0) < highest || withdrawal != nil else {
                 targets[path] = nil
@@ -80,7 +82,10 @@ struct TargetWriter: Sendable {
             guard targets[path]?.channelRecord != record else { continue }
             let data = try record.encoded()
             let hash = SHA256Hasher.hash(data).hex
-            do { try FileSystem.writeAtomically(data, to: OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash))) } catch {
+            do {
+                try FileSystem.writeAtomically(
+                    data, to: OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash)))
+            } catch {
                 throw PatchSyncError.wrap(error).during("recording channel \(channel)")
             }
             targets[path] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], channelRecord: record)

@@ -86,7 +86,9 @@ public final class Peers: Sendable {
         await chooseOnce(by: first)
         let bytes = needs.reduce(Int64(0)) { $0 + Int64($1.chunk.length) }
         let floor = self.floor
-        var turn = policy.withLock { $0.begin(chunks: needs.count, bytes: bytes, at: ContinuousClock.now, floor: floor) }
+        var turn = policy.withLock {
+            $0.begin(chunks: needs.count, bytes: bytes, at: ContinuousClock.now, floor: floor)
+        }
         var got: [Plan.Need] = []
         var left = needs[...]
         while let need = left.first {
@@ -102,18 +104,22 @@ public final class Peers: Sendable {
                 break
             }
             let dropped = policy.withLock {
-                $0.answered(asked.answer, elapsed: asked.elapsed, length: need.chunk.length, turn: &turn, at: ContinuousClock.now)
+                $0.answered(
+                    asked.answer, elapsed: asked.elapsed, length: need.chunk.length, turn: &turn,
+                    at: ContinuousClock.now)
             }
             if let dropped { Self.logger.notice("peer \(urls[index]) dropped for this sync: \(dropped)") }
             if case .chunk = asked.answer {
                 got.append(left.removeFirst())
             } else {
-                Self.logger.debug("peer \(urls[index]) answered \(asked.answer) after \(PeerPolicy.text(asked.elapsed))")
+                Self.logger.debug(
+                    "peer \(urls[index]) answered \(asked.answer) after \(PeerPolicy.text(asked.elapsed))")
             }
         }
         if !left.isEmpty {
             Self.logger.debug(
-                "\(left.count) of \(needs.count) chunks (\(left.reduce(Int64(0)) { $0 + Int64($1.chunk.length) }) B) of object \(first.object) left to the origin")
+                "\(left.count) of \(needs.count) chunks (\(left.reduce(Int64(0)) { $0 + Int64($1.chunk.length) }) B) of object \(first.object) left to the origin"
+            )
         }
         return (got, Array(left))
     }
@@ -149,7 +155,9 @@ public final class Peers: Sendable {
 
     /// GETs `need`'s chunk from peer `index` into `body` within `timeout`: `.chunk` when the body has
     /// the chunk's length (its hash is checked by the caller).
-    private func get(_ need: Plan.Need, from index: Int, within timeout: Duration, into body: DataSink) async -> PeerPolicy.Answer {
+    private func get(_ need: Plan.Need, from index: Int, within timeout: Duration, into body: DataSink) async
+        -> PeerPolicy.Answer
+    {
         let address = urls[index] + ShareRequest.path(repository: repository, chunk: need.chunk.sha256)
         var request = TransferRequest(url: address, maxBytes: Int64(need.chunk.length))
         request.timeout = PeerPolicy.seconds(timeout)
@@ -162,8 +170,11 @@ public final class Peers: Sendable {
         case .failure(let failure): return .failed("\(failure)")
         case .success:
             let count = body.data.count
-            guard count == need.chunk.length else { return .failed("sent \(count) bytes for a chunk of \(need.chunk.length)") }
-            return .chunk(installed: Int64(count) * Int64(need.destinations.count))  // as installed, like the origin's count
+            guard count == need.chunk.length else {
+                return .failed("sent \(count) bytes for a chunk of \(need.chunk.length)")
+            }
+            // as installed, like the origin's count
+            return .chunk(installed: Int64(count) * Int64(need.destinations.count))
         }
     }
 
@@ -188,12 +199,16 @@ public final class Peers: Sendable {
             group -> [(answer: PeerPolicy.Answer, elapsed: Duration)] in
             var probes = urls.map { _ in (answer: PeerPolicy.Answer.failed("not probed"), elapsed: Duration.zero) }
             for index in urls.indices {
-                if index >= client.maxConnections, let (done, answer, elapsed) = await group.next() { probes[done] = (answer, elapsed) }
+                if index >= client.maxConnections, let (done, answer, elapsed) = await group.next() {
+                    probes[done] = (answer, elapsed)
+                }
                 group.addTask {
                     let body = DataSink()
                     let began = ContinuousClock.now
                     var answer = await self.get(need, from: index, within: timeout, into: body)
-                    if case .chunk = answer, SHA256Digest.of(body.data) != need.chunk.sha256 { answer = .damaged(Peers.mismatch(need)) }
+                    if case .chunk = answer, SHA256Digest.of(body.data) != need.chunk.sha256 {
+                        answer = .damaged(Peers.mismatch(need))
+                    }
                     return (index, answer, ContinuousClock.now - began)
                 }
             }

@@ -8,7 +8,8 @@ public enum PeerDiscovery {
     public static let serviceType = "_patchsync._tcp"
 
     static func tool(_ name: String) -> String? {
-        for folder in ["/usr/bin", "/usr/local/bin", "/bin"] where FileManager.default.isExecutableFile(atPath: folder + "/" + name) {
+        for folder in ["/usr/bin", "/usr/local/bin", "/bin"]
+        where FileManager.default.isExecutableFile(atPath: folder + "/" + name) {
             return folder + "/" + name
         }
         return nil

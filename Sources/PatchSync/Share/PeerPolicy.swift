@@ -172,7 +172,9 @@ struct PeerPolicy: Sendable {
     /// the soonest first, at most ``maxInUse``. A peer that failed, was busy, sent damaged bytes or
     /// answered later than ``probeBudget`` allows (its body at `floor` bytes per second) is dropped for
     /// the sync, and so is any beyond.
-    mutating func choose(_ probes: [(answer: Answer, elapsed: Duration)], length: Int, floor: Int = PeerPolicy.floorBytesPerSecond) {
+    mutating func choose(
+        _ probes: [(answer: Answer, elapsed: Duration)], length: Int, floor: Int = PeerPolicy.floorBytesPerSecond
+    ) {
         let allowed = Self.allowance(Self.probeBudget, bytes: length, floor: floor)
         // Ranked: 0 for a peer that sent the chunk, 1 for one that lacks it; then by time, then by order.
         var candidates: [(rank: Int, elapsed: Duration, peer: Int)] = []
@@ -182,8 +184,10 @@ struct PeerPolicy: Sendable {
                 candidates.append((0, probe.elapsed, peer))
                 // It served: a sync's first requests, all at once, may find its places taken.
                 records[peer].placeCredits = Self.maxPlaceCredits
-            case .lacks where probe.elapsed <= allowed, .later where probe.elapsed <= allowed: candidates.append((1, probe.elapsed, peer))
-            case .chunk, .lacks, .later: drop(peer, "it answered the probe after \(Self.text(probe.elapsed)) (\(Self.text(allowed)) allowed)")
+            case .lacks where probe.elapsed <= allowed, .later where probe.elapsed <= allowed:
+                candidates.append((1, probe.elapsed, peer))
+            case .chunk, .lacks, .later:
+                drop(peer, "it answered the probe after \(Self.text(probe.elapsed)) (\(Self.text(allowed)) allowed)")
             case .busy: drop(peer, "it was busy (503) when probed")
             case .failed(let why): drop(peer, "it failed the probe: \(why)")
             case .damaged(let why): drop(peer, why)
@@ -218,12 +222,15 @@ struct PeerPolicy: Sendable {
             // A peer that only asked for a moment (it had no place free) is waited for, not left for
             // the rest of the range: one 503 must not send a range of thousands of chunks to the origin.
             let resumes = turn.order.compactMap { peer -> Instant? in
-                guard records[peer].standing.dropped == nil, let until = records[peer].pausedUntil, records[peer].shortPause
+                guard records[peer].standing.dropped == nil, let until = records[peer].pausedUntil,
+                    records[peer].shortPause
                 else { return nil }
                 return until
             }
             guard let soonest = resumes.min(), soonest < turn.deadline,
-                let position = turn.order.firstIndex(where: { records[$0].pausedUntil == soonest && records[$0].shortPause })
+                let position = turn.order.firstIndex(where: {
+                    records[$0].pausedUntil == soonest && records[$0].shortPause
+                })
             else { return .origin }
             // Back to that peer, not to the first: those before it lacked the range or are paused longer.
             turn.position = position
@@ -250,7 +257,9 @@ struct PeerPolicy: Sendable {
     /// Takes the answer of the peer asked in `turn` for a chunk of `length` bytes, which took `elapsed`
     /// and came at `now`. Returns why the peer was dropped, when this answer dropped it.
     @discardableResult
-    mutating func answered(_ answer: Answer, elapsed: Duration, length: Int, turn: inout Turn, at now: Instant) -> String? {
+    mutating func answered(_ answer: Answer, elapsed: Duration, length: Int, turn: inout Turn, at now: Instant)
+        -> String?
+    {
         guard turn.position < turn.order.count else { return nil }
         let peer = turn.order[turn.position]
         records[peer].inFlight = max(0, records[peer].inFlight - 1)
@@ -317,7 +326,9 @@ struct PeerPolicy: Sendable {
         }
         if let struck { strike(peer, struck) }
         owe(peer, elapsed, worth: Self.worth(answer, length: length, floor: turn.floor))
-        if records[peer].standing.dropped != nil, turn.position < turn.order.count, turn.order[turn.position] == peer { turn.pass() }
+        if records[peer].standing.dropped != nil, turn.position < turn.order.count, turn.order[turn.position] == peer {
+            turn.pass()
+        }
         return wasDropped ? nil : records[peer].standing.dropped
     }
 
@@ -333,7 +344,9 @@ struct PeerPolicy: Sendable {
 
     private mutating func strike(_ peer: Int, _ why: String) {
         records[peer].strikes += 1
-        if records[peer].strikes >= Self.strikes { drop(peer, "\(Self.strikes) answers in a row failed or came late (last: \(why))") }
+        if records[peer].strikes >= Self.strikes {
+            drop(peer, "\(Self.strikes) answers in a row failed or came late (last: \(why))")
+        }
     }
 
     /// What an answer was worth in time: ``perChunk`` for one that came (a chunk, a lack, a 503), and a
@@ -350,19 +363,26 @@ struct PeerPolicy: Sendable {
     private mutating func owe(_ peer: Int, _ elapsed: Duration, worth: Duration) {
         records[peer].debt = max(.zero, records[peer].debt + elapsed - worth)
         if records[peer].debt > Self.maxDebt {
-            drop(peer, "its answers took \(Self.text(records[peer].debt)) more than they were worth (\(Self.text(Self.maxDebt)) allowed in a sync)")
+            drop(
+                peer,
+                "its answers took \(Self.text(records[peer].debt)) more than they were worth (\(Self.text(Self.maxDebt)) allowed in a sync)"
+            )
         }
     }
 
     private mutating func overran(_ peer: Int) {
         records[peer].overruns += 1
-        if records[peer].overruns >= Self.overruns { drop(peer, "the time of \(Self.overruns) ranges in a row ran out while it was asked") }
+        if records[peer].overruns >= Self.overruns {
+            drop(peer, "the time of \(Self.overruns) ranges in a row ran out while it was asked")
+        }
     }
 
     private mutating func missed(_ peer: Int) {
         records[peer].rangesMissed += 1
         let (lacked, asked) = (records[peer].rangesMissed, records[peer].rangesAsked)
-        if lacked >= Self.misses, lacked * 2 > asked { drop(peer, "it lacked \(lacked) of the \(asked) ranges it was asked") }
+        if lacked >= Self.misses, lacked * 2 > asked {
+            drop(peer, "it lacked \(lacked) of the \(asked) ranges it was asked")
+        }
     }
 
     private mutating func drop(_ peer: Int, _ why: String) {

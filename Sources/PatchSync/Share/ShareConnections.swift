@@ -74,7 +74,9 @@ struct ShareConnections: Sendable {
     /// Takes a new connection (`fd`, from `address`) at `now`, idle until its first request: it is
     /// admitted when there is room or an idle connection to make it, refused when there is neither.
     /// `hasInput`: whether bytes wait unread on a socket (a request the share has not read yet).
-    mutating func admit(fd: Int32, address: String, at now: Instant, hasInput: (Int32) -> Bool = { _ in false }) -> Admission {
+    mutating func admit(fd: Int32, address: String, at now: Instant, hasInput: (Int32) -> Bool = { _ in false })
+        -> Admission
+    {
         waiting = waiting.filter { now - $0.value < Self.settle }
         let sameAddress = open.filter { $0.value.address == address }
         if let fair = fairShare(at: now), sameAddress.values.count(where: { !$0.leaving }) >= fair { return .refused }
@@ -134,9 +136,13 @@ struct ShareConnections: Sendable {
     /// The id of the connection idle longest among `connections` (the oldest first when two were idle as
     /// long) that may make way at `now`: idle for ``fresh`` when it was never asked anything, for
     /// ``settle`` when it answered, and no request waiting on it unread; nil when there is none.
-    private static func longestIdle(_ connections: [Int: Connection], at now: Instant, hasInput: (Int32) -> Bool) -> Int? {
+    private static func longestIdle(_ connections: [Int: Connection], at now: Instant, hasInput: (Int32) -> Bool)
+        -> Int?
+    {
         connections.compactMap { id, connection -> (since: Instant, id: Int, fd: Int32)? in
-            guard let since = connection.idleSince, now - since >= (connection.answered ? settle : fresh) else { return nil }
+            guard let since = connection.idleSince, now - since >= (connection.answered ? settle : fresh) else {
+                return nil
+            }
             return (since, id, connection.fd)
         }
         .sorted { ($0.since, $0.id) < ($1.since, $1.id) }

@@ -63,21 +63,29 @@ public struct ShareRequest: Sendable, Equatable {
         let method = String(decoding: parts[0], as: UTF8.self)
         let target = String(decoding: parts[1], as: UTF8.self)
         let version = String(decoding: parts[2], as: UTF8.self)
-        guard version == "HTTP/1.1" || version == "HTTP/1.0" else { return refuse(505, "HTTP version \(version.prefix(16))") }
+        guard version == "HTTP/1.1" || version == "HTTP/1.0" else {
+            return refuse(505, "HTTP version \(version.prefix(16))")
+        }
         guard method == "GET" || method == "HEAD" else { return refuse(405, "method \(method.prefix(16))") }
         var close = version == "HTTP/1.0"
         var host = false
         for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: 0x3a), colon > line.startIndex else { return refuse(400, "a header line without a name") }
+            guard let colon = line.firstIndex(of: 0x3a), colon > line.startIndex else {
+                return refuse(400, "a header line without a name")
+            }
             let name = line[line.startIndex..<colon]
             guard name.allSatisfy(isTokenByte) else { return refuse(400, "a header name with a byte outside a token") }
             let lower = String(decoding: name, as: UTF8.self).lowercased()
-            let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
+            let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+                .lowercased()
             switch lower {
             case "host":
                 guard !host else { return refuse(400, "two Host headers") }
                 host = true
-            case "connection": if value.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "close" }) { close = true }
+            case "connection":
+                if value.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "close" }) {
+                    close = true
+                }
             case "content-length": guard value == "0" else { return refuse(400, "a request body") }
             case "transfer-encoding", "expect", "upgrade": return refuse(400, "\(lower), which a share never takes")
             default: continue
@@ -88,12 +96,15 @@ public struct ShareRequest: Sendable, Equatable {
         guard rest.count == 3, rest[1] == "chunks", rest[0].count == 64, rest[0].allSatisfy(isLowerHex),
             rest[2].allSatisfy(isLowerHex), let chunk = SHA256Digest(hex: String(rest[2]))
         else { return refuse(404, "not a chunk") }
-        return .success(ShareRequest(repository: String(rest[0]), chunk: chunk, headOnly: method == "HEAD", close: close))
+        return .success(
+            ShareRequest(repository: String(rest[0]), chunk: chunk, headOnly: method == "HEAD", close: close))
     }
 
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
         default: return "!#$%&'*+-.^_`|~".utf8.contains(byte)
         }
     }

@@ -3,7 +3,9 @@ import Foundation
 /// The addresses a share binds and what counts as private.
 extension ShareServer {
     /// `host:port`, with brackets around an IPv6 address.
-    static func join(_ host: String, _ port: Int) -> String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    static func join(_ host: String, _ port: Int) -> String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
 
     /// `ADDRESS:PORT` or `[V6]:PORT` into its parts.
     static func split(_ text: String) throws(PatchSyncError) -> (String, Int) {
@@ -19,7 +21,8 @@ extension ShareServer {
             port = Substring(String(defaultPort))
         }
         guard let number = Int(port), (0...65535).contains(number), !host.isEmpty else {
-            throw PatchSyncError(.usage, "'\(text)' is not ADDRESS:PORT", remedy: "e.g. --listen 192.168.1.20:\(defaultPort)")
+            throw PatchSyncError(
+                .usage, "'\(text)' is not ADDRESS:PORT", remedy: "e.g. --listen 192.168.1.20:\(defaultPort)")
         }
         return (String(host), number)
     }
@@ -38,7 +41,9 @@ extension ShareServer {
             let family = Int32(address.pointee.sa_family)
             guard family == AF_INET || family == AF_INET6 else { continue }
             let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
-            guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else {
+                continue
+            }
             let text = String(cString: host)
             if isPrivate(text) && !found.contains(text) { found.append(text) }
         }
@@ -65,15 +70,21 @@ extension ShareServer {
         hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host == "localhost" ? "127.0.0.1" : host, String(port), &hints, &result) == 0, let info = result else {
-            throw PatchSyncError(.usage, "'\(host)' is not a numeric IP address", remedy: "give --listen ADDRESS:PORT, e.g. 192.168.1.20:\(defaultPort)")
+        guard getaddrinfo(host == "localhost" ? "127.0.0.1" : host, String(port), &hints, &result) == 0,
+            let info = result
+        else {
+            throw PatchSyncError(
+                .usage, "'\(host)' is not a numeric IP address",
+                remedy: "give --listen ADDRESS:PORT, e.g. 192.168.1.20:\(defaultPort)")
         }
         defer { freeaddrinfo(result) }
         let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw PatchSyncError.wrap(Errno(errno, "opening a socket for", host)) }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        if info.pointee.ai_family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &yes, socklen_t(MemoryLayout<Int32>.size)) }
+        if info.pointee.ai_family == AF_INET6 {
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &yes, socklen_t(MemoryLayout<Int32>.size))
+        }
         guard Glibc.bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 64) == 0 else {
             let code = errno
             close(fd)
@@ -87,9 +98,13 @@ extension ShareServer {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int in
                 guard getsockname(fd, pointer, &length) == 0 else { return port }
                 if pointer.pointee.sa_family == sa_family_t(AF_INET) {
-                    return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+                    return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                        Int(UInt16(bigEndian: $0.pointee.sin_port))
+                    }
                 }
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    Int(UInt16(bigEndian: $0.pointee.sin6_port))
+                }
             }
         }
         return (fd, join(host, actual))

@@ -95,7 +95,8 @@ public final class ShareServer: Sendable {
             wanted = Self.privateAddresses().map { Self.join($0, Self.defaultPort) }
             guard !wanted.isEmpty else {
                 throw PatchSyncError(
-                    .usage, "this machine has no address on a private network (10/8, 172.16/12, 192.168/16, fd00::/8) to share on",
+                    .usage,
+                    "this machine has no address on a private network (10/8, 172.16/12, 192.168/16, fd00::/8) to share on",
                     remedy: "give --listen ADDRESS:PORT (a public address also needs --public)")
             }
         }
@@ -215,7 +216,10 @@ public final class ShareServer: Sendable {
             // What the address held, described only when debug logging asks for it (under the lock).
             let described = { [open = state.connections.open] in
                 open.values.filter { $0.address == address }
-                    .map { c in c.idleSince.map { "idle \(PeerPolicy.text(now - $0))\(c.answered ? " answered" : "")" } ?? "busy" }
+                    .map { c in
+                        c.idleSince.map { "idle \(PeerPolicy.text(now - $0))\(c.answered ? " answered" : "")" }
+                            ?? "busy"
+                    }
                     .joined(separator: ", ")
             }
             switch state.connections.admit(fd: fd, address: address, at: now, hasInput: Self.hasInput) {
@@ -286,8 +290,11 @@ public final class ShareServer: Sendable {
         while offset < response.count {
             let piece = min(256 << 10, response.count - offset)
             // A reader that takes a byte at a time never holds a connection past the time a response has.
-            guard !stopping.load(ordering: .relaxed), ContinuousClock.now - started < .seconds(options.requestSeconds * 6),
-                response.withUnsafeBytes({ Self.sendAll(fd, UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + piece)])) })
+            guard !stopping.load(ordering: .relaxed),
+                ContinuousClock.now - started < .seconds(options.requestSeconds * 6),
+                response.withUnsafeBytes({
+                    Self.sendAll(fd, UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + piece)]))
+                })
             else { return false }
             offset += piece
         }
@@ -327,19 +334,23 @@ public final class ShareServer: Sendable {
                 return ShareRequest.parse(head)
             }
             // A line ended by a bare LF never ends the head the way CRLF does: refused now, not at the timeout.
-            if let lf = buffer.firstIndex(of: 0x0a), lf == 0 || buffer[lf - 1] != 0x0d { return ShareRequest.parse(buffer) }
+            if let lf = buffer.firstIndex(of: 0x0a), lf == 0 || buffer[lf - 1] != 0x0d {
+                return ShareRequest.parse(buffer)
+            }
             if buffer.count > ShareRequest.maxHeadBytes {
                 return .failure(ShareRequest.Refusal(status: 431, reason: "request head too large"))
             }
             if ContinuousClock.now - started > limit {
-                return buffer.isEmpty ? nil : .failure(ShareRequest.Refusal(status: 408, reason: "request head too slow"))
+                return buffer.isEmpty
+                    ? nil : .failure(ShareRequest.Refusal(status: 408, reason: "request head too slow"))
             }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n == 0 { return nil }
             if n < 0 {
                 if errno == EINTR { continue }
                 // SO_RCVTIMEO passed: a slow or silent client.
-                return buffer.isEmpty ? nil : .failure(ShareRequest.Refusal(status: 408, reason: "request head too slow"))
+                return buffer.isEmpty
+                    ? nil : .failure(ShareRequest.Refusal(status: 408, reason: "request head too slow"))
             }
             buffer += chunk[..<n]
         }
@@ -347,7 +358,8 @@ public final class ShareServer: Sendable {
 
     static func headEnd(_ buffer: [UInt8]) -> Int? {
         guard buffer.count >= 4 else { return nil }
-        for i in 0...(buffer.count - 4) where buffer[i] == 0x0d && buffer[i + 1] == 0x0a && buffer[i + 2] == 0x0d && buffer[i + 3] == 0x0a {
+        for i in 0...(buffer.count - 4)
+        where buffer[i] == 0x0d && buffer[i + 1] == 0x0a && buffer[i + 2] == 0x0d && buffer[i + 3] == 0x0a {
             return i
         }
         return nil

@@ -39,7 +39,8 @@ public struct SharedChunks: Sendable {
             deployments.append(deployment)
             for file in manifest.files {
                 for chunk in file.chunks where places[chunk.sha256] == nil {
-                    places[chunk.sha256] = Place(file: folder + "/" + file.path, offset: chunk.offset, length: chunk.length)
+                    places[chunk.sha256] = Place(
+                        file: folder + "/" + file.path, offset: chunk.offset, length: chunk.length)
                 }
             }
         }

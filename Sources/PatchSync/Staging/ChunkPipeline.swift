@@ -135,7 +135,9 @@ final class ChunkPipeline: Sendable {
     }
 
     /// Inflates and checks one chunk, then writes it to every place it goes.
-    private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer, decompressor: Decompressor) -> PatchSyncError? {
+    private func process(_ job: Job, inflated: UnsafeMutableRawBufferPointer, decompressor: Decompressor)
+        -> PatchSyncError?
+    {
         let chunk = job.need.chunk
         guard
             let content = chunk.verifiedContent(

@@ -110,7 +110,9 @@ extension PatchDiff {
     /// sees the patch. `deltas` holds, per path, the file's share of the delta pack from OLD that a player
     /// on OLD fetches (``DiffSide/deltaShares(from:to:)``); empty: no pack.
     public init(old: Manifest?, new: Manifest, oldName: String, newName: String, deltas: [String: Int64] = [:]) {
-        self.init(old: old, new: new, oldName: oldName, newName: newName, deltas: deltas, local: LiveTree(holding: old.map { [$0] } ?? []))
+        self.init(
+            old: old, new: new, oldName: oldName, newName: newName, deltas: deltas,
+            local: LiveTree(holding: old.map { [$0] } ?? []))
     }
 
     /// Compares two builds as a sync on a machine holding `local` plans the patch (``UpdatePlan``, the
@@ -133,7 +135,9 @@ extension PatchDiff {
             // A sync fetches the pack whole: every file's share, those of files not costed here too.
             let covers = new.files.indices.filter { deltas[new.files[$0].path] != nil }
             let length = deltas.values.reduce(Int64(0), +)
-            pack = DeltaSource(from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: deltas.count, covers: covers)
+            pack = DeltaSource(
+                from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: deltas.count,
+                covers: covers)
         }
         var held = local
         if let old { held.manifest = old }  // the source of OLD's delta packs
@@ -189,7 +193,9 @@ extension PatchDiff {
     /// Counts one file of NEW: unchanged (OLD's file at its path, linked), linked from a file held
     /// elsewhere, rebuilt by the delta pack (`download`: its share), or assembled from chunks (`download`:
     /// the fetched chunks counted for it).
-    private mutating func add(_ file: FileEntry, before: FileEntry?, linked: Bool, held: LiveTree, download: Int64?, delta: Bool) {
+    private mutating func add(
+        _ file: FileEntry, before: FileEntry?, linked: Bool, held: LiveTree, download: Int64?, delta: Bool
+    ) {
         var bundle = bundles[file.bundle, default: Totals()]
         defer { bundles[file.bundle] = bundle }
         bundle.diskDeltaBytes += file.size - (before?.size ?? 0)
@@ -200,12 +206,17 @@ extension PatchDiff {
         }
         var cost = FileCost(
             path: file.path, bundle: file.bundle, change: before == nil ? .added : .changed,
-            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: download ?? 0, route: linked ? .link : delta ? .delta : .chunks)
+            size: file.size, reusedBytes: 0, newBytes: 0, downloadBytes: download ?? 0,
+            route: linked ? .link : delta ? .delta : .chunks)
         if linked {
             cost.reusedBytes = file.size
         } else {
             for chunk in file.chunks {
-                if held.chunks[chunk.sha256] != nil { cost.reusedBytes += Int64(chunk.length) } else { cost.newBytes += Int64(chunk.length) }
+                if held.chunks[chunk.sha256] != nil {
+                    cost.reusedBytes += Int64(chunk.length)
+                } else {
+                    cost.newBytes += Int64(chunk.length)
+                }
             }
             total.writtenBytes += file.size
             bundle.writtenBytes += file.size

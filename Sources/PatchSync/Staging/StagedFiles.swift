@@ -197,7 +197,8 @@ final class StagedFiles: Sendable {
     /// A file that is not the one this run wrote (another inode, a link, larger than its content) is
     /// refused: its records would vouch for bytes that are not there.
     private func descriptor(_ path: String) throws(Errno) -> (fd: FileDescriptor, inode: Int64) {
-        let (known, mayCreate, expected) = lock.withLock { shared -> ((fd: FileDescriptor, inode: Int64)?, Bool, Int64?) in
+        let (known, mayCreate, expected) = lock.withLock {
+            shared -> ((fd: FileDescriptor, inode: Int64)?, Bool, Int64?) in
             if let fd = shared.open[path], let inode = shared.inodes[path] { return ((fd, inode), false, inode) }
             return (nil, toCreate[path] != nil && !shared.created.contains(path), shared.inodes[path])
         }

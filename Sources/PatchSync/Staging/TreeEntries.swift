@@ -35,18 +35,22 @@ enum TreeEntries {
         for folder in manifest.folders ?? [] {
             let st = try? FileSystem.status(directory + "/" + folder.path)
             if st.map({ ($0.st_mode & S_IFMT) != S_IFDIR }) ?? true {
-                found.append(VerifyReport.Damage(path: folder.path, problem: .missing, expected: "a folder", actual: nil))
+                found.append(
+                    VerifyReport.Damage(path: folder.path, problem: .missing, expected: "a folder", actual: nil))
             }
         }
         for link in manifest.links ?? [] {
             let full = directory + "/" + link.path
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFLNK else {
-                found.append(VerifyReport.Damage(path: link.path, problem: .missing, expected: "a link to \(link.target)", actual: nil))
+                found.append(
+                    VerifyReport.Damage(
+                        path: link.path, problem: .missing, expected: "a link to \(link.target)", actual: nil))
                 continue
             }
             let target = (try? FileSystem.readLink(full)) ?? ""
             if target != link.target {
-                found.append(VerifyReport.Damage(path: link.path, problem: .wrongLink, expected: link.target, actual: target))
+                found.append(
+                    VerifyReport.Damage(path: link.path, problem: .wrongLink, expected: link.target, actual: target))
             }
         }
         return found

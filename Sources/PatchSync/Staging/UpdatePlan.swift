@@ -28,7 +28,9 @@ struct UpdatePlan: Sendable {
     /// The files of `plan` that the delta pack from the live build can rebuild: each file staging still
     /// writes that the pack covers and whose path held, in the live build, content found verified in
     /// `local`, with a chunk not yet written. Nil when there is no pack or it rebuilds nothing here.
-    static func deltaRoute(_ manifest: Manifest, plan: Plan, local: LiveTree, pack given: DeltaSource? = nil) -> DeltaRoute? {
+    static func deltaRoute(_ manifest: Manifest, plan: Plan, local: LiveTree, pack given: DeltaSource? = nil)
+        -> DeltaRoute?
+    {
         guard let source = local.manifest,
             let pack = given ?? manifest.deltas?.first(where: { $0.from == source.buildId })
         else { return nil }
@@ -37,7 +39,8 @@ struct UpdatePlan: Sendable {
         // The files the pack rebuilds, when the manifest says (format 6): the others' chunks are fetched.
         let covers = pack.covers.map(Set.init)
         var files: [Int: (FileEntry, String)] = [:]
-        for (index, file) in manifest.files.enumerated() where assembled.contains(file.path) && covers?.contains(index) != false {
+        for (index, file) in manifest.files.enumerated()
+        where assembled.contains(file.path) && covers?.contains(index) != false {
             guard let sha = before[file.path], let path = local.files[sha],
                 file.chunks.indices.contains(where: { !plan.done.contains(.init(path: file.path, index: $0)) })
             else { continue }

@@ -156,7 +156,8 @@ final class Database: @unchecked Sendable {
         if code == SQLITE_FULL {
             var error = PatchSyncError(
                 .localIO, "the disk holding \(path) is full",
-                remedy: "free disk space, then run again; the live build is untouched and progress is kept", reason: .diskFull)
+                remedy: "free disk space, then run again; the live build is untouched and progress is kept",
+                reason: .diskFull)
             error.availableBytes = FileSystem.freeBytes(at: path)
             return error
         }

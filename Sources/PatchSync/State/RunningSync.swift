@@ -29,7 +29,9 @@ public struct RunningSync: Codable, Sendable, Equatable {
 
     /// The recorded sync, if its process still runs (a killed one leaves its record behind).
     static func alive(_ running: RunningSync?, now: Date = Date()) -> RunningSync? {
-        guard var running, ProcessIdentity(pid: running.pid, startTicks: running.processStart).isRunning else { return nil }
+        guard var running, ProcessIdentity(pid: running.pid, startTicks: running.processStart).isRunning else {
+            return nil
+        }
         // A record not written for a few seconds is a sync whose bytes stopped: no rate to trust.
         if now.timeIntervalSince(running.updatedAt) > 3 {
             running.bytesPerSecond = 0

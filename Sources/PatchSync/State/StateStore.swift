@@ -45,9 +45,13 @@ final class StateStore: Sendable {
             changedNanoseconds = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
         }
 
-        init(path: String, inode: Int64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64, boot: String) {
+        init(
+            path: String, inode: Int64, size: Int64, modifiedNanoseconds: Int64, changedNanoseconds: Int64, boot: String
+        ) {
             (self.path, self.inode, self.size) = (path, inode, size)
-            (self.modifiedNanoseconds, self.changedNanoseconds, self.boot) = (modifiedNanoseconds, changedNanoseconds, boot)
+            (self.modifiedNanoseconds, self.changedNanoseconds, self.boot) = (
+                modifiedNanoseconds, changedNanoseconds, boot
+            )
         }
     }
 
@@ -211,7 +215,9 @@ final class StateStore: Sendable {
             guard let path = row[0].text, let size = row[1].integer, let mode = row[2].integer, let sha = row[3].text
             else { return nil }
             let cached = row[4].integer.flatMap { size in
-                row[5].integer.flatMap { mtime in row[6].integer.map { FileStat(size: size, modifiedNanoseconds: mtime, inode: $0) } }
+                row[5].integer.flatMap { mtime in
+                    row[6].integer.map { FileStat(size: size, modifiedNanoseconds: mtime, inode: $0) }
+                }
             }
             return (BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha), cached)
         }
@@ -287,7 +293,8 @@ final class StateStore: Sendable {
                 let modified = row[3].integer, let changed = row[4].integer, let boot = row[5].text
             else { continue }
             stamps[path] = FileStamp(
-                path: path, inode: inode, size: size, modifiedNanoseconds: modified, changedNanoseconds: changed, boot: boot)
+                path: path, inode: inode, size: size, modifiedNanoseconds: modified, changedNanoseconds: changed,
+                boot: boot)
         }
         return stamps
     }

@@ -20,19 +20,23 @@ struct ChunkFetcher: Sendable {
         defer { meter?.follow(nil) }
         let pipeline = ChunkPipeline(files: files)
         defer { pipeline.stop() }
-        try await Concurrently.each(requests, atOnce: limit) { request in try await fetch(request, pipeline: pipeline, progress: progress) }
+        try await Concurrently.each(requests, atOnce: limit) { request in
+            try await fetch(request, pipeline: pipeline, progress: progress)
+        }
     }
-
 
     /// One coalesced range, from the sources in turn; progress is reported as each source makes chunks
     /// durable (a range of a pack may be many parts long while yielding).
     private func fetch(_ needs: [Plan.Need], pipeline: ChunkPipeline, progress: Progress) async throws(PatchSyncError) {
         var remaining = needs
         for source in sources where !remaining.isEmpty {
-            remaining = try await source.deliver(remaining, to: pipeline, files: files) { progress.add($0, emit: onEvent) }
+            remaining = try await source.deliver(remaining, to: pipeline, files: files) {
+                progress.add($0, emit: onEvent)
+            }
         }
         guard remaining.isEmpty else {
-            throw PatchSyncError(.internal, "no source delivered \(remaining.count) chunks of object \(needs[0].object)")
+            throw PatchSyncError(
+                .internal, "no source delivered \(remaining.count) chunks of object \(needs[0].object)")
         }
     }
 
@@ -76,7 +80,9 @@ struct ChunkFetcher: Sendable {
                         if pending[d.path] == 0 { finished += 1 }
                     }
                 }
-                if let event = transfer.add(needs.reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }, files: finished) {
+                if let event = transfer.add(
+                    needs.reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }, files: finished)
+                {
                     emit(event)
                 }
             }

@@ -7,7 +7,9 @@ extension [any ChunkSource] {
         progress: @escaping @Sendable (Int64) -> Void
     ) async throws(PatchSyncError) -> Int64 {
         for source in self {
-            if let fetched = try await source.whole(object, length: length, to: local, progress: progress) { return fetched }
+            if let fetched = try await source.whole(object, length: length, to: local, progress: progress) {
+                return fetched
+            }
         }
         throw PatchSyncError(.internal, "no source holds object \(object)")
     }

@@ -61,7 +61,9 @@ extension RunningSync {
                 p.record.bundleBytesTotal = status.bundleTotal
                 p.record.stalled = nil
                 p.record.updatedAt = Date()
-                p.record.etaSeconds = p.record.bytesPerSecond > 0 ? Int64((Double(total - done) / Double(p.record.bytesPerSecond)).rounded(.up)) : nil
+                p.record.etaSeconds =
+                    p.record.bytesPerSecond > 0
+                    ? Int64((Double(total - done) / Double(p.record.bytesPerSecond)).rounded(.up)) : nil
                 guard now - p.lastWrite >= .seconds(1) || done >= total else { return nil }
                 p.lastWrite = now
                 return p.record

@@ -81,7 +81,8 @@ enum SyncEventLog {
         }
 
         var error: PatchSyncError {
-            var error = PatchSyncError(PatchSyncError.Code(rawValue: code) ?? .internal, message, remedy: remedy, reason: reason)
+            var error = PatchSyncError(
+                PatchSyncError.Code(rawValue: code) ?? .internal, message, remedy: remedy, reason: reason)
             (error.requiredBytes, error.availableBytes) = (requiredBytes, availableBytes)
             return error
         }
@@ -197,14 +198,18 @@ extension Install {
         var lookedBack = false
         while true {
             // Detaching is no pause: the sync goes on in its own process.
-            if Task.isCancelled { throw PatchSyncError(.deferred, "stopped following the sync; it goes on", reason: .otherSync) }
+            if Task.isCancelled {
+                throw PatchSyncError(.deferred, "stopped following the sync; it goes on", reason: .otherSync)
+            }
             let alive = process.isRunning
             if opened == nil { opened = FileHandle(forReadingAtPath: path) }
             if let handle = opened { pending.append((try? handle.readToEnd()) ?? Data()) }
             while let newline = pending.firstIndex(of: 0x0a) {
                 let bytes = pending[pending.startIndex..<newline]
                 pending.removeSubrange(pending.startIndex...newline)
-                guard let line = try? JSONDecoder.isoDates.decode(SyncEventLog.Line.self, from: Data(bytes)) else { continue }
+                guard let line = try? JSONDecoder.isoDates.decode(SyncEventLog.Line.self, from: Data(bytes)) else {
+                    continue
+                }
                 guard line.pid == pid else {
                     if !ours, !lookedBack, let earlier = FileHandle(forReadingAtPath: SyncEventLog.previous(path)) {
                         lookedBack = true

@@ -29,7 +29,8 @@ public final class SyncSession: Sendable {
         syncer.control = control
         self.control = control
         let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(256))
-        let (timed, timedContinuation) = AsyncStream.makeStream(of: TimedSyncEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let (timed, timedContinuation) = AsyncStream.makeStream(
+            of: TimedSyncEvent.self, bufferingPolicy: .bufferingNewest(256))
         events = stream
         timedEvents = timed
         task = Task { [syncer] in
@@ -45,10 +46,15 @@ public final class SyncSession: Sendable {
     }
 
     /// A session on work that `body` does, sending its events (``Install/attach()``).
-    init(_ body: @escaping @Sendable (@escaping @Sendable (SyncEvent, Date?) -> Void) async throws(PatchSyncError) -> SyncReport) {
+    init(
+        _ body:
+            @escaping @Sendable (@escaping @Sendable (SyncEvent, Date?) -> Void) async throws(PatchSyncError) ->
+            SyncReport
+    ) {
         control = nil
         let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(256))
-        let (timed, timedContinuation) = AsyncStream.makeStream(of: TimedSyncEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let (timed, timedContinuation) = AsyncStream.makeStream(
+            of: TimedSyncEvent.self, bufferingPolicy: .bufferingNewest(256))
         events = stream
         timedEvents = timed
         task = Task {

@@ -19,10 +19,15 @@ extension SyncWatch {
             case stop(DeferralReason, String)
             case gaveUp(Duration)
         }
-        typealias Outcome = (result: Result<SyncReport, PatchSyncError>, stopped: (DeferralReason, String)?, gaveUp: Duration?)
-        let (result, stopped, gaveUp) = await withTaskGroup(of: Finished?.self, returning: Outcome.self) { group -> Outcome in
+        typealias Outcome = (
+            result: Result<SyncReport, PatchSyncError>, stopped: (DeferralReason, String)?, gaveUp: Duration?
+        )
+        let (result, stopped, gaveUp) = await withTaskGroup(of: Finished?.self, returning: Outcome.self) {
+            group -> Outcome in
             group.addTask {
-                do throws(PatchSyncError) { return .sync(.success(try await body())) } catch { return .sync(.failure(error)) }
+                do throws(PatchSyncError) { return .sync(.success(try await body())) } catch {
+                    return .sync(.failure(error))
+                }
             }
             group.addTask {
                 var tick = 1

@@ -29,7 +29,10 @@ extension Syncer {
         let done = plan.done
         guard let route = UpdatePlan.deltaRoute(manifest, plan: plan, local: live) else { return result }
         let (pack, candidates) = (route.pack, route.files)
-        onEvent(.phase(.patching, "patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"))
+        onEvent(
+            .phase(
+                .patching, "patching \(candidates.count) files with the deltas from \(pack.from) (\(pack.length) bytes)"
+            ))
         let path = install.layout.deltaPack(pack.object)
         // Progress counts the pack, then the chunks (ChunkFetcher goes on from the pack's bytes): until
         // the deltas are applied, the chunks still to come are those of the files no delta covers.
@@ -37,7 +40,9 @@ extension Syncer {
         let progress = TransferProgress(total: pack.length + chunksAfter, filesTotal: candidates.count)
         do {
             let meter = context.meter
-            result.packBytes = try await context.sources(for: manifest).whole(pack.object, length: pack.length, to: path) { have in
+            result.packBytes = try await context.sources(for: manifest).whole(
+                pack.object, length: pack.length, to: path
+            ) { have in
                 guard let event = progress.set(have) else { return }
                 if let meter { meter.post(event) } else { onEvent(event) }  // not from the transfer thread
             }
@@ -56,7 +61,9 @@ extension Syncer {
         do throws(PatchSyncError) {
             try DeltaPack.read(input) { (index, instructions) throws(PatchSyncError) in
                 if Task.isCancelled { throw PatchSyncError.cancelled }
-                guard let index = pack.narrowed.map({ $0[index] }) ?? index, let (file, source) = remaining.removeValue(forKey: index) else {
+                guard let index = pack.narrowed.map({ $0[index] }) ?? index,
+                    let (file, source) = remaining.removeValue(forKey: index)
+                else {
                     skipped += 1  // not needed here (done, or the live file differs): not a fallback
                     return
                 }
@@ -68,7 +75,8 @@ extension Syncer {
                     result.files += 1
                 } else {
                     let why = outcome.problem ?? "chunk hashes differ"
-                    Self.deltaLogger.notice("the delta of \(file.path) was refused (\(why)): \(outcome.refused) chunks are fetched instead")
+                    Self.deltaLogger.notice(
+                        "the delta of \(file.path) was refused (\(why)): \(outcome.refused) chunks are fetched instead")
                 }
             }
         } catch  where error.code == .refusedData {
@@ -93,17 +101,21 @@ extension Syncer {
         else { return nil }
         do {
             let path = install.manifestPath(current)
-            let old = try Zlib.gunzip(try FileSystem.read(path, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: path)
+            let old = try Zlib.gunzip(
+                try FileSystem.read(path, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: path)
             let stored = try await origin.signed(ObjectID.path(object), length: delta.length, sha256: object.hex)
             var instructions = [UInt8](repeating: 0, count: delta.size)
-            let inflated = stored.withUnsafeBytes { s in instructions.withUnsafeMutableBytes { Zlib.inflate(s, into: $0) } }
+            let inflated = stored.withUnsafeBytes { s in
+                instructions.withUnsafeMutableBytes { Zlib.inflate(s, into: $0) }
+            }
             guard inflated else { throw PatchSyncError(.refusedData, "the manifest delta \(object) does not inflate") }
             let applied = instructions.withUnsafeBytes { i in
                 old.withUnsafeBytes { o in Result { () throws(DeltaError) in try Delta.apply(i, to: o) } }
             }
             let json = Data(try applied.get())
             guard json.count == delta.jsonLength, SHA256Hasher.hash(json).hex == delta.sha256 else {
-                throw PatchSyncError(.refusedData, "the manifest rebuilt by delta \(object) does not match its signed SHA-256")
+                throw PatchSyncError(
+                    .refusedData, "the manifest rebuilt by delta \(object) does not match its signed SHA-256")
             }
             let manifest = try Manifest.decode(json, what: "manifest \(target.info.buildId) rebuilt from \(live)'s")
             guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,

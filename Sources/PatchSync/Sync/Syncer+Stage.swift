@@ -15,7 +15,9 @@ extension Syncer {
         let routesOnly = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [])
         let resumed = try staged.prepare(routesOnly.assembled, in: tree)
         if resumed.filesVouched + resumed.filesReread > 0 {
-            Self.logger.info("resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)")
+            Self.logger.info(
+                "resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)"
+            )
         }
         let update = UpdatePlan(manifest: manifest, local: live, done: resumed.done)
         var plan = update.plan
@@ -35,14 +37,18 @@ extension Syncer {
             writing = files
             defer { files.closeAll() }
             let deltas = try await applyDeltas(manifest, plan: plan, live: live, files: files, context: context)
-            (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (deltas.files, deltas.fellBack, deltas.packBytes)
+            (report.filesPatched, report.deltaFallbacks, report.deltaBytes) = (
+                deltas.files, deltas.fellBack, deltas.packBytes
+            )
             // Named by the deployment's folder in the state; a status shows its build id.
             let routes = InstallStatus.Routes(
                 buildId: id, linked: plan.links.count, delta: deltas.files, chunks: plan.assembled.count - deltas.files)
             try context.state.update { $0.recordRoutes(routes) }
             if deltas.chunks > 0 {  // what is left after the deltas: chunks only
                 try files.flush()
-                plan = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: try staged.recorded(manifest))
+                plan = Plan(
+                    manifest: manifest, live: live.linkable, liveChunks: live.chunks,
+                    done: try staged.recorded(manifest))
             }
             var fetchPlan = plan
             fetchPlan.fetch += try copyLocal(plan.local, files: files)
@@ -58,13 +64,19 @@ extension Syncer {
             report.requests = requests.count
             let peersBefore = context.peers?.bytes ?? 0
             let sources = context.sources(for: manifest)
-            context.onEvent(.phase(.fetching, "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"))
+            context.onEvent(
+                .phase(
+                    .fetching,
+                    "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"
+                ))
             try await ChunkFetcher(
                 sources: sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
                 meter: context.meter
             ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
             // The content fetched, as installed: what peers delivered in this step, the origin the rest.
-            let fetched = fetchPlan.fetch.reduce(Int64(0)) { $0 + Int64($1.chunk.length) * Int64($1.destinations.count) }
+            let fetched = fetchPlan.fetch.reduce(Int64(0)) {
+                $0 + Int64($1.chunk.length) * Int64($1.destinations.count)
+            }
             report.bytesFromPeers = (context.peers?.bytes ?? 0) - peersBefore
             report.bytesFromPreload = sources.reduce(0) { $0 + (($1 as? PreloadChunks)?.delivered.total ?? 0) }
             report.bytesFromOrigin = fetched - report.bytesFromPeers - report.bytesFromPreload
@@ -170,7 +182,11 @@ extension Syncer {
             let signed = Set(manifest.files.map(\.path) + entries).union(folders)
             do {
                 let strays = try tree.removeAll(except: signed)
-                if !strays.isEmpty { Self.logger.notice("removed \(strays.count) entries from \(directory) that the build does not have: \(strays.prefix(5))") }
+                if !strays.isEmpty {
+                    Self.logger.notice(
+                        "removed \(strays.count) entries from \(directory) that the build does not have: \(strays.prefix(5))"
+                    )
+                }
             } catch { throw PatchSyncError.wrap(error) }
             for file in manifest.files {
                 do {
@@ -191,7 +207,9 @@ extension Syncer {
                     throw error
                 }
                 for folder in folders {
-                    guard let fd = try tree.folder(folder) else { throw Errno(ENOENT, "finding the staged folder", tree.full(folder)) }
+                    guard let fd = try tree.folder(folder) else {
+                        throw Errno(ENOENT, "finding the staged folder", tree.full(folder))
+                    }
                     try fd.sync()
                 }
             } catch { throw PatchSyncError.wrap(error) }
@@ -200,7 +218,8 @@ extension Syncer {
         try staged.state.saveBuildFiles(
             build: id,
             manifest.files.map {
-                StateStore.BuildFile(path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode), sha256: $0.sha256.hex)
+                StateStore.BuildFile(
+                    path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode), sha256: $0.sha256.hex)
             })
         let seal = TreeSeal.of(directory)
         try staged.state.update(.stagingFinished) { _ = $0.finishStaging(id, seal: seal) }

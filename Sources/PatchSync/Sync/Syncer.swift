@@ -42,7 +42,9 @@ public struct Syncer: Sendable {
     }
 
     /// Runs one sync; `onEvent` is called with progress, from any thread.
-    public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError) -> SyncReport {
+    public func run(onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws(PatchSyncError)
+        -> SyncReport
+    {
         let lock = try await stagingLock()
         defer { withExtendedLifetime(lock) {} }
         // Staging writes the build's paths as they are: where names fold case, two could become one.
@@ -85,9 +87,11 @@ public struct Syncer: Sendable {
             }
         }
         let meter = SyncMeter(onEvent: emit)
-        let result = await watch.supervise(state: state, meter: meter, stallAfter: stallAfter, giveUpAfter: giveUpAfter) {
+        let result = await watch.supervise(state: state, meter: meter, stallAfter: stallAfter, giveUpAfter: giveUpAfter)
+        {
             () async throws(PatchSyncError) -> SyncReport in
-            try await runAdmitted(config: config, state: state, meter: meter, totals: totals, control: control, onEvent: emit)
+            try await runAdmitted(
+                config: config, state: state, meter: meter, totals: totals, control: control, onEvent: emit)
         }
         log.end(result)
         let report = try result.get()
@@ -124,7 +128,9 @@ public struct Syncer: Sendable {
             }
             let until = ContinuousClock.now + Self.takeOverWait
             while ContinuousClock.now < until {
-                if let stop, let (_, message) = stop.reason { throw PatchSyncError(.deferred, "sync stopped: \(message)", reason: .stopped) }
+                if let stop, let (_, message) = stop.reason {
+                    throw PatchSyncError(.deferred, "sync stopped: \(message)", reason: .stopped)
+                }
                 do { try await Task.sleep(for: .milliseconds(100)) } catch { throw PatchSyncError.cancelled }
                 if let lock = try? install.lock(.staging, for: "sync") { return lock }
             }
@@ -205,20 +211,25 @@ public struct Syncer: Sendable {
         }
         var report: SyncReport
         if let chosen {
-            if twoPreloads, let pending { context.preloadKeep = await context.preloader(now: now).preloadFiles(of: pending) }
+            if twoPreloads, let pending {
+                context.preloadKeep = await context.preloader(now: now).preloadFiles(of: pending)
+            }
             report = try await stage(chosen, trusted: trusted, context: context, keepPreload: pending != nil)
         } else {
             report = SyncReport(outcome: .upToDate, buildId: newest.info.buildId, sequence: newest.info.sequence)
         }
         if let pending {
-            if twoPreloads, let chosen { context.preloadKeep = await context.preloader(now: now).preloadFiles(of: chosen) }
+            if twoPreloads, let chosen {
+                context.preloadKeep = await context.preloader(now: now).preloadFiles(of: chosen)
+            }
             let outcome = report.outcome
             report.record(try await context.preloader(now: now).preload(pending, trusted: trusted))
             if chosen != nil && outcome != .upToDate { report.outcome = outcome }
         }
         report.bytesReceived = context.origin.client.bytesReceived
         report.peers = context.peers?.standings
-        report.bytesFromLocal = max(0, report.buildBytes - report.bytesFromOrigin - report.bytesFromPeers - report.bytesFromPreload)
+        report.bytesFromLocal = max(
+            0, report.buildBytes - report.bytesFromOrigin - report.bytesFromPeers - report.bytesFromPreload)
         if meter.wasted > 0 { report.bytesWasted = meter.wasted }
         return report
     }
@@ -293,7 +304,9 @@ public struct Syncer: Sendable {
             report.droppedBundles = selection.dropped
             onEvent(
                 .bundles(
-                    try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) { nil }))
+                    try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) {
+                        nil
+                    }))
             return report
         }
         let local = target.info.preload == nil ? localManifest(sha, recorded) : nil
@@ -315,7 +328,11 @@ public struct Syncer: Sendable {
             context.sealed = unlocked.source
         } else {
             try dropPreloadNoLongerOffered(recorded, keepPreload: keepPreload, state: state)
-            if let local { (manifest, data) = local } else { (manifest, data) = try await fetchManifest(target, origin: context.origin) }
+            if let local {
+                (manifest, data) = local
+            } else {
+                (manifest, data) = try await fetchManifest(target, origin: context.origin)
+            }
         }
         let selection = config.selection(of: manifest)
         let all = BundleSelection(manifest, chosen: nil).wanted
@@ -350,20 +367,31 @@ public struct Syncer: Sendable {
                 try? ManifestCache.write(manifest, sha: sha, to: install.layout.manifestCache(identity.name))
                 try Housekeeping(install: install, state: state, stagingHeld: true)
                     .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
-                onEvent(.phase(.comparing, "comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
+                onEvent(
+                    .phase(
+                        .comparing,
+                        "comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"
+                    ))
                 let deployment = StagedBuild(identity, in: install, state: state)
                 var stepReport = SyncReport(outcome: .ready, buildId: report.buildId, sequence: report.sequence)
-                try await stage(manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport, step: bundles)
+                try await stage(
+                    manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport,
+                    step: bundles)
                 report.add(stepReport)
                 staged = true
                 report.outcome = .ready
                 live = try install.liveTrees(state: state)
             }
-            onEvent(.bundles(try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) { manifest }))
+            onEvent(
+                .bundles(
+                    try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) {
+                        manifest
+                    }))
         }
         try state.update { s in
             s.recordUpdate(nil)  // the update is in: its totals are no longer needed
-            s.recordSummary(summary, for: sha)  // records from before summaries: the next up-to-date sync reads no manifest
+            // records from before summaries: the next up-to-date sync reads no manifest
+            s.recordSummary(summary, for: sha)
         }
         // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
         try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
@@ -373,7 +401,9 @@ public struct Syncer: Sendable {
     }
 
     /// A preload the channel no longer offers goes: its record and its store.
-    private func dropPreloadNoLongerOffered(_ recorded: InstallState, keepPreload: Bool, state: StateStore) throws(PatchSyncError) {
+    private func dropPreloadNoLongerOffered(_ recorded: InstallState, keepPreload: Bool, state: StateStore)
+        throws(PatchSyncError)
+    {
         guard !keepPreload, recorded.preload != nil || FileSystem.exists(install.preloadDirectory) else { return }
         try state.update { $0.recordPreload(nil) }
         try? Housekeeping(install: install, state: state, stagingHeld: true).removePreloadStore()
@@ -382,7 +412,8 @@ public struct Syncer: Sendable {
     /// The target's manifest as a deployment of this install keeps it, when one holds that manifest
     /// (its bytes checked against the signed hash): no download to learn what is already here.
     private func localManifest(_ sha: String, _ state: InstallState) -> (Manifest, Data)? {
-        for identity in [state.currentIdentity, state.ready, state.staging].compactMap({ $0 }) where identity.manifest == sha {
+        for identity in [state.currentIdentity, state.ready, state.staging].compactMap({ $0 })
+        where identity.manifest == sha {
             let path = install.manifestPath(identity.name)
             guard let data = try? FileSystem.read(path, limit: 256 << 20), SHA256Hasher.hash(data).hex == sha,
                 let manifest = ManifestCache.read(install.layout.manifestCache(identity.name), sha: sha)
@@ -405,7 +436,9 @@ public struct Syncer: Sendable {
     }
 
     /// Downloads (or rebuilds by delta) the manifest of `target`.
-    private func fetchManifest(_ target: ManifestTarget, origin: Origin) async throws(PatchSyncError) -> (Manifest, Data) {
+    private func fetchManifest(_ target: ManifestTarget, origin: Origin) async throws(PatchSyncError) -> (
+        Manifest, Data
+    ) {
         if let rebuilt = await manifestFromDelta(target, origin: origin) { return rebuilt }
         return try await origin.manifest(target)
     }
@@ -437,7 +470,8 @@ struct SyncContext: Sendable {
     func preloader(now: Date) -> Preloader {
         let meter = self.meter, onEvent = self.onEvent
         return Preloader(
-            install: install, state: state, origin: origin, config: config, now: now, keep: preloadKeep, onEvent: onEvent,
+            install: install, state: state, origin: origin, config: config, now: now, keep: preloadKeep,
+            onEvent: onEvent,
             post: { event in
                 if let meter { meter.post(event) } else { onEvent(event) }
             })

@@ -60,7 +60,9 @@ final class UpdateTotals: Sendable {
             let adds = next.filter { !previous.contains($0) }
             let files = manifest.selecting(adds)
             let laterPlan = Plan(manifest: files, live: live.linkable, liveChunks: live.chunks, done: [])
-            let bytes = laterPlan.fetch.filter { !planChunks.contains($0.chunk.sha256) }.reduce(Int64(0)) { $0 + Int64($1.chunk.objectLength) }
+            let bytes = laterPlan.fetch.filter { !planChunks.contains($0.chunk.sha256) }.reduce(Int64(0)) {
+                $0 + Int64($1.chunk.objectLength)
+            }
             later[adds.joined(separator: ","), default: 0] += bytes
             laterTotal += bytes
         }
@@ -100,7 +102,8 @@ final class UpdateTotals: Sendable {
             defer { held = s }
             let total = s.record.totalBytes
             let left = max(0, status.total - status.done)
-            let done = status.done >= status.total ? step.base + step.planned : step.base + min(status.done, step.planned)
+            let done =
+                status.done >= status.total ? step.base + step.planned : step.base + min(status.done, step.planned)
             s.shown = min(total, max(s.shown, done))
             status.updateDone = s.shown
             status.updateTotal = total

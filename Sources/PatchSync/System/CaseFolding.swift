@@ -18,7 +18,9 @@ enum CaseFolding {
     /// Why names under a folder of file system `type` with inode flags `flags` fold case (nil: they do not).
     static func reason(fileSystemType type: Int, inodeFlags flags: UInt32?) -> String? {
         if let name = foldingFileSystems[type] { return "it is on a \(name) file system, which ignores case in names" }
-        if let flags, flags & casefoldFlag != 0 { return "it has the casefold attribute (chattr +F): names ignore case there" }
+        if let flags, flags & casefoldFlag != 0 {
+            return "it has the casefold attribute (chattr +F): names ignore case there"
+        }
         return nil
     }
 
@@ -57,7 +59,8 @@ enum CaseFolding {
         guard let why = reason(at: folder, probe: given != nil && folder == given) else { return }
         throw PatchSyncError(
             .localIO, "\(root) cannot hold an install: \(why)",
-            remedy: "choose a folder on a case-sensitive file system (ext4, xfs, btrfs) without the casefold attribute; "
+            remedy:
+                "choose a folder on a case-sensitive file system (ext4, xfs, btrfs) without the casefold attribute; "
                 + "nothing was changed")
     }
 }

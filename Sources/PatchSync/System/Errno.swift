@@ -22,7 +22,9 @@ public struct Errno: Error, CustomStringConvertible, Sendable {
         case ENOSPC, EDQUOT: return "free disk space, then run the command again; progress is kept"
         case EACCES, EPERM, EROFS: return "check the permissions of \(path)"
         case ENOENT: return "check that \(path) exists"
-        case EIO: return "the disk reported an I/O error: check it (dmesg, SMART), then run again; the live build is untouched"
+        case EIO:
+            return
+                "the disk reported an I/O error: check it (dmesg, SMART), then run again; the live build is untouched"
         default: return "run the command again; the live build is untouched and progress is kept"
         }
     }

@@ -25,7 +25,9 @@ final class FileDescriptor: @unchecked Sendable {
             guard unlink(path) == 0 || errno == ENOENT else { throw Errno(errno, "removing what stands at", path) }
         }
         var file: FileDescriptor
-        do { file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_NONBLOCK, mode: mode) } catch  where error.code == ELOOP {
+        do { file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_NONBLOCK, mode: mode) } catch
+            where error.code == ELOOP
+        {
             guard unlink(path) == 0 || errno == ENOENT else { throw Errno(errno, "removing the link at", path) }
             file = try FileDescriptor(path: path, flags: flags | O_NOFOLLOW | O_NONBLOCK | O_CREAT | O_EXCL, mode: mode)
         }

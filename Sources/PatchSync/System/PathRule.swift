@@ -45,7 +45,9 @@ enum PathRule {
         var count = 0
         for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             count += 1
-            guard !component.isEmpty, component.count <= 255 else { return "has an empty component or one over 255 bytes" }
+            guard !component.isEmpty, component.count <= 255 else {
+                return "has an empty component or one over 255 bytes"
+            }
             guard !component.elementsEqual(".".utf8), !component.elementsEqual("..".utf8) else {
                 return "has a '.' or '..' component"
             }
@@ -53,7 +55,8 @@ enum PathRule {
             if component.allSatisfy({ $0 < 0x80 }) { continue }
             let text = String(decoding: component, as: UTF8.self)
             if let first = text.unicodeScalars.first, isCombiningMark(first) {
-                return "has a component that starts with a combining mark (U+\(String(first.value, radix: 16, uppercase: true)))"
+                return
+                    "has a component that starts with a combining mark (U+\(String(first.value, radix: 16, uppercase: true)))"
             }
             guard text.precomposedStringWithCanonicalMapping.utf8.elementsEqual(component) else {
                 return "has a component that is not in Unicode NFC"

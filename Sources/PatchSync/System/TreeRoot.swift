@@ -152,7 +152,11 @@ final class TreeRoot: Sendable {
                     continue
                 }
                 let fd = openat(folder.fd, raw, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                if fd >= 0 { try sweep(FileDescriptor(adopting: fd, path: folder.path + "/" + String(decoding: name, as: UTF8.self)), relative) }
+                if fd >= 0 {
+                    try sweep(
+                        FileDescriptor(adopting: fd, path: folder.path + "/" + String(decoding: name, as: UTF8.self)),
+                        relative)
+                }
             }
         }
         try sweep(root, [])
@@ -166,7 +170,8 @@ final class TreeRoot: Sendable {
     /// Removes the entry named by the bytes `raw` (NUL-terminated, as readdir gave them: a name that is not
     /// UTF-8 is removed too) in `folder`, a whole folder with all it holds, never following a link.
     static func removeEntry(raw name: [CChar], in folder: FileDescriptor) throws(Errno) {
-        let shown = folder.path + "/" + String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let shown =
+            folder.path + "/" + String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var st = stat()
         guard fstatat(folder.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
             if errno == ENOENT { return }
@@ -217,14 +222,18 @@ final class TreeRoot: Sendable {
     /// live build's verified file); the folder is made first.
     func linkFile(at source: String, to relative: String) throws(Errno) {
         let (folder, name) = try makeParent(relative)
-        if linkat(AT_FDCWD, source, folder.fd, name, 0) != 0 { throw Errno(errno, "linking \(source) to", full(relative)) }
+        if linkat(AT_FDCWD, source, folder.fd, name, 0) != 0 {
+            throw Errno(errno, "linking \(source) to", full(relative))
+        }
     }
 
     /// Sets the permission bits of the regular file at `relative` (through a descriptor, so a link
     /// there is never followed).
     func setMode(_ relative: String, _ mode: mode_t) throws(Errno) {
         let file = try open(relative, flags: O_RDONLY | O_NONBLOCK)
-        guard (try file.status().st_mode & S_IFMT) == S_IFREG else { throw Errno(EINVAL, "changing mode of", full(relative)) }
+        guard (try file.status().st_mode & S_IFMT) == S_IFREG else {
+            throw Errno(EINVAL, "changing mode of", full(relative))
+        }
         if fchmod(file.fd, mode) != 0 { throw Errno(errno, "changing mode of", full(relative)) }
     }
 

@@ -59,7 +59,9 @@ enum Zlib {
         func with<T>(level: Int32, _ body: (OpaquePointer) -> T) -> T {
             let level = min(max(level, 1), 12)
             let reused = idle.withLock { $0[level]?.popLast() }
-            guard let compressor = reused.flatMap({ OpaquePointer(bitPattern: $0) }) ?? libdeflate_alloc_compressor(level) else {
+            guard
+                let compressor = reused.flatMap({ OpaquePointer(bitPattern: $0) }) ?? libdeflate_alloc_compressor(level)
+            else {
                 fatalError("libdeflate: out of memory")
             }
             defer { idle.withLock { $0[level, default: []].append(UInt(bitPattern: compressor)) } }

@@ -95,7 +95,8 @@ struct CurlOptionError: Error {
         let known = Self.added[option]
         let name = known?.name ?? "option \(option)"
         guard code == CURLE_UNKNOWN_OPTION.rawValue || code == CURLE_NOT_BUILT_IN.rawValue else {
-            let reason = ccurl_easy_strerror(CURLcode(rawValue: code)).map { String(cString: $0) } ?? "libcurl error \(code)"
+            let reason =
+                ccurl_easy_strerror(CURLcode(rawValue: code)).map { String(cString: $0) } ?? "libcurl error \(code)"
             return PatchSyncError(.internal, "libcurl \(libcurl) refused \(name): \(reason); nothing was sent")
         }
         let needed = known.map { "libcurl \($0.release) or later, built with it" } ?? "a newer libcurl"

@@ -79,7 +79,9 @@ final class HTTPClient: Sendable {
     var requestBudget: Int? { loop.yieldingRate.map { min(512 << 10, max(16 << 10, Int($0 / 4))) } }
 
     /// Performs one request, handing the body to `sink` on the transfer thread.
-    func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<TransferResponse, TransferFailure> {
+    func fetch(_ request: TransferRequest, into sink: any ResponseSink) async -> Result<
+        TransferResponse, TransferFailure
+    > {
         let cancel = CancelFlag()
         let sink = metered(sink, for: request)
         meter?.requestBegan()
@@ -92,7 +94,8 @@ final class HTTPClient: Sendable {
             cancel.set()
             loop.wake()
         }
-        if let meter, let range = request.range, range.lowerBound > 0, case .success(let response) = result, response.status == 200,
+        if let meter, let range = request.range, range.lowerBound > 0, case .success(let response) = result,
+            response.status == 200,
             request.url.lowercased().hasPrefix("http")
         {
             meter.rangeIgnored(request.url, wasted: range.lowerBound)
@@ -140,7 +143,8 @@ private final class TransferLoop: @unchecked Sendable {
         var error = [CChar](repeating: 0, count: 256)
         guard ccurl_load(&error, error.count) == 0 else {
             throw PatchSyncError(
-                .internal, "libcurl could not be loaded: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))",
+                .internal,
+                "libcurl could not be loaded: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))",
                 remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
         }
         guard let multi = ccurl_multi_init() else { throw PatchSyncError(.internal, "curl_multi_init failed") }
@@ -154,7 +158,9 @@ private final class TransferLoop: @unchecked Sendable {
             let code = ccurl_multi_setopt_long(multi, option, value)
             guard code == CURLM_OK else {
                 ccurl_multi_cleanup(multi)
-                throw PatchSyncError(.internal, "libcurl refused curl_multi_setopt option \(option.rawValue) (CURLMcode \(code.rawValue))")
+                throw PatchSyncError(
+                    .internal,
+                    "libcurl refused curl_multi_setopt option \(option.rawValue) (CURLMcode \(code.rawValue))")
             }
         }
         self.multi = multi
@@ -330,9 +336,12 @@ private final class TransferLoop: @unchecked Sendable {
         if box.cancel.isSet { return .failure(.cancelled) }
         if code != CURLE_OK && !box.satisfied {
             if code == CURLE_FILE_COULDNT_READ_FILE { return .failure(.notFound) }
-            let text = box.curlMessage ?? ccurl_easy_strerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)"
+            let text =
+                box.curlMessage ?? ccurl_easy_strerror(code).map { String(cString: $0) }
+                ?? "libcurl error \(code.rawValue)"
             if code == CURLE_PEER_FAILED_VERIFICATION { return .failure(.untrusted(text)) }
-            if code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY
+            if code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST
+                || code == CURLE_COULDNT_RESOLVE_PROXY
                 || (code == CURLE_OPERATION_TIMEDOUT && Self.neverConnected(easy))
             {
                 return .failure(.unreachable(text))

@@ -59,13 +59,16 @@ final class TransferBox: @unchecked Sendable {
     func header(_ line: String) {
         if line.hasPrefix("HTTP/") { (contentRange, contentLength, retryAfter, headers) = (nil, nil, nil, [:]) }
         if let colon = line.firstIndex(of: ":"), headers.count < 64 {
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespacesAndNewlines)
         }
         let lower = line.lowercased()
         if lower.hasPrefix("content-range:") {
-            contentRange = String(line.dropFirst("content-range:".count)).trimmingCharacters(in: .whitespacesAndNewlines)
+            contentRange = String(line.dropFirst("content-range:".count)).trimmingCharacters(
+                in: .whitespacesAndNewlines)
         } else if lower.hasPrefix("content-length:") {
-            contentLength = Int64(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespacesAndNewlines))
+            contentLength = Int64(
+                line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespacesAndNewlines))
         } else if lower.hasPrefix("retry-after:") {
             retryAfter = Self.parseRetryAfter(String(line.dropFirst("retry-after:".count)), now: Date())
         }
@@ -159,7 +162,8 @@ final class TransferBox: @unchecked Sendable {
             // The origin ignored Range (some CDNs do for objects not yet cached): read up to the
             // range's end of the whole file, drop the rest. Bounded by the range's end.
             if let contentLength, contentLength <= range.upperBound {
-                return .wrongRange("asked bytes \(range.lowerBound)-\(range.upperBound), the whole file is \(contentLength) bytes")
+                return .wrongRange(
+                    "asked bytes \(range.lowerBound)-\(range.upperBound), the whole file is \(contentLength) bytes")
             }
             skip = range.lowerBound
             return nil

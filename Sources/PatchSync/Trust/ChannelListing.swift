@@ -35,7 +35,9 @@ public struct ChannelListing: Sendable {
 
     /// The sequences recorded in `origin` by channel.
     static func recordedSequences(origin: String) -> [String: Int] {
-        guard let data = try? FileSystem.read(OriginLayout(root: origin).path(OriginLayout.sequencesRecord), limit: 1 << 20),
+        guard
+            let data = try? FileSystem.read(
+                OriginLayout(root: origin).path(OriginLayout.sequencesRecord), limit: 1 << 20),
             let record = try? JSONDecoder().decode([String: Int].self, from: data)
         else { return [:] }
         return record
@@ -43,16 +45,22 @@ public struct ChannelListing: Sendable {
 
     /// The highest sequence of each channel that `before` (the targets signed now, with their records)
     /// lists or records, `after` lists, or an older origin's `.sequences.json` recorded.
-    static func highestSequences(origin: String, _ before: [String: TargetFile], _ after: [String: TargetFile]) -> [String: Int] {
+    static func highestSequences(origin: String, _ before: [String: TargetFile], _ after: [String: TargetFile])
+        -> [String: Int]
+    {
         var highest = recordedSequences(origin: origin)
-        for record in ChannelRecord.all(in: before).values { highest[record.channel] = max(highest[record.channel] ?? 0, record.highestSequence) }
+        for record in ChannelRecord.all(in: before).values {
+            highest[record.channel] = max(highest[record.channel] ?? 0, record.highestSequence)
+        }
         for info in (Array(before.values) + Array(after.values)).compactMap(\.custom) {
             highest[info.channel] = max(highest[info.channel] ?? 0, info.sequence)
         }
         return highest
     }
 
-    static func builds(_ targets: [String: TargetFile], channel: String, released: (ManifestTargetInfo) -> Bool) -> [Build] {
+    static func builds(_ targets: [String: TargetFile], channel: String, released: (ManifestTargetInfo) -> Bool)
+        -> [Build]
+    {
         targets.compactMap { path, file -> Build? in
             guard let info = file.custom, info.channel == channel else { return nil }
             return Build(path: path, file: file, info: info, installable: released(info))
@@ -61,7 +69,8 @@ public struct ChannelListing: Sendable {
 
     /// Every channel the repository lists a build on or keeps a record of (one a withdraw emptied), by name.
     public static func all(_ repo: Repository) -> [ChannelListing] {
-        Set(repo.targetFiles.values.compactMap { $0.custom?.channel } + ChannelRecord.all(in: repo.targetFiles).keys).sorted()
+        Set(repo.targetFiles.values.compactMap { $0.custom?.channel } + ChannelRecord.all(in: repo.targetFiles).keys)
+            .sorted()
             .map { ChannelListing(repo, channel: $0) }
     }
 
@@ -70,7 +79,9 @@ public struct ChannelListing: Sendable {
 
     /// The preloads players fetch beside the current build: pending, and newer than every installable
     /// build (a pending preload below an installable build is never installed).
-    public var pendingPreloads: [Build] { builds.filter { $0.pending && $0.info.sequence > (current?.info.sequence ?? 0) } }
+    public var pendingPreloads: [Build] {
+        builds.filter { $0.pending && $0.info.sequence > (current?.info.sequence ?? 0) }
+    }
 
     /// Pending preloads that a newer installable build left behind: players never install them.
     public var strandedPreloads: [Build] { builds.filter(isStranded) }
@@ -78,18 +89,24 @@ public struct ChannelListing: Sendable {
     /// The highest sequence the channel lists (preloads too) or ever listed (its signed record): the next
     /// build listed takes one more, so players who saw a withdrawn build never see a sequence go back.
     public var highestSequence: Int {
-        max(builds.first?.info.sequence ?? 0, record?.highestSequence ?? 0, Self.recordedSequences(origin: origin)[channel] ?? 0)
+        max(
+            builds.first?.info.sequence ?? 0, record?.highestSequence ?? 0,
+            Self.recordedSequences(origin: origin)[channel] ?? 0)
     }
 
     /// Whether `build` is a pending preload a newer installable build left behind: players never install it.
-    public func isStranded(_ build: Build) -> Bool { build.pending && build.info.sequence < (current?.info.sequence ?? 0) }
+    public func isStranded(_ build: Build) -> Bool {
+        build.pending && build.info.sequence < (current?.info.sequence ?? 0)
+    }
 
     /// A listed preload (pending only, when `pendingOnly`) other than `build` whose plan commits to
     /// `build`'s content key: it shares objects sealed with that key. A plan that cannot be read counts
     /// as sharing: a key is kept, never lost, when in doubt.
     public func preloadSharingKey(of build: String, origin: String, pendingOnly: Bool) -> Build? {
         builds.first { other in
-            guard other.info.preload != nil, other.info.buildId != build, !pendingOnly || other.pending else { return false }
+            guard other.info.preload != nil, other.info.buildId != build, !pendingOnly || other.pending else {
+                return false
+            }
             guard let plan = try? Repository.plan(in: origin, other.path, other.file) else { return true }
             return plan.keys[build] != nil
         }

@@ -36,14 +36,18 @@ public struct ChannelRecord: Codable, Hashable, Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         encoder.dateEncodingStrategy = .iso8601
-        do { return try encoder.encode(self) } catch { throw PatchSyncError(.internal, "encoding the record of channel \(channel): \(error)") }
+        do { return try encoder.encode(self) } catch {
+            throw PatchSyncError(.internal, "encoding the record of channel \(channel): \(error)")
+        }
     }
 
     /// The records `targets` holds, by channel.
     static func all(in targets: [String: TargetFile]) -> [String: ChannelRecord] {
         var records: [String: ChannelRecord] = [:]
         for (path, file) in targets {
-            if let record = file.channelRecord, path == targetPath(channel: record.channel) { records[record.channel] = record }
+            if let record = file.channelRecord, path == targetPath(channel: record.channel) {
+                records[record.channel] = record
+            }
         }
         return records
     }

@@ -20,7 +20,8 @@ public enum Keys {
         }
         let files = roles.map { directory + "/\($0).key" }
         for path in files where FileSystem.exists(path) {
-            throw PatchSyncError(.usage, "\(path) already exists", remedy: "choose an empty folder; keys are never overwritten")
+            throw PatchSyncError(
+                .usage, "\(path) already exists", remedy: "choose an empty folder; keys are never overwritten")
         }
         for path in files {
             let key = SigningKey(try Ed25519.generate())

@@ -16,12 +16,16 @@ struct ManifestTarget: Sendable {
             return ManifestTarget(path: entry.key, file: entry.value, info: info)
         }
         guard let newest = candidates.max(by: { $0.info.sequence < $1.info.sequence }) else {
-            if build == nil, let withdrawal = targets.targets[ChannelRecord.targetPath(channel: channel.name)]?.channelRecord?.withdrawn {
+            if build == nil,
+                let withdrawal = targets.targets[ChannelRecord.targetPath(channel: channel.name)]?.channelRecord?
+                    .withdrawn
+            {
                 throw PatchSyncError(
                     .deferred,
                     "channel \(channel) lists no build: the publisher withdrew build \(withdrawal.build)"
                         + (withdrawal.reason.map { " (\($0))" } ?? ""),
-                    remedy: "the installed build stays as it is; sync again later, when a build is published on \(channel)",
+                    remedy:
+                        "the installed build stays as it is; sync again later, when a build is published on \(channel)",
                     reason: .withdrawn)
             }
             throw PatchSyncError(
@@ -59,7 +63,8 @@ extension Origin {
             throw PatchSyncError(
                 .usage,
                 "build \(target.info.buildId) is a preload: its manifest is sealed until its release "
-                    + "(\(Repository.day(preload.releaseAt)))", remedy: "compare with an earlier build, or after the release")
+                    + "(\(Repository.day(preload.releaseAt)))",
+                remedy: "compare with an earlier build, or after the release")
         }
         let consistent = OriginLayout.targetFile(target.path, sha256: sha)
         let data = try await signed(consistent, length: target.file.length, sha256: sha)

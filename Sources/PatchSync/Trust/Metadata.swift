@@ -115,10 +115,13 @@ public struct TargetFile: Codable, Hashable, Sendable {
         length = try container.decode(Int64.self, forKey: .length)
         hashes = try container.decode([String: String].self, forKey: .hashes)
         custom = try? container.decodeIfPresent(ManifestTargetInfo.self, forKey: .custom)
-        if custom == nil, let record = try? container.decodeIfPresent(ChannelRecord.self, forKey: .custom), record.record == "channel" {
+        if custom == nil, let record = try? container.decodeIfPresent(ChannelRecord.self, forKey: .custom),
+            record.record == "channel"
+        {
             channelRecord = record
         }
-        foreignCustom = custom == nil && channelRecord == nil ? try container.decodeIfPresent(JSONValue.self, forKey: .custom) : nil
+        foreignCustom =
+            custom == nil && channelRecord == nil ? try container.decodeIfPresent(JSONValue.self, forKey: .custom) : nil
     }
 
     public func encode(to encoder: any Encoder) throws {

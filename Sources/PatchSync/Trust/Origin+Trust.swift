@@ -48,6 +48,7 @@ private struct PreferredMirror: MetadataSource {
     let index: Int
 
     func metadata(_ name: String, maxBytes: Int64, timeout: TimeInterval?) async throws(PatchSyncError) -> Data? {
-        try await origin.whole(OriginLayout.metadata(name), maxBytes: maxBytes, timeout: timeout, escaped: true, preferring: index)
+        try await origin.whole(
+            OriginLayout.metadata(name), maxBytes: maxBytes, timeout: timeout, escaped: true, preferring: index)
     }
 }

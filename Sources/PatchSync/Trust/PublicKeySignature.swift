@@ -66,7 +66,8 @@ enum PublicKeySignature {
         return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    private static func digestVerify(_ pkey: OpaquePointer, _ signature: [UInt8], _ message: [UInt8], pss: Bool) -> Bool {
+    private static func digestVerify(_ pkey: OpaquePointer, _ signature: [UInt8], _ message: [UInt8], pss: Bool) -> Bool
+    {
         guard let md = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(md) }
         var pctx: OpaquePointer?

@@ -61,7 +61,9 @@ extension Repository {
                         ListingProblem(
                             kind: .refusedByClients, channel: channel, buildId: id,
                             problem: "players would refuse build \(id) of \(channel): \(error.message)",
-                            fix: "patchsync repo withdraw \(id) --channel \(channel) --origin \(origin) --targets-key … --online-key …"))
+                            fix:
+                                "patchsync repo withdraw \(id) --channel \(channel) --origin \(origin) --targets-key … --online-key …"
+                        ))
                     continue
                 }
                 guard build.pending, let releaseAt = build.info.preload?.releaseAt else { continue }
@@ -69,14 +71,18 @@ extension Repository {
                     found.append(
                         ListingProblem(
                             kind: .strandedPreload, channel: channel, buildId: id,
-                            problem: "preload \(id) of \(channel) is older than build \(listing.current?.info.buildId ?? ""), "
+                            problem:
+                                "preload \(id) of \(channel) is older than build \(listing.current?.info.buildId ?? ""), "
                                 + "which players install: it would never be installed",
-                            fix: "patchsync repo withdraw \(id) --channel \(channel) --origin \(origin) --targets-key … --online-key …"))
+                            fix:
+                                "patchsync repo withdraw \(id) --channel \(channel) --origin \(origin) --targets-key … --online-key …"
+                        ))
                 } else if releaseAt.addingTimeInterval(late) < now {
                     found.append(
                         ListingProblem(
                             kind: .overduePreload, channel: channel, buildId: id,
-                            problem: "preload \(id) of \(channel) was due at \(Repository.day(releaseAt)) and is not released "
+                            problem:
+                                "preload \(id) of \(channel) was due at \(Repository.day(releaseAt)) and is not released "
                                 + "(is the `repo refresh` job running, with the content keys at hand?)",
                             fix: "patchsync repo release \(id) --channel \(channel) --origin \(origin) --online-key …"))
                 }

@@ -15,7 +15,9 @@ extension Repository {
                 name: Releases.role, keyids: [id], threshold: 1, terminating: true,
                 paths: ["releases/*/*"], pathHashPrefixes: nil), at: 0)
         var keys: [String: TUFKey] = [:]
-        for role in roles { for keyid in role.keyids { keys[keyid] = current?.keys[keyid] ?? (keyid == id ? online.publicKey : nil) } }
+        for role in roles {
+            for keyid in role.keyids { keys[keyid] = current?.keys[keyid] ?? (keyid == id ? online.publicKey : nil) }
+        }
         return Delegations(keys: keys, roles: roles, succinctRoles: current?.succinctRoles)
     }
 
@@ -70,7 +72,8 @@ extension Repository {
                 .usage,
                 "preload \(build) of \(channel) is older than build \(newer.info.buildId), which players install now: "
                     + "released, it would never be installed",
-                remedy: "withdraw it (`patchsync repo withdraw \(build) --origin \(origin)`) and publish its build folder "
+                remedy:
+                    "withdraw it (`patchsync repo withdraw \(build) --origin \(origin)`) and publish its build folder "
                     + "again under a new --build-id; nothing was released")
         }
         let plan = try Repository.plan(in: origin, target, file)
@@ -136,7 +139,8 @@ extension Repository {
         // A preload a newer build left behind is never released: `repo check` names it.
         ChannelListing.all(self).flatMap { listing in
             listing.pendingPreloads.compactMap { build -> (String, String, Date)? in
-                guard let releaseAt = build.info.preload?.releaseAt, releaseAt <= now, build.info.withdrawn != true else { return nil }
+                guard let releaseAt = build.info.preload?.releaseAt, releaseAt <= now, build.info.withdrawn != true
+                else { return nil }
                 return (listing.channel, build.info.buildId, releaseAt)
             }
         }.sorted { $0.2 < $1.2 }
@@ -150,8 +154,11 @@ extension Repository {
 
     /// The content-key folder a publish of `origin` recorded (``OriginLayout/contentKeysRecord``), if any.
     public static func recordedContentKeys(origin: String) -> String? {
-        guard let data = try? FileSystem.read(OriginLayout(root: origin).path(OriginLayout.contentKeysRecord), limit: 64 << 10),
-            let line = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !line.isEmpty
+        guard
+            let data = try? FileSystem.read(
+                OriginLayout(root: origin).path(OriginLayout.contentKeysRecord), limit: 64 << 10),
+            let line = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+            !line.isEmpty
         else { return nil }
         return line
     }
@@ -160,7 +167,10 @@ extension Repository {
     static func recordContentKeys(origin: String, folder: String) throws(PatchSyncError) {
         let absolute = URL(fileURLWithPath: folder).standardizedFileURL.path
         guard recordedContentKeys(origin: origin) != absolute else { return }
-        do { try FileSystem.writeAtomically(Data((absolute + "\n").utf8), to: OriginLayout(root: origin).path(OriginLayout.contentKeysRecord)) } catch {
+        do {
+            try FileSystem.writeAtomically(
+                Data((absolute + "\n").utf8), to: OriginLayout(root: origin).path(OriginLayout.contentKeysRecord))
+        } catch {
             throw PatchSyncError.wrap(error).during("recording the content-key folder of \(origin)")
         }
     }

@@ -18,7 +18,9 @@ extension Repository {
             self.targetsThreshold = targetsThreshold
             self.online = online
         }
-        var isEmpty: Bool { root == nil && rootThreshold == nil && targets == nil && targetsThreshold == nil && online == nil }
+        var isEmpty: Bool {
+            root == nil && rootThreshold == nil && targets == nil && targetsThreshold == nil && online == nil
+        }
     }
 
     /// Signs root version N+1 with the keys `change` gives (nothing changed: the root's renewal with a

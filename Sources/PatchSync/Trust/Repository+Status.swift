@@ -61,7 +61,8 @@ extension Repository {
             channels[info.channel, default: []].append(
                 RepositoryStatus.Build(
                     buildId: info.buildId, sequence: info.sequence, files: files ?? 0, size: size ?? 0,
-                    manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom, rollback: info.rollback,
+                    manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom,
+                    rollback: info.rollback,
                     releaseAt: info.preload?.releaseAt,
                     released: info.preload.map { _ in isReleased(channel: info.channel, build: info.buildId) }))
         }
@@ -76,7 +77,9 @@ extension Repository {
     }
 
     /// The roles that have expired at `now`, with how to renew each (no manifest is read).
-    public func expiredRoles(now: Date = Date()) -> [RepositoryStatus.Role] { roleExpiries(now: now).filter { $0.expires <= now } }
+    public func expiredRoles(now: Date = Date()) -> [RepositoryStatus.Role] {
+        roleExpiries(now: now).filter { $0.expires <= now }
+    }
 
     /// The four roles, root first, with their expiry and how to renew each.
     func roleExpiries(now: Date) -> [RepositoryStatus.Role] {
@@ -87,7 +90,8 @@ extension Repository {
             "timestamp": "patchsync repo refresh --origin \(origin) --online-key ONLINE_KEY"
         ]
         let roles: [(String, Int, Date)] = [
-            ("root", root.signed.version, root.signed.expires), ("targets", targets.signed.version, targets.signed.expires),
+            ("root", root.signed.version, root.signed.expires),
+            ("targets", targets.signed.version, targets.signed.expires),
             ("snapshot", snapshot.signed.version, snapshot.signed.expires),
             ("timestamp", timestamp.signed.version, timestamp.signed.expires)
         ]
@@ -141,7 +145,9 @@ extension Repository {
 
     /// The manifest of a listed build as players read it: a plain build's, or a released preload's
     /// sealed manifest opened with the key the releases role lists. A pending preload is refused by name.
-    public func listedManifest(_ path: String, _ file: TargetFile, validating: Bool = true) throws(PatchSyncError) -> Manifest {
+    public func listedManifest(_ path: String, _ file: TargetFile, validating: Bool = true) throws(PatchSyncError)
+        -> Manifest
+    {
         try Self.manifest(in: origin, path, file, released: releasedKeys, validating: validating)
     }
 
@@ -154,7 +160,9 @@ extension Repository {
         released: [String: TargetFile] = [:], validating: Bool = true
     ) throws(PatchSyncError) -> Manifest {
         let data = try targetData(in: origin, path, file)
-        guard let info = file.custom, info.preload != nil else { return try Manifest.decode(data, what: path, validating: validating) }
+        guard let info = file.custom, info.preload != nil else {
+            return try Manifest.decode(data, what: path, validating: validating)
+        }
         let plan = try PreloadPlan.decode(data, what: path)
         let keyPath = contentKeys.map { contentKeyPath($0, channel: info.channel, build: info.buildId) }
         let keyData: Data
@@ -170,7 +178,8 @@ extension Repository {
                 remedy: "give the publisher's key folder (--content-keys), "
                     + "or wait for its release")
         }
-        let key = try ContentKey.read(keyData, what: keyPath ?? "the released key of \(info.buildId)", build: info.buildId)
+        let key = try ContentKey.read(
+            keyData, what: keyPath ?? "the released key of \(info.buildId)", build: info.buildId)
         return try plan.openManifest(in: origin, key: key)
     }
 

@@ -156,7 +156,8 @@ public struct Repository: Sendable {
     /// Locks the origin (``OriginLock``), then loads it as ``load(origin:)`` does: for commands that
     /// change it. The lock lasts as long as the returned value (and its copies).
     public static func open(origin: String, for purpose: String) throws(PatchSyncError) -> Repository {
-        guard FileSystem.exists(OriginLayout(root: origin).metadataFolder) else { return try load(origin: origin) }  // its "no repository" error
+        // its "no repository" error
+        guard FileSystem.exists(OriginLayout(root: origin).metadataFolder) else { return try load(origin: origin) }
         let lock = try OriginLock(origin: origin, purpose: purpose)
         var repo = try load(origin: origin)
         repo.lock = lock
@@ -172,7 +173,9 @@ public struct Repository: Sendable {
     public static func load(origin: String) throws(PatchSyncError) -> Repository {
         try OriginLayout.refuseURL(origin)
         let layout = OriginLayout(root: origin)
-        func versioned(_ role: String, _ version: Int) -> String { layout.path(OriginLayout.metadata(role: role, version: version)) }
+        func versioned(_ role: String, _ version: Int) -> String {
+            layout.path(OriginLayout.metadata(role: role, version: version))
+        }
         guard FileSystem.exists(layout.timestampFile) else {
             throw PatchSyncError(
                 .usage, "\(origin) holds no PatchSync repository",
@@ -198,7 +201,9 @@ public struct Repository: Sendable {
         let snapPath = versioned("snapshot", snapPin.version)
         let (snapshot, _): (Signed<SnapshotMetadata>, Data) = try readPinned(snapPath, pin: snapPin)
         try verify(snapshot, role: "snapshot", of: root.signed, snapPath)
-        guard let targetsPin = snapshot.signed.meta[OriginLayout.targetsName] else { throw tampered(snapPath, "names no targets") }
+        guard let targetsPin = snapshot.signed.meta[OriginLayout.targetsName] else {
+            throw tampered(snapPath, "names no targets")
+        }
         let targetsPath = versioned("targets", targetsPin.version)
         let (targets, _): (Signed<TargetsMetadata>, Data) = try readPinned(targetsPath, pin: targetsPin)
         do { try verify(targets, role: "targets", of: root.signed, targetsPath) } catch {
@@ -212,7 +217,8 @@ public struct Repository: Sendable {
             guard let role = targets.signed.delegations?.roles?.first(where: { $0.name == Releases.role }) else {
                 throw tampered(path, "is listed, but targets delegates no \(Releases.role) role")
             }
-            do { try releases.verify(role: role.role, keys: targets.signed.delegations?.keys ?? [:], name: path) } catch {
+            do { try releases.verify(role: role.role, keys: targets.signed.delegations?.keys ?? [:], name: path) } catch
+            {
                 throw tampered(path, error.message)
             }
             repo.releases = releases
@@ -230,15 +236,21 @@ public struct Repository: Sendable {
         _ signed: Signed<T>, role: String, of root: RootMetadata,
         _ path: String
     ) throws(PatchSyncError) {
-        guard let spec = root.roles[role] else { throw tampered(path, "is checked against a root with no \(role) role") }
+        guard let spec = root.roles[role] else {
+            throw tampered(path, "is checked against a root with no \(role) role")
+        }
         do { try signed.verify(role: spec, keys: root.keys, name: path) } catch { throw tampered(path, error.message) }
     }
 
     private static func readPinned<T>(_ path: String, pin: MetaFile?) throws(PatchSyncError) -> (Signed<T>, Data) {
         let data = try FileSystem.read(path, limit: 64 << 20)
         if let pin {
-            if let length = pin.length, length != data.count { throw tampered(path, "is \(data.count) bytes, \(length) signed") }
-            if let hash = pin.hashes?["sha256"], hash != SHA256Hasher.hash(data).hex { throw tampered(path, "has another SHA-256 than signed") }
+            if let length = pin.length, length != data.count {
+                throw tampered(path, "is \(data.count) bytes, \(length) signed")
+            }
+            if let hash = pin.hashes?["sha256"], hash != SHA256Hasher.hash(data).hex {
+                throw tampered(path, "has another SHA-256 than signed")
+            }
         }
         let signed: Signed<T> = try Signed(parsing: data, name: path)
         return (signed, data)
@@ -263,7 +275,9 @@ public struct Repository: Sendable {
         delegatingReleases: Bool = false
     ) throws(PatchSyncError) {
         try checkSigners(signers)
-        guard let online = signers.online else { throw PatchSyncError(.internal, "checkSigners passed without an online key") }
+        guard let online = signers.online else {
+            throw PatchSyncError(.internal, "checkSigners passed without an online key")
+        }
         let delegations = try releasesDelegation(
             online: online,
             adding: delegatingReleases || targets.signed.delegations != nil)
@@ -273,7 +287,8 @@ public struct Repository: Sendable {
                 expires: now + lifetimes.targets, targets: files,
                 delegations: delegations),
             with: try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin))
-        try Self.write(newTargets, to: layout.path(OriginLayout.metadata(role: "targets", version: newTargets.signed.version)))
+        try Self.write(
+            newTargets, to: layout.path(OriginLayout.metadata(role: "targets", version: newTargets.signed.version)))
         let releasesKeys = delegations?.roles?.first { $0.name == Releases.role }?.keyids
         let resignReleases =
             releasesKeys != nil
@@ -291,7 +306,8 @@ public struct Repository: Sendable {
     public func checkSigners(_ signers: Signers) throws(PatchSyncError) {
         _ = try Self.signing(signers.targets, role: "targets", of: root.signed, origin: origin)
         guard let online = signers.online else {
-            throw PatchSyncError(.usage, "no online key given", remedy: "give --online-key (it signs snapshot and timestamp)")
+            throw PatchSyncError(
+                .usage, "no online key given", remedy: "give --online-key (it signs snapshot and timestamp)")
         }
         try checkOnline(online)
     }
@@ -332,7 +348,9 @@ public struct Repository: Sendable {
             }
         }
         // Only while the delegation names this key: otherwise clients would refuse what it signs.
-        if let releases, releases.signed.expires.timeIntervalSince(now) < lifetimes.targets / 2, delegatesReleases(to: key) {
+        if let releases, releases.signed.expires.timeIntervalSince(now) < lifetimes.targets / 2,
+            delegatesReleases(to: key)
+        {
             try signReleases(releases.signed.targets, online: key, lifetimes: lifetimes, now: now)
         }
         try resign(key: key, lifetimes: lifetimes, now: now)
@@ -355,7 +373,9 @@ public struct Repository: Sendable {
 
     /// Signs the same targets again as a new version with a fresh expiry (the targets keys' yearly
     /// renewal), then snapshot and timestamp.
-    public mutating func renewTargets(signers: Signers, lifetimes: Lifetimes = .init(), now: Date = Date()) throws(PatchSyncError) {
+    public mutating func renewTargets(signers: Signers, lifetimes: Lifetimes = .init(), now: Date = Date())
+        throws(PatchSyncError)
+    {
         try commit(targets: targets.signed.targets, signers: signers, lifetimes: lifetimes, now: now)
     }
 
@@ -405,7 +425,9 @@ public struct Repository: Sendable {
         _ keys: [SigningKey], role: String, of root: RootMetadata, origin: String,
         ignoringOthers: Bool = false
     ) throws(PatchSyncError) -> [SigningKey] {
-        guard let spec = root.roles[role] else { throw PatchSyncError(.refusedData, "the root of \(origin) has no \(role) role") }
+        guard let spec = root.roles[role] else {
+            throw PatchSyncError(.refusedData, "the root of \(origin) has no \(role) role")
+        }
         var chosen: [SigningKey] = [], ids = Set<String>(), stranger: String?
         for key in keys {
             let id = try key.publicKey.keyID()

@@ -50,7 +50,8 @@ struct TrustClient: Sendable {
     // MARK: root
 
     private func updateRoot() async throws(PatchSyncError) -> Signed<RootMetadata> {
-        guard let data = try? FileSystem.read(directory + "/" + OriginLayout.rootName, limit: Int(Self.maxRootBytes)) else {
+        guard let data = try? FileSystem.read(directory + "/" + OriginLayout.rootName, limit: Int(Self.maxRootBytes))
+        else {
             throw PatchSyncError(
                 .usage, "no trusted root in \(directory)",
                 remedy: "run `patchsync init --root ROOT_JSON …` first")
@@ -98,7 +99,8 @@ struct TrustClient: Sendable {
                 .originUnavailable, "no mirror serves \(OriginLayout.timestamp)",
                 remedy: "check the remotes, or ask the publisher to run `patchsync repo refresh`")
         }
-        let new: Signed<TimestampMetadata> = try verified(data, name, role: try role("timestamp", in: root, name), keys: root.keys)
+        let new: Signed<TimestampMetadata> = try verified(
+            data, name, role: try role("timestamp", in: root, name), keys: root.keys)
         if let old: Signed<TimestampMetadata> = trustedCopy(name, role: root.roles["timestamp"], keys: root.keys) {
             guard new.signed.version >= old.signed.version else {
                 throw refusal(
@@ -123,7 +125,9 @@ struct TrustClient: Sendable {
         root: RootMetadata,
         timestamp: TimestampMetadata
     ) async throws(PatchSyncError) -> Signed<SnapshotMetadata> {
-        guard let meta = timestamp.meta[OriginLayout.snapshotName] else { throw refusal("timestamp.json names no snapshot") }
+        guard let meta = timestamp.meta[OriginLayout.snapshotName] else {
+            throw refusal("timestamp.json names no snapshot")
+        }
         if let cached: Signed<SnapshotMetadata> = cachedCopy(
             OriginLayout.snapshotName, meta: meta, role: root.roles["snapshot"],
             keys: root.keys)
@@ -133,11 +137,14 @@ struct TrustClient: Sendable {
         }
         let name = Self.remoteName("snapshot", version: meta.version, consistent: root.consistentSnapshot)
         let data = try await pinned(name, meta: meta, defaultMax: Self.maxSnapshotBytes)
-        let new: Signed<SnapshotMetadata> = try verified(data, name, role: try role("snapshot", in: root, name), keys: root.keys)
+        let new: Signed<SnapshotMetadata> = try verified(
+            data, name, role: try role("snapshot", in: root, name), keys: root.keys)
         guard new.signed.version == meta.version else {
             throw refusal("\(name) has version \(new.signed.version), timestamp says \(meta.version)")
         }
-        if let old: Signed<SnapshotMetadata> = trustedCopy(OriginLayout.snapshotName, role: root.roles["snapshot"], keys: root.keys) {
+        if let old: Signed<SnapshotMetadata> = trustedCopy(
+            OriginLayout.snapshotName, role: root.roles["snapshot"], keys: root.keys)
+        {
             for (file, entry) in old.signed.meta {
                 guard let now = new.signed.meta[file], now.version >= entry.version else {
                     throw refusal("\(name) lists \(file) at an older version than trusted, or drops it (rollback)")
@@ -165,7 +172,9 @@ struct TrustClient: Sendable {
         consistent: Bool
     ) async throws(PatchSyncError) -> Signed<TargetsMetadata> {
         let file = Self.fileName(role: name)  // the local name; snapshot lists the role by its plain name
-        guard let meta = snapshot.meta[OriginLayout.metaKey(role: name)] else { throw refusal("snapshot names no \(name).json") }
+        guard let meta = snapshot.meta[OriginLayout.metaKey(role: name)] else {
+            throw refusal("snapshot names no \(name).json")
+        }
         if let cached: Signed<TargetsMetadata> = cachedCopy(file, meta: meta, role: role, keys: keys) {
             try checkExpiry(cached.signed, name)
             return cached

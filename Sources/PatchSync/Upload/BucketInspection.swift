@@ -29,7 +29,8 @@ extension Uploader {
         let remote = try connection.get(OriginLayout.timestamp, limit: 1 << 20)
         let ours: Signed<TimestampMetadata> = try Signed(parsing: local, name: OriginLayout.timestampName)
         var state = BucketState(
-            destination: bucket.publicURL, originTimestamp: ours.signed.version, current: remote == local, missing: [], requests: 1,
+            destination: bucket.publicURL, originTimestamp: ours.signed.version, current: remote == local, missing: [],
+            requests: 1,
             repair: "patchsync upload \(origin) \(bucket.commandArguments) --verify")
         if let remote, let theirs = try? Signed<TimestampMetadata>(parsing: remote, name: OriginLayout.timestampName) {
             state.servedTimestamp = theirs.signed.version
@@ -52,7 +53,8 @@ extension Uploader {
         let layout = OriginLayout(root: origin)
         let md5 = ListedObject.etagsAreMD5(listed, files: files, root: layout)
         state.missing = files.filter { file in
-            asked.contains(file.path) && !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes, etagIsMD5: md5) ?? false)
+            asked.contains(file.path)
+                && !(listed[file.path]?.holds(layout.path(file.path), bytes: file.bytes, etagIsMD5: md5) ?? false)
         }.map(\.path).sorted()
         return state
     }

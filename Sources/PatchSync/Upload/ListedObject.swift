@@ -25,7 +25,9 @@ struct ListedObject: Sendable, Equatable {
     /// one of the (up to 5) smallest listed files the same size as the local copy in `root` has the
     /// local copy's MD5 as its ETag. Stores that encrypt with KMS, or name bodies otherwise, give 32 hex
     /// digits that are no MD5: their files are judged by size alone, never all sent again.
-    static func etagsAreMD5(_ listed: [String: ListedObject], files: [(path: String, bytes: Int64)], root: OriginLayout) -> Bool {
+    static func etagsAreMD5(_ listed: [String: ListedObject], files: [(path: String, bytes: Int64)], root: OriginLayout)
+        -> Bool
+    {
         let samples = files.filter { file in
             listed[file.path].map { $0.size == file.bytes && plainMD5($0.etag) != nil } ?? false
         }.sorted { $0.bytes < $1.bytes }.prefix(5)

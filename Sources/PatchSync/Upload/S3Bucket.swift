@@ -33,7 +33,8 @@ public struct S3Bucket: Sendable {
         }
         let rest = url.dropFirst(5)
         let bucket = String(rest.prefix { $0 != "/" })
-        guard !bucket.isEmpty, bucket.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_" }) else {
+        guard !bucket.isEmpty, bucket.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_" })
+        else {
             throw PatchSyncError(.usage, "\(url) names no valid bucket", remedy: "write it as s3://BUCKET/PREFIX")
         }
         self.bucket = bucket
@@ -85,7 +86,8 @@ public struct S3Bucket: Sendable {
         var out = ""
         for byte in key.utf8 {
             switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             case UInt8(ascii: "/") where slash:
@@ -102,9 +104,13 @@ extension S3Bucket.Credentials {
     /// The credentials the AWS tools would use: `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` (and
     /// `AWS_SESSION_TOKEN`), else the profile `AWS_PROFILE` (default "default") of
     /// `AWS_SHARED_CREDENTIALS_FILE` or `~/.aws/credentials`.
-    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws(PatchSyncError) -> Self {
+    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment)
+        throws(PatchSyncError) -> Self
+    {
         if let id = env["AWS_ACCESS_KEY_ID"], let secret = env["AWS_SECRET_ACCESS_KEY"], !id.isEmpty, !secret.isEmpty {
-            return Self(accessKeyId: id, secretAccessKey: secret, sessionToken: env["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 })
+            return Self(
+                accessKeyId: id, secretAccessKey: secret,
+                sessionToken: env["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 })
         }
         let profile = env["AWS_PROFILE"] ?? "default"
         let file = env["AWS_SHARED_CREDENTIALS_FILE"] ?? (env["HOME"] ?? NSHomeDirectory()) + "/.aws/credentials"
@@ -138,8 +144,11 @@ extension S3Bucket.Credentials {
                 inside = line == "[\(name)]"
                 continue
             }
-            guard inside, !line.hasPrefix("#"), !line.hasPrefix(";"), let eq = line.firstIndex(of: "=") else { continue }
-            values[line[..<eq].trimmingCharacters(in: .whitespaces)] = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+            guard inside, !line.hasPrefix("#"), !line.hasPrefix(";"), let eq = line.firstIndex(of: "=") else {
+                continue
+            }
+            values[line[..<eq].trimmingCharacters(in: .whitespaces)] = line[line.index(after: eq)...]
+                .trimmingCharacters(in: .whitespaces)
         }
         return values
     }

@@ -28,7 +28,8 @@ final class S3Connection {
     init(_ bucket: S3Bucket, clock: RetryClock = .system) throws(PatchSyncError) {
         var error = [CChar](repeating: 0, count: 256)
         guard ccurl_load(&error, error.count) == 0 else {
-            throw PatchSyncError(.internal, "libcurl could not be loaded", remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
+            throw PatchSyncError(
+                .internal, "libcurl could not be loaded", remedy: "install libcurl4 (Debian: apt-get install libcurl4)")
         }
         let loaded = LoadedCurl.release
         try Self.requireSigV4(libcurl: loaded.number, version: loaded.text)
@@ -80,7 +81,9 @@ final class S3Connection {
     /// DELETE of `path` (S3 answers 204 whether it was there or not).
     func delete(_ path: String) throws(PatchSyncError) {
         let response = try send("DELETE", path)
-        guard (200..<300).contains(response.status) || response.status == 404 else { throw refusal("deleting", bucket.url(path), response) }
+        guard (200..<300).contains(response.status) || response.status == 404 else {
+            throw refusal("deleting", bucket.url(path), response)
+        }
     }
 
     /// The keys under the origin's prefix, each relative to it (``S3Bucket/path(ofKey:)``), with its size
@@ -213,7 +216,8 @@ final class S3Connection {
     private func refusal(_ doing: String, _ url: String, _ response: Response) -> PatchSyncError {
         let text = String(decoding: response.body.prefix(4096), as: UTF8.self)
         func element(_ name: String) -> String? {
-            guard let start = text.range(of: "<\(name)>"), let end = text.range(of: "</\(name)>", range: start.upperBound..<text.endIndex)
+            guard let start = text.range(of: "<\(name)>"),
+                let end = text.range(of: "</\(name)>", range: start.upperBound..<text.endIndex)
             else { return nil }
             return String(text[start.upperBound..<end.lowerBound])
         }
@@ -228,7 +232,9 @@ final class S3Connection {
                     + "(s3:GetObject, s3:PutObject, s3:DeleteObject, and s3:ListBucket, without which S3 answers "
                     + "403 instead of 404 for a key it lacks)")
         case 500..., 429, 408:
-            return PatchSyncError(.originUnavailable, detail, remedy: "the store failed; run the command again, it continues where it stopped")
+            return PatchSyncError(
+                .originUnavailable, detail,
+                remedy: "the store failed; run the command again, it continues where it stopped")
         default:
             return PatchSyncError(.refusedData, detail, remedy: "check the bucket name, --endpoint and --region")
         }

@@ -20,10 +20,14 @@ struct S3Listing {
             let close = text.range(of: "</Contents>", range: open.upperBound..<text.endIndex)
         {
             let entry = String(text[open.upperBound..<close.lowerBound])
-            guard let key = Self.element("Key", in: entry), let size = Self.element("Size", in: entry).flatMap({ Int64($0) }) else {
+            guard let key = Self.element("Key", in: entry),
+                let size = Self.element("Size", in: entry).flatMap({ Int64($0) })
+            else {
                 throw Self.refusal(url, "listed an object without a Key or a Size")
             }
-            let etag = Self.element("ETag", in: entry).map { Self.unescape($0).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            let etag = Self.element("ETag", in: entry).map {
+                Self.unescape($0).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            }
             objects.append((Self.unescape(key), size, etag))
             from = close.upperBound
         }

@@ -116,7 +116,8 @@ public struct Uploader: Sendable {
         // builds no longer listed (held by prune's grace, or leftovers) is not sent again.
         let needed = try neededFiles(held, files: Set(files.map(\.path)), contents: &contents)
         let wanted = files.filter {
-            (OriginLayout.isMetadata($0.path) || OriginLayout.isNeeded($0.path, in: needed)) && !skipping.contains($0.path)
+            (OriginLayout.isMetadata($0.path) || OriginLayout.isNeeded($0.path, in: needed))
+                && !skipping.contains($0.path)
         }
         // What the bucket is taken to have: all of it when its timestamp.json is the origin's.
         var believed: Set<String> = []
@@ -284,7 +285,8 @@ public struct Uploader: Sendable {
 
     /// Deletes `paths` from the bucket (for `repo prune`), in parallel; returns the requests sent.
     public func delete(_ paths: [String]) throws(PatchSyncError) -> Int {
-        try parallel(paths.map { ($0, Int64(0)) }, first: try S3Connection(bucket)) { (connection, file) throws(PatchSyncError) in
+        try parallel(paths.map { ($0, Int64(0)) }, first: try S3Connection(bucket)) {
+            (connection, file) throws(PatchSyncError) in
             try connection.delete(file.path)
         }
         return paths.count
@@ -294,12 +296,17 @@ public struct Uploader: Sendable {
     /// holds that metadata with the hashes the bucket's timestamp.json pins. Empty when it cannot tell.
     func present(remoteTimestamp data: Data, contents: inout BuildContents.Memo) -> Set<String> {
         guard let served = served(remoteTimestamp: data),
-            let targetsData = pinned(OriginLayout.metadata(role: "targets", version: served.targets.version), served.targets),
+            let targetsData = pinned(
+                OriginLayout.metadata(role: "targets", version: served.targets.version), served.targets),
             let targets = try? Signed<TargetsMetadata>(parsing: targetsData, name: OriginLayout.targetsName)
         else { return [] }
         var present = Set<String>()
-        for version in 1...max(1, served.snapshot) { present.insert(OriginLayout.metadata(role: "snapshot", version: version)) }
-        for version in 1...max(1, served.targets.version) { present.insert(OriginLayout.metadata(role: "targets", version: version)) }
+        for version in 1...max(1, served.snapshot) {
+            present.insert(OriginLayout.metadata(role: "snapshot", version: version))
+        }
+        for version in 1...max(1, served.targets.version) {
+            present.insert(OriginLayout.metadata(role: "targets", version: version))
+        }
         for (path, file) in targets.signed.targets {
             // A build whose manifest the folder no longer has is sent again where the folder has its files.
             if let paths = try? contents.paths(in: origin, target: path, file) { present.formUnion(paths) }
@@ -337,7 +344,9 @@ public struct Uploader: Sendable {
                 if worker == 0 {
                     connection = firstConnection.connection
                 } else {
-                    do throws(PatchSyncError) { connection = try S3Connection(bucket) } catch { return queue.fail(error) }
+                    do throws(PatchSyncError) { connection = try S3Connection(bucket) } catch {
+                        return queue.fail(error)
+                    }
                 }
                 while let index = queue.take(below: items.count) {
                     do throws(PatchSyncError) { try body(connection, items[index]) } catch { queue.fail(error) }
@@ -353,14 +362,17 @@ public struct Uploader: Sendable {
         if OriginLayout.isObject(path) { return 0 }
         if OriginLayout.isTarget(path) { return 1 }
         if OriginLayout.isRootVersion(path) { return 2 }
-        if OriginLayout.isMetadata(path, role: "targets") || OriginLayout.isMetadata(path, role: Releases.role) { return 3 }
+        if OriginLayout.isMetadata(path, role: "targets") || OriginLayout.isMetadata(path, role: Releases.role) {
+            return 3
+        }
         if OriginLayout.isMetadata(path, role: "snapshot") { return 4 }
         if path == OriginLayout.timestamp { return 6 }
         return 5  // root.json
     }
 
     static func contentType(_ path: String) -> String {
-        path.hasSuffix(".json") ? "application/json" : path.hasSuffix(".gz") ? "application/gzip" : "application/octet-stream"
+        path.hasSuffix(".json")
+            ? "application/json" : path.hasSuffix(".gz") ? "application/gzip" : "application/octet-stream"
     }
 }
 
@@ -408,14 +420,16 @@ private final class Journal: Sendable {
         let layout = OriginLayout(root: origin)
         let folder = layout.uploadJournalFolder
         path = layout.uploadJournal(SHA256Hasher.hash(Data(destination.utf8)).hex)
-        let text = FileSystem.exists(path) ? String(decoding: try FileSystem.read(path, limit: 256 << 20), as: UTF8.self) : ""
+        let text =
+            FileSystem.exists(path) ? String(decoding: try FileSystem.read(path, limit: 256 << 20), as: UTF8.self) : ""
         let lines = text.split(separator: "\n").map(String.init)
         let header = "bucket " + bucketState
         let valid = lines.first == header
         done = valid ? Set(lines.dropFirst()) : []
         do {
             try FileSystem.makeDirectory(folder)
-            let file = try FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_APPEND | (valid ? 0 : O_TRUNC), mode: 0o644)
+            let file = try FileDescriptor(
+                path: path, flags: O_WRONLY | O_CREAT | O_APPEND | (valid ? 0 : O_TRUNC), mode: 0o644)
             if !valid { try file.write(Data((header + "\n").utf8)) }
             self.file = Mutex(file)
         } catch { throw PatchSyncError.wrap(error).during("opening the upload journal \(path)") }
@@ -435,6 +449,8 @@ private final class Journal: Sendable {
     /// The upload is complete: the bucket's metadata now says what it has.
     func finish() throws(PatchSyncError) {
         file.withLock { $0 = nil }
-        do { try FileSystem.remove(path) } catch  where error.code == ENOENT {} catch { throw PatchSyncError.wrap(error) }
+        do { try FileSystem.remove(path) } catch  where error.code == ENOENT {} catch {
+            throw PatchSyncError.wrap(error)
+        }
     }
 }

@@ -69,7 +69,11 @@ struct ChunkerTests {
         let original = rng.bytes(4 << 20)
         var edited = original
         let at = original.count / 2
-        if delta > 0 { edited.insert(contentsOf: rng.bytes(delta), at: at) } else { edited.removeSubrange(at..<(at - delta)) }
+        if delta > 0 {
+            edited.insert(contentsOf: rng.bytes(delta), at: at)
+        } else {
+            edited.removeSubrange(at..<(at - delta))
+        }
         let before = try chunkHashes(original), after = try chunkHashes(edited)
         let changed = Set(after).subtracting(before).count
         #expect(before.count > 200)

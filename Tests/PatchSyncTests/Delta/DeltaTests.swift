@@ -41,7 +41,9 @@ struct DeltaTests {
         #expect(delta.count < 20 * 12, "20 one-byte changes took \(delta.count) bytes")
     }
 
-    @Test("unrelated, empty and tiny files still round-trip", arguments: [(0, 0), (0, 10), (10, 0), (15, 15), (3000, 5000)])
+    @Test(
+        "unrelated, empty and tiny files still round-trip",
+        arguments: [(0, 0), (0, 10), (10, 0), (15, 15), (3000, 5000)])
     func edges(sizes: (Int, Int)) throws {
         var rng = SeededRandom(seed: UInt64(sizes.0 * 7 + sizes.1))
         let source = rng.bytes(sizes.0), target = rng.bytes(sizes.1)
@@ -82,7 +84,9 @@ struct DeltaTests {
         let sha = try writer.finish()
         #expect(try SHA256Hasher.hash(file: dir + "/pack") == sha)
         var read: [(Int, [UInt8])] = []
-        try DeltaPack.read(try FileDescriptor(path: dir + "/pack", flags: O_RDONLY)) { index, bytes in read.append((index, Array(bytes))) }
+        try DeltaPack.read(try FileDescriptor(path: dir + "/pack", flags: O_RDONLY)) { index, bytes in
+            read.append((index, Array(bytes)))
+        }
         #expect(read.map(\.0) == entries.map(\.0) && read.map(\.1) == entries.map(\.1))
 
         try FileDescriptor(path: dir + "/pack", flags: O_WRONLY).truncate(to: writer.length - 3)

@@ -6,7 +6,9 @@ import Testing
 
 @Suite("Changing an install's configuration")
 struct ConfigUpdateTests {
-    @Test("changes made at once (a launcher's setting beside `config set`) are each kept: 8 writers adding 25 peers each leave 200")
+    @Test(
+        "changes made at once (a launcher's setting beside `config set`) are each kept: 8 writers adding 25 peers each leave 200"
+    )
     func concurrentChangesAreAllKept() throws {
         let fixture = try Fixture.published()
         let install = try fixture.makeInstall(remotes: ["http://127.0.0.1:1"])

@@ -17,7 +17,8 @@ struct GameSpawnTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         // Written by another process: a write descriptor of this one's, inherited by a child another test forks
         // at that moment, would make the exec fail with ETXTBSY.
-        let script = #"printf '#!/bin/sh\npwd > "$1"\necho "$2" >> "$1"\nexit 7\n' > "$0/bin/game" && chmod 755 "$0/bin/game""#
+        let script =
+            #"printf '#!/bin/sh\npwd > "$1"\necho "$2" >> "$1"\nexit 7\n' > "$0/bin/game" && chmod 755 "$0/bin/game""#
         let written = Process()
         written.executableURL = URL(fileURLWithPath: "/bin/sh")
         written.arguments = ["-c", script, folder]

@@ -22,30 +22,40 @@ struct LinkRepairTests {
     }
 
     static let cases: [Case] = [
-        Case(name: "the link and the records agree: nothing changes", link: "2", repair: .inLine, current: "2", previous: "1", ready: "3"),
+        Case(
+            name: "the link and the records agree: nothing changes", link: "2", repair: .inLine, current: "2",
+            previous: "1", ready: "3"),
         Case(
             name: "an apply killed after its flip is finished: the ready build is current, the one before previous",
             link: "3", repair: .recorded, current: "3", previous: "2", ready: nil),
         Case(
-            name: "an apply killed after its flip onto a build damaged since is undone: back to the recorded build, which is no longer ready",
+            name:
+                "an apply killed after its flip onto a build damaged since is undone: back to the recorded build, which is no longer ready",
             link: "3", linkComplete: false, repair: .flip(to: "2"), current: "2", previous: "1", ready: nil),
         Case(
-            name: "a rollback killed after its flip is finished", link: "1", repair: .recorded, current: "1", previous: nil, ready: "3"),
-        Case(name: "a removed link is put back on the recorded build", link: nil, repair: .flip(to: "2"), current: "2", previous: "1", ready: "3"),
+            name: "a rollback killed after its flip is finished", link: "1", repair: .recorded, current: "1",
+            previous: nil, ready: "3"),
         Case(
-            name: "a link on a folder no record names flips back to the recorded build", link: "9", repair: .flip(to: "2"), current: "2",
+            name: "a removed link is put back on the recorded build", link: nil, repair: .flip(to: "2"), current: "2",
             previous: "1", ready: "3"),
         Case(
-            name: "a deleted live folder: nothing is current, and the link on it goes", link: "2", linkComplete: false, gone: ["2"],
+            name: "a link on a folder no record names flips back to the recorded build", link: "9",
+            repair: .flip(to: "2"), current: "2",
+            previous: "1", ready: "3"),
+        Case(
+            name: "a deleted live folder: nothing is current, and the link on it goes", link: "2", linkComplete: false,
+            gone: ["2"],
             repair: .unlink, current: nil, previous: "1", ready: "3"),
         Case(
-            name: "a deleted live folder whose link was removed too: nothing is current", link: nil, gone: ["2"], repair: .recorded,
+            name: "a deleted live folder whose link was removed too: nothing is current", link: nil, gone: ["2"],
+            repair: .recorded,
             current: nil, previous: "1", ready: "3")
     ]
 
     /// Build 1 then 2 applied, build 3 ready.
     static func state() -> InstallState {
-        var state = LiveDecisionTests.installed(LiveDecisionTests.build("2", 2), previous: LiveDecisionTests.build("1", 1))
+        var state = LiveDecisionTests.installed(
+            LiveDecisionTests.build("2", 2), previous: LiveDecisionTests.build("1", 1))
         state.beginStaging(LiveDecisionTests.identity(LiveDecisionTests.build("3", 3)), sequence: 3)
         _ = state.finishStaging("3", seal: "seal")
         return state
@@ -62,11 +72,15 @@ struct LinkRepairTests {
         #expect(state.previous == test.previous)
         #expect(state.ready?.name == test.ready)
         var again = state
-        let next = again.reconcile(link: Self.link(after: repair, test.link), linkComplete: true) { !test.gone.contains($0) }
+        let next = again.reconcile(link: Self.link(after: repair, test.link), linkComplete: true) {
+            !test.gone.contains($0)
+        }
         #expect(next == .inLine && again == state, "a second pass finds nothing to do")
     }
 
-    @Test("a complete link on a folder no record names, with nothing recorded current (a state database lost or reset), is adopted as the live build, never removed; an incomplete one goes")
+    @Test(
+        "a complete link on a folder no record names, with nothing recorded current (a state database lost or reset), is adopted as the live build, never removed; an incomplete one goes"
+    )
     func unknownLinkOnAFreshInstall() {
         var state = InstallState()
         let repair = state.reconcile(link: "9", linkComplete: true) { _ in true }
@@ -77,7 +91,9 @@ struct LinkRepairTests {
         #expect(broken.current == nil)
     }
 
-    @Test("the name of a live build whose folder was deleted is never given to other content: the copy staged again gets a new one")
+    @Test(
+        "the name of a live build whose folder was deleted is never given to other content: the copy staged again gets a new one"
+    )
     func deletedLiveNameStaysTaken() {
         var state = Self.state()
         _ = state.reconcile(link: nil, linkComplete: false) { $0 != "2" }

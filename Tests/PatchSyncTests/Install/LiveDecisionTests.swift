@@ -10,12 +10,14 @@ import Testing
 struct LiveDecisionTests {
     static func build(_ id: String, _ sequence: Int, preload: Bool = false, released: Bool = false) -> ChannelBuild {
         ChannelBuild(
-            buildId: id, channel: "live", sequence: sequence, manifest: String(repeating: id.first.map(String.init) ?? "0", count: 64),
+            buildId: id, channel: "live", sequence: sequence,
+            manifest: String(repeating: id.first.map(String.init) ?? "0", count: 64),
             preload: preload, released: released)
     }
 
     static func identity(_ build: ChannelBuild, name: String? = nil, bundles: [String]? = nil) -> DeploymentIdentity {
-        var identity = DeploymentIdentity(name: name ?? build.buildId, buildId: build.buildId, channel: build.channel, manifest: build.manifest)
+        var identity = DeploymentIdentity(
+            name: name ?? build.buildId, buildId: build.buildId, channel: build.channel, manifest: build.manifest)
         identity.bundles = bundles
         return identity
     }
@@ -42,25 +44,31 @@ struct LiveDecisionTests {
     }
 
     static let chooseCases: [ChooseCase] = [
-        ChooseCase(name: "the newest build is staged", channel: [build("1", 1), build("2", 2)], seen: 1, stage: "2", preload: nil),
+        ChooseCase(
+            name: "the newest build is staged", channel: [build("1", 1), build("2", 2)], seen: 1, stage: "2",
+            preload: nil),
         ChooseCase(
             name: "a newest build older than one the channel showed is refused (rollback)",
             channel: [build("1", 1), build("2", 2)], seen: 3, stage: nil, preload: nil, refused: true),
         ChooseCase(
-            name: "a locked preload never hides the live build: the build before it is staged, the preload fetched beside",
+            name:
+                "a locked preload never hides the live build: the build before it is staged, the preload fetched beside",
             channel: [build("1", 1), build("2", 2, preload: true)], seen: 1, stage: "1", preload: "2"),
         ChooseCase(
-            name: "a released preload is staged like any build", channel: [build("1", 1), build("2", 2, preload: true, released: true)],
+            name: "a released preload is staged like any build",
+            channel: [build("1", 1), build("2", 2, preload: true, released: true)],
             seen: 1, stage: "2", preload: nil),
         ChooseCase(
             name: "rc1 released, rc2 locked: rc1 is staged and rc2 fetched beside it",
-            channel: [build("1", 1), build("3", 2, preload: true, released: true), build("4", 3, preload: true)], seen: 2,
+            channel: [build("1", 1), build("3", 2, preload: true, released: true), build("4", 3, preload: true)],
+            seen: 2,
             stage: "3", preload: "4"),
         ChooseCase(
             name: "only locked preloads: nothing to stage yet, the newest is preloaded",
             channel: [build("2", 2, preload: true), build("3", 3, preload: true)], seen: 0, stage: nil, preload: "3"),
         ChooseCase(
-            name: "a locked preload on top of an older build than one the channel showed: refused (rollback behind a preload)",
+            name:
+                "a locked preload on top of an older build than one the channel showed: refused (rollback behind a preload)",
             channel: [build("1", 1), build("5", 5, preload: true)], seen: 3, stage: nil, preload: nil, refused: true),
         ChooseCase(name: "an empty channel: nothing", channel: [], seen: 0, stage: nil, preload: nil)
     ]
@@ -87,8 +95,13 @@ struct LiveDecisionTests {
         #expect(LiveDecision.isHeldBack(two, state: state))
         #expect(!LiveDecision.isHeldBack(three, state: state))
         var step = state
-        #expect(LiveDecision.step(&step, build: two, bundles: ["base"], all: ["base"], later: [], inUse: { _ in false }).outcome == .heldBack)
-        guard case .stage = LiveDecision.step(&step, build: three, bundles: ["base"], all: ["base"], later: [], inUse: { _ in false }) else {
+        #expect(
+            LiveDecision.step(&step, build: two, bundles: ["base"], all: ["base"], later: [], inUse: { _ in false })
+                .outcome == .heldBack)
+        guard
+            case .stage = LiveDecision.step(
+                &step, build: three, bundles: ["base"], all: ["base"], later: [], inUse: { _ in false })
+        else {
             Issue.record("a newer build is staged")
             return
         }
@@ -100,7 +113,9 @@ struct LiveDecisionTests {
         let one = Self.build("1", 1), two = Self.build("2", 2)
         var state = Self.installed(one)
         let all = ["base", "hd"]
-        #expect(LiveDecision.step(&state, build: one, bundles: all, all: all, later: [], inUse: { _ in false }).outcome == .upToDate)
+        #expect(
+            LiveDecision.step(&state, build: one, bundles: all, all: all, later: [], inUse: { _ in false }).outcome
+                == .upToDate)
         guard
             case .stage(let first) = LiveDecision.step(
                 &state, build: two, bundles: ["base"], all: all, later: [all],
@@ -120,8 +135,13 @@ struct LiveDecisionTests {
         }
         #expect(resumed.name == "2", "a step that holds the same manifest and bundles resumes its deployment")
         _ = state.finishStaging("2", seal: "seal")
-        #expect(LiveDecision.step(&state, build: two, bundles: ["base"], all: all, later: [all], inUse: { _ in true }).outcome == .alreadyReady)
-        guard case .stage(let full) = LiveDecision.step(&state, build: two, bundles: all, all: all, later: [], inUse: { $0 == "2" }) else {
+        #expect(
+            LiveDecision.step(&state, build: two, bundles: ["base"], all: all, later: [all], inUse: { _ in true })
+                .outcome == .alreadyReady)
+        guard
+            case .stage(let full) = LiveDecision.step(
+                &state, build: two, bundles: all, all: all, later: [], inUse: { $0 == "2" })
+        else {
             Issue.record("the full selection is staged next")
             return
         }
@@ -151,7 +171,9 @@ struct LiveDecisionTests {
         ApplyCase(
             name: "a ready tree changed by hand is refused (74) and dropped", ready: true, intact: false,
             expected: .refused(.localIO, drop: true)),
-        ApplyCase(name: "while the game runs the ready build stays ready (75)", ready: true, game: true, expected: .refused(.deferred, drop: false)),
+        ApplyCase(
+            name: "while the game runs the ready build stays ready (75)", ready: true, game: true,
+            expected: .refused(.deferred, drop: false)),
         ApplyCase(
             name: "a locked preload before its release time: try later (75)", ready: false, preloadReleaseIn: 3600,
             expected: .waiting(.deferred)),
@@ -161,7 +183,8 @@ struct LiveDecisionTests {
         ApplyCase(
             name: "a locked preload a day or more past its release time: this clock is ahead of signed metadata (65)",
             ready: false, preloadReleaseIn: -86400 - 60, expected: .waiting(.refusedData)),
-        ApplyCase(name: "a ready build beats a locked preload", ready: true, preloadReleaseIn: -86400 * 3, expected: .swap)
+        ApplyCase(
+            name: "a ready build beats a locked preload", ready: true, preloadReleaseIn: -86400 * 3, expected: .swap)
     ]
 
     @Test("what an apply swaps in or refuses, with an injected clock", arguments: applyCases)

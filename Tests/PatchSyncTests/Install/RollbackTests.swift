@@ -43,7 +43,9 @@ struct RollbackTests {
         #expect(try install.status().heldBack == nil)
     }
 
-    @Test("with keepBuilds 3, two rollbacks in a row are possible, and the build rolled back to keeps its manifest: verify and repair work there")
+    @Test(
+        "with keepBuilds 3, two rollbacks in a row are possible, and the build rolled back to keeps its manifest: verify and repair work there"
+    )
     func keepMore() async throws {
         let fixture = try Fixture()
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote]) { $0.keepBuilds = 3 }
@@ -64,7 +66,9 @@ struct RollbackTests {
         #expect(try install.verify(full: true).damaged.isEmpty)
     }
 
-    @Test("a previous build with a file deleted or truncated by hand is not made current: refused (74), the current build stays")
+    @Test(
+        "a previous build with a file deleted or truncated by hand is not made current: refused (74), the current build stays"
+    )
     func damagedPreviousIsRefused() async throws {
         let fixture = try Fixture()
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])

@@ -12,7 +12,8 @@ struct ManifestCacheTests {
     private static func published() throws -> (Fixture, Manifest, String) {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.005)
-        try FileManager.default.createSymbolicLink(atPath: build + "/latest.map", withDestinationPath: "maps/forest.map")
+        try FileManager.default.createSymbolicLink(
+            atPath: build + "/latest.map", withDestinationPath: "maps/forest.map")
         try FileManager.default.createDirectory(atPath: build + "/saves", withIntermediateDirectories: true)
         try fixture.publish(build, id: "1")
         let data = try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1")))
@@ -30,7 +31,9 @@ struct ManifestCacheTests {
         #expect(ManifestCache.read(path, sha: other) == nil, "a cache of another signed manifest is not used")
     }
 
-    @Test("a damaged, truncated or newer cache is not used, and one whose body lies about its counts is refused, never trusted or crashed on")
+    @Test(
+        "a damaged, truncated or newer cache is not used, and one whose body lies about its counts is refused, never trusted or crashed on"
+    )
     func damaged() throws {
         let (fixture, manifest, sha) = try Self.published()
         let path = fixture.directory + "/1.bin"

@@ -52,7 +52,8 @@ struct ManifestTests {
     /// A manifest of one 10-byte file "a" stored as one chunk of `objectLength` bytes in `codec`.
     private static func oneFile(format: Int, codec: ChunkCodec, objectLength: Int) throws -> Manifest {
         let chunk = ChunkEntry(
-            offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0, objectLength: objectLength, codec: codec)
+            offset: 0, length: 10, sha256: SHA256Digest.of(Data()), objectOffset: 0, objectLength: objectLength,
+            codec: codec)
         let file = FileEntry(
             path: "a", size: 10, mode: 0o644, sha256: SHA256Digest.of(Data()),
             object: SHA256Digest.of(Data()), bundle: "base", chunks: [chunk])
@@ -70,11 +71,14 @@ struct ManifestTests {
         try manifest.validate()
         manifest.formatVersion = Manifest.formatVersion + 1
         let newer = #expect(throws: PatchSyncError.self) { try manifest.validate() }
-        #expect(newer?.message.contains("format version \(Manifest.formatVersion + 1)") == true, "\(newer?.message ?? "")")
+        #expect(
+            newer?.message.contains("format version \(Manifest.formatVersion + 1)") == true, "\(newer?.message ?? "")")
         #expect(newer?.remedy?.contains("update PatchSync") == true)
     }
 
-    @Test("a delta pack's list of the files it rebuilds must name as many files as it says, ascending, each in the manifest", .tags(.small))
+    @Test(
+        "a delta pack's list of the files it rebuilds must name as many files as it says, ascending, each in the manifest",
+        .tags(.small))
     func deltaCovers() throws {
         var manifest = try Self.oneFile(format: 1, codec: .raw, objectLength: 10)
         for name in ["b", "c"] {  // three files: every rule has room to be broken alone
@@ -82,7 +86,8 @@ struct ManifestTests {
             file.path = name
             manifest.files.append(file)
         }
-        let pack = DeltaSource(from: try BuildID("0"), object: manifest.files[0].object, length: 100, files: 2, covers: [0, 2])
+        let pack = DeltaSource(
+            from: try BuildID("0"), object: manifest.files[0].object, length: 100, files: 2, covers: [0, 2])
         manifest.deltas = [pack]
         try manifest.validate()
         for wrong in [[2, 0], [1, 1], [0, 3], [-1, 0]] {
@@ -149,7 +154,9 @@ struct LinkResolverTests {
             "sub/up": "..", "q": "sub/up/..", "loop1": "loop2", "loop2": "loop1", "abs": "/etc/passwd",
             "deep/out": "../../x"
         ])
-        #expect(r.staysInside("lib/a.so") && r.staysInside("data/shared") && r.staysInside("data/tex") && r.staysInside("sub/up"))
+        #expect(
+            r.staysInside("lib/a.so") && r.staysInside("data/shared") && r.staysInside("data/tex")
+                && r.staysInside("sub/up"))
         #expect(!r.staysInside("q"), "sub/up is the root, so sub/up/.. is above it")
         #expect(!r.staysInside("loop1"), "a loop is refused after 40 hops")
         #expect(!r.staysInside("abs") && !r.staysInside("deep/out"))
@@ -163,11 +170,14 @@ struct LinkResolverTests {
                 bundles: [.base],
                 files: files.map {
                     FileEntry(
-                        path: $0, size: 0, mode: 0o644, sha256: SHA256Hasher.hash(Data()), object: SHA256Hasher.hash(Data()),
+                        path: $0, size: 0, mode: 0o644, sha256: SHA256Hasher.hash(Data()),
+                        object: SHA256Hasher.hash(Data()),
                         bundle: "base", chunks: [])
                 }, links: links)
         }
-        #expect(throws: PatchSyncError.self) { try manifest(links: [LinkEntry(path: "x", target: "../y", bundle: "base")]).validate() }
+        #expect(throws: PatchSyncError.self) {
+            try manifest(links: [LinkEntry(path: "x", target: "../y", bundle: "base")]).validate()
+        }
         #expect(throws: PatchSyncError.self) {
             try manifest(links: [LinkEntry(path: "d", target: "e", bundle: "base")], files: ["d/f"]).validate()
         }
@@ -190,19 +200,25 @@ struct BundleSelectionTests {
             bundles: bundles, files: [])
     }
 
-    @Test("required bundles first whatever their priority, then optional ones by priority, ties in the bundles file's order")
+    @Test(
+        "required bundles first whatever their priority, then optional ones by priority, ties in the bundles file's order"
+    )
     func order() {
         #expect(BundleSelection.downloadOrder(Self.bundles).map(\.name) == ["core", "fr", "de", "dlc"])
         #expect(BundleSelection.ranks(Self.bundles) == ["core": 0, "fr": 1, "de": 2, "dlc": 3])
     }
 
-    @Test("a selection stages the required part first, then one more optional bundle each; bundles already whole on disk join the first; a chosen bundle the build lacks is dropped")
+    @Test(
+        "a selection stages the required part first, then one more optional bundle each; bundles already whole on disk join the first; a chosen bundle the build lacks is dropped"
+    )
     func steps() throws {
         let selection = BundleSelection(try Self.manifest(), chosen: ["dlc", "fr", "voices-jp"])
         #expect(selection.wanted == ["core", "fr", "dlc"] && selection.dropped == ["voices-jp"])
         #expect(selection.steps { _ in false } == [["core"], ["core", "fr"], ["core", "fr", "dlc"]])
         #expect(selection.steps { $0 == "dlc" } == [["core", "dlc"], ["core", "fr", "dlc"]])
-        #expect(BundleSelection(try Self.manifest(), chosen: nil).wanted == ["core", "fr", "de", "dlc"], "no choice: every bundle")
+        #expect(
+            BundleSelection(try Self.manifest(), chosen: nil).wanted == ["core", "fr", "de", "dlc"],
+            "no choice: every bundle")
         #expect(BundleSelection(try Self.manifest(), chosen: []).steps { _ in false } == [["core"]])
     }
 }

@@ -39,7 +39,8 @@ struct PathRuleTests {
     static func hostileFolder(_ fixture: Fixture, combining: Bool) throws -> String {
         let build = fixture.directory + "/hostile-\(combining)"
         try FileManager.default.createDirectory(atPath: build + "/D", withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: build + "/x/y/z/w/v/u/t/s/r/q", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: build + "/x/y/z/w/v/u/t/s/r/q", withIntermediateDirectories: true)
         try Data("f".utf8).write(to: URL(fileURLWithPath: build + "/D/" + (combining ? "\u{301}f" : "f")))
         try FileManager.default.createSymbolicLink(atPath: build + "/d", withDestinationPath: "x/y/z/w/v/u/t/s/r/q")
         try FileManager.default.createSymbolicLink(
@@ -57,7 +58,8 @@ struct PathRuleTests {
         let targetsBefore = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/timestamp.json"))
         let build = try Self.hostileFolder(fixture, combining: combining)
         #expect(throws: PatchSyncError.self) { try fixture.publish(build, id: "2") }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/timestamp.json")) == targetsBefore)
+        #expect(
+            try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/timestamp.json")) == targetsBefore)
     }
 
     @Test("a client refuses a manifest in which a link and a real folder differ only in case")

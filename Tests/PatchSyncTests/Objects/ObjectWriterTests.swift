@@ -15,7 +15,8 @@ struct ObjectWriterTests {
         let report = try fixture.publish(build, id: "1", smallFileBytes: 0, codec: codec)
         #expect(report.objectsWritten > 0)
         let manifest = try Manifest.decode(
-            try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1"))), what: "manifest")
+            try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1"))),
+            what: "manifest")
         #expect(
             manifest.formatVersion == 6,
             "every build names its objects as format 6 does (`.bin`, segments), whatever its codec")
@@ -49,7 +50,9 @@ struct ObjectWriterTests {
 
     static let smallChunks = ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10, maxSize: 256 << 10)
 
-    @Test("content already in the origin keeps its object's layout when published with other chunk sizes: the second channel installs")
+    @Test(
+        "content already in the origin keeps its object's layout when published with other chunk sizes: the second channel installs"
+    )
     func otherChunking() async throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
@@ -59,7 +62,9 @@ struct ObjectWriterTests {
         try await Self.expectInstalls(fixture, matches: build)
     }
 
-    @Test("publishing with chunks smaller than an existing object's is refused, naming the file and the chunk size to use")
+    @Test(
+        "publishing with chunks smaller than an existing object's is refused, naming the file and the chunk size to use"
+    )
     func smallerChunkingRefused() throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)
@@ -70,7 +75,9 @@ struct ObjectWriterTests {
         }
         #expect(error.message.contains("already in the origin as object"))
         #expect(error.remedy?.contains("--chunk-size") == true)
-        #expect(!FileManager.default.fileExists(atPath: fixture.origin + "/targets/manifests/beta"), "nothing was published")
+        #expect(
+            !FileManager.default.fileExists(atPath: fixture.origin + "/targets/manifests/beta"), "nothing was published"
+        )
     }
 
     @Test("an object file that no manifest describes (a publish stopped before its manifest) is replaced, not trusted")
@@ -99,7 +106,8 @@ struct ObjectWriterTests {
         // Files with objects of their own (content in a pack of an older build only is packed again).
         try fixture.publish(one, id: "1", chunking: Self.smallChunks, smallFileBytes: 0)
         try fixture.publish(two, id: "2", chunking: Self.smallChunks, smallFileBytes: 0)
-        let back = try fixture.publish(one, id: "3", smallFileBytes: 0)  // build 1's content again, at another chunk size
+        // build 1's content again, at another chunk size
+        let back = try fixture.publish(one, id: "3", smallFileBytes: 0)
         #expect(back.objectsWritten == 0)
         try await Self.expectInstalls(fixture, matches: one)
     }
@@ -123,7 +131,9 @@ struct ObjectWriterTests {
         #expect(known.manifestsRead == 4, "an object no newest manifest describes sends it through the rest")
     }
 
-    @Test("new objects are placed in batches while others are written: each at its path with its bytes, content written twice placed once, a leftover replaced, no temporary file left")
+    @Test(
+        "new objects are placed in batches while others are written: each at its path with its bytes, content written twice placed once, a leftover replaced, no temporary file left"
+    )
     func placerBatches() throws {
         let fixture = try Fixture()
         let placer = ObjectPlacer(origin: fixture.origin, batch: 3)
@@ -156,7 +166,8 @@ struct ObjectWriterTests {
     /// The manifest of build `id` as published in the fixture's origin.
     static func manifest(_ fixture: Fixture, _ id: String, channel: String = "live") throws -> Manifest {
         try Manifest.decode(
-            try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: id, channel: channel))),
+            try Data(
+                contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: id, channel: channel))),
             what: "manifest \(id)")
     }
 
@@ -184,7 +195,9 @@ struct ObjectWriterTests {
                 let stored = pack[Int(chunk.objectOffset)..<(Int(chunk.objectOffset) + chunk.objectLength)]
                 var scratch = [UInt8](repeating: 0, count: chunk.length)
                 let verified = stored.withUnsafeBytes { s in
-                    scratch.withUnsafeMutableBytes { chunk.verifiedContent(of: s, scratch: $0, decompressor: inflater) != nil }
+                    scratch.withUnsafeMutableBytes {
+                        chunk.verifiedContent(of: s, scratch: $0, decompressor: inflater) != nil
+                    }
                 }
                 #expect(verified, "\(file.path) chunk at \(chunk.offset)")
             }
@@ -192,7 +205,9 @@ struct ObjectWriterTests {
         try await Self.expectInstalls(fixture, matches: build)
     }
 
-    @Test("packed content is deduplicated across builds and channels: a later build and another channel place unchanged small files where they are")
+    @Test(
+        "packed content is deduplicated across builds and channels: a later build and another channel place unchanged small files where they are"
+    )
     func packsDedup() throws {
         let fixture = try Fixture()
         let one = try fixture.sampleBuild(1, scale: 0.01), two = try fixture.sampleBuild(2, scale: 0.01)
@@ -203,7 +218,8 @@ struct ObjectWriterTests {
         let placed = Dictionary(first.files.map { ($0.sha256, $0) }, uniquingKeysWith: { a, _ in a })
         let unchanged = second.files.filter { placed[$0.sha256] != nil && $0.size > 0 }
         try #require(unchanged.count > 20)
-        #expect(unchanged.allSatisfy { placed[$0.sha256]?.object == $0.object && placed[$0.sha256]?.chunks == $0.chunks })
+        #expect(
+            unchanged.allSatisfy { placed[$0.sha256]?.object == $0.object && placed[$0.sha256]?.chunks == $0.chunks })
         let changed = second.files.filter { placed[$0.sha256] == nil }
         #expect(report.objectsWritten <= changed.count, "only new content is written: \(report.objectsWritten) objects")
         let beta = try fixture.publish(two, id: "2", channel: "beta")

@@ -36,7 +36,9 @@ struct SegmentModelTests {
         for (index, stored) in sizes.enumerated() {
             let want = model.add(stored)
             let got = ObjectNaming.place(after: end, stored: stored, segmentBytes: segmentBytes)
-            guard got == want else { return "chunk \(index) (\(stored) bytes): placed at \(got), the model says \(want)" }
+            guard got == want else {
+                return "chunk \(index) (\(stored) bytes): placed at \(got), the model says \(want)"
+            }
             let first = got.offset / segmentBytes, last = (got.offset + stored - 1) / segmentBytes
             guard first == last, first == Int64(model.files.count - 1) else {
                 return "chunk \(index) crosses segments \(first)–\(last) or is not in file \(model.files.count - 1)"
@@ -46,7 +48,9 @@ struct SegmentModelTests {
         return model.files.allSatisfy { $0.reduce(0, +) <= segmentBytes } ? nil : "a segment file is over its size"
     }
 
-    @Test("every chunk of any sequence lands where the model of segment files puts it: never across two, a full segment followed by a new file, no file over the segment size")
+    @Test(
+        "every chunk of any sequence lands where the model of segment files puts it: never across two, a full segment followed by a new file, no file over the segment size"
+    )
     func randomSequences() {
         let base: UInt64 = 20261126
         var checked = 0, exactFills = 0
@@ -68,7 +72,9 @@ struct SegmentModelTests {
             exactFills += model.files.dropLast().filter { $0.reduce(0, +) == segmentBytes }.count
             guard let failure = Self.check(sizes, segmentBytes: segmentBytes) else { continue }
             var shortest = sizes
-            while shortest.count > 1, Self.check(Array(shortest.dropLast()), segmentBytes: segmentBytes) != nil { shortest.removeLast() }
+            while shortest.count > 1, Self.check(Array(shortest.dropLast()), segmentBytes: segmentBytes) != nil {
+                shortest.removeLast()
+            }
             Issue.record(
                 """
                 segment model failed, seed \(seed) (segment \(segmentBytes) bytes): \(failure)

@@ -27,13 +27,17 @@ struct ZlibTests {
         content.withUnsafeBytes { ObjectCodec(kind: codec, level: 3).compress($0) }
     }
 
-    @Test("a stream inflates to exactly its content, many times on one decompressor", arguments: ObjectCodec.Kind.allCases)
+    @Test(
+        "a stream inflates to exactly its content, many times on one decompressor", arguments: ObjectCodec.Kind.allCases
+    )
     func roundTrip(codec: ObjectCodec.Kind) {
         let decompressor = Decompressor()
         for _ in 0..<3 { #expect(inflate(stored(codec), length: content.count, with: decompressor) == content) }
     }
 
-    @Test("the stored bytes say their codec (zstd's frame magic, a zlib header), and a chunk is read only as its recorded codec")
+    @Test(
+        "the stored bytes say their codec (zstd's frame magic, a zlib header), and a chunk is read only as its recorded codec"
+    )
     func codecDetected() {
         #expect(stored(.zstd).withUnsafeBytes { Decompressor.detect($0) } == .zstd)
         #expect(stored(.deflate).withUnsafeBytes { Decompressor.detect($0) } == .zlib)
@@ -43,7 +47,9 @@ struct ZlibTests {
         #expect(inflate(stored(.deflate), length: content.count, as: .zstd) == nil, "zlib bytes recorded as zstd")
     }
 
-    @Test("a stream that inflates to fewer or more bytes than the chunk's length is refused", arguments: ObjectCodec.Kind.allCases)
+    @Test(
+        "a stream that inflates to fewer or more bytes than the chunk's length is refused",
+        arguments: ObjectCodec.Kind.allCases)
     func wrongLength(codec: ObjectCodec.Kind) {
         #expect(inflate(stored(codec), length: content.count + 1) == nil)
         #expect(inflate(stored(codec), length: content.count - 1) == nil)
@@ -73,7 +79,9 @@ struct ZlibTests {
         #expect(inflate(dictionary, length: content.count) == nil)
     }
 
-    @Test("after a refused stream the same decompressor inflates the next chunk correctly", arguments: ObjectCodec.Kind.allCases)
+    @Test(
+        "after a refused stream the same decompressor inflates the next chunk correctly",
+        arguments: ObjectCodec.Kind.allCases)
     func reuseAfterRefusal(codec: ObjectCodec.Kind) {
         let decompressor = Decompressor()
         var damaged = stored(codec)
@@ -83,7 +91,9 @@ struct ZlibTests {
         #expect(inflate(stored(codec), length: content.count, with: decompressor) == content)
     }
 
-    @Test("a chunk whose stored bytes are damaged never verifies, even where the stream still inflates", arguments: ObjectCodec.Kind.allCases)
+    @Test(
+        "a chunk whose stored bytes are damaged never verifies, even where the stream still inflates",
+        arguments: ObjectCodec.Kind.allCases)
     func damagedChunkRefused(codec: ObjectCodec.Kind) {
         let good = stored(codec)
         let entry = ChunkEntry(
@@ -92,12 +102,16 @@ struct ZlibTests {
         let inflater = Decompressor()
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: content.count, alignment: 16)
         defer { scratch.deallocate() }
-        let verified = good.withUnsafeBytes { entry.verifiedContent(of: $0, scratch: scratch, decompressor: inflater) != nil }
+        let verified = good.withUnsafeBytes {
+            entry.verifiedContent(of: $0, scratch: scratch, decompressor: inflater) != nil
+        }
         #expect(verified)
         for position in stride(from: 2, to: good.count, by: max(1, good.count / 40)) {
             var damaged = good
             damaged[position] ^= 0x01
-            let result = damaged.withUnsafeBytes { entry.verifiedContent(of: $0, scratch: scratch, decompressor: inflater) }
+            let result = damaged.withUnsafeBytes {
+                entry.verifiedContent(of: $0, scratch: scratch, decompressor: inflater)
+            }
             // The trailer's Adler-32 is not read: a flip there leaves the content intact and verifiable.
             if codec == .zstd || position < good.count - 4 { #expect(result == nil, "a flip at \(position) verified") }
         }

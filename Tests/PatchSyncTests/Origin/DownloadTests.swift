@@ -8,7 +8,9 @@ import Testing
 /// are the mirror's failure, and the next mirror is asked.
 @Suite("Whole-file downloads across mirrors", .tags(.medium))
 struct DownloadTests {
-    @Test("a whole file damaged on the first mirror is that mirror's failure: the second mirror's copy is downloaded and kept; a damaged start from an earlier run starts over instead of blaming the mirror that finished it; a link at the file's name is replaced, never written through; damaged on every mirror, it is refused (65)")
+    @Test(
+        "a whole file damaged on the first mirror is that mirror's failure: the second mirror's copy is downloaded and kept; a damaged start from an earlier run starts over instead of blaming the mirror that finished it; a link at the file's name is replaced, never written through; damaged on every mirror, it is refused (65)"
+    )
     func damagedOnFirstMirror() async throws {
         let fixture = try Fixture.published()
         let damaged = try MirrorRefreshTests.mirror(of: fixture, "damaged")
@@ -17,7 +19,8 @@ struct DownloadTests {
                 .sorted().first { name in
                     var isFolder: ObjCBool = false
                     return !name.hasPrefix(".") && name.split(separator: "/").count == 2
-                        && FileManager.default.fileExists(atPath: fixture.origin + "/objects/" + name, isDirectory: &isFolder)
+                        && FileManager.default.fileExists(
+                            atPath: fixture.origin + "/objects/" + name, isDirectory: &isFolder)
                         && !isFolder.boolValue
                 })
         let path = "objects/" + name
@@ -56,7 +59,8 @@ struct DownloadTests {
             try await alone.download(path, to: fixture.directory + "/alone", length: length, sha256: sha)
         } throws: { error in
             let refused = error as? PatchSyncError
-            return refused?.code == .refusedData && refused?.message.contains("does not match its signed SHA-256") == true
+            return refused?.code == .refusedData
+                && refused?.message.contains("does not match its signed SHA-256") == true
         }
     }
 }

@@ -35,7 +35,9 @@ struct MirrorRefreshTests {
         let trusted = try await Self.refresh(install, mirrors: [tampered, fixture.origin])
         #expect(trusted.targets.signed.targets.keys.contains { $0.hasPrefix("manifests/live/") })
         let alone = await #expect(throws: PatchSyncError.self) { try await Self.refresh(install, mirrors: [tampered]) }
-        #expect(alone?.code == .refusedData && alone?.description.contains("signature") == true, "\(String(describing: alone))")
+        #expect(
+            alone?.code == .refusedData && alone?.description.contains("signature") == true,
+            "\(String(describing: alone))")
     }
 
     @Test("a stale first mirror (a timestamp older than the trusted one) is passed over for a fresh one")
@@ -50,6 +52,8 @@ struct MirrorRefreshTests {
         let again = try await Self.refresh(install, mirrors: [stale, fixture.origin])
         #expect(again.timestamp.signed.version == fresh.timestamp.signed.version)
         let alone = await #expect(throws: PatchSyncError.self) { try await Self.refresh(install, mirrors: [stale]) }
-        #expect(alone?.code == .refusedData && alone?.description.contains("rollback") == true, "\(String(describing: alone))")
+        #expect(
+            alone?.code == .refusedData && alone?.description.contains("rollback") == true,
+            "\(String(describing: alone))")
     }
 }

@@ -26,7 +26,8 @@ struct RetryPolicyTests {
         var requests = (0..<8).map { _ in RetryPolicy() }
         var decisions = requests.indices.map { requests[$0].start(group, now: t0) }
         for index in 0..<7 {
-            decisions[index] = Self.fail(&requests[index], decisions[index], with: .httpStatus(503), group: &group, at: t0)
+            decisions[index] = Self.fail(
+                &requests[index], decisions[index], with: .httpStatus(503), group: &group, at: t0)
             #expect(decisions[index] != .giveUp, "failure \(index + 1) of the streak")
         }
         #expect(Self.fail(&requests[7], decisions[7], with: .network("refused"), group: &group, at: t0) == .giveUp)
@@ -43,7 +44,9 @@ struct RetryPolicyTests {
         var requests = (0..<6).map { _ in RetryPolicy() }
         let decisions = requests.indices.map { requests[$0].start(group, now: t0) }
         let retries = requests.indices.map {
-            Self.fail(&requests[$0], decisions[$0], with: .network("Network is unreachable"), group: &group, at: t0, random: 0.5)
+            Self.fail(
+                &requests[$0], decisions[$0], with: .network("Network is unreachable"), group: &group, at: t0,
+                random: 0.5)
         }
         #expect(retries.first == .attempt(mirror: 0, after: RetryPolicy.backoff(1, random: 0.5)))
         #expect(retries.last == .attempt(mirror: 0, after: RetryPolicy.backoff(6, random: 0.5)))
@@ -82,7 +85,8 @@ struct RetryPolicyTests {
             &request, decision, with: .network("closed with 10 bytes remaining"), group: &group,
             at: t0, progressed: true, random: 0.999)
         #expect(group.streak == 0 && request.failuresInARow == 1)
-        #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(1, random: 0.999)), "the first backoff again")
+        #expect(
+            decision == .attempt(mirror: 0, after: RetryPolicy.backoff(1, random: 0.999)), "the first backoff again")
     }
 
     @Test(
@@ -105,7 +109,8 @@ struct RetryPolicyTests {
             group.progressed()
             longest = max(longest, request.failuresInARow)
         }
-        #expect(longest >= 3, "some request failed 3 times in a row: the old per-request budget would have ended the sync")
+        #expect(
+            longest >= 3, "some request failed 3 times in a row: the old per-request budget would have ended the sync")
     }
 
     @Test("Retry-After is honoured on the same mirror, up to 30 s; it does not hold back another mirror")
@@ -115,11 +120,14 @@ struct RetryPolicyTests {
         var decision = request.start(group, now: t0)
         decision = Self.fail(&request, decision, with: .httpStatus(503, retryAfter: .seconds(3)), group: &group, at: t0)
         #expect(decision == .attempt(mirror: 0, after: .seconds(3)))
-        decision = Self.fail(&request, decision, with: .httpStatus(429, retryAfter: .seconds(3600)), group: &group, at: t0)
+        decision = Self.fail(
+            &request, decision, with: .httpStatus(429, retryAfter: .seconds(3600)), group: &group, at: t0)
         #expect(decision == .attempt(mirror: 0, after: RetryPolicy.maxRetryAfter))
         #expect(RetryPolicy.maxRetryAfter == .seconds(30))
-        decision = Self.fail(&request, decision, with: .httpStatus(503, retryAfter: .zero), group: &group, at: t0, random: 0.5)
-        #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(3, random: 0.5)), "never less than the backoff")
+        decision = Self.fail(
+            &request, decision, with: .httpStatus(503, retryAfter: .zero), group: &group, at: t0, random: 0.5)
+        #expect(
+            decision == .attempt(mirror: 0, after: RetryPolicy.backoff(3, random: 0.5)), "never less than the backoff")
 
         var two = MirrorGroup(mirrors: 2)
         var other = RetryPolicy()
@@ -145,28 +153,37 @@ struct RetryPolicyTests {
         #expect(request.failures.map { $0.mirror } == [0, 1, 2])
     }
 
-    @Test("a whole file that fails its hash is that mirror's failure: the next mirror is asked at once, the damaged one never again for that file, and when every mirror served it damaged the request ends in refused data (65)")
+    @Test(
+        "a whole file that fails its hash is that mirror's failure: the next mirror is asked at once, the damaged one never again for that file, and when every mirror served it damaged the request ends in refused data (65)"
+    )
     func damagedCopyMovesOn() {
         var group = MirrorGroup(mirrors: 2)
         var request = RetryPolicy()
         var decision = request.start(group, now: t0)
-        decision = Self.fail(&request, decision, with: .damaged("does not match its signed SHA-256"), group: &group, at: t0)
+        decision = Self.fail(
+            &request, decision, with: .damaged("does not match its signed SHA-256"), group: &group, at: t0)
         #expect(decision == .attempt(mirror: 1, after: .zero))
-        #expect(group.streak == 1 && group.order(now: t0) == [1, 0], "it counts in the streak, and the mirror cools down")
+        #expect(
+            group.streak == 1 && group.order(now: t0) == [1, 0], "it counts in the streak, and the mirror cools down")
         decision = Self.fail(&request, decision, with: .network("reset"), group: &group, at: t0)
         #expect(
             decision == .attempt(mirror: 1, after: RetryPolicy.backoff(2, random: 0.5)),
             "the other mirror again, though both are cooling")
-        decision = Self.fail(&request, decision, with: .damaged("does not match its signed SHA-256"), group: &group, at: t0)
+        decision = Self.fail(
+            &request, decision, with: .damaged("does not match its signed SHA-256"), group: &group, at: t0)
         #expect(decision == .giveUp)
-        #expect(Origin.error(fetching: "objects/x", request.failures.map { ("m\($0.mirror)", $0.failure) }).code == .refusedData)
+        #expect(
+            Origin.error(fetching: "objects/x", request.failures.map { ("m\($0.mirror)", $0.failure) }).code
+                == .refusedData)
 
         // One mirror, the file in parts (each one progress): the damaged copy is not fetched again and again.
         var single = MirrorGroup(mirrors: 1)
         var whole = RetryPolicy()
         let first = whole.start(single, now: t0)
         whole.progressed(&single)
-        #expect(Self.fail(&whole, first, with: .damaged("does not match its signed SHA-256"), group: &single, at: t0) == .giveUp)
+        #expect(
+            Self.fail(&whole, first, with: .damaged("does not match its signed SHA-256"), group: &single, at: t0)
+                == .giveUp)
     }
 
     @Test("content that must exist is retried on a mirror that fails while another lacks it")
@@ -179,15 +196,20 @@ struct RetryPolicyTests {
         decision = Self.fail(&request, decision, with: .notFound, group: &group, at: t0)
         #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(2, random: 0.5)))
         decision = Self.fail(&request, decision, with: .httpStatus(503), group: &group, at: t0)
-        #expect(decision == .attempt(mirror: 0, after: RetryPolicy.backoff(3, random: 0.5)), "the mirror that said 404 is not asked again")
+        #expect(
+            decision == .attempt(mirror: 0, after: RetryPolicy.backoff(3, random: 0.5)),
+            "the mirror that said 404 is not asked again")
     }
 
-    @Test("a mirror that lacks signed content (a 404 from one lagging behind) is asked last by later requests, without counting against the streak")
+    @Test(
+        "a mirror that lacks signed content (a 404 from one lagging behind) is asked last by later requests, without counting against the streak"
+    )
     func laggingMirrorAskedLast() {
         var group = MirrorGroup(mirrors: 2)
         var request = RetryPolicy(absence: .unexpected)
         let decision = request.start(group, now: t0)
-        #expect(Self.fail(&request, decision, with: .notFound, group: &group, at: t0) == .attempt(mirror: 1, after: .zero))
+        #expect(
+            Self.fail(&request, decision, with: .notFound, group: &group, at: t0) == .attempt(mirror: 1, after: .zero))
         #expect(group.streak == 0)
         var next = RetryPolicy(absence: .unexpected)
         #expect(next.start(group, now: t0 + .seconds(1)) == .attempt(mirror: 1, after: .zero))
@@ -271,7 +293,8 @@ struct RetryPolicyTests {
         let first = request.start(group, now: t0)
         #expect(first == .attempt(mirror: 0, after: .zero))
         #expect(
-            Self.fail(&request, first, with: .httpStatus(503, retryAfter: .seconds(5)), group: &group, at: t0) == .giveUp,
+            Self.fail(&request, first, with: .httpStatus(503, retryAfter: .seconds(5)), group: &group, at: t0)
+                == .giveUp,
             "the wait would end after the deadline")
         var late = RetryPolicy(deadline: t0 + .seconds(2))
         #expect(late.start(group, now: t0 + .seconds(2)) == .giveUp)

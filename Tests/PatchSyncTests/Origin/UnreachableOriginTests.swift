@@ -10,7 +10,8 @@ import Testing
 @Suite("An origin that cannot be reached", .tags(.small))
 struct UnreachableOriginTests {
     let t0 = ContinuousClock.now
-    static let refused = TransferFailure.unreachable("Failed to connect to 127.0.0.1 port 1 after 0 ms: Connection refused")
+    static let refused = TransferFailure.unreachable(
+        "Failed to connect to 127.0.0.1 port 1 after 0 ms: Connection refused")
 
     /// Refuses every attempt at once, moving the time by each wait, until the request gives up or `until`
     /// has passed; returns the waits and the time of the last decision.
@@ -24,18 +25,23 @@ struct UnreachableOriginTests {
         while now - start < until, case .attempt(let mirror, let wait) = decision {
             now = now + wait
             waits.append(wait)
-            decision = request.next(after: refused, on: mirror, progressed: false, group: &group, now: now, random: 0.999)
+            decision = request.next(
+                after: refused, on: mirror, progressed: false, group: &group, now: now, random: 0.999)
         }
         return (decision, waits, now)
     }
 
-    @Test("an origin whose every mirror refuses connections is asked again, at most 5 s apart, past any failure streak, until the give-up time has passed with no progress; then the request ends naming each mirror's refusal")
+    @Test(
+        "an origin whose every mirror refuses connections is asked again, at most 5 s apart, past any failure streak, until the give-up time has passed with no progress; then the request ends naming each mirror's refusal"
+    )
     func refusedUntilGiveUp() {
         var group = MirrorGroup(mirrors: 2, giveUpAfter: .seconds(60))
         var request = RetryPolicy()
         let (decision, waits, now) = Self.refuseAll(&request, group: &group, from: t0)
         #expect(decision == .giveUp)
-        #expect(waits.count > MirrorGroup.defaultFailureStreak, "\(waits.count) tries: a streak of refusals spends no budget")
+        #expect(
+            waits.count > MirrorGroup.defaultFailureStreak,
+            "\(waits.count) tries: a streak of refusals spends no budget")
         #expect(waits.allSatisfy { $0 <= .seconds(5) }, "\(waits)")
         #expect(now - t0 >= .seconds(55) && now - t0 < .seconds(60), "gave up after \(now - t0), at the give-up time")
         #expect(Set(request.failures.map { $0.mirror }) == [0, 1])
@@ -43,7 +49,9 @@ struct UnreachableOriginTests {
         #expect(!group.isExhausted && group.isOffline)
     }
 
-    @Test("with no give-up time of its own (a sync: its watch times the quiet by the byte), a refused origin is asked again at most 5 s apart for as long as it takes")
+    @Test(
+        "with no give-up time of its own (a sync: its watch times the quiet by the byte), a refused origin is asked again at most 5 s apart for as long as it takes"
+    )
     func refusedWhileTheWatchWaits() {
         var group = MirrorGroup(mirrors: 1)
         var request = RetryPolicy()
@@ -52,7 +60,9 @@ struct UnreachableOriginTests {
         #expect(waits.count > 600 && waits.allSatisfy { $0 <= .seconds(5) }, "\(waits.count) tries in an hour")
     }
 
-    @Test("the give-up time counts from the last progress, not from the first request: an origin that delivers between blinks of 40 s is never given up on")
+    @Test(
+        "the give-up time counts from the last progress, not from the first request: an origin that delivers between blinks of 40 s is never given up on"
+    )
     func giveUpCountsFromLastProgress() {
         var group = MirrorGroup(mirrors: 1, giveUpAfter: .seconds(60))
         var now = t0
@@ -71,7 +81,9 @@ struct UnreachableOriginTests {
         var group = MirrorGroup(mirrors: 1)
         var request = RetryPolicy()
         var decision = request.start(group, now: t0)
-        for _ in 0..<20 { decision = RetryPolicyTests.fail(&request, decision, with: Self.refused, group: &group, at: t0) }
+        for _ in 0..<20 {
+            decision = RetryPolicyTests.fail(&request, decision, with: Self.refused, group: &group, at: t0)
+        }
         #expect(decision != .giveUp && !group.isExhausted)
         for failure in 1..<MirrorGroup.defaultFailureStreak {
             decision = RetryPolicyTests.fail(&request, decision, with: .httpStatus(503), group: &group, at: t0)
@@ -105,7 +117,9 @@ struct UnreachableOriginTests {
         #expect(failure.isUnreachable && failure.isRetryable, "\(failure)")
     }
 
-    @Test("a connect that times out (its SYN dropped, as on a Wi-Fi blink or to a blackholed address) is an unreachable mirror too, not a failure that spends the streak", .tags(.medium))
+    @Test(
+        "a connect that times out (its SYN dropped, as on a Wi-Fi blink or to a blackholed address) is an unreachable mirror too, not a failure that spends the streak",
+        .tags(.medium))
     func connectTimeoutIsUnreachable() async throws {
         let (port, sockets) = try Self.droppingPort()
         defer { for fd in sockets { close(fd) } }
@@ -113,7 +127,8 @@ struct UnreachableOriginTests {
         settings.connectTimeoutSeconds = 1
         let client = try HTTPClient(settings: settings)
         // The whole request within 5 s: were the connection made after all, it would end as a network failure.
-        let result = await client.fetchData(url: "http://127.0.0.1:\(port)/metadata/timestamp.json", maxBytes: 1024, timeout: 5)
+        let result = await client.fetchData(
+            url: "http://127.0.0.1:\(port)/metadata/timestamp.json", maxBytes: 1024, timeout: 5)
         guard case .failure(let failure) = result else {
             Issue.record("a port that drops every SYN answered: \(result)")
             return
@@ -135,7 +150,8 @@ struct UnreachableOriginTests {
         let listening = withUnsafeMutablePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 var size = length
-                return bind(listener, address, length) == 0 && listen(listener, 1) == 0 && getsockname(listener, address, &size) == 0
+                return bind(listener, address, length) == 0 && listen(listener, 1) == 0
+                    && getsockname(listener, address, &size) == 0
             }
         }
         guard listener >= 0, listening else {

@@ -18,17 +18,21 @@ struct LenientBasesTests {
         try fixture.publish(first, id: "1")
         // What an older publisher let through: the same manifest with a second path differing only in case.
         let manifests = try #require(
-            FileManager.default.subpathsOfDirectory(atPath: fixture.origin + "/targets").first { $0.hasSuffix(".json.gz") })
+            FileManager.default.subpathsOfDirectory(atPath: fixture.origin + "/targets").first {
+                $0.hasSuffix(".json.gz")
+            })
         let file = fixture.origin + "/targets/" + manifests
         var json = try #require(
-            JSONSerialization.jsonObject(with: try Zlib.gunzip(try Data(contentsOf: URL(fileURLWithPath: file)), limit: 1 << 26, what: file))
+            JSONSerialization.jsonObject(
+                with: try Zlib.gunzip(try Data(contentsOf: URL(fileURLWithPath: file)), limit: 1 << 26, what: file))
                 as? [String: Any])
         var files = try #require(json["files"] as? [[String: Any]])
         var clash = try #require(files.first { $0["path"] as? String == "Readme.txt" })
         clash["path"] = "README.txt"
         files.append(clash)
         json["files"] = files
-        try Zlib.gzip(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])).write(to: URL(fileURLWithPath: file))
+        try Zlib.gzip(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])).write(
+            to: URL(fileURLWithPath: file))
 
         let second = fixture.directory + "/b2"
         try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)

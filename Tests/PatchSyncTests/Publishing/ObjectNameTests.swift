@@ -34,7 +34,9 @@ struct ObjectNameTests {
         return try Repository.manifest(in: fixture.origin, target, try #require(repo.targetFiles[target]))
     }
 
-    @Test("content that comes back after its build was unlisted, published with another codec, gets a name of its own: the object a CDN may keep keeps its bytes, and an install of the new build is byte-exact")
+    @Test(
+        "content that comes back after its build was unlisted, published with another codec, gets a name of its own: the object a CDN may keep keeps its bytes, and an install of the new build is byte-exact"
+    )
     func comebackWithAnotherCodec() async throws {
         let (fixture, one, two, three) = try Self.comeback()
         let first = try fixture.publish(one, id: "1", keepBuilds: 1)
@@ -45,7 +47,9 @@ struct ObjectNameTests {
         try fixture.publish(two, id: "2", keepBuilds: 1)  // build 1 is no longer listed; its object stays
         try fixture.publish(three, id: "3", keepBuilds: 1, codec: try ObjectCodec(parsing: "deflate:6"))
 
-        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the bytes under the old name are the ones written first")
+        #expect(
+            try Data(contentsOf: URL(fileURLWithPath: path)) == before,
+            "the bytes under the old name are the ones written first")
         let again = try #require(try Self.manifest(fixture, "3").files.first { $0.path == "level.pak" })
         #expect(again.sha256 == entry.sha256 && again.object != entry.object, "the content got a name of its own")
         #expect(again.chunks.allSatisfy { $0.codec != .zstd }, "written with the codec asked for")
@@ -57,7 +61,9 @@ struct ObjectNameTests {
         #expect(installed == (try Data(contentsOf: URL(fileURLWithPath: three + "/level.pak"))))
     }
 
-    @Test("content that comes back with the same codec reuses the object left under its own name (it reads back as its layout): nothing written again, and the publish run again is a no-op")
+    @Test(
+        "content that comes back with the same codec reuses the object left under its own name (it reads back as its layout): nothing written again, and the publish run again is a no-op"
+    )
     func comebackWithTheSameCodec() throws {
         let (fixture, one, two, three) = try Self.comeback()
         try fixture.publish(one, id: "1", keepBuilds: 1)
@@ -67,7 +73,9 @@ struct ObjectNameTests {
         let again = try #require(try Self.manifest(fixture, "3").files.first { $0.path == "level.pak" })
         #expect(again.object == entry.object, "the object in place is reused")
         #expect(third.objectBytesWritten < 1 << 20, "only the readme's bytes are written: \(third.objectBytesWritten)")
-        #expect(try fixture.publish(three, id: "3", keepBuilds: 1).alreadyPublished, "the same publish again changes nothing")
+        #expect(
+            try fixture.publish(three, id: "3", keepBuilds: 1).alreadyPublished,
+            "the same publish again changes nothing")
     }
 
     @Test("an object's layout name changes with every part of the layout and never equals the content's own name")

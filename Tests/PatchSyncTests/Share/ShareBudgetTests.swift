@@ -11,7 +11,9 @@ struct ShareBudgetTests {
     static let rate = 1 << 20
     static let chunk = 256 << 10
 
-    @Test("64 connections asking for chunk after chunk for 10 s, each asking again when its answer was sent or, after a 503, about when Retry-After says: the share sends near its rate and never more than the rate, its bucket and a second's debt; no answer waits more than 0.25 s, the rest are 503 with Retry-After")
+    @Test(
+        "64 connections asking for chunk after chunk for 10 s, each asking again when its answer was sent or, after a 503, about when Retry-After says: the share sends near its rate and never more than the rate, its bucket and a second's debt; no answer waits more than 0.25 s, the rest are 503 with Retry-After"
+    )
     func floodHeldToTheRate() {
         var budget = ShareBudget(bytesPerSecond: Self.rate, at: Self.start)
         // When each connection asks next.
@@ -39,7 +41,9 @@ struct ShareBudgetTests {
         #expect(refused > 64, "\(refused) answers 503")
     }
 
-    @Test("every answer costs the share: a flood of requests for chunks it lacks (404, no body) is refused past the bucket and a quarter second's debt, like a flood of bytes")
+    @Test(
+        "every answer costs the share: a flood of requests for chunks it lacks (404, no body) is refused past the bucket and a quarter second's debt, like a flood of bytes"
+    )
     func requestsCostToo() {
         var budget = ShareBudget(bytesPerSecond: Self.rate, at: Self.start)
         let grants = (0..<10_000).map { _ in budget.take(0, at: Self.start) }
@@ -52,7 +56,9 @@ struct ShareBudgetTests {
         #expect(budget.take(0, at: Self.start + .milliseconds(1100)) == .send(after: .zero))
     }
 
-    @Test("a chunk bigger than a second of the rate is still sent when the share owes nothing (a low --share-rate never refuses every chunk), and the next one is refused for as long as that chunk takes at the rate")
+    @Test(
+        "a chunk bigger than a second of the rate is still sent when the share owes nothing (a low --share-rate never refuses every chunk), and the next one is refused for as long as that chunk takes at the rate"
+    )
     func bigChunkAtALowRate() {
         var budget = ShareBudget(bytesPerSecond: 4096, at: Self.start)
         #expect(budget.take(Self.chunk, at: Self.start) == .send(after: .zero))

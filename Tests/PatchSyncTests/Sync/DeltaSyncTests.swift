@@ -27,7 +27,9 @@ struct DeltaSyncTests {
         return report
     }
 
-    @Test("with a pack from the installed build, changed files are patched: fewer bytes than their chunks, identical result")
+    @Test(
+        "with a pack from the installed build, changed files are patched: fewer bytes than their chunks, identical result"
+    )
     func patchesThroughNginx() async throws {
         var nginx: NginxOrigin?
         let (fixture, install, build2) = try Self.installedOne { fixture in
@@ -49,7 +51,9 @@ struct DeltaSyncTests {
         #expect(patch.filesPatched == report.deltas[0].files && patch.deltaFallbacks == 0)
         #expect(patch.deltaBytes == report.deltas[0].bytes)
         #expect(Double(fetched) < 0.8 * Double(chunkPath), "fetched \(fetched); the chunks alone are \(chunkPath)")
-        let wholeManifests = nginx!.requests().filter { $0.path.hasPrefix("/targets/") && $0.path.hasSuffix(".2.json.gz") }
+        let wholeManifests = nginx!.requests().filter {
+            $0.path.hasPrefix("/targets/") && $0.path.hasSuffix(".2.json.gz")
+        }
         #expect(wholeManifests.isEmpty, "build 2's manifest is rebuilt from build 1's with a signed manifest delta")
         #expect(
             routes
@@ -73,7 +77,9 @@ struct DeltaSyncTests {
         #expect(!FileManager.default.fileExists(atPath: install.deltasDirectory), "the pack is removed once staged")
     }
 
-    @Test("progress counts the delta pack, then the chunks, on one scale: the pack's download reports its bytes, done only grows and ends at the pack's bytes plus the chunks'")
+    @Test(
+        "progress counts the delta pack, then the chunks, on one scale: the pack's download reports its bytes, done only grows and ends at the pack's bytes plus the chunks'"
+    )
     func progressCountsThePack() async throws {
         let (fixture, install, build2) = try Self.installedOne()
         _ = try await Self.syncAndApply(install)
@@ -180,7 +186,9 @@ struct DeltaSyncTests {
         try EndToEndTests.expectInstalled(install, matches: build2)
     }
 
-    @Test("a pack or manifest delta that does not match its signed hash is refused: the whole manifest and chunks come instead")
+    @Test(
+        "a pack or manifest delta that does not match its signed hash is refused: the whole manifest and chunks come instead"
+    )
     func tamperedPackFallsBack() async throws {
         let (fixture, install, build2) = try Self.installedOne()
         _ = try await Self.syncAndApply(install)
@@ -191,7 +199,8 @@ struct DeltaSyncTests {
             options: .init(
                 buildDirectory: build2, origin: fixture.origin, buildId: try BuildID("2"),
                 bundles: try BundleRules(bundles: [.base])), signers: fixture.signers)
-        let pack = try #require(try Repository.manifest(in: publisher.options.origin, target, repo.targetFiles[target]!).deltas?.first)
+        let pack = try #require(
+            try Repository.manifest(in: publisher.options.origin, target, repo.targetFiles[target]!).deltas?.first)
         let manifestDelta = try #require(repo.targetFiles[target]?.custom?.manifestDeltas?.first)
         // Both the pack and the manifest delta are damaged: the sync falls back to the whole manifest and chunks.
         for path in [ObjectID.path(pack.object), ObjectID.path(try #require(SHA256Digest(hex: manifestDelta.object)))] {

@@ -25,7 +25,8 @@ struct DiscretionaryTests {
             fixture = try Fixture()
             let build = try fixture.sampleBuild(1, scale: scale)
             if bigFile > 0 {
-                try Data((0..<bigFile).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: build + "/big.bin"))
+                try Data((0..<bigFile).map { _ in UInt8.random(in: 0...255) }).write(
+                    to: URL(fileURLWithPath: build + "/big.bin"))
             }
             try fixture.publish(build, id: "1", chunking: chunking)
             nginx = try NginxOrigin(root: fixture.origin, rateLimit: rate)
@@ -97,7 +98,9 @@ struct DiscretionaryTests {
         #expect(try await world.deferred() == nil, "13:00 is outside 12:00-13:00, a day later is past the backoff")
     }
 
-    @Test("a metered network defers (NetworkManager's flag or the config's); networkMetered false overrides NetworkManager")
+    @Test(
+        "a metered network defers (NetworkManager's flag or the config's); networkMetered false overrides NetworkManager"
+    )
     func metered() async throws {
         var world = try World()
         world.metered = true
@@ -109,7 +112,9 @@ struct DiscretionaryTests {
         #expect(try await overridden.deferred() == nil)
     }
 
-    @Test("backoff: a run before the next attempt exits at once without traffic; delays double to the cap; a completed sync resets it")
+    @Test(
+        "backoff: a run before the next attempt exits at once without traffic; delays double to the cap; a completed sync resets it"
+    )
     func backoff() async throws {
         let world = try World {
             $0.backoffSeconds = 100
@@ -137,7 +142,9 @@ struct DiscretionaryTests {
         #expect(try world.deferral == nil, "a completed sync resets the backoff")
     }
 
-    @Test("a deferral recorded while the clock was far ahead does not stop discretionary runs once the clock is corrected")
+    @Test(
+        "a deferral recorded while the clock was far ahead does not stop discretionary runs once the clock is corrected"
+    )
     func backoffFromAClockAhead() async throws {
         let world = try World {
             $0.backoffSeconds = 100
@@ -150,10 +157,13 @@ struct DiscretionaryTests {
         #expect(try world.deferral != nil)
         world.clock.set(corrected)
         try world.power.onBattery(false)
-        #expect(try await world.deferred() == nil, "a next attempt further away than the backoff's cap came from a wrong clock")
+        #expect(
+            try await world.deferred() == nil,
+            "a next attempt further away than the backoff's cap came from a wrong clock")
     }
 
-    @Test("the deadline passing mid-transfer stops the sync (deferred, progress kept, no backoff); the next run finishes")
+    @Test(
+        "the deadline passing mid-transfer stops the sync (deferred, progress kept, no backoff); the next run finishes")
     func deadline() async throws {
         let world = try World(scale: 0.03, rate: "150k")
         var syncer = world.syncer
@@ -183,13 +193,17 @@ struct DiscretionaryTests {
         let error = try #require(try await run.value)
         #expect(error.description.contains("the game is running"))
         let kept = try #require(try world.install.status().staging)
-        #expect(kept.chunksDone > 0 && kept.chunksDone < kept.chunksTotal, "stopped mid-staging: \(kept.chunksDone) of \(kept.chunksTotal)")
+        #expect(
+            kept.chunksDone > 0 && kept.chunksDone < kept.chunksTotal,
+            "stopped mid-staging: \(kept.chunksDone) of \(kept.chunksTotal)")
         #expect(try world.install.status().ready == nil)
         #expect(try world.deferral?.reason == .gameRunning)
         withExtendedLifetime(game) {}
     }
 
-    @Test("while yielding, requests ask for at most a quarter second at the current rate (≤ 512 KiB) over at most two connections")
+    @Test(
+        "while yielding, requests ask for at most a quarter second at the current rate (≤ 512 KiB) over at most two connections"
+    )
     func shortRequests() async throws {
         let world = try World(
             chunking: ChunkingParameters(minSize: 16 << 10, averageSize: 64 << 10, maxSize: 256 << 10),
@@ -221,7 +235,9 @@ struct DiscretionaryTests {
         #expect(pack.bytes > 1 << 20)
         let before = world.nginx.requests().count
         #expect(try await world.deferred() == nil)
-        let parts = world.nginx.requests().dropFirst(before).filter { $0.path.contains("/objects/") && $0.status == 206 }
+        let parts = world.nginx.requests().dropFirst(before).filter {
+            $0.path.contains("/objects/") && $0.status == 206
+        }
         #expect(parts.allSatisfy { $0.bodyBytes <= 512 << 10 }, "\(parts.map(\.bodyBytes))")
         #expect(parts.map(\.bodyBytes).reduce(0, +) >= pack.bytes)
     }

@@ -18,13 +18,15 @@ struct EndToEndTests {
     static func missingChunkBytes(_ new: Manifest, given old: Manifest?) -> Int64 {
         let have = Set(old?.files.flatMap { $0.chunks.map(\.sha256) } ?? [])
         var seen = Set<SHA256Digest>(), total: Int64 = 0
-        for chunk in new.files.flatMap(\.chunks) where !have.contains(chunk.sha256) && seen.insert(chunk.sha256).inserted {
+        for chunk in new.files.flatMap(\.chunks)
+        where !have.contains(chunk.sha256) && seen.insert(chunk.sha256).inserted {
             total += Int64(chunk.objectLength)
         }
         return total
     }
 
-    @Test("a fresh install is byte-identical to the build, and the patch 1→2 fetches little more than the changed chunks")
+    @Test(
+        "a fresh install is byte-identical to the build, and the patch 1→2 fetches little more than the changed chunks")
     func installAndPatch() async throws {
         let fixture = try Fixture()
         let build1 = try fixture.sampleBuild(1, scale: 0.05), build2 = try fixture.sampleBuild(2, scale: 0.05)
@@ -41,7 +43,8 @@ struct EndToEndTests {
         let manifest1 = try install.manifest(of: "1.0+1")
         #expect(nginx.bytesServed(under: "/objects/") == Self.missingChunkBytes(manifest1, given: nil))
 
-        try fixture.publish(build2, id: "1.1+2", deltaSources: 0, smallFileBytes: 0)  // the chunk path (DeltaSyncTests: the delta path)
+        // the chunk path (DeltaSyncTests: the delta path)
+        try fixture.publish(build2, id: "1.1+2", deltaSources: 0, smallFileBytes: 0)
         let before = nginx.bytesServed(under: "/objects/"), metaBefore = nginx.bytesServed() - before
         let patch = try await Syncer(install: install).run()
         let fetched = nginx.bytesServed(under: "/objects/") - before
@@ -51,7 +54,9 @@ struct EndToEndTests {
         #expect(lacking > 0)
         #expect(Double(fetched) <= 1.1 * Double(lacking), "fetched \(fetched) for \(lacking) of changed chunks")
         let predicted = PatchDiff(old: manifest1, new: manifest2, oldName: "1", newName: "2").total.downloadBytes
-        #expect(abs(Double(predicted - fetched)) <= 0.02 * Double(fetched), "diff predicted \(predicted), sync fetched \(fetched)")
+        #expect(
+            abs(Double(predicted - fetched)) <= 0.02 * Double(fetched),
+            "diff predicted \(predicted), sync fetched \(fetched)")
         #expect(patch.bytesReceived == fetched + metadata)
         #expect(patch.filesLinked > 300)
         #expect(install.currentBuild() == "1.0+1")
@@ -64,7 +69,9 @@ struct EndToEndTests {
         let connections = Set(objectRequests.map(\.connection)).count
         // Two syncs of at most 6 connections each; on a loaded machine libcurl may drop a connection idle past
         // its 118 s maximum age and open another, so the bound leaves room for that, and reuse is the ratio.
-        #expect(connections <= 3 * 6 && objectRequests.count > 4 * connections, "keep-alive: \(objectRequests.count) requests on \(connections) connections")
+        #expect(
+            connections <= 3 * 6 && objectRequests.count > 4 * connections,
+            "keep-alive: \(objectRequests.count) requests on \(connections) connections")
         #expect(FileManager.default.fileExists(atPath: install.root + "/builds/1.0+1"), "the previous build is kept")
 
         let again = try await Syncer(install: install).run()
@@ -82,7 +89,8 @@ struct EndToEndTests {
         #expect(status.current == "c" && status.previous == "b")
         #expect(status.builds.map(\.name) == ["b", "c"])
         #expect(status.builds.allSatisfy { ($0.diskBytes ?? 0) > 0 })
-        #expect(try install.status().builds.allSatisfy { $0.diskBytes == nil }, "disk use is walked only when asked for")
+        #expect(
+            try install.status().builds.allSatisfy { $0.diskBytes == nil }, "disk use is walked only when asked for")
         #expect(try RollbackTests.version(install) == "build c")
     }
 
@@ -98,7 +106,9 @@ struct EndToEndTests {
         try Self.expectInstalled(install, matches: build)
     }
 
-    @Test("a bandwidth cap is for the network: a capped sync from a file:// origin completes (libcurl cannot pause file transfers)")
+    @Test(
+        "a bandwidth cap is for the network: a capped sync from a file:// origin completes (libcurl cannot pause file transfers)"
+    )
     func capWithFileOrigin() async throws {
         let fixture = try Fixture()
         let build = try fixture.sampleBuild(1, scale: 0.01)

@@ -58,7 +58,9 @@ struct PlanTests {
 
 @Suite("Verify workers and the inode lock", .tags(.small))
 struct ChunkPipelinePickTests {
-    @Test("a worker takes the oldest chunk of a file no other worker is writing, so two never contend for one file's inode lock")
+    @Test(
+        "a worker takes the oldest chunk of a file no other worker is writing, so two never contend for one file's inode lock"
+    )
     func otherFileFirst() {
         #expect(ChunkPipeline.pick(["a", "a", "b", "c"], avoiding: ["a"]) == 2)
         #expect(ChunkPipeline.pick(["b", "a"], avoiding: ["a"]) == 0)

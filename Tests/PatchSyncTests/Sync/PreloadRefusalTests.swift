@@ -21,7 +21,9 @@ private struct PreloadWorld {
     }
 
     @discardableResult
-    func publishPreload(_ build: String, id: String, releaseAt: Date = Date(timeIntervalSinceNow: 86400)) throws -> Publisher.Report {
+    func publishPreload(_ build: String, id: String, releaseAt: Date = Date(timeIntervalSinceNow: 86400)) throws
+        -> Publisher.Report
+    {
         var options = Publisher.Options(
             buildDirectory: build, origin: fixture.origin, buildId: try BuildID(id),
             bundles: try BundleRules(bundles: SampleGame.bundles))
@@ -64,7 +66,9 @@ private struct PreloadWorld {
         let folder = install.preloadDirectory
         return try FileManager.default.contentsOfDirectory(atPath: folder)
             .filter { sealed.contains(String($0.prefix(64))) && !$0.hasSuffix(".part") }
-            .sorted { try FileSystem.status(folder + "/" + $0)!.st_size > FileSystem.status(folder + "/" + $1)!.st_size }
+            .sorted {
+                try FileSystem.status(folder + "/" + $0)!.st_size > FileSystem.status(folder + "/" + $1)!.st_size
+            }
             .map { folder + "/" + $0 }
     }
 }
@@ -80,7 +84,9 @@ private func flipByte(_ path: String, at offset: Int) throws {
 
 @Suite("Preload refusals: a hostile origin, a wrong key, tampered ciphertext", .tags(.medium), .serialized)
 struct PreloadRefusalTests {
-    @Test("a released key that is not the one the build was sealed with, or one for another build, is refused (65) before anything is decrypted; the live tree is untouched; the right key then unlocks it")
+    @Test(
+        "a released key that is not the one the build was sealed with, or one for another build, is refused (65) before anything is decrypted; the live tree is untouched; the right key then unlocks it"
+    )
     func hostileKeys() async throws {
         let world = try await PreloadWorld()
         try world.publishPreload(world.build2, id: "2")
@@ -119,14 +125,18 @@ struct PreloadRefusalTests {
         try EndToEndTests.expectInstalled(world.install, matches: world.build2)
     }
 
-    @Test("tampered ciphertext or tag: in the origin, the preload refuses the range (its signed hash); in the preload, unlocking refuses the unit (GCM), drops it and the next sync fetches it again; the live tree is untouched throughout")
+    @Test(
+        "tampered ciphertext or tag: in the origin, the preload refuses the range (its signed hash); in the preload, unlocking refuses the unit (GCM), drops it and the next sync fetches it again; the live tree is untouched throughout"
+    )
     func tampered() async throws {
         let world = try await PreloadWorld()
         try world.publishPreload(world.build2, id: "2")
-        let target = try #require(try Repository.load(origin: world.fixture.origin).targetFiles["manifests/live/2.json.gz"])
+        let target = try #require(
+            try Repository.load(origin: world.fixture.origin).targetFiles["manifests/live/2.json.gz"])
         let plan = try Repository.plan(in: world.fixture.origin, "manifests/live/2.json.gz", target)
         let sealed = Set(plan.objects.map(\.sealed))
-        let range = try #require(plan.routes.first { $0.from == "1" }?.bundles.values.joined().first { sealed.contains($0.object) })
+        let range = try #require(
+            plan.routes.first { $0.from == "1" }?.bundles.values.joined().first { sealed.contains($0.object) })
         let inOrigin = world.fixture.origin + "/" + ObjectID.path(range.object)
         let at = Int(range.offset + range.length / 2)
         try flipByte(inOrigin, at: at)
@@ -151,17 +161,23 @@ struct PreloadRefusalTests {
         try world.expectUntouched()
         var outcome = SyncReport.Outcome.preloaded
         for _ in 0..<3 where outcome != .ready {  // each damaged range is dropped as it is met, then fetched again
-            do { outcome = try await world.sync().outcome } catch let error as PatchSyncError where error.code == .refusedData {
+            do { outcome = try await world.sync().outcome } catch let error as PatchSyncError
+                where error.code == .refusedData
+            {
                 try world.expectUntouched()
             }
         }
         #expect(outcome == .ready)
         #expect(try world.install.applyPendingUpdate().applied)
         let installed = try treeFacts(world.install.root + "/current")
-        #expect(installed == (try treeFacts(world.build2)).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) })
+        #expect(
+            installed == (try treeFacts(world.build2)).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) }
+        )
     }
 
-    @Test("a newer preload replaces an older one: the sealed content they share is not fetched again; releasing the newer needs the older's key released too")
+    @Test(
+        "a newer preload replaces an older one: the sealed content they share is not fetched again; releasing the newer needs the older's key released too"
+    )
     func newerPreloadShares() async throws {
         let world = try await PreloadWorld(scale: 0.02)
         try world.publishPreload(world.build2, id: "2-rc1")
@@ -171,7 +187,9 @@ struct PreloadRefusalTests {
         #expect(try CLI.runProgram("/bin/cp", ["-a", world.build2, rc2]).status == 0)
         try Data("a hotfix\n".utf8).write(to: URL(fileURLWithPath: rc2 + "/hotfix.txt"))
         let report = try world.publishPreload(rc2, id: "2-rc2")
-        #expect((report.preload?.sealedBytes ?? 0) < (first.preload?.bytes ?? 0) / 2, "rc2 seals little: it shares rc1's objects")
+        #expect(
+            (report.preload?.sealedBytes ?? 0) < (first.preload?.bytes ?? 0) / 2,
+            "rc2 seals little: it shares rc1's objects")
         let held = Set(try FileManager.default.contentsOfDirectory(atPath: world.install.preloadDirectory))
         let second = try await world.sync()
         #expect(second.outcome == .preloaded && second.preload?.buildId == "2-rc2")
@@ -182,7 +200,9 @@ struct PreloadRefusalTests {
         #expect(
             second.bytesReceived <= status.bytes - kept + (64 << 10),
             "fetched \(second.bytesReceived) of \(status.bytes), \(kept) already here")
-        #expect(throws: PatchSyncError.self, "rc2 shares rc1's sealed objects: rc1's key goes first") { try world.release("2-rc2") }
+        #expect(throws: PatchSyncError.self, "rc2 shares rc1's sealed objects: rc1's key goes first") {
+            try world.release("2-rc2")
+        }
         try world.release("2-rc1")
         try world.release("2-rc2")
         #expect(try await world.sync().outcome == .ready)
@@ -192,7 +212,9 @@ struct PreloadRefusalTests {
                 == (try treeFacts(rc2)).mapValues { FileFacts(sha256: $0.sha256, mode: $0.mode & 0o555) })
     }
 
-    @Test("a preload never hides the live build: a fresh install gets build 1 and the preload beside it; a build published at once while it is pending goes live with the preload listed again above it; a refresh whose due release fails still re-signs; a preload is neither promoted nor rolled back to")
+    @Test(
+        "a preload never hides the live build: a fresh install gets build 1 and the preload beside it; a build published at once while it is pending goes live with the preload listed again above it; a refresh whose due release fails still re-signs; a preload is neither promoted nor rolled back to"
+    )
     func liveBesidePreload() async throws {
         let world = try await PreloadWorld()
         try world.publishPreload(world.build2, id: "2", releaseAt: Date(timeIntervalSinceNow: 3600))
@@ -205,7 +227,9 @@ struct PreloadRefusalTests {
         // A build published at once goes live; the preload is listed again above it, never stranded.
         try world.fixture.publish(world.fixture.directory + "/build-1", id: "1.1", bundles: SampleGame.bundles)
         let listing = ChannelListing(try Repository.load(origin: world.fixture.origin), channel: "live")
-        #expect(listing.current?.info.buildId == "1.1" && listing.pendingPreloads.map(\.info.buildId) == ["2"], "\(listing.builds.map(\.info))")
+        #expect(
+            listing.current?.info.buildId == "1.1" && listing.pendingPreloads.map(\.info.buildId) == ["2"],
+            "\(listing.builds.map(\.info))")
         #expect(throws: PatchSyncError.self) {
             try Release(origin: world.fixture.origin, signers: world.fixture.signers)
                 .promote(try BuildID("2"), from: .live, to: try Channel("beta"))
@@ -223,7 +247,9 @@ struct PreloadRefusalTests {
         #expect(try Repository.load(origin: world.fixture.origin).snapshotVersion == before + 1)
     }
 
-    @Test("a new online key takes over the releases role with a targets signature (refused without one, nothing written); it then releases, and players unlock; 460 days on, the refresh job has kept the releases role valid")
+    @Test(
+        "a new online key takes over the releases role with a targets signature (refused without one, nothing written); it then releases, and players unlock; 460 days on, the refresh job has kept the releases role valid"
+    )
     func onlineKeyRotation() async throws {
         let world = try await PreloadWorld()
         try world.publishPreload(world.build2, id: "2")
@@ -232,7 +258,8 @@ struct PreloadRefusalTests {
         var repo = try Repository.load(origin: world.fixture.origin)
         let rootVersion = repo.rootVersion
         #expect(throws: PatchSyncError.self) {
-            try repo.rotateRoot(.init(online: newOnline.publicKey), signers: .init(root: [world.fixture.rootKey], online: newOnline))
+            try repo.rotateRoot(
+                .init(online: newOnline.publicKey), signers: .init(root: [world.fixture.rootKey], online: newOnline))
         }
         #expect(try Repository.load(origin: world.fixture.origin).rootVersion == rootVersion)
         try repo.rotateRoot(

@@ -11,18 +11,22 @@ struct StagingSafetyTests {
         let fixture = try Fixture()
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
         let state = try StateStore(path: install.databasePath)
-        let identity = DeploymentIdentity(name: "t", buildId: "t", channel: "live", manifest: String(repeating: "a", count: 64))
+        let identity = DeploymentIdentity(
+            name: "t", buildId: "t", channel: "live", manifest: String(repeating: "a", count: 64))
         try state.update { $0.beginStaging(identity, sequence: 1) }
         let staged = StagedBuild(identity, in: install, state: state)
 
         // More files than the descriptor cache holds, each created by its first write.
-        let files = StagedFiles(staged, tree: try staged.makeFolder(in: install), creating: Dictionary(uniqueKeysWithValues: (0..<300).map { ("f\($0)", Int64(4)) }))
+        let files = StagedFiles(
+            staged, tree: try staged.makeFolder(in: install),
+            creating: Dictionary(uniqueKeysWithValues: (0..<300).map { ("f\($0)", Int64(4)) }))
         defer { files.closeAll() }
         let chunk: [UInt8] = [1, 2, 3, 4]
         func write(_ path: String) -> PatchSyncError? {
             chunk.withUnsafeBytes { raw in
                 do throws(PatchSyncError) {
-                    try files.write(raw, chunk: SHA256Hasher.hash(raw), to: [Plan.Destination(path: path, index: 0, offset: 0)])
+                    try files.write(
+                        raw, chunk: SHA256Hasher.hash(raw), to: [Plan.Destination(path: path, index: 0, offset: 0)])
                     return nil
                 } catch { return error }
             }
@@ -67,10 +71,14 @@ struct StagingSafetyTests {
         #expect(try String(contentsOfFile: victim, encoding: .utf8) == "keep me")
         let attributes = try FileManager.default.attributesOfItem(atPath: install.stagedDirectory("2") + "/" + folder)
         #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
-        #expect(try treeFacts(install.stagedDirectory("2")).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
+        #expect(
+            try treeFacts(install.stagedDirectory("2")).mapValues(\.sha256)
+                == (try treeFacts(build)).mapValues(\.sha256))
     }
 
-    @Test("only the signed build goes live: a link out, a stray file and a stray folder left in a half-done staging are removed before it is ready; links in place of staging/, trash/, deltas/ and preload/ are removed, never followed")
+    @Test(
+        "only the signed build goes live: a link out, a stray file and a stray folder left in a half-done staging are removed before it is ready; links in place of staging/, trash/, deltas/ and preload/ are removed, never followed"
+    )
     func straysAndLinkedStateFolders() async throws {
         let (fixture, install) = try await TrustTests.installedWithUpdate()
         let outside = fixture.directory + "/player-files"
@@ -87,17 +95,22 @@ struct StagingSafetyTests {
         try install.state().update { $0.beginStaging(identity, sequence: 0) }
         for name in ["trash", "deltas", "preload"] {
             try? FileManager.default.removeItem(atPath: install.root + "/.patchsync/" + name)
-            try FileManager.default.createSymbolicLink(atPath: install.root + "/.patchsync/" + name, withDestinationPath: outside)
+            try FileManager.default.createSymbolicLink(
+                atPath: install.root + "/.patchsync/" + name, withDestinationPath: outside)
         }
 
         let report = try await Syncer(install: install).run()
         #expect(report.outcome == .ready)
-        #expect(try treeFacts(outside) == before, "files outside the install were deleted or written through a planted link")
+        #expect(
+            try treeFacts(outside) == before, "files outside the install were deleted or written through a planted link"
+        )
         let names = try FileManager.default.contentsOfDirectory(atPath: staged)
         #expect(!names.contains("evil") && !names.contains("stray.txt") && !names.contains("stray-folder"))
         #expect(try treeFacts(staged).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
         for name in ["trash", "deltas", "preload"] {
-            #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: install.root + "/.patchsync/" + name)) == nil)
+            #expect(
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: install.root + "/.patchsync/" + name))
+                    == nil)
         }
         _ = try install.applyPendingUpdate()
         #expect(try treeFacts(outside) == before)
@@ -110,7 +123,9 @@ struct StagingSafetyTests {
         #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: install.stagingDirectory)) == nil)
     }
 
-    @Test("a staged folder swapped for a link to the player's own files whose names match the build's: nothing there is deleted or written, and the staging is rebuilt")
+    @Test(
+        "a staged folder swapped for a link to the player's own files whose names match the build's: nothing there is deleted or written, and the staging is rebuilt"
+    )
     func swappedFolderWithMatchingNames() async throws {
         let (fixture, install) = try await TrustTests.installedWithUpdate()
         let build = try fixture.sampleBuild(2, scale: 0.01)
@@ -140,7 +155,9 @@ struct StagingSafetyTests {
 
         let report = try await Syncer(install: install).run()
         #expect(report.outcome == .ready)
-        #expect(try treeFacts(outside) == before, "files outside the install were deleted or written through a planted link")
+        #expect(
+            try treeFacts(outside) == before, "files outside the install were deleted or written through a planted link"
+        )
         let attributes = try FileManager.default.attributesOfItem(atPath: staged + "/" + folder)
         #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
         #expect(try treeFacts(staged).mapValues(\.sha256) == (try treeFacts(build)).mapValues(\.sha256))
@@ -151,7 +168,8 @@ struct StagingSafetyTests {
 /// for tests that plant a half-done staging.
 func stagingIdentity(_ fixture: Fixture, build: String, name: String? = nil) throws -> DeploymentIdentity {
     let folder = fixture.origin + "/targets/manifests/live"
-    let file = try #require(try FileManager.default.contentsOfDirectory(atPath: folder).first { $0.hasSuffix(".\(build).json.gz") })
+    let file = try #require(
+        try FileManager.default.contentsOfDirectory(atPath: folder).first { $0.hasSuffix(".\(build).json.gz") })
     let sha = String(file.prefix { $0 != "." })
     return DeploymentIdentity(name: name ?? build, buildId: build, channel: "live", manifest: sha)
 }

@@ -23,15 +23,21 @@ struct SyncConditionsTests {
     @Test("--deadline HH:MM is the next time the clock shows it: later today, or tomorrow")
     func nextClockTime() throws {
         let now = ManualClock.utc(10, 0)
-        #expect(ClockTime.next(minutes: try #require(ClockTime.minutes("06:00")), after: now, in: utc) == ManualClock.utc(6, 0, day: 24))
-        #expect(ClockTime.next(minutes: try #require(ClockTime.minutes("10:30")), after: now, in: utc) == ManualClock.utc(10, 30))
+        #expect(
+            ClockTime.next(minutes: try #require(ClockTime.minutes("06:00")), after: now, in: utc)
+                == ManualClock.utc(6, 0, day: 24))
+        #expect(
+            ClockTime.next(minutes: try #require(ClockTime.minutes("10:30")), after: now, in: utc)
+                == ManualClock.utc(10, 30))
     }
 
     @Test("backoff doubles from its base to its cap, half of each delay fixed and half jitter")
     func backoffDelays() {
         let backoff = Backoff(base: 600, cap: 7200)
         #expect((1...6).map { backoff.delay(after: $0, random: 0) } == [300, 600, 1200, 2400, 3600, 3600])
-        #expect((1...6).map { backoff.delay(after: $0, random: 0.999_999).rounded() } == [600, 1200, 2400, 4800, 7200, 7200])
+        #expect(
+            (1...6).map { backoff.delay(after: $0, random: 0.999_999).rounded() } == [600, 1200, 2400, 4800, 7200, 7200]
+        )
         #expect(backoff.delay(after: 1000, random: 0) == 3600)
     }
 
@@ -49,7 +55,8 @@ struct SyncConditionsTests {
         #expect(!environment.onBattery())
     }
 
-    @Test("NetworkManager: a connected device whose metered flag is yes (or guessed yes) is metered; no nmcli, no answer")
+    @Test(
+        "NetworkManager: a connected device whose metered flag is yes (or guessed yes) is metered; no nmcli, no answer")
     func networkManager() throws {
         let fixture = try Fixture()
         func nmcli(_ output: String) throws -> String {

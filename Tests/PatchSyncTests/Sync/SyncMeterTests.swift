@@ -11,7 +11,9 @@ struct SyncMeterTests {
         var count: Int { list.withLock { $0.count } }
     }
 
-    @Test("the quiet goes on through a request libcurl cut off, the backoff before the retry and the retry: a frozen origin is stalled and given up on however often requests restart")
+    @Test(
+        "the quiet goes on through a request libcurl cut off, the backoff before the retry and the retry: a frozen origin is stalled and given up on however often requests restart"
+    )
     func quietSpansRetries() {
         let meter = SyncMeter(onEvent: { _ in })
         let t0 = ContinuousClock.now
@@ -25,7 +27,9 @@ struct SyncMeterTests {
         #expect(meter.reportStall(after: .seconds(10), now: t0 + .seconds(13)) == nil, "once per stall")
     }
 
-    @Test("time with nothing asked of the network is no quiet (local work between steps), and a byte, or bytes dropped before a range, start it again")
+    @Test(
+        "time with nothing asked of the network is no quiet (local work between steps), and a byte, or bytes dropped before a range, start it again"
+    )
     func idleAndHeard() {
         let meter = SyncMeter(onEvent: { _ in })
         let t0 = ContinuousClock.now
@@ -39,7 +43,8 @@ struct SyncMeterTests {
         #expect(meter.stalled(now: t0 + .seconds(70)) == .seconds(7))
     }
 
-    @Test("transfers waiting for the cap's tokens are the cap at work: no stall while they wait, whatever the cap is now")
+    @Test(
+        "transfers waiting for the cap's tokens are the cap at work: no stall while they wait, whatever the cap is now")
     func throttledIsNoStall() {
         let meter = SyncMeter(onEvent: { _ in })
         let waiting = Mutex(true)
@@ -51,7 +56,9 @@ struct SyncMeterTests {
         #expect(meter.stalled(now: t0 + .seconds(31)) == .seconds(1), "the quiet counts from the last wait")
     }
 
-    @Test("arriving bytes never send an event from the transfer thread: it waits for the watch's flush, and a new step drops one not sent")
+    @Test(
+        "arriving bytes never send an event from the transfer thread: it waits for the watch's flush, and a new step drops one not sent"
+    )
     func arrivalEventsWaitForFlush() {
         let events = Events()
         let meter = SyncMeter(onEvent: { event in events.list.withLock { $0.append(event) } })
@@ -74,7 +81,9 @@ struct SyncMeterTests {
 
 @Suite("Transfer events in order")
 struct TransferOrderTests {
-    @Test("an arrival event made before a step's last and sent after it shows the last's counts; a late one of an ended step is dropped")
+    @Test(
+        "an arrival event made before a step's last and sent after it shows the last's counts; a late one of an ended step is dropped"
+    )
     func staleEvents() throws {
         let step = TransferProgress(total: 1000, filesTotal: 2)
         usleep(600_000)
@@ -106,7 +115,9 @@ struct SyncEventLogTests {
         try data.write(to: URL(fileURLWithPath: path))
     }
 
-    @Test("a follower attached to a sync that a foreground one took over as it attached reads the first sync's lines and result from the file before, not a claim that it was killed")
+    @Test(
+        "a follower attached to a sync that a foreground one took over as it attached reads the first sync's lines and result from the file before, not a claim that it was killed"
+    )
     func followAcrossTakeOver() async throws {
         let folder = NSTemporaryDirectory() + "patchsync-log-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -115,28 +126,37 @@ struct SyncEventLogTests {
         let (background, foreground): (Int32, Int32) = (999_990, 999_991)  // no such processes: both have ended
         var ended = SyncEventLog.Line(pid: background)
         ended.error = SyncEventLog.ErrorRecord(PatchSyncError(.deferred, "another sync took over", reason: .otherSync))
-        try Self.write([SyncEventLog.Line(.phase(.fetching, "fetching"), pid: background), ended], to: SyncEventLog.previous(path))
+        try Self.write(
+            [SyncEventLog.Line(.phase(.fetching, "fetching"), pid: background), ended], to: SyncEventLog.previous(path))
         try Self.write([SyncEventLog.Line(.phase(.checking, "checking"), pid: foreground)], to: path)
         let seen = Mutex<[SyncEvent]>([])
         let error = await #expect(throws: PatchSyncError.self) {
-            _ = try await Install.follow(path, process: ProcessIdentity(pid: background, startTicks: nil)) { event, _ in seen.withLock { $0.append(event) } }
+            _ = try await Install.follow(path, process: ProcessIdentity(pid: background, startTicks: nil)) { event, _ in
+                seen.withLock { $0.append(event) }
+            }
         }
         #expect(error?.reason == .otherSync, "\(String(describing: error))")
         #expect(seen.withLock { $0.count } == 1, "the background sync's own event, not the foreground's")
     }
 
-    @Test("a sync whose process is gone without a result is reported stopped (75, progress kept), not an origin that failed")
+    @Test(
+        "a sync whose process is gone without a result is reported stopped (75, progress kept), not an origin that failed"
+    )
     func killedWithoutResult() async throws {
         let folder = NSTemporaryDirectory() + "patchsync-log-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/sync-events.jsonl"
         try Self.write([SyncEventLog.Line(.phase(.fetching, "fetching"), pid: 999_990)], to: path)
-        let error = await #expect(throws: PatchSyncError.self) { _ = try await Install.follow(path, process: ProcessIdentity(pid: 999_990, startTicks: nil)) { _, _ in } }
+        let error = await #expect(throws: PatchSyncError.self) {
+            _ = try await Install.follow(path, process: ProcessIdentity(pid: 999_990, startTicks: nil)) { _, _ in }
+        }
         #expect(error?.code == .deferred && error?.reason == .stopped, "\(String(describing: error))")
     }
 
-    @Test("regression: a follower that attaches late starts from a snapshot (the latest of each kind and every warning) at the times the sync recorded them, not the whole history replayed and stamped anew")
+    @Test(
+        "regression: a follower that attaches late starts from a snapshot (the latest of each kind and every warning) at the times the sync recorded them, not the whole history replayed and stamped anew"
+    )
     func attachStartsFromSnapshot() async throws {
         let folder = NSTemporaryDirectory() + "patchsync-log-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -163,6 +183,10 @@ struct SyncEventLogTests {
         }
         let shown = seen.withLock { $0 }
         #expect(shown.map(\.1) == [1_000_002, 1_000_004, 1_000_005, 1_000_006], "\(shown)")
-        #expect(shown.map(\.0) == ["\(SyncEvent.warning("a"))", "\(SyncEvent.phase(.fetching, "fetching"))", "\(SyncEvent.stalled(seconds: 15))", "\(SyncEvent.warning("b"))"])
+        #expect(
+            shown.map(\.0) == [
+                "\(SyncEvent.warning("a"))", "\(SyncEvent.phase(.fetching, "fetching"))",
+                "\(SyncEvent.stalled(seconds: 15))", "\(SyncEvent.warning("b"))"
+            ])
     }
 }

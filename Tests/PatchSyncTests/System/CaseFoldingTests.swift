@@ -9,7 +9,9 @@ import Testing
 /// the kernel reports, and the real call on a folder that does not fold case.)
 @Suite("Case-folding folders")
 struct CaseFoldingTests {
-    @Test("the casefold attribute and FAT, exFAT, HFS+ and SMB are refused with the reason; ext4 and tmpfs without it are not")
+    @Test(
+        "the casefold attribute and FAT, exFAT, HFS+ and SMB are refused with the reason; ext4 and tmpfs without it are not"
+    )
     func decision() {
         #expect(CaseFolding.reason(fileSystemType: 0xEF53, inodeFlags: 0x0008_0000) == nil, "ext4 with extents only")
         #expect(CaseFolding.reason(fileSystemType: 0xEF53, inodeFlags: 0x4008_0000)?.contains("casefold") == true)
@@ -17,10 +19,14 @@ struct CaseFoldingTests {
         #expect(CaseFolding.reason(fileSystemType: 0x4d44, inodeFlags: nil)?.contains("FAT") == true)
         #expect(CaseFolding.reason(fileSystemType: 0x2011_BAB0, inodeFlags: nil)?.contains("exFAT") == true)
         #expect(CaseFolding.reason(fileSystemType: 0xFE53_4D42, inodeFlags: nil)?.contains("SMB") == true)
-        #expect(CaseFolding.reason(fileSystemType: 0x7366_746e, inodeFlags: 0) == nil, "ntfs3 is case-sensitive unless mounted nocase (the probe)")
+        #expect(
+            CaseFolding.reason(fileSystemType: 0x7366_746e, inodeFlags: 0) == nil,
+            "ntfs3 is case-sensitive unless mounted nocase (the probe)")
     }
 
-    @Test("a folder that does not fold case passes, through the real statfs and FS_IOC_GETFLAGS, and so does a path to be created under it")
+    @Test(
+        "a folder that does not fold case passes, through the real statfs and FS_IOC_GETFLAGS, and so does a path to be created under it"
+    )
     func realFolder() throws {
         let folder = NSTemporaryDirectory() + "patchsync-case-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -32,7 +38,9 @@ struct CaseFoldingTests {
         try CaseFolding.refuse(install: folder, checking: folder)
     }
 
-    @Test("the probe finds a name under another case: what a case-blind folder shows, here a file of the lowercased name made first")
+    @Test(
+        "the probe finds a name under another case: what a case-blind folder shows, here a file of the lowercased name made first"
+    )
     func probeSeesFolding() throws {
         let folder = NSTemporaryDirectory() + "patchsync-case-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)

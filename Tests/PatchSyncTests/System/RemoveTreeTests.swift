@@ -7,7 +7,9 @@ import Testing
 /// and nothing outside it.
 @Suite("Removing a tree", .tags(.small))
 struct RemoveTreeTests {
-    @Test("a tree holding a name that is not UTF-8, a read-only folder and a link out is removed whole; the link's target stays")
+    @Test(
+        "a tree holding a name that is not UTF-8, a read-only folder and a link out is removed whole; the link's target stays"
+    )
     func removesEverythingAndNothingOutside() throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("remove-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: base) }
@@ -16,7 +18,8 @@ struct RemoveTreeTests {
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
         try Data("keep".utf8).write(to: URL(fileURLWithPath: outside + "/save"))
         // "caf\xE9.txt": Latin-1, as an old archive tool might have written it.
-        let latin1: [CChar] = Array((tree + "/data/caf").utf8CString.dropLast()) + [CChar(bitPattern: 0xE9)] + Array(".txt".utf8CString)
+        let latin1: [CChar] =
+            Array((tree + "/data/caf").utf8CString.dropLast()) + [CChar(bitPattern: 0xE9)] + Array(".txt".utf8CString)
         let fd = open(latin1, O_WRONLY | O_CREAT | O_EXCL, 0o444)
         #expect(fd >= 0)
         close(fd)
@@ -29,7 +32,9 @@ struct RemoveTreeTests {
         #expect(try String(contentsOfFile: outside + "/save", encoding: .utf8) == "keep")
     }
 
-    @Test("the staging sweep compares names by their bytes: an NFD twin of a kept NFC name and a name that is not UTF-8 are removed; the kept ones stay")
+    @Test(
+        "the staging sweep compares names by their bytes: an NFD twin of a kept NFC name and a name that is not UTF-8 are removed; the kept ones stay"
+    )
     func sweepByBytes() throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("sweep-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: base) }
@@ -45,7 +50,9 @@ struct RemoveTreeTests {
         #expect(left == [Array("caf\u{E9}".utf8CString)])
     }
 
-    @Test("a download's own file: a hard link to another file or a FIFO at its name is replaced, never written through or waited on")
+    @Test(
+        "a download's own file: a hard link to another file or a FIFO at its name is replaced, never written through or waited on"
+    )
     func ownFileReplacesHardLinksAndFIFOs() throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("own-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)

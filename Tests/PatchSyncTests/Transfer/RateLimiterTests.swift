@@ -6,7 +6,9 @@ import Testing
 /// Issue 7, part 5: one bandwidth budget for all transfers (the token bucket's arithmetic).
 @Suite("Bandwidth budget", .tags(.small))
 struct RateLimiterTests {
-    @Test("the bucket earns bytesPerSecond, holds at most a twentieth of a second (at least 16 KiB), and debts are repaid")
+    @Test(
+        "the bucket earns bytesPerSecond, holds at most a twentieth of a second (at least 16 KiB), and debts are repaid"
+    )
     func tokenBucket() {
         let limiter = RateLimiter(bytesPerSecond: 1 << 20)
         let start = ContinuousClock.now

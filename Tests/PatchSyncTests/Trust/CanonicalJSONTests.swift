@@ -7,7 +7,8 @@ import Testing
 struct CanonicalJSONTests {
     @Test("canonical form sorts keys, drops whitespace and escapes only quote and backslash")
     func canonicalForm() throws {
-        let value = try JSONValue.parse(Data(#"{ "b": [1, true, null], "a": "x\"y\\z\n", "é": {} }"#.utf8), what: "test")
+        let value = try JSONValue.parse(
+            Data(#"{ "b": [1, true, null], "a": "x\"y\\z\n", "é": {} }"#.utf8), what: "test")
         let text = String(decoding: try value.canonical(), as: UTF8.self)
         #expect(text == "{\"a\":\"x\\\"y\\\\z\n\",\"b\":[1,true,null],\"é\":{}}")
     }
@@ -21,7 +22,8 @@ struct CanonicalJSONTests {
     @Test("an Ed25519 key id is the SHA-256 of the key's canonical JSON")
     func keyID() throws {
         let key = TUFKey(keytype: "ed25519", scheme: "ed25519", keyval: ["public": String(repeating: "ab", count: 32)])
-        let canonical = #"{"keytype":"ed25519","keyval":{"public":"\#(String(repeating: "ab", count: 32))"},"scheme":"ed25519"}"#
+        let canonical =
+            #"{"keytype":"ed25519","keyval":{"public":"\#(String(repeating: "ab", count: 32))"},"scheme":"ed25519"}"#
         #expect(try key.keyID() == SHA256Digest.of(Data(canonical.utf8)).hex)
     }
 

@@ -36,7 +36,9 @@ func pythonTUF(origin: String, root: String, target: String, in directory: Strin
 
 @Suite("Interop with python-tuf", .tags(.large))
 struct InteropTests {
-    @Test("python-tuf's client reads a repository that publish wrote, after repo refresh, after rotate-root (new root and online keys) and with root and targets thresholds of 2")
+    @Test(
+        "python-tuf's client reads a repository that publish wrote, after repo refresh, after rotate-root (new root and online keys) and with root and targets thresholds of 2"
+    )
     func pythonTUFReadsOurRepository() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1.0+1")
@@ -87,14 +89,17 @@ struct InteropTests {
         #expect(status == 0 && output.hasPrefix("ok ") && output.contains(" 3"), "\(output)")
     }
 
-    @Test("python-tuf reads a repository with a preload: the plan as the build's target before the release, and the released content key through the delegated releases role (signed by the online key) after it")
+    @Test(
+        "python-tuf reads a repository with a preload: the plan as the build's target before the release, and the released content key through the delegated releases role (signed by the online key) after it"
+    )
     func pythonTUFReadsPreloadAndRelease() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
         var options = Publisher.Options(
             buildDirectory: try fixture.sampleBuild(2, scale: 0.003), origin: fixture.origin,
             buildId: try BuildID("2"), bundles: try BundleRules(bundles: [.base]))
-        options.preload = Publisher.Preload(releaseAt: Date(timeIntervalSinceNow: 3600), contentKeys: fixture.keyDirectory + "/content")
+        options.preload = Publisher.Preload(
+            releaseAt: Date(timeIntervalSinceNow: 3600), contentKeys: fixture.keyDirectory + "/content")
         _ = try Publisher(options: options, signers: fixture.signers).run()
         let nginx = try NginxOrigin(root: fixture.origin)
         func read(_ target: String) throws -> (Int32, String) {
@@ -126,7 +131,8 @@ struct InteropTests {
         (status, output) = try read("releases/live/2.key")
         #expect(status == 0 && output.hasPrefix("missing"), "not released yet: \(output)")
         var repo = try Repository.load(origin: fixture.origin)
-        try repo.release(build: "2", channel: "live", contentKeys: fixture.keyDirectory + "/content", online: fixture.onlineKey)
+        try repo.release(
+            build: "2", channel: "live", contentKeys: fixture.keyDirectory + "/content", online: fixture.onlineKey)
         (status, output) = try read("releases/live/2.key")
         #expect(status == 0 && output.hasPrefix("ok "), "\(output)")
         try repo.refresh(key: fixture.onlineKey)
@@ -157,7 +163,8 @@ struct InteropTests {
 @Suite("Conformance adapter against python-tuf repositories", .tags(.large))
 struct AdapterInteropTests {
     static let interop = [
-        "ed25519_basic", "root_rotation", "delegations", "terminating_stops_search", "delegation_visit_limit", "hash_bins",
+        "ed25519_basic", "root_rotation", "delegations", "terminating_stops_search", "delegation_visit_limit",
+        "hash_bins",
         "ecdsa_keys", "rsa_keys", "no_consistent_snapshot", "existing_target_not_refetched",
         "unchanged_metadata_not_refetched", "unusual_role_names",
         "fast_forward_recovery", "fast_forward_snapshot_recovery", "target_name_stays_inside"

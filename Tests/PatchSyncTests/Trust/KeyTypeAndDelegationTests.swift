@@ -19,7 +19,8 @@ struct KeyTypeAndDelegationTests {
 
             """
         ])
-    static let ecdsaSignature = "3045022032b7a8d94c1ed0b58268719446231742fba2c42a4f7fc087f417c594d9e71c1d022100e8d0ea4d986d4921a6c8e8ab6816ab0686c47a3f3b32dbb07a2daa52a0b4fcff"
+    static let ecdsaSignature =
+        "3045022032b7a8d94c1ed0b58268719446231742fba2c42a4f7fc087f417c594d9e71c1d022100e8d0ea4d986d4921a6c8e8ab6816ab0686c47a3f3b32dbb07a2daa52a0b4fcff"
     static let rsa = TUFKey(
         keytype: "rsa", scheme: "rsassa-pss-sha256",
         keyval: [
@@ -54,7 +55,8 @@ struct KeyTypeAndDelegationTests {
         var confused = key
         confused.scheme = key.scheme == "ecdsa-sha2-nistp256" ? "rsassa-pss-sha256" : "ecdsa-sha2-nistp256"
         confused.keytype = key.keytype == "ecdsa" ? "rsa" : "ecdsa"
-        #expect(!PublicKeySignature.verify(sig, message: Self.message, key: confused), "a key used under another scheme")
+        #expect(
+            !PublicKeySignature.verify(sig, message: Self.message, key: confused), "a key used under another scheme")
     }
 
     @Test("Delegation path patterns match segment by segment: * never crosses a /")

@@ -23,7 +23,8 @@ struct TrustTests {
     static func rotateRoot(_ fixture: Fixture, signedByOldKey: Bool) throws {
         let newRoot = SigningKey(try Ed25519.generate())
         let first: Signed<RootMetadata> = try Signed(
-            parsing: try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/1.root.json")), name: "1.root.json")
+            parsing: try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/1.root.json")),
+            name: "1.root.json")
         var next = first.signed
         next.version = 2
         let newID = try newRoot.publicKey.keyID()
@@ -62,7 +63,9 @@ struct TrustTests {
         #expect(repo.targetFiles == trusted.targets.signed.targets)
     }
 
-    @Test("targets.json lists only the newest --keep-builds builds of each channel, snapshot pins its length and hash, and a client installs the newest")
+    @Test(
+        "targets.json lists only the newest --keep-builds builds of each channel, snapshot pins its length and hash, and a client installs the newest"
+    )
     func boundedTargets() async throws {
         let fixture = try Fixture()
         let tree = try fixture.sampleBuild(1, scale: 0.003)
@@ -79,7 +82,8 @@ struct TrustTests {
         let pin = try #require(repo.snapshot.signed.meta["targets.json"])
         #expect(pin.version == repo.targets.signed.version)
         #expect(pin.length == targetsData.count && pin.hashes?["sha256"] == SHA256Hasher.hash(targetsData).hex)
-        let onDisk = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/\(pin.version).targets.json"))
+        let onDisk = try Data(
+            contentsOf: URL(fileURLWithPath: fixture.origin + "/metadata/\(pin.version).targets.json"))
         #expect(onDisk == targetsData)
 
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
@@ -150,7 +154,9 @@ struct TrustTests {
         #expect(try install.status().ready == "2", "the staged build stays ready")
     }
 
-    @Test("a repository whose online key also signed targets moves to its own targets key with rotate-root; the online key then cannot change targets, and clients follow")
+    @Test(
+        "a repository whose online key also signed targets moves to its own targets key with rotate-root; the online key then cannot change targets, and clients follow"
+    )
     func migrateToTargetsKey() async throws {
         let fixture = try Fixture()
         // The layout `repo init` wrote before role keys: one online key for timestamp, snapshot and targets.
@@ -161,7 +167,9 @@ struct TrustTests {
         meta.keys = meta.keys.filter { $0.key != (try? fixture.targetsKey.publicKey.keyID()) }
         try FileManager.default.createDirectory(atPath: legacy + "/metadata", withIntermediateDirectories: true)
         let root = try Signed(signing: meta, with: [fixture.rootKey])
-        for name in ["1.root.json", "root.json"] { try root.serialized().write(to: URL(fileURLWithPath: legacy + "/metadata/" + name)) }
+        for name in ["1.root.json", "root.json"] {
+            try root.serialized().write(to: URL(fileURLWithPath: legacy + "/metadata/" + name))
+        }
         var repo = Repository(
             origin: legacy, root: root,
             targets: try Signed(signing: TargetsMetadata(version: 0, expires: Date(), targets: [:]), with: []),
@@ -181,8 +189,11 @@ struct TrustTests {
 
         repo = try Repository.load(origin: legacy)
         let newOnline = SigningKey(try Ed25519.generate())
-        let kept = #expect(throws: PatchSyncError.self, "a new online key alone would leave the old one signing targets") {
-            try repo.rotateRoot(.init(online: newOnline.publicKey), signers: .init(root: [fixture.rootKey], online: newOnline))
+        let kept = #expect(
+            throws: PatchSyncError.self, "a new online key alone would leave the old one signing targets"
+        ) {
+            try repo.rotateRoot(
+                .init(online: newOnline.publicKey), signers: .init(root: [fixture.rootKey], online: newOnline))
         }
         #expect(kept?.remedy?.contains("--new-targets-key") == true)
         try repo.rotateRoot(
@@ -197,7 +208,9 @@ struct TrustTests {
         #expect(try await Syncer(install: client).run().buildId == "2")
     }
 
-    @Test("a targets.json that the online key alone signed (a stolen cron key) is refused by the next publish, never signed over with the targets key")
+    @Test(
+        "a targets.json that the online key alone signed (a stolen cron key) is refused by the next publish, never signed over with the targets key"
+    )
     func forgedTargetsNotSignedOver() throws {
         let fixture = try Fixture()
         try fixture.publish(try fixture.sampleBuild(1, scale: 0.003), id: "1")
@@ -210,7 +223,8 @@ struct TrustTests {
             length: 1, hashes: ["sha256": String(repeating: "0", count: 64)],
             custom: info)
         repo.targets = try Signed(signing: forged, with: [fixture.onlineKey])
-        try repo.targets.serialized().write(to: URL(fileURLWithPath: fixture.origin + "/metadata/\(forged.version).targets.json"))
+        try repo.targets.serialized().write(
+            to: URL(fileURLWithPath: fixture.origin + "/metadata/\(forged.version).targets.json"))
         try repo.refresh(key: fixture.onlineKey)  // snapshot and timestamp, validly signed, pin the forged targets
         let before = try FileManager.default.contentsOfDirectory(atPath: fixture.origin + "/metadata").sorted()
         let error = #expect(throws: PatchSyncError.self) {
@@ -222,7 +236,9 @@ struct TrustTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.origin + "/metadata").sorted() == before)
     }
 
-    @Test("a channel's sequence never goes back, even when the repository is replaced by another one signed with the same root and the trusted metadata is lost")
+    @Test(
+        "a channel's sequence never goes back, even when the repository is replaced by another one signed with the same root and the trusted metadata is lost"
+    )
     func sequenceSurvivesReplacedRepository() async throws {
         let (fixture, install) = try await Self.installedWithUpdate()
         #expect(try await Syncer(install: install).run().sequence == 2)
@@ -245,7 +261,9 @@ struct TrustTests {
         }
         let error = await #expect(throws: PatchSyncError.self) { try await Syncer(install: install).run() }
         #expect(error?.code == .refusedData)
-        #expect(error?.description.contains("sequence 1, lower than 2 already seen") == true, "\(String(describing: error))")
+        #expect(
+            error?.description.contains("sequence 1, lower than 2 already seen") == true, "\(String(describing: error))"
+        )
         #expect(install.currentBuild() == "1")
     }
 
@@ -255,7 +273,8 @@ struct TrustTests {
         try Self.rotateRoot(fixture, signedByOldKey: false)
         try await Self.expectRefused(install, mentioning: "2.root.json")
 
-        #expect(throws: PatchSyncError.self, "the publisher refuses to sign on top of a root the old root did not sign") {
+        #expect(throws: PatchSyncError.self, "the publisher refuses to sign on top of a root the old root did not sign")
+        {
             try Repository.load(origin: fixture.origin)
         }
         try Self.rotateRoot(fixture, signedByOldKey: true)
@@ -272,7 +291,8 @@ struct TrustTests {
     func tamperedManifest() async throws {
         let (fixture, install) = try await Self.installedWithUpdate()
         let dir = fixture.origin + "/targets/manifests/live"
-        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".2.json.gz") })
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".2.json.gz") })
         var data = try Data(contentsOf: URL(fileURLWithPath: dir + "/" + name))
         data[data.count / 2] ^= 0x01
         try data.write(to: URL(fileURLWithPath: dir + "/" + name))

@@ -11,7 +11,8 @@ struct ListedObjectTests {
         let fixture = try Fixture()
         let root = fixture.directory + "/o"
         for (path, text) in files {
-            try FileManager.default.createDirectory(atPath: root + "/" + FileSystem.parent(of: path), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: root + "/" + FileSystem.parent(of: path), withIntermediateDirectories: true)
             try Data(text.utf8).write(to: URL(fileURLWithPath: root + "/" + path))
         }
         return (fixture, OriginLayout(root: root))
@@ -24,7 +25,8 @@ struct ListedObjectTests {
         return try SHA256Hasher.md5(file: file)
     }
 
-    @Test("on a store whose ETags are MD5s, a copy of the same size with other bytes is told apart; the same bytes hold")
+    @Test(
+        "on a store whose ETags are MD5s, a copy of the same size with other bytes is told apart; the same bytes hold")
     func md5Store() throws {
         let (fixture, layout) = try Self.origin(["a/1.json": "hello", "b/2.bin": "world"])
         defer { withExtendedLifetime(fixture) {} }
@@ -38,7 +40,9 @@ struct ListedObjectTests {
         #expect(listed["b/2.bin"]?.holds(layout.path("b/2.bin"), bytes: 5, etagIsMD5: true) == false)
     }
 
-    @Test("on a store whose 32-hex ETags are no MD5s (SSE-KMS), files of the right size hold: nothing is sent again forever")
+    @Test(
+        "on a store whose 32-hex ETags are no MD5s (SSE-KMS), files of the right size hold: nothing is sent again forever"
+    )
     func kmsStore() throws {
         let (fixture, layout) = try Self.origin(["a/1.json": "hello", "b/2.bin": "world"])
         defer { withExtendedLifetime(fixture) {} }
@@ -49,7 +53,10 @@ struct ListedObjectTests {
         let files: [(path: String, bytes: Int64)] = [("a/1.json", 5), ("b/2.bin", 5)]
         let md5 = ListedObject.etagsAreMD5(listed, files: files, root: layout)
         #expect(!md5)
-        #expect(files.allSatisfy { listed[$0.path]?.holds(layout.path($0.path), bytes: $0.bytes, etagIsMD5: md5) == true })
-        #expect(ListedObject(size: 5, etag: "\(String(repeating: "0", count: 32))-2").holds(layout.path("a/1.json"), bytes: 5, etagIsMD5: true))
+        #expect(
+            files.allSatisfy { listed[$0.path]?.holds(layout.path($0.path), bytes: $0.bytes, etagIsMD5: md5) == true })
+        #expect(
+            ListedObject(size: 5, etag: "\(String(repeating: "0", count: 32))-2").holds(
+                layout.path("a/1.json"), bytes: 5, etagIsMD5: true))
     }
 }

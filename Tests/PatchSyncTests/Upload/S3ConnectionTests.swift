@@ -25,7 +25,9 @@ struct S3ConnectionTests {
         } catch {
             #expect(!signs, "libcurl \(version) was refused: \(error)")
             #expect(error.code == .originUnavailable)
-            #expect(error.message.contains("libcurl \(version) lacks CURLOPT_AWS_SIGV4 (libcurl 7.75.0 or later"), "\(error.message)")
+            #expect(
+                error.message.contains("libcurl \(version) lacks CURLOPT_AWS_SIGV4 (libcurl 7.75.0 or later"),
+                "\(error.message)")
             #expect(error.remedy?.contains("libcurl 7.75.0 or later") == true, "\(error.remedy ?? "")")
         }
     }

@@ -56,7 +56,8 @@ struct S3RetryTests {
     {
         var attempts = 0
         do throws(PatchSyncError) {
-            let response = try S3Connection.withRetries("PUT objects/ab/cd", clock: clock.clock) { () throws(PatchSyncError) -> S3Connection.Attempt in
+            let response = try S3Connection.withRetries("PUT objects/ab/cd", clock: clock.clock) {
+                () throws(PatchSyncError) -> S3Connection.Attempt in
                 attempts += 1
                 return script[min(attempts, script.count) - 1]
             }
@@ -83,7 +84,9 @@ struct S3RetryTests {
         let clock = SteppedRetryClock()
         let (outcome, attempts) = Self.run([Self.answer(status), Self.answer(200)], clock: clock)
         #expect(attempts == expected, "HTTP \(status)")
-        #expect(try outcome.get().status == (expected == 1 ? status : 200), "the answer goes to the caller, which refuses it")
+        #expect(
+            try outcome.get().status == (expected == 1 ? status : 200),
+            "the answer goes to the caller, which refuses it")
         #expect(clock.waits == SteppedRetryClock.backoffs(expected - 1))
     }
 
@@ -101,7 +104,9 @@ struct S3RetryTests {
         #expect(clock.waits == SteppedRetryClock.backoffs(1))
     }
 
-    @Test("a store that keeps failing is asked five times in all: its last 503 goes to the caller, or the last connection error is thrown")
+    @Test(
+        "a store that keeps failing is asked five times in all: its last 503 goes to the caller, or the last connection error is thrown"
+    )
     func bounded() {
         let clock = SteppedRetryClock()
         let (unavailable, asked) = Self.run([Self.answer(503)], clock: clock)
@@ -118,14 +123,19 @@ struct S3RetryTests {
         #expect(error.code == .originUnavailable && error.message.contains("Connection reset by peer"), "\(error)")
     }
 
-    @Test("what an attempt throws (an option libcurl refused, a local error) ends the request at once, though its code is 69")
+    @Test(
+        "what an attempt throws (an option libcurl refused, a local error) ends the request at once, though its code is 69"
+    )
     func thrownNotRetried() {
         let clock = SteppedRetryClock()
         var attempts = 0
         do throws(PatchSyncError) {
-            _ = try S3Connection.withRetries("PUT objects/ab/cd", clock: clock.clock) { () throws(PatchSyncError) -> S3Connection.Attempt in
+            _ = try S3Connection.withRetries("PUT objects/ab/cd", clock: clock.clock) {
+                () throws(PatchSyncError) -> S3Connection.Attempt in
                 attempts += 1
-                throw PatchSyncError(.originUnavailable, "libcurl 7.68.0 lacks CURLOPT_AWS_SIGV4 (libcurl 7.75.0 or later, built with it); nothing was sent")
+                throw PatchSyncError(
+                    .originUnavailable,
+                    "libcurl 7.68.0 lacks CURLOPT_AWS_SIGV4 (libcurl 7.75.0 or later, built with it); nothing was sent")
             }
             Issue.record("the request succeeded")
         } catch {

@@ -46,7 +46,7 @@ public enum CPULimit {
             var bad = 0
             for index in stride(from: worker, to: chunks.count, by: count) {
                 let (chunk, object) = chunks[index]
-                objects[object]!.withUnsafeBytes { raw in
+                objects[object, default: Data()].withUnsafeBytes { raw in
                     let start = Int(chunk.objectOffset)
                     let stored = UnsafeRawBufferPointer(rebasing: raw[start..<(start + chunk.objectLength)])
                     if chunk.verifiedContent(of: stored, scratch: buffer, decompressor: decompressor) == nil {

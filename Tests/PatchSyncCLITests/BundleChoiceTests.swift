@@ -186,7 +186,8 @@ struct BundleChoiceTests {
         let manifest = try Self.manifest(fixture, "1")
         let audio = try #require(manifest.files.first { $0.bundle == "hd-audio" && !$0.chunks.isEmpty })
         // Every request for one hd-audio object stalls: that bundle cannot complete from this origin.
-        let stalled = try FaultOrigin(root: fixture.origin, fault: .stall, prefix: "/" + ObjectID.path(audio.object))
+        let stalled = try FaultOrigin(
+            root: fixture.origin, fault: .stall, prefix: "/" + OriginLayout.object(audio.object))
         let root = fixture.directory + "/game"
         #expect(
             try CLI.run([
@@ -239,7 +240,7 @@ struct BundleChoiceTests {
         let rest = try CLI.run(["sync", "--install", root, "--json"])
         #expect(rest.status == 0, "\(rest.stderr)")
         let requiredObjects = Set(
-            manifest.files.filter { $0.bundle != "hd-audio" }.map { "/" + ObjectID.path($0.object) })
+            manifest.files.filter { $0.bundle != "hd-audio" }.map { "/" + OriginLayout.object($0.object) })
         #expect(
             !nginx.requests().contains { requiredObjects.contains($0.path) }, "the required part is not fetched again")
         let second = try CLI.run(["launch", "--install", root, "--", "/bin/sh", "-c", game])

@@ -23,8 +23,8 @@ struct PruneTests {
         var paths: Set<String> = ["targets/\(target[...slash])\(hash).\(target[target.index(after: slash)...])"]
         let data = try Data(contentsOf: URL(fileURLWithPath: origin + "/" + paths.first!))
         let manifest = try Manifest.decode(data, what: target)
-        paths.formUnion(manifest.files.filter { !$0.chunks.isEmpty }.map { ObjectID.path($0.object) })
-        paths.formUnion((manifest.deltas ?? []).map { ObjectID.path($0.object) })
+        paths.formUnion(manifest.files.filter { !$0.chunks.isEmpty }.map { OriginLayout.object($0.object) })
+        paths.formUnion((manifest.deltas ?? []).map { OriginLayout.object($0.object) })
         paths.formUnion((file.custom?.manifestDeltas ?? []).map { "objects/\($0.object.prefix(2))/\($0.object).bin" })
         return paths
     }

@@ -45,7 +45,9 @@ struct ReleaseTests {
         let target = try #require(try Repository.load(origin: fixture.origin).targetFiles["manifests/live/1.1.json.gz"])
         #expect(target.custom?.promotedFrom == "beta" && target.custom?.sequence == 2)
         let manifestDeltas = Set(
-            (target.custom?.manifestDeltas ?? []).map { SHA256Digest(hex: $0.object).map(ObjectID.path) ?? "?" })
+            (target.custom?.manifestDeltas ?? []).map {
+                SHA256Digest(hex: $0.object).map { OriginLayout.object($0) } ?? "?"
+            })
         #expect(
             try Self.objects(fixture.origin).subtracting(before).map { "objects/" + $0 }.allSatisfy(
                 manifestDeltas.contains),

@@ -71,7 +71,7 @@ struct ResilienceTests {
             what: "manifest")
         let old = Set(try treeFacts(install.root + "/current").values.map(\.sha256))
         let target = try #require(manifest.files.filter { !old.contains($0.sha256.hex) }.max { $0.size < $1.size })
-        let objectPath = fixture.origin + "/" + ObjectID.path(target.object)
+        let objectPath = fixture.origin + "/" + OriginLayout.object(target.object)
         var bytes = try Data(contentsOf: URL(fileURLWithPath: objectPath))
         bytes[bytes.count / 2] ^= 0x40
         try bytes.write(to: URL(fileURLWithPath: objectPath))

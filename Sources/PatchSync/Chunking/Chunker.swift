@@ -70,7 +70,8 @@ public struct Chunker: Sendable {
         while true {
             if !atEnd && end - start < parameters.maxSize {
                 if start > 0 {
-                    buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + start, byteCount: end - start)
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(end - start)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[start..<end]))
                     end -= start
                     start = 0
                 }

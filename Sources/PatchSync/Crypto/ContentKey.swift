@@ -56,17 +56,16 @@ public struct ContentKey: Sendable, Equatable {
         guard let context = EVP_CIPHER_CTX_new() else { throw PatchSyncError(.internal, "EVP_CIPHER_CTX_new failed") }
         defer { EVP_CIPHER_CTX_free(context) }
         var length: Int32 = 0
-        let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        guard let base = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            throw PatchSyncError(.internal, "sealing into an empty buffer")
+        }
         var ok =
             EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, nil, nil) == 1
             && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceBytes), nil) == 1
             && EVP_EncryptInit_ex(context, nil, nil, bytes, nonce) == 1
             && EVP_EncryptUpdate(context, nil, &length, aad, Int32(aad.count)) == 1
-        if ok, plain.count > 0 {
-            ok =
-                EVP_EncryptUpdate(
-                    context, base, &length,
-                    plain.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(plain.count)) == 1
+        if ok, let input = plain.baseAddress?.assumingMemoryBound(to: UInt8.self), plain.count > 0 {
+            ok = EVP_EncryptUpdate(context, base, &length, input, Int32(plain.count)) == 1
         }
         ok =
             ok && EVP_EncryptFinal_ex(context, base + plain.count, &length) == 1
@@ -81,11 +80,11 @@ public struct ContentKey: Sendable, Equatable {
         into out: UnsafeMutableRawBufferPointer
     ) -> Bool {
         guard sealed.count >= Self.tagBytes, out.count >= sealed.count - Self.tagBytes,
+            let input = sealed.baseAddress?.assumingMemoryBound(to: UInt8.self),
             let context = EVP_CIPHER_CTX_new()
         else { return false }
         defer { EVP_CIPHER_CTX_free(context) }
         let count = sealed.count - Self.tagBytes
-        let input = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var tag = [UInt8](UnsafeRawBufferPointer(rebasing: sealed[count...]))
         var length: Int32 = 0
         var ok =
@@ -93,11 +92,8 @@ public struct ContentKey: Sendable, Equatable {
             && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_IVLEN, Int32(Self.nonceBytes), nil) == 1
             && EVP_DecryptInit_ex(context, nil, nil, bytes, nonce) == 1
             && EVP_DecryptUpdate(context, nil, &length, aad, Int32(aad.count)) == 1
-        if ok, count > 0 {
-            ok =
-                EVP_DecryptUpdate(
-                    context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &length, input,
-                    Int32(count)) == 1
+        if ok, count > 0, let output = out.baseAddress?.assumingMemoryBound(to: UInt8.self) {
+            ok = EVP_DecryptUpdate(context, output, &length, input, Int32(count)) == 1
         }
         ok = ok && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagBytes), &tag) == 1
         var final = [UInt8](repeating: 0, count: 16)

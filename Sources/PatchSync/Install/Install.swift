@@ -18,7 +18,6 @@ public struct Install: Sendable {
     var manifestsDirectory: String { layout.manifestsFolder }
     var stagingDirectory: String { layout.stagingFolder }
     var databasePath: String { layout.databaseFile }
-    var lockPath: String { layout.liveLockFile }
     var runningLockPath: String { layout.runningLockFile }
     var buildsDirectory: String { layout.buildsFolder }
     var trashDirectory: String { layout.trashFolder }

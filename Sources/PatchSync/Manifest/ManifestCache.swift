@@ -49,7 +49,7 @@ enum ManifestCache {
             body.integer(file.mode)
             body.digest(file.sha256)
             body.digest(file.object)
-            body.integer(bundles[file.bundle]!)
+            body.integer(bundles[file.bundle, default: 0])
             body.integer(UInt32(file.chunks.count))
             for chunk in file.chunks {
                 body.integer(chunk.offset)
@@ -57,7 +57,7 @@ enum ManifestCache {
                 body.digest(chunk.sha256)
                 body.integer(chunk.objectOffset)
                 body.integer(UInt32(chunk.objectLength))
-                body.integer(UInt8(codecs.firstIndex(of: chunk.codec)!))
+                body.integer(UInt8(codecs.firstIndex(of: chunk.codec) ?? 0))
             }
         }
         var out = Writer()

@@ -184,9 +184,6 @@ public struct PreloadInfo: Codable, Hashable, Sendable {
 /// without the targets key), at `releases/<channel>/<build>.key`.
 enum Releases {
     static let role = "releases"
-    static func keyTarget(channel: String, build: String) -> String {
-        OriginLayout.keyTarget(channel: channel, build: build)
-    }
     /// A key file is a few hundred bytes; a client reads at most this much.
     static let maxKeyBytes: Int64 = 64 << 10
 }

@@ -115,21 +115,24 @@ struct ObjectWriter: Sendable {
 
         init(layout: OriginLayout) { self.layout = layout }
 
-        func next() throws(Errno) {
+        @discardableResult
+        func next() throws(Errno) -> FileDescriptor {
             let temp = layout.incomingObject(UInt64.random(in: 0...UInt64.max))
-            current = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+            let file = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+            current = file
             temps.append(temp)
+            return file
         }
 
-        func write(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
-            if current == nil { try next() }
-            try current!.write(bytes)
+        /// The segment being written, the first one opened when there is none yet.
+        private func open() throws(Errno) -> FileDescriptor {
+            if let current { return current }
+            return try next()
         }
 
-        func write(_ bytes: [UInt8]) throws(Errno) {
-            if current == nil { try next() }
-            try current!.write(bytes)
-        }
+        func write(_ bytes: UnsafeRawBufferPointer) throws(Errno) { try open().write(bytes) }
+
+        func write(_ bytes: [UInt8]) throws(Errno) { try open().write(bytes) }
 
         func removeAll() { for temp in temps { try? FileSystem.remove(temp) } }
     }
@@ -212,9 +215,7 @@ struct ObjectWriter: Sendable {
             do {
                 if compressed { try output?.write(packed) } else { try output?.write(bytes) }
             } catch { throw PatchSyncError.wrap(error) }
-            if collected != nil {
-                if compressed { collected!.append(contentsOf: packed) } else { collected!.append(contentsOf: bytes) }
-            }
+            if compressed { collected?.append(contentsOf: packed) } else { collected?.append(contentsOf: bytes) }
             chunks.append(
                 ChunkEntry(
                     offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),

@@ -49,7 +49,7 @@ final class PreloadStore: Sendable {
         if has(range) { return 0 }
         let final = path(range)
         let fetched = try await origin.download(
-            ObjectID.path(range.object), to: InstallLayout.partial(final), length: range.length,
+            OriginLayout.object(range.object), to: InstallLayout.partial(final), length: range.length,
             sha256: range.sha256, offset: range.offset, progress: progress)
         do {
             try FileSystem.rename(InstallLayout.partial(final), final)

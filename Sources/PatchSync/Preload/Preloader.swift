@@ -239,7 +239,7 @@ struct Preloader: Sendable {
         var found: [String: TargetFile] = [:]
         for build in plan.keys.keys.sorted() {
             found[build] = try await client.findTarget(
-                Releases.keyTarget(channel: plan.channel, build: build), in: trusted)
+                OriginLayout.keyTarget(channel: plan.channel, build: build), in: trusted)
         }
         return found
     }
@@ -253,7 +253,7 @@ struct Preloader: Sendable {
             throw PatchSyncError(
                 .refusedData, "the released key of \(build) is over \(Releases.maxKeyBytes) bytes or has no sha256")
         }
-        let path = OriginLayout.targetFile(Releases.keyTarget(channel: plan.channel, build: build), sha256: hash)
+        let path = OriginLayout.targetFile(OriginLayout.keyTarget(channel: plan.channel, build: build), sha256: hash)
         let key = try ContentKey.read(
             try await origin.signed(path, length: file.length, sha256: hash),
             what: "the released key of \(build)", build: build)

@@ -14,9 +14,9 @@ enum BuildContents {
         for delta in file.custom?.manifestDeltas ?? [] { paths.insert(OriginLayout.object(hex: delta.object)) }
         if file.custom?.preload != nil {  // its plan names every object it needs, sealed or shared
             let plan = try Repository.plan(in: origin, path, file)
-            paths.insert(ObjectID.path(plan.manifest.sealed))
-            for object in plan.objects { paths.insert(ObjectID.path(object.sealed)) }
-            for object in plan.sharedObjects { paths.insert(ObjectID.path(object)) }
+            paths.insert(OriginLayout.object(plan.manifest.sealed))
+            for object in plan.objects { paths.insert(OriginLayout.object(object.sealed)) }
+            for object in plan.sharedObjects { paths.insert(OriginLayout.object(object)) }
             return paths
         }
         // Read without the clients' validation: what a manifest clients refuse names is kept all the same.

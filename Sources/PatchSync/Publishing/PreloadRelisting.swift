@@ -43,7 +43,7 @@ struct PreloadRelisting {
     /// refused by name when it is in neither.
     func key(of preload: ChannelListing.Build, channel: String, repo: Repository) throws(PatchSyncError) -> ContentKey {
         let build = preload.info.buildId
-        let keyTarget = Releases.keyTarget(channel: channel, build: build)
+        let keyTarget = OriginLayout.keyTarget(channel: channel, build: build)
         if let released = repo.releasedKeys[keyTarget] {
             return try ContentKey.read(
                 try Repository.targetData(in: origin, keyTarget, released), what: "the released key of \(build)",

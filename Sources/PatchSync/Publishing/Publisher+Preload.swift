@@ -208,7 +208,8 @@ extension Publisher {
             routes[route.from] = plan.manifest.length + Set(route.bundles.values.joined()).reduce(0) { $0 + $1.length }
         }
         return PreloadReport(
-            releaseAt: info.preload!.releaseAt, keyFile: sealing.keyFile, sealedObjects: sealing.written,
+            releaseAt: options.preload?.releaseAt ?? options.now, keyFile: sealing.keyFile,
+            sealedObjects: sealing.written,
             sealedBytes: sealing.bytesWritten, routes: routes)
     }
 

@@ -350,7 +350,9 @@ public struct Publisher: Sendable {
         func take(_ index: Int) throws(PatchSyncError) -> Prepared {
             let result = lock.withLock(when: { $0.results[index] != nil || $0.failure != nil }) { state in
                 if let failure = state.failure { return Result<Prepared, PatchSyncError>.failure(failure) }
-                let result = state.results.removeValue(forKey: index)!
+                guard let result = state.results.removeValue(forKey: index) else {
+                    return .failure(PatchSyncError(.internal, "file \(index) was taken twice"))
+                }
                 if case .success(.small(_, let stored)) = result { state.heldBytes -= stored.count }
                 state.taken = index + 1
                 return result

@@ -384,9 +384,10 @@ public final class ShareServer: Sendable {
     }
 
     static func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
         var sent = 0
         while sent < bytes.count {
-            let n = Glibc.send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            let n = Glibc.send(fd, base + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { return false }
             sent += n

@@ -79,13 +79,12 @@ extension Plan {
             for (index, chunk) in file.chunks.enumerated()
             where !done.contains(StateStore.ChunkRef(path: file.path, index: index)) {
                 let destination = Destination(path: file.path, index: index, offset: chunk.offset)
-                if needs[chunk.sha256] == nil {
-                    needs[chunk.sha256] = Need(
-                        chunk: chunk, object: file.object, destinations: [],
-                        rank: ranks[file.bundle] ?? 0)
-                    order.append(chunk.sha256)
-                }
-                needs[chunk.sha256]!.destinations.append(destination)
+                if needs[chunk.sha256] == nil { order.append(chunk.sha256) }
+                needs[
+                    chunk.sha256,
+                    default: Need(chunk: chunk, object: file.object, destinations: [], rank: ranks[file.bundle] ?? 0)
+                ]
+                .destinations.append(destination)
             }
         }
         for sha in order {
@@ -100,8 +99,8 @@ extension Plan {
     func requests(gap: Int64, maxBytes: Int64, naming: ObjectNaming = .current) -> [[Need]] {
         let byObject = Dictionary(grouping: fetch, by: \.object)
         var requests: [[Need]] = []
-        for object in byObject.keys.sorted() {
-            let sorted = byObject[object]!.sorted { $0.chunk.objectOffset < $1.chunk.objectOffset }
+        for (_, needs) in byObject.sorted(by: { $0.key < $1.key }) {
+            let sorted = needs.sorted { $0.chunk.objectOffset < $1.chunk.objectOffset }
             var current: [Need] = []
             for need in sorted {
                 if let first = current.first, let last = current.last {

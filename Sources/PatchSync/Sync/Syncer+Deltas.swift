@@ -103,7 +103,7 @@ extension Syncer {
             let path = install.manifestPath(current)
             let old = try Zlib.gunzip(
                 try FileSystem.read(path, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: path)
-            let stored = try await origin.signed(ObjectID.path(object), length: delta.length, sha256: object.hex)
+            let stored = try await origin.signed(OriginLayout.object(object), length: delta.length, sha256: object.hex)
             var instructions = [UInt8](repeating: 0, count: delta.size)
             let inflated = stored.withUnsafeBytes { s in
                 instructions.withUnsafeMutableBytes { Zlib.inflate(s, into: $0) }

@@ -265,7 +265,8 @@ public struct Syncer: Sendable {
                 target.info.preload == nil
                 ? false
                 : try await client.findTarget(
-                    Releases.keyTarget(channel: target.info.channel, build: target.info.buildId), in: trusted) != nil
+                    OriginLayout.keyTarget(channel: target.info.channel, build: target.info.buildId), in: trusted)
+                    != nil
             builds.append((try ChannelBuild(target, released: released), target))
         }
         return builds

@@ -55,8 +55,7 @@ final class UpdateTotals: Sendable {
         let planChunks = Set(plan.fetch.map(\.chunk.sha256) + plan.local.map(\.0.chunk.sha256))
         var later: [String: Int64] = [:]
         var laterTotal: Int64 = 0
-        for next in steps.dropFirst(index + 1) {
-            let previous = steps[steps.firstIndex(of: next)! - 1]
+        for (previous, next) in zip(steps.dropFirst(index), steps.dropFirst(index + 1)) {
             let adds = next.filter { !previous.contains($0) }
             let files = manifest.selecting(adds)
             let laterPlan = Plan(manifest: files, live: live.linkable, liveChunks: live.chunks, done: [])

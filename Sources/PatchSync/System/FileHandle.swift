@@ -68,9 +68,10 @@ final class FileDescriptor: @unchecked Sendable {
 
     /// pread(2) until `buffer` is full; fails on a short file.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) {
+        guard let base = buffer.baseAddress else { return }
         var done = 0
         while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            let n = pread(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
             if n < 0 && errno == EINTR { continue }
             if n < 0 { throw Errno(errno, "reading", path) }
             if n == 0 { throw Errno(EIO, "reading (file shorter than expected)", path) }
@@ -80,9 +81,10 @@ final class FileDescriptor: @unchecked Sendable {
 
     /// pwrite(2) of all of `buffer` at `offset`.
     func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
+        guard let base = buffer.baseAddress else { return }
         var done = 0
         while done < buffer.count {
-            let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            let n = pwrite(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
             if n < 0 && errno == EINTR { continue }
             if n < 0 { throw Errno(errno, "writing", path) }
             done += n
@@ -91,9 +93,10 @@ final class FileDescriptor: @unchecked Sendable {
 
     /// write(2) of all of `buffer` at the current position.
     func write(_ buffer: UnsafeRawBufferPointer) throws(Errno) {
+        guard let base = buffer.baseAddress else { return }
         var done = 0
         while done < buffer.count {
-            let n = Foundation.write(fd, buffer.baseAddress! + done, buffer.count - done)
+            let n = Foundation.write(fd, base + done, buffer.count - done)
             if n < 0 && errno == EINTR { continue }
             if n < 0 { throw Errno(errno, "writing", path) }
             done += n

@@ -17,7 +17,7 @@ enum PathRule {
     /// The folder part (before the last byte `/`, "" for none) and the last component.
     static func split(_ path: String) -> (folder: String, name: String) {
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return ("", path) }
-        return (String(path.utf8[..<slash])!, String(path.utf8[path.utf8.index(after: slash)...])!)
+        return (String(path[..<slash]), String(path[path.index(after: slash)...]))
     }
 
     /// The folders that hold `path`, innermost last ("a", "a/b" for "a/b/c").
@@ -25,7 +25,7 @@ enum PathRule {
         var result: [String] = []
         var index = path.utf8.startIndex
         while let slash = path.utf8[index...].firstIndex(of: UInt8(ascii: "/")) {
-            result.append(String(path.utf8[..<slash])!)
+            result.append(String(path[..<slash]))
             index = path.utf8.index(after: slash)
         }
         return result

@@ -105,7 +105,7 @@ enum Zlib {
                     stream.next_out = dst.baseAddress
                     stream.avail_out = uInt(dst.count)
                     status = CZlib.inflate(&stream, Z_NO_FLUSH)
-                    output.append(dst.baseAddress!, count: dst.count - Int(stream.avail_out))
+                    output.append(contentsOf: dst[0..<(dst.count - Int(stream.avail_out))])
                 }
             }
         }

@@ -101,12 +101,12 @@ public indirect enum JSONValue: Hashable, Sendable, Codable {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            let keys = members.keys.sorted { $0.unicodeScalars.lexicographicallyPrecedes($1.unicodeScalars) }
-            for (n, key) in keys.enumerated() {
+            let sorted = members.sorted { $0.key.unicodeScalars.lexicographicallyPrecedes($1.key.unicodeScalars) }
+            for (n, (key, value)) in sorted.enumerated() {
                 if n > 0 { out.append(UInt8(ascii: ",")) }
                 Self.writeString(key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                try members[key]!.writeCanonical(into: &out)
+                try value.writeCanonical(into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }

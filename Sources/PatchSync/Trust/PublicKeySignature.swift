@@ -33,17 +33,6 @@ enum PublicKeySignature {
         }
     }
 
-    /// Whether PatchSync can verify signatures of this key type and scheme.
-    static func supports(_ key: TUFKey) -> Bool {
-        switch (key.keytype, key.scheme) {
-        case ("ed25519", "ed25519"), ("ecdsa", "ecdsa-sha2-nistp256"), ("ecdsa-sha2-nistp256", "ecdsa-sha2-nistp256"),
-            ("rsa", "rsassa-pss-sha256"):
-            return true
-        default:
-            return false
-        }
-    }
-
     private static func withPEM(_ pem: String, _ body: (OpaquePointer) -> Bool) -> Bool {
         let bytes = Array(pem.utf8)
         guard bytes.count < 16_384 else { return false }

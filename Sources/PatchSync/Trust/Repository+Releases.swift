@@ -26,7 +26,7 @@ extension Repository {
 
     /// Whether build `build` of `channel` has its content key released.
     public func isReleased(channel: String, build: String) -> Bool {
-        releasedKeys[Releases.keyTarget(channel: channel, build: build)] != nil
+        releasedKeys[OriginLayout.keyTarget(channel: channel, build: build)] != nil
     }
 
     /// Whether the build a target lists is installable: not a preload, or a preload whose key is released.
@@ -90,7 +90,7 @@ extension Repository {
                 remedy: "release \(other) first (`patchsync repo release \(other)`), or together")
         }
         try addRelease(
-            data, target: Releases.keyTarget(channel: channel, build: build), online: online,
+            data, target: OriginLayout.keyTarget(channel: channel, build: build), online: online,
             lifetimes: lifetimes, now: now)
         if resigning { try resign(key: online, lifetimes: lifetimes, now: now) }
     }

@@ -168,8 +168,9 @@ extension Repository {
         let keyData: Data
         if let keyPath, FileSystem.exists(keyPath) {
             keyData = try FileSystem.read(keyPath, limit: Int(Releases.maxKeyBytes))
-        } else if let key = released[Releases.keyTarget(channel: info.channel, build: info.buildId)] {
-            keyData = try targetData(in: origin, Releases.keyTarget(channel: info.channel, build: info.buildId), key)
+        } else if let key = released[OriginLayout.keyTarget(channel: info.channel, build: info.buildId)] {
+            keyData = try targetData(
+                in: origin, OriginLayout.keyTarget(channel: info.channel, build: info.buildId), key)
         } else {
             throw PatchSyncError(
                 .usage,

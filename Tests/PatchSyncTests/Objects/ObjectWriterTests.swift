@@ -29,7 +29,7 @@ struct ObjectWriterTests {
             #expect(file.object == (try SHA256Digest.of(file: build + "/" + file.path)))
             let size =
                 try FileManager.default.attributesOfItem(
-                    atPath: fixture.origin + "/" + ObjectID.path(file.object))[.size] as? Int
+                    atPath: fixture.origin + "/" + OriginLayout.object(file.object))[.size] as? Int
             #expect(size == file.chunks.reduce(0) { $0 + $1.objectLength })
         }
     }
@@ -90,7 +90,7 @@ struct ObjectWriterTests {
         let changed = fixture.directory + "/build-changed"
         try FileManager.default.copyItem(atPath: build, toPath: changed)
         try Data(repeating: 0x5a, count: 300_000).write(to: URL(fileURLWithPath: changed + "/" + file.path))
-        let leftover = fixture.origin + "/" + ObjectID.path(try SHA256Digest.of(file: changed + "/" + file.path))
+        let leftover = fixture.origin + "/" + OriginLayout.object(try SHA256Digest.of(file: changed + "/" + file.path))
         try FileManager.default.createDirectory(
             atPath: (leftover as NSString).deletingLastPathComponent,
             withIntermediateDirectories: true)
@@ -143,7 +143,7 @@ struct ObjectWriterTests {
         try FileManager.default.createDirectory(atPath: incoming, withIntermediateDirectories: true)
         for i in 0..<8 {
             let content = Data("object \(i % 7)".utf8)  // 7 and 0 have the same content
-            let final = fixture.origin + "/" + ObjectID.path(SHA256Digest.of(content))
+            let final = fixture.origin + "/" + OriginLayout.object(SHA256Digest.of(content))
             let temp = incoming + "/\(i)"
             try content.write(to: URL(fileURLWithPath: temp))
             if i == 2 {  // a leftover at this object's path, from a publish that stopped early
@@ -189,7 +189,8 @@ struct ObjectWriterTests {
         // Each chunk's stored bytes sit in its pack at its offset and inflate to the chunk.
         let inflater = Decompressor()
         for file in small.prefix(50) {
-            let pack = try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + ObjectID.path(file.object)))
+            let pack = try Data(
+                contentsOf: URL(fileURLWithPath: fixture.origin + "/" + OriginLayout.object(file.object)))
             #expect(SHA256Hasher.hash(pack) == file.object, "a pack is named by its SHA-256")
             for chunk in file.chunks {
                 let stored = pack[Int(chunk.objectOffset)..<(Int(chunk.objectOffset) + chunk.objectLength)]
@@ -235,7 +236,7 @@ struct ObjectWriterTests {
         try fixture.publish(build, id: "1")
         let manifest = try Self.manifest(fixture, "1")
         let packed = try #require(manifest.files.first { $0.object != $0.sha256 && !$0.chunks.isEmpty })
-        let path = fixture.origin + "/" + ObjectID.path(packed.object)
+        let path = fixture.origin + "/" + OriginLayout.object(packed.object)
         var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         let at = Int(packed.chunks[0].objectOffset) + packed.chunks[0].objectLength / 2
         bytes[at] ^= 0x5a

@@ -94,7 +94,7 @@ struct DeltaSyncTests {
         let seenBytes = Mutex<[Int64]>([])
         let origin = try Origin(mirrors: [fixture.fileRemote], client: try HTTPClient())
         _ = try await origin.download(
-            ObjectID.path(pack.object), to: fixture.directory + "/pack", length: pack.length,
+            OriginLayout.object(pack.object), to: fixture.directory + "/pack", length: pack.length,
             sha256: pack.object
         ) { have in seenBytes.withLock { $0.append(have) } }
         let bytes = seenBytes.withLock { $0 }
@@ -171,7 +171,7 @@ struct DeltaSyncTests {
         try FileManager.default.createDirectory(
             atPath: fixture.origin + "/objects/" + sha.hex.prefix(2),
             withIntermediateDirectories: true)
-        try FileManager.default.moveItem(atPath: packPath, toPath: fixture.origin + "/" + ObjectID.path(sha))
+        try FileManager.default.moveItem(atPath: packPath, toPath: fixture.origin + "/" + OriginLayout.object(sha))
         manifest2.deltas = [DeltaSource(from: try BuildID("1"), object: sha, length: writer.length, files: wrong.count)]
         try publisher.writer.write(manifest2, target: target, repo: &repo)
 
@@ -203,7 +203,9 @@ struct DeltaSyncTests {
             try Repository.manifest(in: publisher.options.origin, target, repo.targetFiles[target]!).deltas?.first)
         let manifestDelta = try #require(repo.targetFiles[target]?.custom?.manifestDeltas?.first)
         // Both the pack and the manifest delta are damaged: the sync falls back to the whole manifest and chunks.
-        for path in [ObjectID.path(pack.object), ObjectID.path(try #require(SHA256Digest(hex: manifestDelta.object)))] {
+        for path in [
+            OriginLayout.object(pack.object), OriginLayout.object(try #require(SHA256Digest(hex: manifestDelta.object)))
+        ] {
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: fixture.origin + "/" + path)))
             bytes[bytes.count - 10] ^= 0x01
             try Data(bytes).write(to: URL(fileURLWithPath: fixture.origin + "/" + path))

@@ -37,7 +37,7 @@ private struct PreloadWorld {
     func signRelease(_ keyFile: Data, build: String) throws {
         var repo = try Repository.load(origin: fixture.origin)
         try repo.addRelease(
-            keyFile, target: Releases.keyTarget(channel: "live", build: build), online: fixture.onlineKey,
+            keyFile, target: OriginLayout.keyTarget(channel: "live", build: build), online: fixture.onlineKey,
             lifetimes: .init(), now: Date())
         try repo.resign(key: fixture.onlineKey, lifetimes: .init(), now: Date())
     }
@@ -137,7 +137,7 @@ struct PreloadRefusalTests {
         let sealed = Set(plan.objects.map(\.sealed))
         let range = try #require(
             plan.routes.first { $0.from == "1" }?.bundles.values.joined().first { sealed.contains($0.object) })
-        let inOrigin = world.fixture.origin + "/" + ObjectID.path(range.object)
+        let inOrigin = world.fixture.origin + "/" + OriginLayout.object(range.object)
         let at = Int(range.offset + range.length / 2)
         try flipByte(inOrigin, at: at)
         await #expect { try await world.sync() } throws: { ($0 as? PatchSyncError)?.code == .refusedData }

@@ -272,42 +272,28 @@ public struct Syncer: Sendable {
         return builds
     }
 
-    /// Stages `target` (the channel's build to install): its manifest, then one deployment per step.
+    /// Stages `target` (the channel's build to install): gather what the install holds, decide (the
+    /// fast path when it is up to date, held back), fetch or unlock its manifest, then perform one
+    /// deployment per step. Housekeeping runs once at the end of the run.
     private func stage(
         _ target: ManifestTarget, trusted: TrustedMetadata, context: SyncContext,
         keepPreload: Bool
     ) async throws(PatchSyncError) -> SyncReport {
         var context = context
-        let (state, config, client, onEvent) = (context.state, context.config, context.origin.client, context.onEvent)
+        let state = context.state
         var report = SyncReport(outcome: .upToDate, buildId: target.info.buildId, sequence: target.info.sequence)
         report.rollback = target.info.rollback
         guard let sha = target.file.hashes["sha256"] else {
             throw PatchSyncError(.refusedData, "target \(target.path) has no sha256")
         }
+        // Gather.
         let recorded = try state.read()
         let build = try ChannelBuild(target, released: target.info.preload != nil)
-        if let (summary, selection) = LiveDecision.upToDate(
-            build, state: recorded, chosen: config.bundles, excluded: config.excludedBundles ?? []),
-            let current = recorded.current, install.currentDeployment() == current,
-            FileSystem.exists(install.buildDirectory(current))
+        // Decide.
+        if let upToDate = try upToDate(build, sha: sha, recorded: recorded, context: context, keepPreload: keepPreload)
         {
-            // Up to date: the signed target names the live manifest, and its record says which bundles the
-            // build has. No manifest is read, whatever the number of files.
-            try dropPreloadNoLongerOffered(recorded, keepPreload: keepPreload, state: state)
-            if recorded.newestManifest != sha || recorded.update != nil {
-                try state.update { s in
-                    s.recordNewest(sha)
-                    s.recordUpdate(nil)
-                }
-            }
-            try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
-            report.bundles = selection.wanted
-            report.droppedBundles = selection.dropped
-            onEvent(
-                .bundles(
-                    try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary) {
-                        nil
-                    }))
+            report.bundles = upToDate.wanted
+            report.droppedBundles = upToDate.dropped
             return report
         }
         let local = target.info.preload == nil ? localManifest(sha, recorded) : nil
@@ -316,13 +302,14 @@ public struct Syncer: Sendable {
             report.outcome = .heldBack
             return report
         }
+        // Perform: the manifest, then the steps.
         let manifest: Manifest, data: Data
         if target.info.preload != nil {
             // A preload: fetched ahead, sealed; staged like any build once signed metadata releases it.
             let preloaded = try await context.preloader(now: now).preload(target, trusted: trusted)
             report.record(preloaded)
             guard let unlocked = preloaded.unlocked else {
-                report.bytesReceived = client.bytesReceived
+                report.bytesReceived = context.origin.client.bytesReceived
                 return report
             }
             (manifest, data) = (unlocked.manifest, unlocked.data)
@@ -335,6 +322,50 @@ public struct Syncer: Sendable {
                 (manifest, data) = try await fetchManifest(target, origin: context.origin)
             }
         }
+        try await stageSteps(manifest, data: data, sha: sha, build: build, context: context, report: &report)
+        // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
+        try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
+        if let source = context.sealed { source.store.prune(keeping: source.keep) }
+        report.bytesReceived = context.origin.client.bytesReceived
+        return report
+    }
+
+    /// The fast path: when the signed target names the live manifest and its record says which bundles
+    /// the build has, nothing is staged and no manifest is read, whatever the number of files. Returns
+    /// the bundles chosen then; nil when there is something to stage.
+    private func upToDate(
+        _ build: ChannelBuild, sha: String, recorded: InstallState, context: SyncContext, keepPreload: Bool
+    ) throws(PatchSyncError) -> BundleSelection? {
+        let (state, config) = (context.state, context.config)
+        guard
+            let (summary, selection) = LiveDecision.upToDate(
+                build, state: recorded, chosen: config.bundles, excluded: config.excludedBundles ?? []),
+            let current = recorded.current, install.currentDeployment() == current,
+            FileSystem.exists(install.buildDirectory(current))
+        else { return nil }
+        try dropPreloadNoLongerOffered(recorded, keepPreload: keepPreload, state: state)
+        if recorded.newestManifest != sha || recorded.update != nil {
+            try state.update { s in
+                s.recordNewest(sha)
+                s.recordUpdate(nil)
+            }
+        }
+        try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
+        let progress = try install.bundleProgress(state: state.read(), selection: selection, sha: sha, summary: summary)
+        {
+            nil
+        }
+        context.onEvent(.bundles(progress))
+        return selection
+    }
+
+    /// Stages `manifest` one step of bundles at a time, each as its own deployment that the state
+    /// decides on (``LiveDecision/step``): the required bundles first, so the build is playable soonest.
+    private func stageSteps(
+        _ manifest: Manifest, data: Data, sha: String, build: ChannelBuild, context: SyncContext,
+        report: inout SyncReport
+    ) async throws(PatchSyncError) {
+        let (state, config, onEvent) = (context.state, context.config, context.onEvent)
         let selection = config.selection(of: manifest)
         let all = BundleSelection(manifest, chosen: nil).wanted
         report.bundles = selection.wanted
@@ -357,28 +388,13 @@ public struct Syncer: Sendable {
             switch step {
             case .heldBack:
                 report.outcome = .heldBack
-                return report
+                return
             case .upToDate, .alreadyReady:
                 if !staged { report.outcome = step.outcome }
             case .stage(let identity):
-                do { try FileSystem.writeAtomically(data, to: install.manifestPath(identity.name)) } catch {
-                    throw PatchSyncError.wrap(error)
-                }
-                // Decoded once: the next patch, verify or repair loads it without a JSON parser.
-                try? ManifestCache.write(manifest, sha: sha, to: install.layout.manifestCache(identity.name))
-                try Housekeeping(install: install, state: state, stagingHeld: true)
-                    .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
-                onEvent(
-                    .phase(
-                        .comparing,
-                        "comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"
-                    ))
-                let deployment = StagedBuild(identity, in: install, state: state)
-                var stepReport = SyncReport(outcome: .ready, buildId: report.buildId, sequence: report.sequence)
-                try await stage(
-                    manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport,
-                    step: bundles)
-                report.add(stepReport)
+                try await stageStep(
+                    manifest, data: data, sha: sha, bundles: bundles, identity: identity, live: live,
+                    context: context, report: &report)
                 staged = true
                 report.outcome = .ready
                 live = try install.liveTrees(state: state)
@@ -394,11 +410,30 @@ public struct Syncer: Sendable {
             // records from before summaries: the next up-to-date sync reads no manifest
             s.recordSummary(summary, for: sha)
         }
-        // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
-        try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
-        if let source = context.sealed { source.store.prune(keeping: source.keep) }
-        report.bytesReceived = client.bytesReceived
-        return report
+    }
+
+    /// One step: the manifest kept beside the deployment (and its decoded cache), then the bundles staged.
+    private func stageStep(
+        _ manifest: Manifest, data: Data, sha: String, bundles: [String], identity: DeploymentIdentity,
+        live: LiveTree, context: SyncContext, report: inout SyncReport
+    ) async throws(PatchSyncError) {
+        do { try FileSystem.writeAtomically(data, to: install.manifestPath(identity.name)) } catch {
+            throw PatchSyncError.wrap(error)
+        }
+        // Decoded once: the next patch, verify or repair loads it without a JSON parser.
+        try? ManifestCache.write(manifest, sha: sha, to: install.layout.manifestCache(identity.name))
+        try Housekeeping(install: install, state: context.state, stagingHeld: true)
+            .runIfFree(keepPacks: Set((manifest.deltas ?? []).map(\.object.hex)))
+        context.onEvent(
+            .phase(
+                .comparing,
+                "comparing build \(manifest.buildId) (\(bundles.joined(separator: ", "))) with the installed files"))
+        let deployment = StagedBuild(identity, in: install, state: context.state)
+        var stepReport = SyncReport(outcome: .ready, buildId: report.buildId, sequence: report.sequence)
+        try await stage(
+            manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport,
+            step: bundles)
+        report.add(stepReport)
     }
 
     /// A preload the channel no longer offers goes: its record and its store.

@@ -15,7 +15,7 @@ struct LaunchHandleTests {
         try FileManager.default.createDirectory(atPath: folder + "/data", withIntermediateDirectories: true)
         try Data("build \(number)\n".utf8).write(to: URL(fileURLWithPath: folder + "/data/version.txt"))
         let script = folder + "/bin/game"
-        try Data("#!/bin/sh\necho \"pwd=$(pwd -P)\"\necho started >&2\nexec sleep ${GAME_SECONDS:-30}\n".utf8).write(
+        try Data("#!/bin/sh\necho \"pwd=$(pwd -P)\"\necho started >&2\nexec sleep ${GAME_SECONDS:-600}\n".utf8).write(
             to: URL(fileURLWithPath: script))
         chmod(script, 0o755)
         return folder

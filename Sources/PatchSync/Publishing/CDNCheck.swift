@@ -25,24 +25,7 @@ public enum CDNCheck {
             found.append(Repository.ListingProblem(kind: kind, channel: "", buildId: "", problem: text, fix: fix))
         }
         let objects = try BuildContents.files(of: origin).filter { OriginLayout.isObject($0.path) }
-        let plain = objects.filter { !$0.path.hasSuffix("." + ObjectNaming.fileExtension) }
-        if let first = plain.first {
-            problem(
-                .uncacheableName,
-                "\(plain.count) objects have no extension a CDN caches by default (\(first.path)): they were published "
-                    + "by an older PatchSync, and every player's request for them reaches the origin",
-                fix:
-                    "publish the builds that need them again with this PatchSync and `patchsync repo prune` the old ones, "
-                    + "or add a cache rule for objects/*")
-        }
-        let large = objects.filter { $0.bytes > ObjectNaming.segmentBytes }
-        if let first = large.max(by: { $0.bytes < $1.bytes }) {
-            problem(
-                .oversizedObject,
-                "\(large.count) objects are over \(ByteCount.format(ObjectNaming.segmentBytes)) (\(first.path), "
-                    + "\(ByteCount.format(first.bytes))): common CDN plans do not cache files over 512 MB",
-                fix: "publish those builds again with this PatchSync, which cuts objects in segments")
-        }
+        found += namingProblems(objects)
         let client: HTTPClient
         do { client = try HTTPClient() } catch { throw PatchSyncError.wrap(error) }
         // The largest objects: those a CDN is likeliest to refuse, and where a miss costs most.
@@ -50,13 +33,7 @@ public enum CDNCheck {
         var misses: [String] = [], ignored: [String] = []
         for object in sampled where object.bytes > 0 {
             let length = min(object.bytes, rangeBytes)
-            let expected: Data
-            do {
-                let file = try FileDescriptor(path: layout.path(object.path), flags: O_RDONLY)
-                var bytes = [UInt8](repeating: 0, count: Int(length))
-                let read = try file.read(into: &bytes)
-                expected = Data(bytes.prefix(read))
-            } catch { throw PatchSyncError.wrap(error) }
+            let expected = try firstBytes(of: layout.path(object.path), length: length)
             var answers: [(TransferResponse, Data)] = []
             for _ in 0..<2 {
                 let sink = DataSink()
@@ -80,6 +57,54 @@ public enum CDNCheck {
             if answers.contains(where: { $0.0.status == 200 }) { ignored.append(object.path) }
             if !isHit(answers[1].0.headers) { misses.append(object.path) }
         }
+        found += servingProblems(base: base, ignored: ignored, misses: misses)
+        try await checkMetadata(
+            base: base, layout: layout, client: client, maxAge: metadataMaxAge, now: now, problem: problem)
+        return found
+    }
+
+    private static func listing(_ kind: Repository.ListingProblem.Kind, _ text: String, fix: String)
+        -> Repository.ListingProblem
+    {
+        Repository.ListingProblem(kind: kind, channel: "", buildId: "", problem: text, fix: fix)
+    }
+
+    /// What the objects' names and sizes cost behind a CDN: names it does not cache by default, objects
+    /// over what common plans cache.
+    private static func namingProblems(_ objects: [(path: String, bytes: Int64)]) -> [Repository.ListingProblem] {
+        var found: [Repository.ListingProblem] = []
+        func problem(_ kind: Repository.ListingProblem.Kind, _ text: String, fix: String) {
+            found.append(listing(kind, text, fix: fix))
+        }
+        let plain = objects.filter { !$0.path.hasSuffix("." + ObjectNaming.fileExtension) }
+        if let first = plain.first {
+            problem(
+                .uncacheableName,
+                "\(plain.count) objects have no extension a CDN caches by default (\(first.path)): they were published "
+                    + "by an older PatchSync, and every player's request for them reaches the origin",
+                fix:
+                    "publish the builds that need them again with this PatchSync and `patchsync repo prune` the old ones, "
+                    + "or add a cache rule for objects/*")
+        }
+        let large = objects.filter { $0.bytes > ObjectNaming.segmentBytes }
+        if let first = large.max(by: { $0.bytes < $1.bytes }) {
+            problem(
+                .oversizedObject,
+                "\(large.count) objects are over \(ByteCount.format(ObjectNaming.segmentBytes)) (\(first.path), "
+                    + "\(ByteCount.format(first.bytes))): common CDN plans do not cache files over 512 MB",
+                fix: "publish those builds again with this PatchSync, which cuts objects in segments")
+        }
+        return found
+    }
+
+    /// What the CDN's answers cost: ranges answered with whole objects, objects never served from its cache.
+    private static func servingProblems(base: String, ignored: [String], misses: [String])
+        -> [Repository.ListingProblem]
+    {
+        var found: [Repository.ListingProblem] = []
+        func problem(_ kind: Repository.ListingProblem.Kind, _ text: String, fix: String) {
+            found.append(listing(kind, text, fix: fix))
+        }
         if let first = ignored.first {
             problem(
                 .rangeIgnored,
@@ -97,9 +122,17 @@ public enum CDNCheck {
                 fix: "cache objects/* and targets/* (immutable: `Cache-Control: public, max-age=31536000, immutable`); "
                     + "the README gives the rules for Cloudflare, CloudFront, Fastly and nginx")
         }
-        try await checkMetadata(
-            base: base, layout: layout, client: client, maxAge: metadataMaxAge, now: now, problem: problem)
         return found
+    }
+
+    /// The first `length` bytes of the file at `path`.
+    private static func firstBytes(of path: String, length: Int64) throws(PatchSyncError) -> Data {
+        do {
+            let file = try FileDescriptor(path: path, flags: O_RDONLY)
+            var bytes = [UInt8](repeating: 0, count: Int(length))
+            let read = try file.read(into: &bytes)
+            return Data(bytes.prefix(read))
+        } catch { throw PatchSyncError.wrap(error) }
     }
 
     /// Whether a response's headers say it came from a cache.

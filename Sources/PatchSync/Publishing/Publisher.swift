@@ -103,6 +103,72 @@ public struct Publisher: Sendable {
     public func run(progress: (Int, Int) -> Void = { _, _ in }) throws(PatchSyncError) -> Report {
         var repo = try Repository.open(origin: options.origin, for: "publishing \(options.buildId)")
         try repo.checkSigners(signers)  // before any work: keys that cannot sign would waste it
+        let (folder, check) = try checkFolder(repo)
+        if options.dryRun { return try dryRun(repo, folder: folder, check: check) }
+        let sealing = try options.preload.map { preload throws(PatchSyncError) in
+            try prepareSealing(preload, repo: repo)
+        }
+        defer { if let sealing { try? FileSystem.removeTree(sealing.scratch) } }  // plain new content, beside the key
+        // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
+        let root = sealing?.scratch ?? options.origin
+        let (links, folders) = try folder.entries(bundles: options.bundles)
+        let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
+        let sequence = nextSequence(repo)
+        // Read once, for the delta packs and the manifest deltas, and as known layouts (a republish needs none).
+        let bases = repo.targetFiles[target] == nil ? try deltaBases(repo, sequence: sequence) : []
+        // What a publish killed before its manifest stored is put in place and reused (not for a preload:
+        // its new objects are sealed from a scratch folder).
+        let journal = sealing == nil ? LayoutJournal(origin: options.origin) : nil
+        let recovered = sealing == nil ? LayoutJournal.recover(origin: options.origin) : [:]
+        let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing, recovered: recovered)
+        let (files, written, bytes) = try store(
+            folder.files, into: root, known: known, sealing: sealing, journal: journal, progress: progress)
+        var manifest = Manifest(
+            formatVersion: Manifest.formatVersion, buildId: options.buildId,
+            channel: options.channel, sequence: sequence, chunking: options.chunking,
+            bundles: options.bundles.bundles, files: files, links: links, folders: folders)
+        try Self.checkPublishable(manifest, folder: options.buildDirectory)
+        var report = Report(
+            buildId: options.buildId.value, channel: options.channel.name,
+            sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
+            objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
+            manifestTarget: target)
+        if let existing = repo.targetFiles[target] {
+            report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
+            report.alreadyPublished = true
+            report.warnings = warnings(check, repo)
+            journal?.finish(origin: options.origin)
+            return report
+        }
+        let packs = try deltaPacks(for: files, from: bases, into: root)
+        manifest.deltas = packs.map(\.source)
+        report.deltas = (manifest.deltas ?? []).map {
+            DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length)
+        }
+        if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
+        if let sealing {
+            report.preload = try publishSealed(
+                &manifest, sealing: sealing, bases: bases, packs: packs, target: target,
+                repo: &repo)
+            report.objectsWritten = sealing.written
+            report.objectBytesWritten = sealing.bytesWritten
+        } else {
+            let relisted = try self.writer.write(manifest, target: target, repo: &repo, deltaBases: bases)
+            journal?.finish(origin: options.origin)
+            report.relistedPreloads = relisted
+        }
+        report.warnings = warnings(check, repo)
+        return report
+    }
+
+    /// What the report warns of: the folder's check, manifests skipped as bases, metadata expiring soon.
+    private func warnings(_ check: BuildFolderCheck, _ repo: Repository) -> [String] {
+        check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
+    }
+
+    /// Every check before any work, every problem of the folder at once: the channel, the keys of pending
+    /// preloads a new build lists again, then the folder itself (a preload's key too).
+    private func checkFolder(_ repo: Repository) throws(PatchSyncError) -> (BuildFolder, BuildFolderCheck) {
         try NewChannelCheck.check(options.channel, repo: repo, meant: options.newChannel, command: "publish")
         // A build listed below the channel's pending preloads lists them again above it: their keys first.
         if options.preload == nil {
@@ -114,24 +180,15 @@ public struct Publisher: Sendable {
         let check = BuildFolderCheck.of(folder, portable: options.portable)
         if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
         try checkReplaceMost(folder, repo: repo)
-        if options.dryRun { return try dryRun(repo, folder: folder, check: check) }
-        let sealing = try options.preload.map { preload throws(PatchSyncError) in
-            try prepareSealing(preload, repo: repo)
-        }
-        defer { if let sealing { try? FileSystem.removeTree(sealing.scratch) } }  // plain new content, beside the key
-        // New objects go to the origin, or for a preload to a folder beside its key, sealed from there.
-        let root = sealing?.scratch ?? options.origin
-        let paths = folder.files
-        let (links, folders) = try folder.entries(bundles: options.bundles)
-        let target = Manifest.targetPath(channel: options.channel, buildId: options.buildId)
-        let sequence = nextSequence(repo)
-        // Read once, for the delta packs and the manifest deltas, and as known layouts (a republish needs none).
-        let bases = repo.targetFiles[target] == nil ? try deltaBases(repo, sequence: sequence) : []
-        // What a publish killed before its manifest stored is put in place and reused (not for a preload:
-        // its new objects are sealed from a scratch folder).
-        let journal = sealing == nil ? LayoutJournal(origin: options.origin) : nil
-        let recovered = sealing == nil ? LayoutJournal.recover(origin: options.origin) : [:]
-        let known = try knownObjects(repo, loaded: bases, republishing: target, sealing: sealing, recovered: recovered)
+        return (folder, check)
+    }
+
+    /// Chunks and stores the files' content as objects under `root` (packs for small files), reusing what
+    /// `known` holds; returns the file entries, and the objects and bytes written.
+    private func store(
+        _ paths: [String], into root: String, known: KnownLayouts, sealing: Sealing?,
+        journal: LayoutJournal?, progress: (Int, Int) -> Void
+    ) throws(PatchSyncError) -> (files: [FileEntry], written: Int, bytes: Int64) {
         var writer = ObjectWriter(chunker: try Chunker(options.chunking), codec: options.codec, origin: root)
         writer.journal = journal
         writer.readsBack = { path, layout in StoredObject(path: path).isWhole(layout) }
@@ -160,43 +217,7 @@ public struct Publisher: Sendable {
         }
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1.first?.temp ?? "") }
         let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
-        var manifest = Manifest(
-            formatVersion: Manifest.formatVersion, buildId: options.buildId,
-            channel: options.channel, sequence: sequence, chunking: options.chunking,
-            bundles: options.bundles.bundles, files: files, links: links, folders: folders)
-        try Self.checkPublishable(manifest, folder: options.buildDirectory)
-        var report = Report(
-            buildId: options.buildId.value, channel: options.channel.name,
-            sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
-            objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
-            manifestTarget: target)
-        if let existing = repo.targetFiles[target] {
-            report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
-            report.alreadyPublished = true
-            report.warnings =
-                check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
-            journal?.finish(origin: options.origin)
-            return report
-        }
-        let packs = try deltaPacks(for: files, from: bases, into: root)
-        manifest.deltas = packs.map(\.source)
-        report.deltas = (manifest.deltas ?? []).map {
-            DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length)
-        }
-        if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
-        if let sealing {
-            report.preload = try publishSealed(
-                &manifest, sealing: sealing, bases: bases, packs: packs, target: target,
-                repo: &repo)
-            report.objectsWritten = sealing.written
-            report.objectBytesWritten = sealing.bytesWritten
-        } else {
-            let relisted = try self.writer.write(manifest, target: target, repo: &repo, deltaBases: bases)
-            journal?.finish(origin: options.origin)
-            report.relistedPreloads = relisted
-        }
-        report.warnings = check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
-        return report
+        return (files, written, bytes)
     }
 
     /// The manifest this build folder would get, computed without writing anything (for `diff`).

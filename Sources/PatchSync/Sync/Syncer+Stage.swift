@@ -50,36 +50,8 @@ extension Syncer {
                     manifest: manifest, live: live.linkable, liveChunks: live.chunks,
                     done: try staged.recorded(manifest))
             }
-            var fetchPlan = plan
-            fetchPlan.fetch += try copyLocal(plan.local, files: files)
-            report.buildBytes = manifest.totalSize
-            report.filesLinked = plan.links.count
-            report.filesAssembled = plan.assembled.count
-            report.chunksCopiedLocally = plan.local.count - (fetchPlan.fetch.count - plan.fetch.count)
-            report.chunksFetched = fetchPlan.fetch.count
-            report.bytesPlanned = fetchPlan.bytesToFetch
-            let requests = fetchPlan.requests(
-                gap: context.config.gapBytes, maxBytes: context.config.requestBytes,
-                naming: ObjectNaming(format: manifest.formatVersion))
-            report.requests = requests.count
-            let peersBefore = context.peers?.bytes ?? 0
-            let sources = context.sources(for: manifest)
-            context.onEvent(
-                .phase(
-                    .fetching,
-                    "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"
-                ))
-            try await ChunkFetcher(
-                sources: sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
-                meter: context.meter
-            ).run(requests, total: fetchPlan.bytesToFetch, before: deltas.progressBytes)
-            // The content fetched, as installed: what peers delivered in this step, the origin the rest.
-            let fetched = fetchPlan.fetch.reduce(Int64(0)) {
-                $0 + Int64($1.chunk.length) * Int64($1.destinations.count)
-            }
-            report.bytesFromPeers = (context.peers?.bytes ?? 0) - peersBefore
-            report.bytesFromPreload = sources.reduce(0) { $0 + (($1 as? PreloadChunks)?.delivered.total ?? 0) }
-            report.bytesFromOrigin = fetched - report.bytesFromPeers - report.bytesFromPreload
+            try await fetch(
+                manifest, plan: plan, files: files, context: context, before: deltas.progressBytes, report: &report)
             try files.flush()
             try finish(manifest, staged: staged, tree: tree, plan: plan)
         } catch {
@@ -89,6 +61,44 @@ extension Syncer {
             full.availableBytes = FileSystem.freeBytes(at: staged.directory)
             throw full
         }
+    }
+
+    /// Fetches what `plan` still needs: chunks copied from local files first, the rest from the sources
+    /// (the preload store, LAN peers, the origin), with the report's counts of where the bytes came from.
+    private func fetch(
+        _ manifest: Manifest, plan: Plan, files: StagedFiles, context: SyncContext, before: Int64,
+        report: inout SyncReport
+    ) async throws(PatchSyncError) {
+        var fetchPlan = plan
+        fetchPlan.fetch += try copyLocal(plan.local, files: files)
+        report.buildBytes = manifest.totalSize
+        report.filesLinked = plan.links.count
+        report.filesAssembled = plan.assembled.count
+        report.chunksCopiedLocally = plan.local.count - (fetchPlan.fetch.count - plan.fetch.count)
+        report.chunksFetched = fetchPlan.fetch.count
+        report.bytesPlanned = fetchPlan.bytesToFetch
+        let requests = fetchPlan.requests(
+            gap: context.config.gapBytes, maxBytes: context.config.requestBytes,
+            naming: ObjectNaming(format: manifest.formatVersion))
+        report.requests = requests.count
+        let peersBefore = context.peers?.bytes ?? 0
+        let sources = context.sources(for: manifest)
+        context.onEvent(
+            .phase(
+                .fetching,
+                "fetching \(fetchPlan.fetch.count) chunks (\(fetchPlan.bytesToFetch) bytes) in \(requests.count) requests"
+            ))
+        try await ChunkFetcher(
+            sources: sources, files: files, limit: context.config.connections, onEvent: context.onEvent,
+            meter: context.meter
+        ).run(requests, total: fetchPlan.bytesToFetch, before: before)
+        // The content fetched, as installed: what peers delivered in this step, the origin the rest.
+        let fetched = fetchPlan.fetch.reduce(Int64(0)) {
+            $0 + Int64($1.chunk.length) * Int64($1.destinations.count)
+        }
+        report.bytesFromPeers = (context.peers?.bytes ?? 0) - peersBefore
+        report.bytesFromPreload = sources.reduce(0) { $0 + (($1 as? PreloadChunks)?.delivered.total ?? 0) }
+        report.bytesFromOrigin = fetched - report.bytesFromPeers - report.bytesFromPreload
     }
 
     /// Refuses to start staging when the disk cannot hold the new content (linked files cost
@@ -162,7 +172,7 @@ extension Syncer {
         let id = staged.identity.name, directory = staged.directory
         let done = try staged.recorded(manifest)
         var stats: [String: StateStore.FileStat] = [:]
-        var folders: Set<String> = [""]
+        var folders: Set<String> = []
         try PatchSyncError.step("finishing \(id)") { () throws(PatchSyncError) in
             for file in plan.assembled {
                 for index in file.chunks.indices where !done.contains(.init(path: file.path, index: index)) {
@@ -173,21 +183,7 @@ extension Syncer {
                     throw PatchSyncError.wrap(error)
                 }
             }
-            let entries = try TreeEntries.place(manifest, in: tree)
-            for path in manifest.files.map(\.path) + entries {
-                for folder in PathRule.ancestors(path) { folders.insert(folder) }
-            }
-            // Only the signed build goes live: anything else in the staged folder (left by hand, by an
-            // older staging, planted) is removed, links with it, never followed.
-            let signed = Set(manifest.files.map(\.path) + entries).union(folders)
-            do {
-                let strays = try tree.removeAll(except: signed)
-                if !strays.isEmpty {
-                    Self.logger.notice(
-                        "removed \(strays.count) entries from \(directory) that the build does not have: \(strays.prefix(5))"
-                    )
-                }
-            } catch { throw PatchSyncError.wrap(error) }
+            folders = try placeEntries(manifest, in: tree, directory: directory)
             for file in manifest.files {
                 do {
                     guard let st = try tree.status(file.path), (st.st_mode & S_IFMT) == S_IFREG else {
@@ -196,23 +192,7 @@ extension Syncer {
                     stats[file.path] = StateStore.FileStat(st)
                 } catch { throw PatchSyncError.wrap(error) }
             }
-            do {
-                // The one sync of the staging: every file's bytes and the modes set above. Through the tree's
-                // descriptor, opened before the files were written, so that a writeback error while they
-                // were written is reported here. On an error the records go: pages whose writeback
-                // failed may still read back right from the page cache, so no hash can vouch for them;
-                // the next run fetches the files' chunks again.
-                do { try tree.syncFileSystem() } catch {
-                    try? staged.state.forgetRecords(id)
-                    throw error
-                }
-                for folder in folders {
-                    guard let fd = try tree.folder(folder) else {
-                        throw Errno(ENOENT, "finding the staged folder", tree.full(folder))
-                    }
-                    try fd.sync()
-                }
-            } catch { throw PatchSyncError.wrap(error) }
+            try syncTree(tree, folders: folders, staged: staged)
         }
         try staged.state.saveStatCache(build: id, stats)
         try staged.state.saveBuildFiles(
@@ -223,5 +203,47 @@ extension Syncer {
             })
         let seal = TreeSeal.of(directory)
         try staged.state.update(.stagingFinished) { _ = $0.finishStaging(id, seal: seal) }
+    }
+
+    /// Places the manifest's links and folders, and removes anything else in the staged folder: only the
+    /// signed build goes live (what was left by hand, by an older staging, or planted is removed, links
+    /// with it, never followed). Returns every folder of the build, the root included.
+    private func placeEntries(_ manifest: Manifest, in tree: TreeRoot, directory: String) throws(PatchSyncError)
+        -> Set<String>
+    {
+        let entries = try TreeEntries.place(manifest, in: tree)
+        var folders: Set<String> = [""]
+        for path in manifest.files.map(\.path) + entries {
+            for folder in PathRule.ancestors(path) { folders.insert(folder) }
+        }
+        let signed = Set(manifest.files.map(\.path) + entries).union(folders)
+        do {
+            let strays = try tree.removeAll(except: signed)
+            if !strays.isEmpty {
+                Self.logger.notice(
+                    "removed \(strays.count) entries from \(directory) that the build does not have: \(strays.prefix(5))"
+                )
+            }
+        } catch { throw PatchSyncError.wrap(error) }
+        return folders
+    }
+
+    /// The one sync of the staging: every file's bytes and the modes set, then each folder. Through the
+    /// tree's descriptor, opened before the files were written, so that a writeback error while they were
+    /// written is reported here. On an error the records go: pages whose writeback failed may still read
+    /// back right from the page cache, so no hash can vouch for them; the next run fetches their chunks again.
+    private func syncTree(_ tree: TreeRoot, folders: Set<String>, staged: StagedBuild) throws(PatchSyncError) {
+        do {
+            do { try tree.syncFileSystem() } catch {
+                try? staged.state.forgetRecords(staged.identity.name)
+                throw error
+            }
+            for folder in folders {
+                guard let fd = try tree.folder(folder) else {
+                    throw Errno(ENOENT, "finding the staged folder", tree.full(folder))
+                }
+                try fd.sync()
+            }
+        } catch { throw PatchSyncError.wrap(error) }
     }
 }

@@ -128,6 +128,17 @@ struct Preloader: Sendable {
         if !staged { onEvent(.preload(status)) }
         let standing = staged ? nil : status
         guard released else { return Outcome(status: standing) }
+        let unlocked = try await unlock(
+            plan, keyTargets: keyTargets, store: store, manifestRange: manifestRange, sha: sha, target: target)
+        return Outcome(status: standing, unlocked: unlocked)
+    }
+
+    /// Opens released preload `plan`: its keys fetched and checked, its sealed manifest opened and checked
+    /// against the signed target and plan; the store then keeps only what staging it needs.
+    private func unlock(
+        _ plan: PreloadPlan, keyTargets: [String: TargetFile], store: PreloadStore,
+        manifestRange: PreloadPlan.SealedRange, sha: String, target: ManifestTarget
+    ) async throws(PatchSyncError) -> Unlocked {
         onEvent(.phase(.unlocking, "build \(plan.buildId) is released: unlocking it"))
         var keys: [String: ContentKey] = [:]
         for (build, file) in keyTargets {
@@ -158,10 +169,9 @@ struct Preloader: Sendable {
                     + "signed plan does not list or no released key opens")
         }
         let kept = Set([PreloadStore.name(manifestRange), PreloadStore.planName(sha)]).union(keep)
-        let unlocked = Unlocked(
+        return Unlocked(
             manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
             source: SealedSource(store: store, keys: keys, sealed: sealed, keep: kept))
-        return Outcome(status: standing, unlocked: unlocked)
     }
 
     /// The plan of preload target `target`, kept beside the ranges (a sync after the release then fetches

@@ -141,26 +141,7 @@ extension Publisher {
     ) throws(PatchSyncError) -> PreloadReport {
         let build = options.buildId.value, channel = options.channel.name
         let sealer = Sealer(key: sealing.key, build: build)
-        let deltaObjects = Set(packs.map(\.source.object))
-        var sealed: [SHA256Digest: SealedObject] = sealing.shared
-        for object in try Self.plainObjects(in: sealing.scratch) {
-            let plain = OriginLayout(root: sealing.scratch).objectFile(object)
-            let length: Int64
-            do { length = Int64(try FileDescriptor(path: plain, flags: O_RDONLY).status().st_size) } catch {
-                throw PatchSyncError.wrap(error)
-            }
-            let units =
-                deltaObjects.contains(object)
-                ? SealedLayout.fixed(length: length)
-                : Sealer.chunkUnits(of: object, entries: manifest.files, length: length)
-                    ?? SealedLayout.fixed(length: length)
-            let result = try sealer.seal(file: plain, object: object, units: units, into: options.origin)
-            sealing.count(result)
-            sealed[object] = result
-        }
-        do { try FileSystem.syncFileSystem(of: OriginLayout(root: options.origin).objectsFolder) } catch {
-            throw PatchSyncError.wrap(error)
-        }
+        let sealed = try sealObjects(manifest, sealing: sealing, sealer: sealer, packs: packs)
         manifest.sealed = sealed.values.sorted { $0.object < $1.object }
         if manifest.sealed?.isEmpty == true { manifest.sealed = nil }
         let (sealedManifest, manifestObject) = try sealer.seal(
@@ -172,15 +153,7 @@ extension Publisher {
         } catch {
             throw PatchSyncError.wrap(error)
         }
-        var keys = [build: sealing.key.commitment(build: build)]
-        for object in sealed.values where object.keyBuild != build {
-            let path = Repository.contentKeyPath(
-                options.preload?.contentKeys ?? "", channel: channel, build: object.keyBuild)
-            keys[object.keyBuild] = try ContentKey.read(
-                try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path,
-                build: object.keyBuild
-            ).commitment(build: object.keyBuild)
-        }
+        let keys = try keyCommitments(sealed, sealing: sealing)
         let plan = try PreloadPlanner(manifest: manifest, sealed: sealed, origin: options.origin)
             .plan(
                 releaseAt: options.preload?.releaseAt ?? options.now, keys: keys, manifestObject: manifestObject,
@@ -211,6 +184,52 @@ extension Publisher {
             releaseAt: options.preload?.releaseAt ?? options.now, keyFile: sealing.keyFile,
             sealedObjects: sealing.written,
             sealedBytes: sealing.bytesWritten, routes: routes)
+    }
+
+    /// Seals every plain object the publish wrote to the scratch folder into the origin: a delta pack in
+    /// fixed units, any other object unit by chunk. Returns the sealed objects, the shared ones too.
+    private func sealObjects(
+        _ manifest: Manifest, sealing: Sealing, sealer: Sealer, packs: [(source: DeltaSource, files: [Int])]
+    ) throws(PatchSyncError) -> [SHA256Digest: SealedObject] {
+        let deltaObjects = Set(packs.map(\.source.object))
+        var sealed: [SHA256Digest: SealedObject] = sealing.shared
+        for object in try Self.plainObjects(in: sealing.scratch) {
+            let plain = OriginLayout(root: sealing.scratch).objectFile(object)
+            let length: Int64
+            do { length = Int64(try FileDescriptor(path: plain, flags: O_RDONLY).status().st_size) } catch {
+                throw PatchSyncError.wrap(error)
+            }
+            let units =
+                deltaObjects.contains(object)
+                ? SealedLayout.fixed(length: length)
+                : Sealer.chunkUnits(of: object, entries: manifest.files, length: length)
+                    ?? SealedLayout.fixed(length: length)
+            let result = try sealer.seal(file: plain, object: object, units: units, into: options.origin)
+            sealing.count(result)
+            sealed[object] = result
+        }
+        do { try FileSystem.syncFileSystem(of: OriginLayout(root: options.origin).objectsFolder) } catch {
+            throw PatchSyncError.wrap(error)
+        }
+        return sealed
+    }
+
+    /// The commitment of each content key the sealed objects need: this build's, and those of the earlier
+    /// preload builds whose sealed objects it shares (read from the content keys folder).
+    private func keyCommitments(_ sealed: [SHA256Digest: SealedObject], sealing: Sealing) throws(PatchSyncError)
+        -> [String: String]
+    {
+        let build = options.buildId.value, channel = options.channel.name
+        var keys = [build: sealing.key.commitment(build: build)]
+        for object in sealed.values where object.keyBuild != build {
+            let path = Repository.contentKeyPath(
+                options.preload?.contentKeys ?? "", channel: channel, build: object.keyBuild)
+            keys[object.keyBuild] = try ContentKey.read(
+                try FileSystem.read(path, limit: Int(Releases.maxKeyBytes)), what: path,
+                build: object.keyBuild
+            ).commitment(build: object.keyBuild)
+        }
+        return keys
     }
 
     /// The plain objects a publish wrote under `root`/objects (not the temporary ones).

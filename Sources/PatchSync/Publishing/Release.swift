@@ -216,19 +216,7 @@ public struct Release: Sendable {
     {
         var repo = try Repository.open(origin: origin, for: "withdrawing \(build)")
         try repo.checkSigners(signers)
-        let listings = ChannelListing.all(repo).filter {
-            ($0.build(build.value) != nil) && (channel == nil || $0.channel == channel?.name)
-        }
-        guard let listing = listings.first, let entry = listing.build(build.value) else {
-            throw PatchSyncError(
-                .usage, "\(origin) lists no build \(build)" + (channel.map { " on \($0)" } ?? ""),
-                remedy: "see `patchsync repo status --origin \(origin)` for the builds each channel lists")
-        }
-        guard listings.count == 1 else {
-            throw PatchSyncError(
-                .usage, "build \(build) is listed on \(listings.map(\.channel).joined(separator: " and "))",
-                remedy: "name the channel to withdraw it from with --channel")
-        }
+        let (listing, entry) = try withdrawn(build, channel: channel, repo: repo)
         var report = WithdrawReport(
             buildId: build.value, channel: listing.channel, wasPreload: entry.pending, reason: reason)
         if entry.pending, let other = listing.preloadSharingKey(of: build.value, origin: origin, pendingOnly: true) {
@@ -245,27 +233,10 @@ public struct Release: Sendable {
         if !entry.pending, entry.path == listing.current?.path {
             let found: (build: ChannelListing.Build, manifest: Manifest)?
             (found, warnings) = earlierBuild(in: listing, below: entry, skipping: [], repo: repo)
-            if var found {
-                try relisting.checkKeys(channel: listing.channel, repo: repo)
-                found.manifest.sequence = listing.highestSequence + 1
-                let note = RollbackNote(from: build.value, reason: reason ?? "build \(build.value) was withdrawn")
-                if found.build.info.preload != nil {
-                    let relisted = try putBackReleased(
-                        found.build, sequence: found.manifest.sequence, rollback: note, unlisting: [entry.path],
-                        repo: &repo)
-                    report.relisted = found.build.info.buildId
-                    report.sequence = found.manifest.sequence
-                    report.warnings = warnings + relisted + repo.expiryWarnings(now: now)
-                    return report
-                }
-                let written = try relist(
-                    &found.manifest, target: found.build.path, repo: &repo, promotedFrom: found.build.info.promotedFrom,
-                    rollback: note,
-                    unlisting: [entry.path])
-                report.relisted = found.build.info.buildId
-                report.sequence = found.manifest.sequence
-                report.warnings = warnings + written.warnings + repo.expiryWarnings(now: now)
-                return report
+            if let found {
+                return try relistEarlier(
+                    found, replacing: entry, of: build, in: listing, reason: reason, warnings: warnings,
+                    report: report, repo: &repo)
             }
             // What stays listed must never look like a rollback to players: a build below the one withdrawn
             // (withdrawn by a rollback, or one clients refuse) is taken off with it.
@@ -285,6 +256,57 @@ public struct Release: Sendable {
         targets[entry.path] = nil
         try writer.commit(targets, repo: &repo, withdrawn: emptied)
         report.warnings = warnings + repo.expiryWarnings(now: now)
+        return report
+    }
+
+    /// The one listing of `build` a withdraw acts on (on `channel` when given); refused when no channel
+    /// lists it, or more than one and none is named.
+    private func withdrawn(_ build: BuildID, channel: Channel?, repo: Repository) throws(PatchSyncError)
+        -> (ChannelListing, ChannelListing.Build)
+    {
+        let listings = ChannelListing.all(repo).filter {
+            ($0.build(build.value) != nil) && (channel == nil || $0.channel == channel?.name)
+        }
+        guard let listing = listings.first, let entry = listing.build(build.value) else {
+            throw PatchSyncError(
+                .usage, "\(origin) lists no build \(build)" + (channel.map { " on \($0)" } ?? ""),
+                remedy: "see `patchsync repo status --origin \(origin)` for the builds each channel lists")
+        }
+        guard listings.count == 1 else {
+            throw PatchSyncError(
+                .usage, "build \(build) is listed on \(listings.map(\.channel).joined(separator: " and "))",
+                remedy: "name the channel to withdraw it from with --channel")
+        }
+        return (listing, entry)
+    }
+
+    /// Lists `found` (the newest earlier build players accept) again in place of withdrawn `entry`, with
+    /// a new sequence, as a rollback does.
+    private func relistEarlier(
+        _ found: (build: ChannelListing.Build, manifest: Manifest), replacing entry: ChannelListing.Build,
+        of build: BuildID, in listing: ChannelListing, reason: String?, warnings: [String], report: WithdrawReport,
+        repo: inout Repository
+    ) throws(PatchSyncError) -> WithdrawReport {
+        var found = found, report = report
+        try relisting.checkKeys(channel: listing.channel, repo: repo)
+        found.manifest.sequence = listing.highestSequence + 1
+        let note = RollbackNote(from: build.value, reason: reason ?? "build \(build.value) was withdrawn")
+        if found.build.info.preload != nil {
+            let relisted = try putBackReleased(
+                found.build, sequence: found.manifest.sequence, rollback: note, unlisting: [entry.path],
+                repo: &repo)
+            report.relisted = found.build.info.buildId
+            report.sequence = found.manifest.sequence
+            report.warnings = warnings + relisted + repo.expiryWarnings(now: now)
+            return report
+        }
+        let written = try relist(
+            &found.manifest, target: found.build.path, repo: &repo, promotedFrom: found.build.info.promotedFrom,
+            rollback: note,
+            unlisting: [entry.path])
+        report.relisted = found.build.info.buildId
+        report.sequence = found.manifest.sequence
+        report.warnings = warnings + written.warnings + repo.expiryWarnings(now: now)
         return report
     }
 

@@ -26,7 +26,6 @@ extension Syncer {
     ) async throws(PatchSyncError) -> DeltaResult {
         var result = DeltaResult()
         let onEvent = context.onEvent
-        let done = plan.done
         guard let route = UpdatePlan.deltaRoute(manifest, plan: plan, local: live) else { return result }
         let (pack, candidates) = (route.pack, route.files)
         onEvent(
@@ -54,6 +53,20 @@ extension Syncer {
             result.fellBack = pack.files
             return result
         }
+        let (rebuilt, chunks, skipped) = try rebuild(
+            from: path, pack: pack, candidates: candidates, files: files, done: plan.done, onEvent: onEvent)
+        (result.files, result.chunks) = (rebuilt, chunks)
+        result.fellBack = max(0, pack.files - skipped - result.files)
+        return result
+    }
+
+    /// Rebuilds each file of `candidates` the pack at `path` has a delta for; a delta refused is left to the
+    /// chunks. Returns the files rebuilt, the chunks written, and the deltas skipped (not needed here).
+    private func rebuild(
+        from path: String, pack: DeltaSource, candidates: [Int: (FileEntry, String)], files: StagedFiles,
+        done: Set<StateStore.ChunkRef>, onEvent: @Sendable (SyncEvent) -> Void
+    ) throws(PatchSyncError) -> (files: Int, chunks: Int, skipped: Int) {
+        var rebuilt = 0, chunks = 0
         let input: FileDescriptor
         do { input = try FileDescriptor(path: path, flags: O_RDONLY) } catch { throw PatchSyncError.wrap(error) }
         var remaining = candidates
@@ -70,9 +83,9 @@ extension Syncer {
                 let chunksDone = Set(file.chunks.indices.filter { done.contains(.init(path: file.path, index: $0)) })
                 let outcome = try DeltaApplier(file: file, files: files, done: chunksDone)
                     .rebuild(from: source, instructions: instructions)
-                result.chunks += outcome.written
+                chunks += outcome.written
                 if outcome.refused == 0 {
-                    result.files += 1
+                    rebuilt += 1
                 } else {
                     let why = outcome.problem ?? "chunk hashes differ"
                     Self.deltaLogger.notice(
@@ -83,8 +96,7 @@ extension Syncer {
             Self.deltaLogger.notice("\(error)")
             onEvent(.phase(.fetching, "the delta pack is malformed (\(error.message)); fetching the rest as chunks"))
         }
-        result.fellBack = max(0, pack.files - skipped - result.files)
-        return result
+        return (rebuilt, chunks, skipped)
     }
 }
 

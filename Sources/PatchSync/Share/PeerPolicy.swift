@@ -264,18 +264,7 @@ struct PeerPolicy: Sendable {
         let peer = turn.order[turn.position]
         records[peer].inFlight = max(0, records[peer].inFlight - 1)
         if case .later(let wait) = answer, wait <= Self.shortWait, records[peer].placeCredits > 0 {
-            // It answers this sync's other requests (or just did: it may not have freed that place
-            // yet): it has no place for one more. Asked on as many at once as it takes, this range
-            // waits for one of them, at least ``slotWait``; no pause, no miss. One such answer is
-            // free for each chunk it delivered (``placeCredits``), and the time it took beyond
-            // ``perChunk`` is owed: so a peer cannot slow a sync with them.
-            records[peer].placeCredits -= 1
-            records[peer].slots = max(1, records[peer].inFlight)
-            records[peer].chunksSinceSlots = 0
-            records[peer].notBefore = now + Self.slotWait
-            let dropped = records[peer].standing.dropped
-            owe(peer, elapsed, worth: Self.perChunk)
-            return dropped == nil ? records[peer].standing.dropped : nil
+            return noPlace(peer, elapsed: elapsed, at: now)
         }
         let wasDropped = records[peer].standing.dropped != nil
         if turn.answers == 0 { records[peer].rangesAsked += 1 }
@@ -285,20 +274,7 @@ struct PeerPolicy: Sendable {
         var struck = elapsed > allowed ? "it answered after \(Self.text(elapsed)) (\(Self.text(allowed)) allowed)" : nil
         switch answer {
         case .chunk(let installed):
-            records[peer].standing.chunks += 1
-            records[peer].standing.bytes += installed
-            turn.delivered += 1
-            turn.left -= 1
-            records[peer].placeCredits = min(Self.maxPlaceCredits, records[peer].placeCredits + 1)
-            if let slots = records[peer].slots {
-                records[peer].chunksSinceSlots += 1
-                if records[peer].chunksSinceSlots >= Self.slotGrowth {
-                    records[peer].slots = slots + 1
-                    records[peer].chunksSinceSlots = 0
-                }
-            }
-            if struck == nil { records[peer].strikes = 0 }
-            if turn.left == 0 { records[peer].overruns = 0 }
+            delivered(peer, bytes: installed, struck: struck != nil, turn: &turn)
         case .lacks:
             records[peer].standing.misses += 1
             if turn.delivered == 0 { missed(peer) }
@@ -330,6 +306,40 @@ struct PeerPolicy: Sendable {
             turn.pass()
         }
         return wasDropped ? nil : records[peer].standing.dropped
+    }
+
+    /// A 503 for one request more from a peer that delivers: it answers this sync's other requests (or
+    /// just did: it may not have freed that place yet), so it has no place for one more. Asked on as many
+    /// at once as it takes, this range waits for one of them, at least ``slotWait``; no pause, no miss.
+    /// One such answer is free for each chunk it delivered (``placeCredits``), and the time it took beyond
+    /// ``perChunk`` is owed: so a peer cannot slow a sync with them. Returns why it was dropped, if it was.
+    private mutating func noPlace(_ peer: Int, elapsed: Duration, at now: Instant) -> String? {
+        records[peer].placeCredits -= 1
+        records[peer].slots = max(1, records[peer].inFlight)
+        records[peer].chunksSinceSlots = 0
+        records[peer].notBefore = now + Self.slotWait
+        let dropped = records[peer].standing.dropped
+        owe(peer, elapsed, worth: Self.perChunk)
+        return dropped == nil ? records[peer].standing.dropped : nil
+    }
+
+    /// A chunk delivered: the peer's standing, its credits for places and, every ``slotGrowth`` chunks,
+    /// one place more than it was found to have; an answer in time clears its strikes.
+    private mutating func delivered(_ peer: Int, bytes: Int64, struck: Bool, turn: inout Turn) {
+        records[peer].standing.chunks += 1
+        records[peer].standing.bytes += bytes
+        turn.delivered += 1
+        turn.left -= 1
+        records[peer].placeCredits = min(Self.maxPlaceCredits, records[peer].placeCredits + 1)
+        if let slots = records[peer].slots {
+            records[peer].chunksSinceSlots += 1
+            if records[peer].chunksSinceSlots >= Self.slotGrowth {
+                records[peer].slots = slots + 1
+                records[peer].chunksSinceSlots = 0
+            }
+        }
+        if !struck { records[peer].strikes = 0 }
+        if turn.left == 0 { records[peer].overruns = 0 }
     }
 
     /// The request to the peer asked in `turn` ended without an answer (writing its chunk failed here).

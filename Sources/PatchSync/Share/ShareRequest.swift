@@ -37,8 +37,43 @@ public struct ShareRequest: Sendable, Equatable {
             .failure(Refusal(status: status, reason: reason))
         }
         guard head.count <= maxHeadBytes else { return refuse(431, "request head over \(maxHeadBytes) bytes") }
-        // Lines end in CRLF; a bare CR or LF, a NUL or any other control byte is refused (request smuggling
-        // starts with lines two parsers split differently).
+        var lines: [ArraySlice<UInt8>]
+        switch splitLines(head) {
+        case .success(let split): lines = split
+        case .failure(let refusal): return .failure(refusal)
+        }
+        while lines.last?.isEmpty == true { lines.removeLast() }
+        guard let requestLine = lines.first, !requestLine.isEmpty else { return refuse(400, "no request line") }
+        guard lines.count - 1 <= maxHeaders else { return refuse(431, "more than \(maxHeaders) header lines") }
+        let parts = requestLine.split(separator: 0x20, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return refuse(400, "a request line that is not METHOD TARGET VERSION") }
+        let method = String(decoding: parts[0], as: UTF8.self)
+        let target = String(decoding: parts[1], as: UTF8.self)
+        let version = String(decoding: parts[2], as: UTF8.self)
+        guard version == "HTTP/1.1" || version == "HTTP/1.0" else {
+            return refuse(505, "HTTP version \(version.prefix(16))")
+        }
+        guard method == "GET" || method == "HEAD" else { return refuse(405, "method \(method.prefix(16))") }
+        var close = version == "HTTP/1.0"
+        switch headersSayClose(lines.dropFirst()) {
+        case .success(let closes): close = close || closes
+        case .failure(let refusal): return .failure(refusal)
+        }
+        guard target.hasPrefix(prefix) else { return refuse(404, "not a chunk") }
+        let rest = target.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 3, rest[1] == "chunks", rest[0].count == 64, rest[0].allSatisfy(isLowerHex),
+            rest[2].allSatisfy(isLowerHex), let chunk = SHA256Digest(hex: String(rest[2]))
+        else { return refuse(404, "not a chunk") }
+        return .success(
+            ShareRequest(repository: String(rest[0]), chunk: chunk, headOnly: method == "HEAD", close: close))
+    }
+
+    /// The head's lines. Lines end in CRLF; a bare CR or LF, a NUL or any other control byte is refused
+    /// (request smuggling starts with lines two parsers split differently).
+    private static func splitLines(_ head: [UInt8]) -> Result<[ArraySlice<UInt8>], Refusal> {
+        func refuse(_ status: Int, _ reason: String) -> Result<[ArraySlice<UInt8>], Refusal> {
+            .failure(Refusal(status: status, reason: reason))
+        }
         var lines: [ArraySlice<UInt8>] = []
         var start = 0, index = 0
         while index < head.count {
@@ -55,21 +90,18 @@ public struct ShareRequest: Sendable, Equatable {
             index += 1
         }
         if start < head.count { lines.append(head[start..<head.count]) }
-        while lines.last?.isEmpty == true { lines.removeLast() }
-        guard let requestLine = lines.first, !requestLine.isEmpty else { return refuse(400, "no request line") }
-        guard lines.count - 1 <= maxHeaders else { return refuse(431, "more than \(maxHeaders) header lines") }
-        let parts = requestLine.split(separator: 0x20, omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return refuse(400, "a request line that is not METHOD TARGET VERSION") }
-        let method = String(decoding: parts[0], as: UTF8.self)
-        let target = String(decoding: parts[1], as: UTF8.self)
-        let version = String(decoding: parts[2], as: UTF8.self)
-        guard version == "HTTP/1.1" || version == "HTTP/1.0" else {
-            return refuse(505, "HTTP version \(version.prefix(16))")
+        return .success(lines)
+    }
+
+    /// Checks the header lines (one Host, no body, nothing a share never takes); whether they ask for the
+    /// connection to close.
+    private static func headersSayClose(_ lines: ArraySlice<ArraySlice<UInt8>>) -> Result<Bool, Refusal> {
+        func refuse(_ status: Int, _ reason: String) -> Result<Bool, Refusal> {
+            .failure(Refusal(status: status, reason: reason))
         }
-        guard method == "GET" || method == "HEAD" else { return refuse(405, "method \(method.prefix(16))") }
-        var close = version == "HTTP/1.0"
+        var close = false
         var host = false
-        for line in lines.dropFirst() {
+        for line in lines {
             guard let colon = line.firstIndex(of: 0x3a), colon > line.startIndex else {
                 return refuse(400, "a header line without a name")
             }
@@ -91,13 +123,7 @@ public struct ShareRequest: Sendable, Equatable {
             default: continue
             }
         }
-        guard target.hasPrefix(prefix) else { return refuse(404, "not a chunk") }
-        let rest = target.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-        guard rest.count == 3, rest[1] == "chunks", rest[0].count == 64, rest[0].allSatisfy(isLowerHex),
-            rest[2].allSatisfy(isLowerHex), let chunk = SHA256Digest(hex: String(rest[2]))
-        else { return refuse(404, "not a chunk") }
-        return .success(
-            ShareRequest(repository: String(rest[0]), chunk: chunk, headOnly: method == "HEAD", close: close))
+        return .success(close)
     }
 
     private static func isTokenByte(_ byte: UInt8) -> Bool {

@@ -177,31 +177,81 @@ extension Install {
     static func follow(
         _ path: String, process: ProcessIdentity, emit: @Sendable (SyncEvent, Date?) -> Void
     ) async throws(PatchSyncError) -> SyncReport {
-        // What the log held when this follower attached is shown as a snapshot, at its own times.
-        var history: [SyncEventLog.Line]? = []
-        func show(_ line: SyncEventLog.Line) {
-            if let event = line.event { emit(event, line.time.map { Date(timeIntervalSince1970: $0) }) }
-        }
-        func caughtUp() {
-            for line in Self.snapshot(history ?? []) { show(line) }
-            history = nil
-        }
-        let pid = process.pid
-        // The file of this run, opened once: a later run writes a new file in its place, never into this one.
-        var opened: FileHandle?
-        defer { try? opened?.close() }
-        var pending = Data()
+        var reader = Follower(path: path, pid: process.pid)
+        defer { try? reader.opened?.close() }
         var sawEnd = false
-        // The path may already hold a later run's file (one that took over as this was attached): the
-        // lines of `pid` are then in the file before it.
-        var ours = false
-        var lookedBack = false
         while true {
             // Detaching is no pause: the sync goes on in its own process.
             if Task.isCancelled {
                 throw PatchSyncError(.deferred, "stopped following the sync; it goes on", reason: .otherSync)
             }
             let alive = process.isRunning
+            if let report = try reader.drain(emit) { return report }
+            if reader.history != nil { reader.caughtUp(emit) }
+            if !alive {
+                // One more read after the process ended: its last lines were written before it exited. A
+                // later run's file, still empty, may have taken the path as this one ended: its end is in
+                // the one before, shown as a snapshot too.
+                if sawEnd, reader.lookBack(reading: false) {
+                    if reader.history == nil { reader.history = [] }
+                    continue
+                }
+                if sawEnd {
+                    throw PatchSyncError(
+                        .deferred, "the sync (process \(reader.pid)) ended without a result: it was killed",
+                        remedy: "start the download again; it goes on where it stopped", reason: .stopped)
+                }
+                sawEnd = true
+                continue
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    /// What a follower has read of one run's log: the file of the run, opened once (a later run writes a
+    /// new file in its place, never into this one), the bytes of a line not complete yet, and what the log
+    /// held when the follower attached, shown as a snapshot at its own times.
+    private struct Follower {
+        let path: String
+        let pid: Int32
+        var opened: FileHandle?
+        var pending = Data()
+        var history: [SyncEventLog.Line]? = []
+        /// Whether a line of `pid` was read: the path may already hold a later run's file (one that took
+        /// over as this was attached), and the lines of `pid` are then in the file before it.
+        var ours = false
+        var lookedBack = false
+
+        init(path: String, pid: Int32) {
+            self.path = path
+            self.pid = pid
+        }
+
+        func show(_ line: SyncEventLog.Line, _ emit: (SyncEvent, Date?) -> Void) {
+            if let event = line.event { emit(event, line.time.map { Date(timeIntervalSince1970: $0) }) }
+        }
+
+        mutating func caughtUp(_ emit: (SyncEvent, Date?) -> Void) {
+            for line in Install.snapshot(history ?? []) { show(line, emit) }
+            history = nil
+        }
+
+        /// Reads on in the file before this one, once, when no line of `pid` was read; `reading`: from
+        /// its start now.
+        mutating func lookBack(reading: Bool) -> Bool {
+            guard !ours, !lookedBack, let earlier = FileHandle(forReadingAtPath: SyncEventLog.previous(path)) else {
+                return false
+            }
+            lookedBack = true
+            try? opened?.close()
+            opened = earlier
+            pending = reading ? ((try? earlier.readToEnd()) ?? Data()) : Data()
+            return true
+        }
+
+        /// Shows the complete lines of `pid` the file holds now; the run's report once it ended, its
+        /// error thrown once it failed.
+        mutating func drain(_ emit: (SyncEvent, Date?) -> Void) throws(PatchSyncError) -> SyncReport? {
             if opened == nil { opened = FileHandle(forReadingAtPath: path) }
             if let handle = opened { pending.append((try? handle.readToEnd()) ?? Data()) }
             while let newline = pending.firstIndex(of: 0x0a) {
@@ -211,41 +261,16 @@ extension Install {
                     continue
                 }
                 guard line.pid == pid else {
-                    if !ours, !lookedBack, let earlier = FileHandle(forReadingAtPath: SyncEventLog.previous(path)) {
-                        lookedBack = true
-                        try? opened?.close()
-                        opened = earlier
-                        pending = (try? earlier.readToEnd()) ?? Data()
-                    }
+                    _ = lookBack(reading: true)
                     continue
                 }
                 ours = true
-                if line.report != nil || line.error != nil { caughtUp() }
+                if line.report != nil || line.error != nil { caughtUp(emit) }
                 if let report = line.report { return report }
                 if let error = line.error { throw error.error }
-                if history != nil { history?.append(line) } else { show(line) }
+                if history != nil { history?.append(line) } else { show(line, emit) }
             }
-            if history != nil { caughtUp() }
-            if !alive {
-                // One more read after the process ended: its last lines were written before it exited.
-                if sawEnd, !ours, !lookedBack, let earlier = FileHandle(forReadingAtPath: SyncEventLog.previous(path)) {
-                    // A later run's file, still empty, took the path as this one ended: its end is in the one before.
-                    lookedBack = true
-                    try? opened?.close()
-                    opened = earlier
-                    pending = Data()
-                    if history == nil { history = [] }  // what that file holds is shown as a snapshot too
-                    continue
-                }
-                if sawEnd {
-                    throw PatchSyncError(
-                        .deferred, "the sync (process \(pid)) ended without a result: it was killed",
-                        remedy: "start the download again; it goes on where it stopped", reason: .stopped)
-                }
-                sawEnd = true
-                continue
-            }
-            try? await Task.sleep(for: .milliseconds(100))
+            return nil
         }
     }
 }

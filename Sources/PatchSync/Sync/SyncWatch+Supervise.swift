@@ -30,20 +30,11 @@ extension SyncWatch {
                 }
             }
             group.addTask {
-                var tick = 1
-                // The sleep alone tells a frozen process: not the time of the tick's own work (nmcli, a flush).
-                var asleep: Range<ContinuousClock.Instant>?
-                while !Task.isCancelled {
-                    if let (reason, message) = failing(tick: tick) { return .stop(reason, message) }
-                    if let quiet = meter?.tick(stallAfter: stallAfter, giveUpAfter: giveUpAfter, asleep: asleep) {
-                        return .gaveUp(quiet)
-                    }
-                    let sleeps = ContinuousClock.now
-                    try? await Task.sleep(for: Self.tick)
-                    asleep = sleeps..<ContinuousClock.now
-                    tick += 1
+                switch await watch(meter: meter, stallAfter: stallAfter, giveUpAfter: giveUpAfter) {
+                case .stop(let reason, let message)?: return .stop(reason, message)
+                case .gaveUp(let quiet)?: return .gaveUp(quiet)
+                case nil: return nil
                 }
-                return nil
             }
             var stopped: (DeferralReason, String)?
             var gaveUp: Duration?
@@ -73,5 +64,30 @@ extension SyncWatch {
         do throws(PatchSyncError) { return .failure(try deferred(reason, message, state: state)) } catch {
             return .failure(error)
         }
+    }
+
+    /// Why a watched sync ends early: a condition failed, or it heard nothing for `giveUpAfter`.
+    enum Watched: Sendable {
+        case stop(DeferralReason, String)
+        case gaveUp(Duration)
+    }
+
+    /// Looks at the conditions and the meter every ``tick`` until one says the sync ends; nil when the
+    /// watch is cancelled first (the sync ended).
+    private func watch(meter: SyncMeter?, stallAfter: Duration, giveUpAfter: Duration?) async -> Watched? {
+        var tick = 1
+        // The sleep alone tells a frozen process: not the time of the tick's own work (nmcli, a flush).
+        var asleep: Range<ContinuousClock.Instant>?
+        while !Task.isCancelled {
+            if let (reason, message) = failing(tick: tick) { return .stop(reason, message) }
+            if let quiet = meter?.tick(stallAfter: stallAfter, giveUpAfter: giveUpAfter, asleep: asleep) {
+                return .gaveUp(quiet)
+            }
+            let sleeps = ContinuousClock.now
+            try? await Task.sleep(for: Self.tick)
+            asleep = sleeps..<ContinuousClock.now
+            tick += 1
+        }
+        return nil
     }
 }

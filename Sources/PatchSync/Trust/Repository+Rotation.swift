@@ -35,19 +35,7 @@ extension Repository {
     ) throws(PatchSyncError) {
         let current = root.signed
         let oldSigners = try Self.signing(signers.root, role: "root", of: current, origin: origin, ignoringOthers: true)
-        func keys(_ role: String) -> [TUFKey] { (current.roles[role]?.keyids ?? []).compactMap { current.keys[$0] } }
-        let rootKeys = change.root ?? keys("root"), targetsKeys = change.targets ?? keys("targets")
-        guard let onlineKey = change.online ?? keys("timestamp").first else {
-            throw PatchSyncError(.refusedData, "the root of \(origin) names no timestamp key")
-        }
-        let keySet = KeySet(
-            root: rootKeys,
-            rootThreshold: change.rootThreshold
-                ?? (change.root == nil ? current.roles["root"]?.threshold : nil),
-            targets: targetsKeys,
-            targetsThreshold: change.targetsThreshold
-                ?? (change.targets == nil ? current.roles["targets"]?.threshold : nil),
-            online: onlineKey)
+        let keySet = try nextKeys(change)
         let next = try Self.rootMetadata(version: current.version + 1, expires: now + lifetimes.root, keys: keySet)
         let newSigners = try Self.signing(signers.root, role: "root", of: next, origin: origin, ignoringOthers: true)
         var all = oldSigners, ids = Set<String>()
@@ -59,22 +47,7 @@ extension Repository {
         let targetsChanged =
             next.roles["targets"] != current.roles["targets"] || !targetsSignedByCurrentKeys
             || (onlineRotated && releasesDelegated)
-        if change.online != nil, change.targets == nil, let oldOnline = current.roles["timestamp"]?.keyids,
-            next.roles["targets"]?.keyids.contains(where: oldOnline.contains) == true
-        {
-            throw PatchSyncError(
-                .usage,
-                "the online key being replaced also signs targets in \(origin): whoever holds it "
-                    + "could still ship builds",
-                remedy: "give --new-targets-key as well (`patchsync keygen "
-                    + "--out NEW --role targets`)")
-        }
-        if onlineRotated, releasesDelegated, signers.targets.isEmpty {
-            throw PatchSyncError(
-                .usage,
-                "\(origin) has preloads, whose releases role is delegated to the online key: a new "
-                    + "online key needs a targets signature to take it over", remedy: "give --targets-key as well")
-        }
+        try checkOnlineRotation(change, next: next, releasesDelegated: releasesDelegated, signers: signers)
         let onlineChanged = next.roles["timestamp"] != current.roles["timestamp"]
         // Every key the re-signing needs is checked before anything is written.
         let after = Repository(
@@ -97,6 +70,49 @@ extension Repository {
             try commit(targets: targets.signed.targets, signers: signers, lifetimes: lifetimes, now: now)
         } else if onlineChanged, let online = signers.online {
             try resign(key: online, lifetimes: lifetimes, now: now)
+        }
+    }
+
+    /// The keys of root version N+1: those `change` gives, the current ones for the rest.
+    private func nextKeys(_ change: RootChange) throws(PatchSyncError) -> KeySet {
+        let current = root.signed
+        func keys(_ role: String) -> [TUFKey] { (current.roles[role]?.keyids ?? []).compactMap { current.keys[$0] } }
+        let rootKeys = change.root ?? keys("root"), targetsKeys = change.targets ?? keys("targets")
+        guard let onlineKey = change.online ?? keys("timestamp").first else {
+            throw PatchSyncError(.refusedData, "the root of \(origin) names no timestamp key")
+        }
+        let keySet = KeySet(
+            root: rootKeys,
+            rootThreshold: change.rootThreshold
+                ?? (change.root == nil ? current.roles["root"]?.threshold : nil),
+            targets: targetsKeys,
+            targetsThreshold: change.targetsThreshold
+                ?? (change.targets == nil ? current.roles["targets"]?.threshold : nil),
+            online: onlineKey)
+        return keySet
+    }
+
+    /// Refuses a new online key that would leave the old one able to sign targets, or that cannot take
+    /// over the releases role without a targets signature.
+    private func checkOnlineRotation(
+        _ change: RootChange, next: RootMetadata, releasesDelegated: Bool, signers: Signers
+    ) throws(PatchSyncError) {
+        let current = root.signed
+        if change.online != nil, change.targets == nil, let oldOnline = current.roles["timestamp"]?.keyids,
+            next.roles["targets"]?.keyids.contains(where: oldOnline.contains) == true
+        {
+            throw PatchSyncError(
+                .usage,
+                "the online key being replaced also signs targets in \(origin): whoever holds it "
+                    + "could still ship builds",
+                remedy: "give --new-targets-key as well (`patchsync keygen "
+                    + "--out NEW --role targets`)")
+        }
+        if next.roles["timestamp"] != current.roles["timestamp"], releasesDelegated, signers.targets.isEmpty {
+            throw PatchSyncError(
+                .usage,
+                "\(origin) has preloads, whose releases role is delegated to the online key: a new "
+                    + "online key needs a targets signature to take it over", remedy: "give --targets-key as well")
         }
     }
 }

@@ -49,6 +49,11 @@ extension Manifest {
                 throw refusal("has link \(link.path) -> \(link.target), which resolves outside the build")
             }
         }
+        try checkSealedAndDeltas()
+    }
+
+    /// The sealed objects' units add up to their length; each delta pack covers files of this build, in order.
+    private func checkSealedAndDeltas() throws(PatchSyncError) {
         var sealedObjects = Set<SHA256Digest>()
         for object in sealed ?? [] {
             let layout = SealedLayout(units: object.units)

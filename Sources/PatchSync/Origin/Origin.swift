@@ -73,37 +73,50 @@ final class Origin: MetadataSource, Sendable {
             case .failed(let failure, let progressed):
                 if case .refused(let error) = failure, error.code != .refusedData { throw error }  // a local failure
                 if case .cancelled = failure { throw PatchSyncError.cancelled }
-                // A probe for a file that may not exist (the next root version) finding none is the normal answer.
-                let expected: Bool
-                if case .notFound = failure, case .possible = absence { expected = true } else { expected = false }
-                if expected {
-                    Self.logger.debug("\(what) on \(mirrors[mirror]): not there (expected)")
-                } else {
-                    Self.logger.notice("\(what) on \(mirrors[mirror]) failed: \(failure)")
-                }
-                let random = Double.random(in: 0..<1)
-                let offline = group.withLock { group -> String? in
-                    decision = policy.next(
-                        after: failure, on: mirror, progressed: progressed, group: &group, now: .now, random: random)
-                    guard group.isOffline else { return nil }
-                    return group.lastFailure.sorted { $0.key < $1.key }.map { "\(mirrors[$0.key]): \($0.value)" }
-                        .joined(separator: "; ")
-                }
-                if let offline, case .attempt = decision { client.meter?.offline(offline) }
-                if !expected, case .attempt(let next, let after) = decision, let meter = client.meter {
-                    meter.retrying(
-                        RetryStatus(
-                            what: what, mirror: mirrors[next], failedMirror: mirrors[mirror], attempt: attempts,
-                            retryInSeconds: Int(
-                                (Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18)
-                                    .rounded(.up)),
-                            failure: failure.description))
-                }
+                decision = failed(
+                    what, failure, on: mirror, progressed: progressed, attempts: attempts, absence: absence,
+                    policy: &policy)
             }
         }
         let failures = policy.failures.map { (mirrors[$0.mirror], $0.failure) }
         if let onGiveUp { return try onGiveUp(failures) }
         throw Origin.error(fetching: what, failures)
+    }
+
+    /// After a failed attempt on `mirror`: logs it, asks the policy what comes next, and tells the meter
+    /// when no mirror can be reached and when the request is tried again.
+    private func failed(
+        _ what: String, _ failure: TransferFailure, on mirror: Int, progressed: Bool, attempts: Int,
+        absence: RetryPolicy.Absence, policy: inout RetryPolicy
+    ) -> RetryPolicy.Decision {
+        var decision = RetryPolicy.Decision.giveUp
+        // A probe for a file that may not exist (the next root version) finding none is the normal answer.
+        let expected: Bool
+        if case .notFound = failure, case .possible = absence { expected = true } else { expected = false }
+        if expected {
+            Self.logger.debug("\(what) on \(mirrors[mirror]): not there (expected)")
+        } else {
+            Self.logger.notice("\(what) on \(mirrors[mirror]) failed: \(failure)")
+        }
+        let random = Double.random(in: 0..<1)
+        let offline = group.withLock { group -> String? in
+            decision = policy.next(
+                after: failure, on: mirror, progressed: progressed, group: &group, now: .now, random: random)
+            guard group.isOffline else { return nil }
+            return group.lastFailure.sorted { $0.key < $1.key }.map { "\(mirrors[$0.key]): \($0.value)" }
+                .joined(separator: "; ")
+        }
+        if let offline, case .attempt = decision { client.meter?.offline(offline) }
+        if !expected, case .attempt(let next, let after) = decision, let meter = client.meter {
+            meter.retrying(
+                RetryStatus(
+                    what: what, mirror: mirrors[next], failedMirror: mirrors[mirror], attempt: attempts,
+                    retryInSeconds: Int(
+                        (Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18)
+                            .rounded(.up)),
+                    failure: failure.description))
+        }
+        return decision
     }
 
     /// Waits before a retry; a cancelled task stops waiting and reports it.

@@ -405,27 +405,7 @@ public struct Publisher: Sendable {
         sealing: Sealing?
     ) throws(PatchSyncError) -> Prepared {
         let full = options.buildDirectory + "/" + path
-        let mode: UInt32, sha: SHA256Digest?, size: Int64
-        // One read per byte: a file up to `wholeFileBytes` is read once into memory, hashed, and chunked
-        // from there when its content is new; a larger one is hashed, then read again only when new.
-        var content: [UInt8]? = nil
-        do {
-            // Through a link that --dereference-external copies: what it points to.
-            var st = stat()
-            guard stat(full, &st) == 0 else { throw Errno(errno, "reading", full) }
-            mode = UInt32(st.st_mode) & 0o755
-            size = Int64(st.st_size)
-            // Hashing first only pays when a manifest in the origin may already describe this content.
-            if known.isEmpty {
-                sha = nil
-            } else if size <= Self.wholeFileBytes {
-                let bytes = try Self.readWhole(full, size: size)
-                sha = bytes.withUnsafeBytes { SHA256Hasher.hash($0) }
-                content = bytes
-            } else {
-                sha = try SHA256Hasher.hash(file: full)
-            }
-        } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
+        let (mode, size, sha, content) = try read(full, hashing: !known.isEmpty)
         let bundle = try options.bundles.bundle(for: path).name
         let origin = OriginLayout(root: options.origin)
         if let sha, let old = try known.layout(of: sha, readingOlder: FileSystem.exists(origin.objectFile(sha))),
@@ -462,6 +442,34 @@ public struct Publisher: Sendable {
             FileEntry(
                 path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.object,
                 bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
+    }
+
+    /// The file's mode and size and, when `hashing`, its SHA-256; a file up to ``wholeFileBytes`` is read
+    /// once into memory (`content`), hashed, and chunked from there when its content is new, a larger one
+    /// is hashed, then read again only when new. Through a link that --dereference-external copies.
+    private func read(_ full: String, hashing: Bool) throws(PatchSyncError)
+        -> (mode: UInt32, size: Int64, sha: SHA256Digest?, content: [UInt8]?)
+    {
+        let mode: UInt32, sha: SHA256Digest?, size: Int64
+        var content: [UInt8]? = nil
+        do {
+            // Through a link that --dereference-external copies: what it points to.
+            var st = stat()
+            guard stat(full, &st) == 0 else { throw Errno(errno, "reading", full) }
+            mode = UInt32(st.st_mode) & 0o755
+            size = Int64(st.st_size)
+            // Hashing first only pays when a manifest in the origin may already describe this content.
+            if !hashing {
+                sha = nil
+            } else if size <= Self.wholeFileBytes {
+                let bytes = try Self.readWhole(full, size: size)
+                sha = bytes.withUnsafeBytes { SHA256Hasher.hash($0) }
+                content = bytes
+            } else {
+                sha = try SHA256Hasher.hash(file: full)
+            }
+        } catch { throw PatchSyncError.wrap(error).during("reading \(full)") }
+        return (mode, size, sha, content)
     }
 
     /// Files up to this size are read once into memory to be hashed and, when new, chunked from there.

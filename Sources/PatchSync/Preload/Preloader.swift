@@ -156,10 +156,7 @@ struct Preloader: Sendable {
             store.drop(object: manifestRange.object, offset: 0)
             throw error
         }
-        guard manifest.sequence == target.info.sequence else {
-            throw PatchSyncError(
-                .refusedData, "the sealed manifest of \(plan.buildId) has another sequence than its signed target")
-        }
+        try manifest.check(matches: target.info, what: "the sealed manifest of \(plan.buildId)")
         let sealed = Dictionary((manifest.sealed ?? []).map { ($0.object, $0) }, uniquingKeysWith: { a, _ in a })
         let listed = Set(plan.objects.map(\.sealed))
         for object in sealed.values where !listed.contains(object.sealed) || keys[object.keyBuild] == nil {

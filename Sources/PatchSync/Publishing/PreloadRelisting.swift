@@ -78,17 +78,10 @@ struct PreloadRelisting {
             throw PatchSyncError.wrap(error).during("sealing the manifest of \(plan.buildId) again")
         }
         plan.manifest = object
-        let data = try plan.encoded()
-        let hash = SHA256Hasher.hash(data).hex
-        do {
-            try FileSystem.writeAtomically(data, to: layout.path(OriginLayout.targetFile(preload.path, sha256: hash)))
-        } catch {
-            throw PatchSyncError.wrap(error).during("listing \(plan.buildId) again")
-        }
         var info = preload.info
         info.sequence = sequence
         info.rollback = rollback
         info.withdrawn = nil
-        return TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
+        return try TargetWriter.store(try plan.encoded(), as: preload.path, in: origin, info: info)
     }
 }

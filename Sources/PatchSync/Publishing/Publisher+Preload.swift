@@ -158,20 +158,9 @@ extension Publisher {
             .plan(
                 releaseAt: options.preload?.releaseAt ?? options.now, keys: keys, manifestObject: manifestObject,
                 bases: bases.map(\.manifest), packs: packs)
-        let data = try plan.encoded()
-        let hash = SHA256Hasher.hash(data).hex
-        do {
-            try FileSystem.writeAtomically(
-                data, to: OriginLayout(root: options.origin).path(OriginLayout.targetFile(target, sha256: hash)))
-        } catch {
-            throw PatchSyncError.wrap(error)
-        }
-        var info = ManifestTargetInfo(channel: channel, buildId: build, sequence: manifest.sequence)
-        info.size = manifest.totalSize  // the bytes players need room for; not the file count
-        info.preload = PreloadInfo(releaseAt: options.preload?.releaseAt ?? options.now)
-        var targets = repo.targetFiles
-        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
-        try writer.commit(targets, repo: &repo, delegatingReleases: true)
+        try writer.writePreload(
+            try plan.encoded(), target: target, manifest: manifest, releaseAt: options.preload?.releaseAt ?? options.now,
+            repo: &repo)
         // Where release and refresh find the key, recorded once the build is listed.
         try Repository.recordContentKeys(origin: options.origin, folder: options.preload?.contentKeys ?? "")
         try? FileSystem.removeTree(sealing.scratch)

@@ -24,10 +24,6 @@ struct TargetWriter: Sendable {
         try relisting.checkKeys(channel: manifest.channel.name, repo: repo)
         let json = try manifest.encoded()
         let manifestDeltas = try self.manifestDeltas(to: json, from: deltaBases)
-        let data = Zlib.gzip(json)
-        let hash = SHA256Hasher.hash(data).hex
-        let file = OriginLayout(root: origin).path(OriginLayout.targetFile(target, sha256: hash))
-        do { try FileSystem.writeAtomically(data, to: file) } catch { throw PatchSyncError.wrap(error) }
         var info = ManifestTargetInfo(
             channel: manifest.channel.name, buildId: manifest.buildId.value,
             sequence: manifest.sequence,
@@ -38,12 +34,39 @@ struct TargetWriter: Sendable {
         info.rollback = rollback
         var targets = repo.targetFiles
         for path in unlisting { targets[path] = nil }
-        targets[target] = TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
+        targets[target] = try Self.store(Zlib.gzip(json), as: target, in: origin, info: info)
         if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
         let relisted = try relisting.relist(
             channel: manifest.channel.name, above: manifest.sequence, in: &targets, repo: repo)
         try commit(targets, repo: &repo)
         return relisted
+    }
+
+    /// Writes `data` (a manifest's gzip'd JSON, a preload plan) as the file of target `target` in `origin`,
+    /// named by its hash: the one place a build's target entry is made.
+    static func store(_ data: Data, as target: String, in origin: String, info: ManifestTargetInfo)
+        throws(PatchSyncError) -> TargetFile
+    {
+        let hash = SHA256Hasher.hash(data).hex
+        let file = OriginLayout(root: origin).path(OriginLayout.targetFile(target, sha256: hash))
+        do { try FileSystem.writeAtomically(data, to: file) } catch {
+            throw PatchSyncError.wrap(error).during("writing target \(target)")
+        }
+        return TargetFile(length: Int64(data.count), hashes: ["sha256": hash], custom: info)
+    }
+
+    /// Lists preload `plan` (its encoded JSON) as target `target` of `manifest`'s build, released at
+    /// `releaseAt`, and commits new signed targets (with the releases role delegated).
+    func writePreload(_ plan: Data, target: String, manifest: Manifest, releaseAt: Date, repo: inout Repository)
+        throws(PatchSyncError)
+    {
+        var info = ManifestTargetInfo(
+            channel: manifest.channel.name, buildId: manifest.buildId.value, sequence: manifest.sequence)
+        info.size = manifest.totalSize  // the bytes players need room for; not the file count
+        info.preload = PreloadInfo(releaseAt: releaseAt)
+        var targets = repo.targetFiles
+        targets[target] = try Self.store(plan, as: target, in: origin, info: info)
+        try commit(targets, repo: &repo, delegatingReleases: true)
     }
 
     /// Signs `targets` as the new targets metadata, without the builds beyond the newest `keepBuilds` of

@@ -130,11 +130,7 @@ extension Syncer {
                     .refusedData, "the manifest rebuilt by delta \(object) does not match its signed SHA-256")
             }
             let manifest = try Manifest.decode(json, what: "manifest \(target.info.buildId) rebuilt from \(live)'s")
-            guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,
-                manifest.sequence == target.info.sequence
-            else {
-                throw PatchSyncError(.refusedData, "the manifest rebuilt by delta describes another build")
-            }
+            try manifest.check(matches: target.info, what: "the manifest rebuilt by delta \(object)")
             return (manifest, Zlib.gzip(json, level: 6))  // kept locally: speed over size
         } catch {
             Self.deltaLogger.notice("manifest delta from \(live) not used, fetching the whole manifest: \(error)")

@@ -14,6 +14,22 @@ import Foundation
 struct CurlOptions {
     let easy: UnsafeMutableRawPointer
 
+    /// The security defaults every PatchSync request is sent with, to the origin, a peer or a bucket: no
+    /// signals (threads), peers and hosts verified against `caFile` or the system's store, connections
+    /// that give up when they stall, and PatchSync's User-Agent.
+    func secureDefaults(caFile: String?, connectTimeout: Int, lowSpeedBytes: Int, lowSpeedSeconds: Int)
+        throws(CurlOptionError)
+    {
+        try set(CURLOPT_NOSIGNAL, 1)
+        try set(CURLOPT_SSL_VERIFYPEER, 1)
+        try set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile { try set(CURLOPT_CAINFO, caFile) }
+        try set(CURLOPT_CONNECTTIMEOUT, connectTimeout)
+        try set(CURLOPT_LOW_SPEED_LIMIT, lowSpeedBytes)
+        try set(CURLOPT_LOW_SPEED_TIME, lowSpeedSeconds)
+        try set(CURLOPT_USERAGENT, PatchSyncVersion.userAgent)
+    }
+
     /// curl_easy_setopt with a long.
     func set(_ option: CURLoption, _ value: Int) throws(CurlOptionError) {
         try Self.check(ccurl_easy_setopt_long(easy, option, value), option)

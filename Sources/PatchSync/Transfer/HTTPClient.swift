@@ -283,20 +283,15 @@ private final class TransferLoop: @unchecked Sendable {
         // A LAN peer closes a connection idle for 2 s (its places are few): never send it a request on
         // one idle for 1 s or more, which it may be closing as the request goes (an empty reply).
         if !box.request.fromOrigin { try options.set(CURLOPT_MAXAGE_CONN, 1) }
-        try options.set(CURLOPT_NOSIGNAL, 1)
-        try options.set(CURLOPT_SSL_VERIFYPEER, 1)
-        try options.set(CURLOPT_SSL_VERIFYHOST, 2)
-        if let ca = settings.caFile { try options.set(CURLOPT_CAINFO, ca) }
-        try options.set(CURLOPT_CONNECTTIMEOUT, settings.connectTimeoutSeconds)
-        try options.set(CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
-        try options.set(CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
+        try options.secureDefaults(
+            caFile: settings.caFile, connectTimeout: settings.connectTimeoutSeconds,
+            lowSpeedBytes: settings.lowSpeedBytes, lowSpeedSeconds: settings.lowSpeedSeconds)
         // The caller's deadline (what is left of a metadata refresh), within the request's own.
         let timeout = min(box.request.timeout ?? .infinity, settings.deadline(forBytes: box.request.maxBytes))
         try options.set(CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
         try options.set(CURLOPT_BUFFERSIZE, settings.bufferSize)
         try options.set(CURLOPT_TCP_KEEPALIVE, 1)
         try options.set(CURLOPT_PIPEWAIT, 1)
-        try options.set(CURLOPT_USERAGENT, PatchSyncVersion.userAgent)
     }
 
     /// Completes every finished transfer; returns how many there were.

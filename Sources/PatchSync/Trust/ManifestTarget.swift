@@ -69,11 +69,22 @@ extension Origin {
         let consistent = OriginLayout.targetFile(target.path, sha256: sha)
         let data = try await signed(consistent, length: target.file.length, sha256: sha)
         let manifest = try Manifest.decode(data, what: consistent)
-        guard manifest.buildId.value == target.info.buildId, manifest.channel.name == target.info.channel,
-            manifest.sequence == target.info.sequence
-        else {
-            throw PatchSyncError(.refusedData, "\(consistent) describes another build than its signed target entry")
-        }
+        try manifest.check(matches: target.info, what: consistent)
         return (manifest, data)
+    }
+}
+
+extension Manifest {
+    /// Refuses a manifest (`what`: where it came from) that describes another build than its signed target
+    /// entry: another build id, channel or sequence. The one check of it, for every way a manifest arrives.
+    func check(matches target: ManifestTargetInfo, what: String) throws(PatchSyncError) {
+        guard buildId.value == target.buildId, channel.name == target.channel, sequence == target.sequence else {
+            throw PatchSyncError(
+                .refusedData,
+                "\(what) describes build \(buildId) of \(channel) (sequence \(sequence)), not the signed target's "
+                    + "\(target.buildId) of \(target.channel) (sequence \(target.sequence))",
+                remedy: "nothing was installed; the origin serves a manifest its signed metadata does not vouch for: "
+                    + "report it to the publisher")
+        }
     }
 }

@@ -191,14 +191,7 @@ final class S3Connection {
         try options.set(CURLOPT_WRITEDATA, pointer: opaque)
         try options.set(CURLOPT_WRITEFUNCTION, callback: s3WriteCallback)
         try options.allow([.http, .https])
-        try options.set(CURLOPT_NOSIGNAL, 1)
-        try options.set(CURLOPT_SSL_VERIFYPEER, 1)
-        try options.set(CURLOPT_SSL_VERIFYHOST, 2)
-        if let ca = bucket.caFile { try options.set(CURLOPT_CAINFO, ca) }
-        try options.set(CURLOPT_CONNECTTIMEOUT, 30)
-        try options.set(CURLOPT_LOW_SPEED_LIMIT, 1024)
-        try options.set(CURLOPT_LOW_SPEED_TIME, 60)
-        try options.set(CURLOPT_USERAGENT, "PatchSync/0.1")
+        try options.secureDefaults(caFile: bucket.caFile, connectTimeout: 30, lowSpeedBytes: 1024, lowSpeedSeconds: 60)
         switch method {
         case "PUT":
             try options.set(CURLOPT_UPLOAD, 1)

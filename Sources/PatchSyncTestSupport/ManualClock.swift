@@ -5,8 +5,16 @@ import Synchronization
 /// A clock that moves only when a test moves it, for conditions, deadlines and backoff.
 public final class ManualClock: Sendable {
     private let current: Mutex<Date>
+    private let start: Date
+    private let base = ContinuousClock.now
 
-    public init(_ start: Date) { current = Mutex(start) }
+    public init(_ start: Date) {
+        current = Mutex(start)
+        self.start = start
+    }
+
+    /// The clock's time as an instant of the continuous clock (for what measures durations).
+    public func instant() -> ContinuousClock.Instant { base + .seconds(now().timeIntervalSince(start)) }
 
     public func now() -> Date { current.withLock { $0 } }
 

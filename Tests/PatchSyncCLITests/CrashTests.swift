@@ -290,8 +290,7 @@ func runWithFaults(_ command: String, _ arguments: [String], watchdog: TimeInter
         process.standardOutput = FileHandle(forWritingAtPath: output + ".out")
         process.standardError = FileHandle(forWritingAtPath: output + ".err")
         try process.run()
-        let deadline = Date() + watchdog
-        while process.isRunning && Date() < deadline { usleep(50_000) }
+        Poll.until(timeout: .seconds(Int64(watchdog)), every: .milliseconds(50)) { !process.isRunning }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -473,7 +472,9 @@ struct FaultTests {
         }
         let before = free()
         let lines = try SteeringTests.collect(sync) {
-            while free() > before - size / 3, sync.process.isRunning { usleep(50_000) }
+            Poll.until(timeout: .seconds(120), every: .milliseconds(50)) {
+                free() <= before - size / 3 || !sync.process.isRunning
+            }
             filled = try shell("dd if=/dev/zero of='\(mount)/filler' bs=1M 2>/dev/null; sync") != -1
         }
         #expect(filled && sync.process.terminationStatus == 74, "\(lines.suffix(3))")

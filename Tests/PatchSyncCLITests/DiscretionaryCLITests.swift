@@ -16,11 +16,7 @@ struct DiscretionaryCLITests {
     }
 
     static func waitForChunks(_ install: Install, _ process: Process) throws {
-        for _ in 0..<1000 where process.isRunning {
-            if (try install.status().staging?.chunksDone ?? 0) >= 2 { return }
-            usleep(20_000)
-        }
-        Issue.record("the sync recorded no chunks")
+        if !Poll.staging(install, while: process) { Issue.record("the sync recorded no chunks") }
     }
 
     @Test(
@@ -65,13 +61,12 @@ struct DiscretionaryCLITests {
             #expect(io.stdout.hasPrefix("idle"), "thread \(tid): \(io.stdout)")
         }
         var running: RunningSync?
-        for _ in 0..<400 {
+        try Poll.until(timeout: .seconds(40), every: .milliseconds(100)) {
             let status = try CLI.run(["status", "--install", install.root, "--json"])
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .iso8601
             running = try decoder.decode(InstallStatus.self, from: Data(status.stdout.utf8)).running
-            if let running, running.bytesPerSecond > 0 { break }
-            usleep(100_000)
+            return (running?.bytesPerSecond ?? 0) > 0
         }
         let shown = try #require(running)
         #expect(shown.pid == pid)

@@ -346,13 +346,10 @@ struct LANPeerTests {
             _ = try? CLI.runProgram("/bin/sh", ["-c", "ip netns pids \(spaces[0]) | xargs -r kill -9"])
         }
         let peer = "http://\(lan.address(0)):\(ShareServer.defaultPort)"
-        for _ in 0..<100 {
-            if try CLI.runProgram(
+        try Poll.until(timeout: .seconds(10), every: .milliseconds(100)) {
+            try CLI.runProgram(
                 "/usr/sbin/ip", ["netns", "exec", spaces[1], "curl", "-s", "-o", "/dev/null", peer + "/"]
-            ).status == 0 {
-                break
-            }
-            usleep(100_000)
+            ).status == 0
         }
         let total = PeerTests.objectBytes(manifest)
         for (space, root) in zip(spaces.dropFirst(), roots.dropFirst()) {

@@ -18,10 +18,9 @@ struct ResilienceTests {
         }
         let sync = try CLI.start(["sync", "--install", install.root])
         var progress: InstallStatus.Staging?
-        for _ in 0..<600 where sync.process.isRunning {
+        try Poll.until(timeout: .seconds(12)) {
             progress = try install.status().staging
-            if (progress?.chunksDone ?? 0) >= 4 { break }
-            usleep(20_000)
+            return !sync.process.isRunning || (progress?.chunksDone ?? 0) >= 4
         }
         kill(sync.process.processIdentifier, SIGKILL)
         sync.process.waitUntilExit()

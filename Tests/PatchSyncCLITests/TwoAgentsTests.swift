@@ -26,10 +26,7 @@ struct TwoAgentsTests {
 
     /// Waits until the sync has recorded `chunks` chunks of the build it stages.
     static func waitForStaging(_ install: Install, _ process: Process, chunks: Int = 2) throws {
-        for _ in 0..<1500 where process.isRunning {
-            if let staging = try install.status().staging, staging.chunksDone >= chunks { return }
-            usleep(20_000)
-        }
+        if Poll.staging(install, chunks: chunks, while: process) { return }
         Issue.record("the sync recorded no chunks")
     }
 
@@ -124,11 +121,11 @@ struct TwoAgentsTests {
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
         let output = { String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: log))) ?? Data(), as: UTF8.self) }
         // Every file is missing there: the first download fails, told as a player reads it.
-        for _ in 0..<300 where !output().contains("The download server can't be reached") { usleep(100_000) }
+        Poll.until(every: .milliseconds(100)) { output().contains("The download server can't be reached") }
         #expect(output().contains("The download server can't be reached"), "the failure is told: \(output())")
         #expect(process.isRunning, "no game yet: \(output())")
         try Self.setRemotes(install, [right.url])
-        for _ in 0..<600 where process.isRunning { usleep(100_000) }
+        Poll.until(timeout: .seconds(60), every: .milliseconds(100)) { !process.isRunning }
         #expect(!process.isRunning && process.terminationStatus == 0, "the launcher went on to play: \(output())")
         #expect(output().contains("game-ran"), "\(output())")
         #expect(install.currentBuild() == "1")

@@ -14,7 +14,7 @@ final class TransferProgress: Sendable {
         let total: Int64
         var filesDone = 0
         let filesTotal: Int
-        var last = ContinuousClock.now
+        var last: ContinuousClock.Instant
         /// Where `done` started, and the bytes of responses that arrived since (verified or not yet).
         let start: Int64
         var arrived: Int64 = 0
@@ -23,8 +23,7 @@ final class TransferProgress: Sendable {
 
         /// The event to send now, if one is due: bytes move as they arrive, capped below the total until
         /// what arrived is verified and durable.
-        mutating func due(_ id: Int) -> SyncEvent? {
-            let now = ContinuousClock.now
+        mutating func due(_ id: Int, now: ContinuousClock.Instant) -> SyncEvent? {
             let moving = done >= total ? total : min(total - 1, max(done, start + arrived))
             guard done >= total || now - last >= TransferProgress.interval else { return nil }
             shown = max(shown, moving)
@@ -49,8 +48,16 @@ final class TransferProgress: Sendable {
     let id = TransferProgress.made.add(1, ordering: .relaxed).newValue
     private static let made = Atomic<Int>(0)
 
-    init(done: Int64 = 0, total: Int64, filesTotal: Int) {
-        state = Mutex(State(done: done, total: total, filesTotal: filesTotal, start: done, shown: done))
+    /// Where the time of the events comes from: the continuous clock, or a test's.
+    private let clock: @Sendable () -> ContinuousClock.Instant
+
+    init(
+        done: Int64 = 0, total: Int64, filesTotal: Int,
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) {
+        self.clock = clock
+        state = Mutex(
+            State(done: done, total: total, filesTotal: filesTotal, last: clock(), start: done, shown: done))
     }
 
     /// The bytes done so far.
@@ -61,7 +68,7 @@ final class TransferProgress: Sendable {
         state.withLock { state in
             state.done += bytes
             state.filesDone += files
-            return state.due(id)
+            return state.due(id, now: clock())
         }
     }
 
@@ -69,7 +76,7 @@ final class TransferProgress: Sendable {
     func received(_ bytes: Int64) -> SyncEvent? {
         state.withLock { state in
             state.arrived += bytes
-            return state.due(id)
+            return state.due(id, now: clock())
         }
     }
 
@@ -86,7 +93,7 @@ final class TransferProgress: Sendable {
     func set(_ done: Int64) -> SyncEvent? {
         state.withLock { state in
             state.done = max(state.done, done)
-            return state.due(id)
+            return state.due(id, now: clock())
         }
     }
 }

@@ -265,10 +265,6 @@ struct DiscretionaryTests {
 
     /// Polls until the staging has recorded some chunks (the transfer is under way).
     static func waitForChunks(_ install: Install) async throws {
-        for _ in 0..<1000 {
-            if (try install.status().staging?.chunksDone ?? 0) >= 2 { return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        Issue.record("the sync recorded no chunks in 20 s")
+        if await !Poll.stagingAsync(install, timeout: .seconds(20)) { Issue.record("the sync recorded no chunks in 20 s") }
     }
 }

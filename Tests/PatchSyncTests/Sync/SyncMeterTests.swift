@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import PatchSyncTestSupport
 import Testing
 
 @testable import PatchSync
@@ -62,16 +63,17 @@ struct SyncMeterTests {
     func arrivalEventsWaitForFlush() {
         let events = Events()
         let meter = SyncMeter(onEvent: { event in events.list.withLock { $0.append(event) } })
-        let progress = TransferProgress(total: 1000, filesTotal: 1)
+        let clock = ManualClock(Date())
+        let progress = TransferProgress(total: 1000, filesTotal: 1, clock: clock.instant)
         meter.follow(progress)
-        usleep(600_000)  // past the time between events
+        clock.advance(by: 0.6)  // past the time between events
         meter.arrived(100)
         #expect(events.count == 0)
         meter.flush()
         #expect(events.count == 1)
         meter.flush()
         #expect(events.count == 1, "sent once")
-        usleep(600_000)
+        clock.advance(by: 0.6)
         meter.arrived(100)
         meter.follow(nil)
         meter.flush()
@@ -85,8 +87,9 @@ struct TransferOrderTests {
         "an arrival event made before a step's last and sent after it shows the last's counts; a late one of an ended step is dropped"
     )
     func staleEvents() throws {
-        let step = TransferProgress(total: 1000, filesTotal: 2)
-        usleep(600_000)
+        let clock = ManualClock(Date())
+        let step = TransferProgress(total: 1000, filesTotal: 2, clock: clock.instant)
+        clock.advance(by: 0.6)
         guard case .transfer(let early)? = step.received(400) else { throw Failure("no arrival event") }
         guard case .transfer(let final)? = step.add(1000, files: 2) else { throw Failure("no final event") }
         var order = TransferOrder()

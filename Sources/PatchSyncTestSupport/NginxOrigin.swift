@@ -187,8 +187,8 @@ public final class NginxOrigin: @unchecked Sendable {
 
     /// Waits (bounded, 10 s) until nginx accepts connections.
     private func waitUntilListening() throws {
-        for _ in 0..<200 {
-            guard process.isRunning else { break }
+        let listening = Poll.until(timeout: .seconds(10), every: .milliseconds(50)) {
+            guard process.isRunning else { return true }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var addr = sockaddr_in()
             addr.sin_family = sa_family_t(AF_INET)
@@ -200,9 +200,9 @@ public final class NginxOrigin: @unchecked Sendable {
                 }
             }
             close(fd)
-            if connected { return }
-            usleep(50_000)
+            return connected
         }
+        if listening, process.isRunning { return }
         let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
         throw NSError(
             domain: "NginxOrigin", code: 3,

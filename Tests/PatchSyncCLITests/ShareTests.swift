@@ -200,11 +200,14 @@ struct ShareServiceTests {
 
         // The game starts: the share pauses.
         let running = try install.holdRunningLock()
-        try await Task.sleep(for: .milliseconds(400))
         let chunk = chunks[0]
-        let paused = RawHTTP.ask(
-            "127.0.0.1", port,
-            "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
+        var paused: (status: Int, body: [UInt8], head: String) = (0, [], "")
+        await Poll.untilAsync(timeout: .seconds(5), every: .milliseconds(100)) {
+            paused = RawHTTP.ask(
+                "127.0.0.1", port,
+                "GET \(ShareRequest.path(repository: repo, chunk: chunk)) HTTP/1.1\r\nConnection: close\r\n\r\n")
+            return paused.status == 503
+        }
         #expect(paused.status == 503 && paused.head.contains("Retry-After"), "\(paused.head)")
         withExtendedLifetime(running) {}
     }

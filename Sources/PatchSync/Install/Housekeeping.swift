@@ -122,7 +122,7 @@ struct Housekeeping: Sendable {
     /// A temporary file (`NAME.tmp-PID`) whose writer no longer runs.
     static func isLeftover(_ name: String) -> Bool {
         guard let pid = InstallLayout.temporaryWriter(of: name) else { return false }
-        return kill(pid, 0) != 0 && errno == ESRCH
+        return !ProcessIdentity.exists(pid)
     }
 
     /// The names in a folder; none when it does not exist.

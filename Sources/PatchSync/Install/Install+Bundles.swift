@@ -163,8 +163,8 @@ extension Install {
     /// stages the change). Names the newest known build lacks are refused when added, as are required
     /// bundles, which are always installed.
     public func chooseBundles(adding: [String], removing: [String]) throws(PatchSyncError) -> BundleChoice {
-        let unlock = configLock()
-        defer { unlock() }
+        let held = configLock()
+        defer { withExtendedLifetime(held) {} }
         var config = try config()
         let known =
             (try? state(readOnly: true).read()).flatMap { newestKnownSummary($0)?.1 }

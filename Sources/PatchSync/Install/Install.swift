@@ -94,8 +94,8 @@ public struct Install: Sendable {
     /// try install.updateConfig { $0.maxBytesPerSecond = 2 << 20 }
     /// ```
     public func updateConfig(_ change: (inout InstallConfig) throws(PatchSyncError) -> Void) throws(PatchSyncError) {
-        let unlock = configLock()
-        defer { unlock() }
+        let held = configLock()
+        defer { withExtendedLifetime(held) {} }
         var config = try config()
         try change(&config)
         try Origin.checkMirrors(config.remotes)
@@ -117,26 +117,13 @@ public struct Install: Sendable {
 
     /// Whether a foreground sync waits to take over from a discretionary one: it holds an flock on the
     /// request file while it waits (a request of a process that died is no request).
-    func takeOverRequested() -> Bool {
-        let fd = Glibc.open(layout.takeOverFile, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
-            flock(fd, LOCK_UN)
-            return false
-        }
-        return errno == EWOULDBLOCK
-    }
+    func takeOverRequested() -> Bool { FileLock.isHeld(layout.takeOverFile) }
 
     /// Held while the configuration is read, changed and written, one change at a time (a launcher's
     /// setting beside `patchsync config set`): each reads what the last one wrote. A lock file that
     /// cannot be opened (a read-only folder) leaves the write to fail on its own.
-    /// Returns what releases it.
-    func configLock() -> () -> Void {
-        let fd = Glibc.open(layout.configLockFile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        if fd >= 0 { while flock(fd, LOCK_EX) != 0 && errno == EINTR {} }
-        return { if fd >= 0 { Glibc.close(fd) } }
-    }
+    /// Held until the value returned is released.
+    func configLock() -> FileLock? { FileLock.waitExclusive(layout.configLockFile) }
 
     func saveConfig(_ config: InstallConfig) throws(PatchSyncError) {
         let encoder = JSONEncoder()

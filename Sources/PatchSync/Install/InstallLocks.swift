@@ -21,24 +21,22 @@ enum InstallLockKind: Sendable {
     }
 }
 
-/// An flock(2) held on a lock file until the value is released.
+/// An flock(2) (``FileLock``) held on one of the install's lock files until the value is released.
 final class InstallLock: Sendable {
-    private let file: FileDescriptor
+    private let lock: FileLock
 
     /// Takes the lock without waiting, or fails as deferred when another process holds it.
     init(path: String, kind: InstallLockKind, purpose: String) throws(PatchSyncError) {
-        file = try Self.open(path)
-        guard flock(file.fd, LOCK_EX | LOCK_NB) == 0 else {
+        let held: FileLock?
+        do { held = try FileLock.tryExclusive(try Self.open(path)) } catch { throw PatchSyncError.wrap(error) }
+        guard let held else {
             throw PatchSyncError(
                 .deferred, "\(kind.holder) (\(path) is locked); \(purpose) must wait",
                 remedy: "try again when it has finished; `patchsync status` shows what runs",
                 reason: kind == .staging ? .otherSync : .busy)
         }
+        lock = held
     }
-
-    /// Unlocks explicitly: a child forked by another thread may still share the descriptor until it
-    /// execs, and closing ours alone would leave the lock held until then.
-    deinit { flock(file.fd, LOCK_UN) }
 
     /// Opens (creating) a lock file, private to its owner.
     static func open(_ path: String) throws(PatchSyncError) -> FileDescriptor {

@@ -13,7 +13,7 @@ import Synchronization
 public final class OriginLock: Sendable {
     /// The lock file's name inside the origin folder.
     public static let fileName = OriginLayout.lockFileName
-    private let file: FileDescriptor
+    private let lock: FileLock
 
     /// How long a command waits for the lock held elsewhere (`--wait`); 0: not at all.
     public static var wait: TimeInterval {
@@ -26,22 +26,19 @@ public final class OriginLock: Sendable {
     /// deferred (exit 75).
     public init(origin: String, purpose: String) throws(PatchSyncError) {
         let path = OriginLayout(root: origin).lockFile
-        do { file = try FileDescriptor(path: path, flags: O_RDONLY | O_CREAT | O_NOFOLLOW, mode: 0o664) } catch {
-            throw PatchSyncError.wrap(error).during("locking \(origin) for \(purpose)")
+        let held: FileLock?
+        do {
+            let file = try FileDescriptor(path: path, flags: O_RDONLY | O_CREAT | O_NOFOLLOW, mode: 0o664)
+            held = try FileLock.exclusive(file, waiting: Self.wait)
+        } catch { throw PatchSyncError.wrap(error).during("locking \(origin) for \(purpose)") }
+        guard let held else {
+            throw PatchSyncError(
+                .deferred,
+                "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait"
+                    + (Self.wait > 0 ? " (waited \(Int(Self.wait)) s)" : ""),
+                remedy: "run it again when that publish, refresh or prune has finished, or give --wait 10m",
+                reason: .busy)
         }
-        let deadline = Date().addingTimeInterval(Self.wait)
-        while flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
-            guard Date() < deadline else {
-                throw PatchSyncError(
-                    .deferred,
-                    "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait"
-                        + (Self.wait > 0 ? " (waited \(Int(Self.wait)) s)" : ""),
-                    remedy: "run it again when that publish, refresh or prune has finished, or give --wait 10m",
-                    reason: .busy)
-            }
-            usleep(100_000)  // polled: flock(2) itself cannot time out without a signal
-        }
+        lock = held
     }
-
-    deinit { flock(file.fd, LOCK_UN) }
 }

@@ -159,7 +159,8 @@ extension Publisher {
                 releaseAt: options.preload?.releaseAt ?? options.now, keys: keys, manifestObject: manifestObject,
                 bases: bases.map(\.manifest), packs: packs)
         try writer.writePreload(
-            try plan.encoded(), target: target, manifest: manifest, releaseAt: options.preload?.releaseAt ?? options.now,
+            try plan.encoded(), target: target, manifest: manifest,
+            releaseAt: options.preload?.releaseAt ?? options.now,
             repo: &repo)
         // Where release and refresh find the key, recorded once the build is listed.
         try Repository.recordContentKeys(origin: options.origin, folder: options.preload?.contentKeys ?? "")

@@ -117,14 +117,12 @@ public struct Syncer: Sendable {
             }
             // The request is a file this process holds an flock on: it dies with the process (no stale request).
             let request = install.layout.takeOverFile
-            let fd = open(request, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-                if fd >= 0 { close(fd) }
+            guard let held = try? FileLock.tryExclusive(request) else {
                 throw error  // another foreground sync is taking over already
             }
             defer {
                 unlink(request)
-                close(fd)
+                withExtendedLifetime(held) {}
             }
             let until = ContinuousClock.now + Self.takeOverWait
             while ContinuousClock.now < until {

@@ -13,10 +13,14 @@ public struct ProcessIdentity: Codable, Sendable, Equatable {
     /// Whether the process still runs: its pid answers signal 0 and, when its start time is known, the
     /// process with that pid started then.
     public var isRunning: Bool {
-        guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+        guard Self.exists(pid) else { return false }
         guard let startTicks, let now = Self.startTicks(of: pid) else { return true }
         return now == startTicks
     }
+
+    /// Whether a process with `pid` exists (it answers signal 0, or exists and belongs to another user):
+    /// the library's one liveness check of a bare pid.
+    static func exists(_ pid: Int32) -> Bool { kill(pid, 0) == 0 || errno == EPERM }
 
     /// Field 22 (starttime) of `/proc/PID/stat`, read after the command name's closing parenthesis (a
     /// name may hold spaces and parentheses); nil when it cannot be read.

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import PatchSyncTestSupport
+import Synchronization
 import Testing
 
 @testable import PatchSync

@@ -10,7 +10,8 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 LIB = os.path.join(HERE, "Sources", "PatchSync")
 TESTS = os.path.join(HERE, "Tests")
 FUNC = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|internal|private|fileprivate|static|mutating|override|final|nonisolated|@discardableResult|class)\s+)*(func\s+\w+|init\??\s*[<(]|subscript\s*\(|var\s+\w+\s*:[^=]*\{\s*$)")
-LIMITS = {"longest function": 60, "Syncer lines": 1000, "test sleeps": 11, "wall-clock expectations": 9}
+# What `--check` (run by `make lint`) holds the code to.
+LIMITS = {"longest function": 60, "Syncer lines": 1000, "test sleeps": 11}
 
 
 def swift_files(root):
@@ -61,7 +62,10 @@ def figures():
             c = code(l)
             if re.search(r"(?<!time\.)\b(Task\.sleep|usleep|Thread\.sleep|sleep)\(", c):
                 sleeps += 1
-            if "#expect" in c and re.search(r"\b(Date\(\)|ContinuousClock|\.now\b|elapsed|seconds|duration)", c, re.I):
+            # An expectation on a time the test measured itself (a rate over elapsed time counts too).
+            if "#expect" in c and re.search(
+                r"elapsed|timeIntervalSince|ContinuousClock\.now|\btook\b|\bstopped\b *<|run\.seconds|rate *<=", c
+            ):
                 wall += 1
     return {
         "library lines / files": f"{lines} / {len(lib)}",

@@ -40,15 +40,16 @@ struct TransferFaultTests {
         try JSONEncoder().encode(config).write(to: URL(fileURLWithPath: install.configPath))
     }
 
+    // A stall is cut off, a backoff waited out: never a hang (the time limit is each fault's).
     @Test(
         "a fault on the first response of each object is retried and the sync completes with a verified tree",
+        .timeLimit(.minutes(2)),
         arguments: FaultOrigin.Fault.allCases.filter { $0 != .missing })  // a 404 is an answer: next mirror
     func faultOnce(_ fault: FaultOrigin.Fault) throws {
         let fixture = try Fixture.published(packs: false)
         // Objects whose names start with 0 (a sixteenth): each costs a backoff, a stall a cut-off.
         let origin = try FaultOrigin(root: fixture.origin, fault: fault, count: 1, prefix: "/objects/0")
         let install = try fixture.makeInstall(remotes: [origin.url], configure: Self.configure)
-        let started = Date()
         let result = try CLI.run(["sync", "--install", install.root])
         #expect(result.status == 0, "\(fault): \(result.stderr)")
         let faulted = origin.requests.map { $0.split(separator: " ")[1] }.filter { $0.hasPrefix("/objects/0") }
@@ -57,7 +58,6 @@ struct TransferFaultTests {
         } else {
             #expect(faulted.count > Set(faulted).count, "the faulty responses were retried")
         }
-        #expect(Date().timeIntervalSince(started) < 60, "\(fault) took \(Date().timeIntervalSince(started)) s")
         try Self.expectVerified(install, fixture: fixture)
     }
 
@@ -117,7 +117,10 @@ struct TransferFaultTests {
             "\(received) bytes received for \(objectBytes) bytes of objects in \(requests) requests")
     }
 
-    @Test("a request deadline cuts off a body that keeps just above the low-speed limit (exit 69, named)")
+    // Without the deadline the trickle would outlast the time limit: exit 69 naming the timeout is the cut.
+    @Test(
+        "a request deadline cuts off a body that keeps just above the low-speed limit (exit 69, named)",
+        .timeLimit(.minutes(1)))
     func requestDeadline() throws {
         let fixture = try Fixture.published(scale: 0.01, packs: false)
         let origin = try FaultOrigin(root: fixture.origin, fault: .trickle)
@@ -126,10 +129,8 @@ struct TransferFaultTests {
             $0.requestTimeoutSeconds = 2
             $0.failureStreak = 1  // the first cut-off ends the sync (small objects would otherwise keep arriving)
         }
-        let started = Date()
         let result = try CLI.run(["sync", "--install", install.root])
         #expect(result.status == 69 && result.stderr.contains("timed out"), "\(result.stderr)")
-        #expect(Date().timeIntervalSince(started) < 30)
     }
 
     /// Applies the staged build and checks every file against the published build.

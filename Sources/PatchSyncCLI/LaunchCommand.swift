@@ -40,6 +40,9 @@ struct Launch: AsyncParsableCommand {
     var command: [String] = []
 
     func validate() throws {
+        guard !command.isEmpty else {
+            throw ValidationError("no game command given: put it after --: patchsync launch -- ./game")
+        }
         guard fcntl(eventsFd, F_GETFD) != -1 else {
             throw ValidationError(
                 "--events-fd \(eventsFd) is not an open file descriptor: open it in the calling process (3>events.jsonl), or leave it out for stderr"

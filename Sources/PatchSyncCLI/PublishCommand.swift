@@ -84,6 +84,15 @@ struct Publish: AsyncParsableCommand {
     var newChannel = false
     @Flag(help: "Print the result as JSON.") var json = false
 
+    func validate() throws {
+        guard deltaSources >= 0 else {
+            throw ValidationError("--delta-sources \(deltaSources) is negative: give 0 (no deltas) or more")
+        }
+        guard keepBuilds >= 1 else {
+            throw ValidationError("--keep-builds \(keepBuilds) would list no build: give 1 or more")
+        }
+    }
+
     func run() async throws {
         try originWait.apply()
         guard smallFile >= 0, packSize >= 1 else {
@@ -98,14 +107,7 @@ struct Publish: AsyncParsableCommand {
             buildDirectory: buildDirectory, origin: origin,
             buildId: try BuildID(buildId), bundles: rules)
         options.channel = try Channel(channel)
-        guard deltaSources >= 0 else {
-            throw PatchSyncError(
-                .usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
-        }
         options.deltaSources = deltaSources
-        guard keepBuilds >= 1 else {
-            throw PatchSyncError(.usage, "--keep-builds \(keepBuilds) would list no build", remedy: "give 1 or more")
-        }
         options.keepBuilds = keepBuilds
         options.smallFileBytes = smallFile << 10
         options.packSize = packSize << 10

@@ -38,8 +38,12 @@ struct DiscretionaryCLITests {
         let kept = try #require(try install.status().staging)
         #expect(kept.chunksDone > 0 && kept.chunksDone < kept.chunksTotal)
         #expect(try install.status().running == nil, "the stopped sync removed its progress row")
+        // The rest comes from the same origin without the cap (the cap only kept the sync running to be stopped).
+        let fast = try NginxOrigin(root: fixture.origin)
+        try TwoAgentsTests.setRemotes(install, [fast.url])
         let resumed = try CLI.run(["sync", "--install", install.root, "--json"])
         #expect(resumed.status == 0, "\(resumed.stdout)")
+        withExtendedLifetime(fast) {}
     }
 
     @Test(

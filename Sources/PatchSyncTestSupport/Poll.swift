@@ -34,10 +34,11 @@ public enum Poll {
     }
 
     /// Waits until the sync staging in `install` has recorded `chunks` chunks, while `running` (the sync's
-    /// process, when it is one) still runs; false when it never did.
+    /// process, when it is one) still runs; false when it never did. The wait is long: on a loaded test
+    /// pool a sync in this process may not run for a while, and only a failure waits it out.
     @discardableResult
     public static func staging(
-        _ install: Install, chunks: Int = 2, timeout: Duration = .seconds(30), while running: Process? = nil
+        _ install: Install, chunks: Int = 2, timeout: Duration = .seconds(300), while running: Process? = nil
     ) -> Bool {
         until(timeout: timeout) {
             if let running, !running.isRunning { return true }
@@ -47,7 +48,7 @@ public enum Poll {
 
     /// ``staging(_:chunks:timeout:while:)`` from async code, without blocking its thread.
     @discardableResult
-    public static func stagingAsync(_ install: Install, chunks: Int = 2, timeout: Duration = .seconds(30)) async
+    public static func stagingAsync(_ install: Install, chunks: Int = 2, timeout: Duration = .seconds(300)) async
         -> Bool
     {
         await untilAsync(timeout: timeout) { ((try? install.status().staging?.chunksDone) ?? 0) >= chunks }

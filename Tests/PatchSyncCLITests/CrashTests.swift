@@ -472,7 +472,7 @@ struct FaultTests {
         }
         let before = free()
         let lines = try SteeringTests.collect(sync) {
-            Poll.until(timeout: .seconds(120), every: .milliseconds(50)) {
+            Poll.until(timeout: .seconds(300), every: .milliseconds(50)) {
                 free() <= before - size / 3 || !sync.process.isRunning
             }
             filled = try shell("dd if=/dev/zero of='\(mount)/filler' bs=1M 2>/dev/null; sync") != -1

@@ -65,7 +65,7 @@ struct DiscretionaryCLITests {
             #expect(io.stdout.hasPrefix("idle"), "thread \(tid): \(io.stdout)")
         }
         var running: RunningSync?
-        try Poll.until(timeout: .seconds(40), every: .milliseconds(100)) {
+        try Poll.until(timeout: .seconds(120), every: .milliseconds(100)) {
             let status = try CLI.run(["status", "--install", install.root, "--json"])
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .iso8601

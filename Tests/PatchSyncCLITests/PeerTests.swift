@@ -346,7 +346,7 @@ struct LANPeerTests {
             _ = try? CLI.runProgram("/bin/sh", ["-c", "ip netns pids \(spaces[0]) | xargs -r kill -9"])
         }
         let peer = "http://\(lan.address(0)):\(ShareServer.defaultPort)"
-        try Poll.until(timeout: .seconds(10), every: .milliseconds(100)) {
+        try Poll.until(timeout: .seconds(60), every: .milliseconds(100)) {
             try CLI.runProgram(
                 "/usr/sbin/ip", ["netns", "exec", spaces[1], "curl", "-s", "-o", "/dev/null", peer + "/"]
             ).status == 0

@@ -327,7 +327,7 @@ struct PreloadTests {
                 $0 + ((try? FileManager.default.attributesOfItem(atPath: folder + "/" + $1)[.size] as? Int64) ?? 0)
             }
         }
-        Poll.until { !sync.process.isRunning || held() >= 1_000_000 }
+        Poll.until(timeout: .seconds(120)) { !sync.process.isRunning || held() >= 1_000_000 }
         kill(sync.process.processIdentifier, SIGTERM)
         sync.process.waitUntilExit()
         #expect(sync.process.terminationStatus == 75)

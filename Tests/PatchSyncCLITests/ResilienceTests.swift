@@ -18,7 +18,7 @@ struct ResilienceTests {
         }
         let sync = try CLI.start(["sync", "--install", install.root])
         var progress: InstallStatus.Staging?
-        try Poll.until(timeout: .seconds(12)) {
+        try Poll.until(timeout: .seconds(60)) {
             progress = try install.status().staging
             return !sync.process.isRunning || (progress?.chunksDone ?? 0) >= 4
         }

@@ -91,7 +91,7 @@ struct TransferFaultTests {
         #expect(result.status == 65 && result.stderr.contains("exceeds the 16384 bytes allowed"), "\(result.stderr)")
         // The server logs what it sent once the client hung up.
         var sent: Int64 = 0
-        Poll.until(timeout: .seconds(5)) { origin.requests.count >= 2 }
+        Poll.until(timeout: .seconds(30)) { origin.requests.count >= 2 }
         sent = origin.bytesSent
         #expect(origin.requests.count >= 2 && sent < 64 << 20, "\(sent) bytes sent for 16 KiB asked")
     }

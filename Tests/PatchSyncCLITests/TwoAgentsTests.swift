@@ -121,11 +121,13 @@ struct TwoAgentsTests {
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
         let output = { String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: log))) ?? Data(), as: UTF8.self) }
         // Every file is missing there: the first download fails, told as a player reads it.
-        Poll.until(every: .milliseconds(100)) { output().contains("The download server can't be reached") }
+        Poll.until(timeout: .seconds(120), every: .milliseconds(100)) {
+            output().contains("The download server can't be reached")
+        }
         #expect(output().contains("The download server can't be reached"), "the failure is told: \(output())")
         #expect(process.isRunning, "no game yet: \(output())")
         try Self.setRemotes(install, [right.url])
-        Poll.until(timeout: .seconds(60), every: .milliseconds(100)) { !process.isRunning }
+        Poll.until(timeout: .seconds(180), every: .milliseconds(100)) { !process.isRunning }
         #expect(!process.isRunning && process.terminationStatus == 0, "the launcher went on to play: \(output())")
         #expect(output().contains("game-ran"), "\(output())")
         #expect(install.currentBuild() == "1")

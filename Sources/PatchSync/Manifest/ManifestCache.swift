@@ -49,7 +49,10 @@ enum ManifestCache {
             body.integer(file.mode)
             body.digest(file.sha256)
             body.digest(file.object)
-            body.integer(bundles[file.bundle, default: 0])
+            guard let bundle = bundles[file.bundle] else {
+                throw PatchSyncError(.internal, "bundle \(file.bundle) of \(file.path) is not in the cache's list")
+            }
+            body.integer(bundle)
             body.integer(UInt32(file.chunks.count))
             for chunk in file.chunks {
                 body.integer(chunk.offset)
@@ -57,7 +60,10 @@ enum ManifestCache {
                 body.digest(chunk.sha256)
                 body.integer(chunk.objectOffset)
                 body.integer(UInt32(chunk.objectLength))
-                body.integer(UInt8(codecs.firstIndex(of: chunk.codec) ?? 0))
+                guard let codec = codecs.firstIndex(of: chunk.codec) else {
+                    throw PatchSyncError(.internal, "codec \(chunk.codec) of \(file.path) is not in the cache's list")
+                }
+                body.integer(UInt8(codec))
             }
         }
         var out = Writer()

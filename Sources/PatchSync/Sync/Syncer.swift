@@ -320,7 +320,9 @@ public struct Syncer: Sendable {
                 (manifest, data) = try await fetchManifest(target, origin: context.origin)
             }
         }
-        try await stageSteps(manifest, data: data, sha: sha, build: build, context: context, report: &report)
+        // Held back between steps (a rollback meanwhile): the run ends there, as the decision said.
+        guard try await stageSteps(manifest, data: data, sha: sha, build: build, context: context, report: &report)
+        else { return report }
         // Once staged, the delta packs it used go too, and what a preload fetched but its manifest.
         try Housekeeping(install: install, state: state, stagingHeld: true).runIfFree()
         if let source = context.sealed { source.store.prune(keeping: source.keep) }
@@ -359,10 +361,11 @@ public struct Syncer: Sendable {
 
     /// Stages `manifest` one step of bundles at a time, each as its own deployment that the state
     /// decides on (``LiveDecision/step``): the required bundles first, so the build is playable soonest.
+    /// False when a step was held back: nothing more is done in this run.
     private func stageSteps(
         _ manifest: Manifest, data: Data, sha: String, build: ChannelBuild, context: SyncContext,
         report: inout SyncReport
-    ) async throws(PatchSyncError) {
+    ) async throws(PatchSyncError) -> Bool {
         let (state, config, onEvent) = (context.state, context.config, context.onEvent)
         let selection = config.selection(of: manifest)
         let all = BundleSelection(manifest, chosen: nil).wanted
@@ -386,7 +389,7 @@ public struct Syncer: Sendable {
             switch step {
             case .heldBack:
                 report.outcome = .heldBack
-                return
+                return false
             case .upToDate, .alreadyReady:
                 if !staged { report.outcome = step.outcome }
             case .stage(let identity):
@@ -408,6 +411,7 @@ public struct Syncer: Sendable {
             // records from before summaries: the next up-to-date sync reads no manifest
             s.recordSummary(summary, for: sha)
         }
+        return true
     }
 
     /// One step: the manifest kept beside the deployment (and its decoded cache), then the bundles staged.

@@ -18,11 +18,11 @@ final class FileLock: Sendable {
         try tryExclusive(FileDescriptor(path: path, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: mode))
     }
 
-    /// Takes the lock on an open `file` exclusively without waiting; nil when another process holds it.
+    /// Takes the lock on an open `file` exclusively without waiting; nil when it cannot be had now: another
+    /// process holds it, or flock fails otherwise (ENOLCK on a network folder), which the callers tell as busy.
     static func tryExclusive(_ file: FileDescriptor) throws(Errno) -> FileLock? {
         while flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
-            guard errno == EWOULDBLOCK else { throw Errno(errno, "locking", file.path) }
             return nil
         }
         return FileLock(file)

@@ -17,7 +17,11 @@ enum PathRule {
     /// The folder part (before the last byte `/`, "" for none) and the last component.
     static func split(_ path: String) -> (folder: String, name: String) {
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return ("", path) }
-        return (String(path[..<slash]), String(path[path.index(after: slash)...]))
+        // Sliced as bytes: a name may start with a combining mark that joins the slash into one Character.
+        return (
+            String(decoding: path.utf8[..<slash], as: UTF8.self),
+            String(decoding: path.utf8[path.utf8.index(after: slash)...], as: UTF8.self)
+        )
     }
 
     /// The folders that hold `path`, innermost last ("a", "a/b" for "a/b/c").
@@ -25,7 +29,7 @@ enum PathRule {
         var result: [String] = []
         var index = path.utf8.startIndex
         while let slash = path.utf8[index...].firstIndex(of: UInt8(ascii: "/")) {
-            result.append(String(path[..<slash]))
+            result.append(String(decoding: path.utf8[..<slash], as: UTF8.self))
             index = path.utf8.index(after: slash)
         }
         return result

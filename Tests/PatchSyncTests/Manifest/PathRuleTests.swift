@@ -25,6 +25,8 @@ struct PathRuleTests {
         #expect(PathRule.components("D/\u{301}x") == ["D", "\u{301}x"])
         #expect(PathRule.ancestors("D/\u{301}x/y") == ["D", "D/\u{301}x"])
         #expect(PathRule.split("D/\u{301}x").folder == "D")
+        #expect(PathRule.split("D/\u{301}x").name == "\u{301}x", "a combining mark after the slash stays the name's")
+        #expect(PathRule.split("dir/\u{200D}a").name == "\u{200D}a", "so does a joiner")
     }
 
     @Test("links resolve as the kernel resolves them, case-sensitively: a real folder D is not the link d")

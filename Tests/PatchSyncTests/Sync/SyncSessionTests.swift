@@ -25,7 +25,7 @@ struct SyncSessionTests {
             return phases
         }
         // Polled, not per event: a pack's range is one request, and its events come as it completes.
-        #expect(await Poll.stagingAsync(install, chunks: 3), "the session recorded no chunks")
+        #expect(await Poll.stagingAsync(install, chunks: 3, timeout: .seconds(300)), "the session recorded no chunks")
         session.cancel()
         let error = await #expect(throws: PatchSyncError.self) { try await session.result() }
         #expect(error?.code == .deferred)

@@ -11,7 +11,7 @@ LIB = os.path.join(HERE, "Sources", "PatchSync")
 TESTS = os.path.join(HERE, "Tests")
 FUNC = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|internal|private|fileprivate|static|mutating|override|final|nonisolated|@discardableResult|class)\s+)*(func\s+\w+|init\??\s*[<(]|subscript\s*\(|var\s+\w+\s*:[^=]*\{\s*$)")
 # What `--check` (run by `make lint`) holds the code to.
-LIMITS = {"longest function": 60, "Syncer lines": 1000, "test sleeps": 11}
+LIMITS = {"longest function": 60, "Syncer lines": 1000, "test sleeps": 11, "wall-clock expectations": 9}
 
 
 def swift_files(root):
@@ -64,7 +64,7 @@ def figures():
                 sleeps += 1
             # An expectation on a time the test measured itself (a rate over elapsed time counts too).
             if "#expect" in c and re.search(
-                r"elapsed|timeIntervalSince|ContinuousClock\.now|\btook\b|\bstopped\b *<|run\.seconds|rate *<=", c
+                r"elapsed|timeIntervalSince|ContinuousClock\.now|\btook\b|\bstopped\b *<|run\.seconds|(?<!\.)\brate *<=", c
             ):
                 wall += 1
     return {

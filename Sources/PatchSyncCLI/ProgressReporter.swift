@@ -249,7 +249,7 @@ final class ProgressReporter: Sendable {
         let (done, total) = (status.updateDone ?? status.done, status.updateTotal ?? status.total)
         let (files, filesTotal) = (status.filesDone, status.filesTotal)
         let elapsed = (status.countedAt ?? .now) - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         if let step = state.step, step.total != status.total || step.bundles != status.bundles {
             state.estimator.restart()
         }

@@ -18,8 +18,7 @@ public enum Poll {
     ) rethrows -> Bool {
         for _ in 0..<polls(timeout, every) {
             if try done() { return true }
-            Thread.sleep(
-                forTimeInterval: Double(every.components.seconds) + Double(every.components.attoseconds) / 1e18)
+            Thread.sleep(forTimeInterval: every.inSeconds)
         }
         return try done()
     }

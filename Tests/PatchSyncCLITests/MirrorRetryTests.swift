@@ -84,9 +84,7 @@ struct MirrorRetryTests {
     ) throws -> CLI.Result {
         let start = ContinuousClock.now
         let result = try CLI.run(["sync", "--install", install.root] + extra)
-        let seconds =
-            Double((ContinuousClock.now - start).components.attoseconds) / 1e18
-            + Double((ContinuousClock.now - start).components.seconds)
+        let seconds = (ContinuousClock.now - start).inSeconds
         let objects = origin?.requests.filter {
             $0.split(separator: " ").dropFirst().first?.hasPrefix("/objects/") == true
         }

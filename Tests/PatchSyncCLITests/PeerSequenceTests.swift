@@ -129,7 +129,7 @@ struct PeerSequenceTests {
         }
         let sync = try CLI.run(["sync", "--install", root, "--json"] + extra)
         let elapsed = ContinuousClock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         guard sync.status == 0 else { return (seconds, "sync exited \(sync.status): \(sync.stdout.suffix(1500))") }
         let apply = try CLI.run(["apply", "--install", root])
         guard apply.status == 0 else { return (seconds, "apply exited \(apply.status): \(apply.stderr)") }

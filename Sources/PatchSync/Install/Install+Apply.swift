@@ -64,8 +64,7 @@ extension Install {
             let start = ContinuousClock.now
             var report = try apply(ready, state: state)
             let elapsed = ContinuousClock.now - start
-            report.milliseconds =
-                Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            report.milliseconds = elapsed.inSeconds * 1000
             return (report, nil)
         }
     }

@@ -28,7 +28,7 @@ final class InstallLock: Sendable {
     /// Takes the lock without waiting, or fails as deferred when another process holds it.
     init(path: String, kind: InstallLockKind, purpose: String) throws(PatchSyncError) {
         let held: FileLock?
-        do { held = try FileLock.tryExclusive(try Self.open(path)) } catch { throw PatchSyncError.wrap(error) }
+        do { held = FileLock.tryExclusive(try Self.open(path)) } catch { throw PatchSyncError.wrap(error) }
         guard let held else {
             throw PatchSyncError(
                 .deferred, "\(kind.holder) (\(path) is locked); \(purpose) must wait",

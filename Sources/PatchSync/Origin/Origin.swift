@@ -111,9 +111,7 @@ final class Origin: MetadataSource, Sendable {
             meter.retrying(
                 RetryStatus(
                     what: what, mirror: mirrors[next], failedMirror: mirrors[mirror], attempt: attempts,
-                    retryInSeconds: Int(
-                        (Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18)
-                            .rounded(.up)),
+                    retryInSeconds: Int(after.inSeconds.rounded(.up)),
                     failure: failure.description))
         }
         return decision
@@ -173,7 +171,7 @@ final class Origin: MetadataSource, Sendable {
             }
         ) { (mirror: Int) async throws(PatchSyncError) -> Attempt<Data?> in
             let url = escaped ? mirrors[mirror] + "/" + path : self.url(path, mirror: mirror)
-            let remaining = deadline.map { Origin.seconds($0 - ContinuousClock.now) }
+            let remaining = deadline.map { ($0 - ContinuousClock.now).inSeconds }
             switch await client.fetchData(url: url, maxBytes: maxBytes, timeout: remaining) {
             case .success(let data): return .done(data)
             case .failure(let failure): return .failed(failure, progressed: false)
@@ -216,10 +214,6 @@ final class Origin: MetadataSource, Sendable {
                 if case .notFound = $0 { return true }
                 return false
             }
-    }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// The error when every mirror failed: refused data (65) when some mirror served

@@ -29,7 +29,7 @@ public final class OriginLock: Sendable {
         let held: FileLock?
         do {
             let file = try FileDescriptor(path: path, flags: O_RDONLY | O_CREAT | O_NOFOLLOW, mode: 0o664)
-            held = try FileLock.exclusive(file, waiting: Self.wait)
+            held = FileLock.exclusive(file, waiting: Self.wait)
         } catch { throw PatchSyncError.wrap(error).during("locking \(origin) for \(purpose)") }
         guard let held else {
             throw PatchSyncError(

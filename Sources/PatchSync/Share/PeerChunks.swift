@@ -160,7 +160,7 @@ public final class Peers: Sendable {
     {
         let address = urls[index] + ShareRequest.path(repository: repository, chunk: need.chunk.sha256)
         var request = TransferRequest(url: address, maxBytes: Int64(need.chunk.length))
-        request.timeout = PeerPolicy.seconds(timeout)
+        request.timeout = timeout.inSeconds
         request.followRedirects = false  // a peer never sends the player's requests elsewhere
         request.fromOrigin = false
         switch await client.fetch(request, into: body) {

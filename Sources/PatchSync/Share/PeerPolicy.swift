@@ -399,11 +399,6 @@ struct PeerPolicy: Sendable {
         if records[peer].standing.dropped == nil { records[peer].standing.dropped = why }
     }
 
-    /// `duration` in seconds.
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
     /// `duration` for a reason: "1.80 s".
-    static func text(_ duration: Duration) -> String { String(format: "%.2f s", seconds(duration)) }
+    static func text(_ duration: Duration) -> String { String(format: "%.2f s", duration.inSeconds) }
 }

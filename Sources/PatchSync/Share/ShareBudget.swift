@@ -29,50 +29,42 @@ struct ShareBudget: Sendable {
         case refuse(retryAfter: Int)
     }
 
-    let bytesPerSecond: Double
-    /// Bytes that may go now; below zero, the debt of the answers sent.
-    private(set) var tokens: Double
-    private var last: Instant
+    /// The rate's bucket, a tenth of a second deep; below zero, the debt of the answers sent.
+    private var bucket: TokenBucket
 
     init(bytesPerSecond: Int, at now: Instant) {
-        self.bytesPerSecond = Double(max(1, bytesPerSecond))
-        tokens = self.bytesPerSecond / 10
-        last = now
+        let rate = Double(max(1, bytesPerSecond))
+        bucket = TokenBucket(rate: rate, capacity: rate / 10, at: now)
     }
 
+    var bytesPerSecond: Double { bucket.rate }
+    /// Bytes that may go now; below zero, the debt of the answers sent.
+    var tokens: Double { bucket.tokens }
     /// The bucket's size: a tenth of a second at the rate.
-    var burst: Double { bytesPerSecond / 10 }
+    var burst: Double { bucket.capacity }
 
     /// The debt answers may leave, in bytes.
-    private var debtLimit: Double { bytesPerSecond * (Self.maxDebt / .seconds(1)) }
+    private var debtLimit: Double { bytesPerSecond * Self.maxDebt.inSeconds }
 
     /// An answer with a body of `bytes` (0 for none) at `now`: sent after a wait of at most ``maxWait``,
     /// or refused when the debt is too large to wait for, or would pass ``maxDebt``.
     mutating func take(_ bytes: Int, at now: Instant) -> Grant {
-        refill(now)
-        let debt = max(0, -tokens)
+        bucket.refill(at: now)
+        let debt = bucket.debt
         let cost = Double(bytes + Self.perRequest)
-        let wait = debt / bytesPerSecond
-        guard wait <= Self.maxWait / .seconds(1), debt == 0 || debt + cost <= debtLimit else {
+        let wait = bucket.timeToRepay
+        guard wait <= Self.maxWait, debt == 0 || debt + cost <= debtLimit else {
             charge(0, at: now)
-            return .refuse(retryAfter: max(1, Int((max(0, -tokens) / bytesPerSecond).rounded(.up))))
+            return .refuse(retryAfter: max(1, Int(bucket.timeToRepay.inSeconds.rounded(.up))))
         }
-        tokens -= cost
-        return .send(after: .seconds(wait))
+        bucket.take(cost)
+        return .send(after: wait)
     }
 
     /// An answer with a body of `bytes` that neither waits nor is refused (a refusal, a 503): its cost
     /// is taken, as far as ``maxDebt`` (a debt already past it stays as it is).
     mutating func charge(_ bytes: Int, at now: Instant) {
-        refill(now)
-        tokens = max(min(tokens, -debtLimit), tokens - Double(bytes + Self.perRequest))
-    }
-
-    /// Adds what the rate earned since the last call, up to the bucket's size.
-    private mutating func refill(_ now: Instant) {
-        if now > last {
-            tokens = min(burst, tokens + (now - last) / .seconds(1) * bytesPerSecond)
-            last = now
-        }
+        bucket.refill(at: now)
+        bucket.take(Double(bytes + Self.perRequest), owingAtMost: debtLimit)
     }
 }

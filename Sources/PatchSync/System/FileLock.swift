@@ -20,7 +20,7 @@ final class FileLock: Sendable {
 
     /// Takes the lock on an open `file` exclusively without waiting; nil when it cannot be had now: another
     /// process holds it, or flock fails otherwise (ENOLCK on a network folder), which the callers tell as busy.
-    static func tryExclusive(_ file: FileDescriptor) throws(Errno) -> FileLock? {
+    static func tryExclusive(_ file: FileDescriptor) -> FileLock? {
         while flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
             return nil
@@ -34,12 +34,12 @@ final class FileLock: Sendable {
     static func exclusive(
         _ file: FileDescriptor, waiting wait: TimeInterval, poll: Duration = .milliseconds(100),
         now: () -> Date = Date.init
-    ) throws(Errno) -> FileLock? {
+    ) -> FileLock? {
         let deadline = now().addingTimeInterval(wait)
         while true {
-            if let lock = try tryExclusive(file) { return lock }
+            if let lock = tryExclusive(file) { return lock }
             guard now() < deadline else { return nil }
-            Thread.sleep(forTimeInterval: Double(poll.components.seconds) + Double(poll.components.attoseconds) / 1e18)
+            Thread.sleep(forTimeInterval: poll.inSeconds)
         }
     }
 

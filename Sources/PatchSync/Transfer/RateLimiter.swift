@@ -19,9 +19,7 @@ import Synchronization
 /// watch, ten times a second), so it is hardly contended.
 final class RateLimiter: Sendable {
     private struct State {
-        var bytesPerSecond: Double
-        var tokens: Double
-        var last = ContinuousClock.now
+        var bucket: TokenBucket
         var controller: DelayController?
         /// Bytes taken since `windowStart`, and the rate they came at over the last window: how fast
         /// the link actually delivers (the controller's rate may not run ahead of it).
@@ -31,13 +29,9 @@ final class RateLimiter: Sendable {
         /// Transfers paused for want of tokens, to resume once there are some.
         var paused: [TransferBox] = []
 
-        var capacity: Double { RateLimiter.capacity(at: bytesPerSecond) }
-
-        /// Adds the tokens earned since the last refill.
-        mutating func refill(now: ContinuousClock.Instant) {
-            let elapsed = now - last
-            last = now
-            tokens = min(capacity, tokens + elapsed / .seconds(1) * bytesPerSecond)
+        /// A new rate, the bucket's size following it; `atLeast`: the fewest tokens it keeps.
+        mutating func set(rate: Double, atLeast floor: Double? = nil) {
+            bucket.set(rate: rate, capacity: RateLimiter.capacity(at: rate), atLeast: floor)
         }
     }
 
@@ -49,7 +43,8 @@ final class RateLimiter: Sendable {
         let cap = bytesPerSecond.map { Double(max(1, $0)) } ?? Self.unlimited
         let controller = yielding && bytesPerSecond != nil ? DelayController(ceiling: cap) : nil
         let rate = controller?.rate ?? cap
-        state = Mutex(State(bytesPerSecond: rate, tokens: Self.capacity(at: rate), controller: controller))
+        let bucket = TokenBucket(rate: rate, capacity: Self.capacity(at: rate), at: .now)
+        state = Mutex(State(bucket: bucket, controller: controller))
     }
 
     /// The rate of a limiter without a cap: tokens never run out.
@@ -58,22 +53,16 @@ final class RateLimiter: Sendable {
     /// A new cap (nil: none) for the transfers running and to come; a yielding limiter keeps yielding below it.
     func setCap(_ bytesPerSecond: Int?) {
         state.withLock { state in
-            state.refill(now: .now)
+            state.bucket.refill(at: .now)
             let cap = bytesPerSecond.map { Double(max(1, $0)) } ?? Self.unlimited
-            if state.controller != nil, bytesPerSecond != nil {
-                state.controller = DelayController(ceiling: cap)
-                state.bytesPerSecond = state.controller?.rate ?? cap
-            } else {
-                state.controller = nil
-                state.bytesPerSecond = cap
-            }
-            state.tokens = min(max(state.tokens, 0), state.capacity)
-            if state.tokens == 0 { state.tokens = 1 }
+            state.controller = state.controller != nil && bytesPerSecond != nil ? DelayController(ceiling: cap) : nil
+            // A debt is forgiven: the new cap starts now.
+            state.set(rate: state.controller?.rate ?? cap, atLeast: 1)
         }
     }
 
     /// The current rate, for other threads.
-    var publishedRate: Double { state.withLock { $0.bytesPerSecond } }
+    var publishedRate: Double { state.withLock { $0.bucket.rate } }
 
     /// The bucket's size at `rate`: a twentieth of a second's worth, at least 16 KiB.
     private static func capacity(at rate: Double) -> Double { max(16 * 1024, rate / 20) }
@@ -82,33 +71,32 @@ final class RateLimiter: Sendable {
     func observe(latency seconds: Double) {
         state.withLock { state in
             guard var controller = state.controller else { return }
-            state.refill(now: .now)
             let now = ContinuousClock.now
-            let window = (now - state.windowStart) / .seconds(1)
+            state.bucket.refill(at: now)
+            let window = (now - state.windowStart).inSeconds
             if window >= 0.5 {
                 state.achieved = state.windowBytes / window
                 state.windowBytes = 0
                 state.windowStart = now
             }
-            let rate = controller.observe(delay: seconds, at: (now - started) / .seconds(1), achieved: state.achieved)
+            let rate = controller.observe(delay: seconds, at: (now - started).inSeconds, achieved: state.achieved)
             state.controller = controller
-            state.bytesPerSecond = rate
-            state.tokens = min(state.tokens, state.capacity)
+            state.set(rate: rate)
         }
     }
 
     /// Adds the tokens earned since the last refill.
     func refill(now: ContinuousClock.Instant = .now) {
-        state.withLock { $0.refill(now: now) }
+        state.withLock { $0.bucket.refill(at: now) }
     }
 
     /// Whether a transfer may take bytes now.
-    var available: Bool { state.withLock { $0.tokens > 0 } }
+    var available: Bool { state.withLock { $0.bucket.tokens > 0 } }
 
     /// Charges `bytes` taken.
     func take(_ bytes: Int) {
         state.withLock { state in
-            state.tokens -= Double(bytes)
+            state.bucket.take(Double(bytes))
             state.windowBytes += Double(bytes)
         }
     }
@@ -116,7 +104,7 @@ final class RateLimiter: Sendable {
     /// How long until the bucket holds tokens again, in milliseconds (at least 1).
     var millisecondsUntilAvailable: Int {
         state.withLock { state in
-            state.tokens > 0 ? 0 : max(1, Int((-state.tokens / state.bytesPerSecond * 1000).rounded(.up)))
+            state.bucket.tokens > 0 ? 0 : max(1, Int((state.bucket.timeToRepay.inSeconds * 1000).rounded(.up)))
         }
     }
 
@@ -133,8 +121,8 @@ final class RateLimiter: Sendable {
     func resumable() -> [TransferBox] {
         state.withLock { state -> [TransferBox] in
             guard !state.paused.isEmpty else { return [] }
-            state.refill(now: .now)
-            guard state.tokens > 0 else { return [] }
+            state.bucket.refill(at: .now)
+            guard state.bucket.tokens > 0 else { return [] }
             defer { state.paused = [] }
             return state.paused
         }

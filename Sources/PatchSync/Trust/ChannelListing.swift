@@ -5,15 +5,17 @@ import Foundation
 /// the releases role lists) and which are pending preloads (sealed, key not released). Publish, promote,
 /// rollback, withdraw, prune, release and `repo check` decide on this one listing.
 public struct ChannelListing: Sendable {
-    /// One listed build.
+    /// One listed build: its target, and whether players may install it.
+    @dynamicMemberLookup
     public struct Build: Sendable {
-        public var path: String
-        public var file: TargetFile
-        public var info: ManifestTargetInfo
+        public let target: ManifestTarget
         /// A plain build, or a preload whose content key is released.
         public var installable: Bool
         /// A preload whose key is not released yet.
         public var pending: Bool { !installable }
+
+        /// The target's path, file and custom fields.
+        public subscript<T>(dynamicMember member: KeyPath<ManifestTarget, T>) -> T { target[keyPath: member] }
     }
 
     public let channel: String
@@ -58,13 +60,23 @@ public struct ChannelListing: Sendable {
         return highest
     }
 
+    /// The build targets `targets` lists on `channel`, newest (highest sequence) first: the one reading
+    /// of a channel, for players and publisher alike. A target counts where its custom fields name the
+    /// channel and a valid build, and its path is that build's manifest path.
+    static func targets(_ targets: [String: TargetFile], channel: String) -> [ManifestTarget] {
+        guard let name = try? Channel(channel) else { return [] }
+        return targets.compactMap { path, file -> ManifestTarget? in
+            guard let info = file.custom, info.channel == channel, let id = try? BuildID(info.buildId),
+                path == Manifest.targetPath(channel: name, buildId: id)
+            else { return nil }
+            return ManifestTarget(path: path, file: file, info: info)
+        }.sorted { $0.info.sequence > $1.info.sequence }
+    }
+
     static func builds(_ targets: [String: TargetFile], channel: String, released: (ManifestTargetInfo) -> Bool)
         -> [Build]
     {
-        targets.compactMap { path, file -> Build? in
-            guard let info = file.custom, info.channel == channel else { return nil }
-            return Build(path: path, file: file, info: info, installable: released(info))
-        }.sorted { $0.info.sequence > $1.info.sequence }
+        Self.targets(targets, channel: channel).map { Build(target: $0, installable: released($0.info)) }
     }
 
     /// Every channel the repository lists a build on or keeps a record of (one a withdraw emptied), by name.

@@ -1,21 +1,18 @@
 import Foundation
 
 /// A channel's build manifest as signed targets metadata lists it.
-struct ManifestTarget: Sendable {
-    let path: String
-    let file: TargetFile
-    let info: ManifestTargetInfo
+public struct ManifestTarget: Sendable {
+    public let path: String
+    public let file: TargetFile
+    public let info: ManifestTargetInfo
 
     /// The target of `build` on `channel`, or the channel's newest (highest sequence) when `build` is nil.
     init(in targets: TargetsMetadata, channel: Channel, build: String? = nil) throws(PatchSyncError) {
-        let candidates = targets.targets.compactMap { entry -> ManifestTarget? in
-            guard let info = entry.value.custom, info.channel == channel.name,
-                let id = try? BuildID(info.buildId), entry.key == Manifest.targetPath(channel: channel, buildId: id),
-                build == nil || build == info.buildId
-            else { return nil }
-            return ManifestTarget(path: entry.key, file: entry.value, info: info)
-        }
-        guard let newest = candidates.max(by: { $0.info.sequence < $1.info.sequence }) else {
+        guard
+            let newest = Self.all(in: targets, channel: channel).first(where: {
+                build == nil || build == $0.info.buildId
+            })
+        else {
             if build == nil,
                 let withdrawal = targets.targets[ChannelRecord.targetPath(channel: channel.name)]?.channelRecord?
                     .withdrawn
@@ -35,17 +32,12 @@ struct ManifestTarget: Sendable {
         self = newest
     }
 
-    /// Every build target of `channel`, newest (highest sequence) first.
+    /// Every build target of `channel`, newest (highest sequence) first (``ChannelListing`` reads them).
     static func all(in targets: TargetsMetadata, channel: Channel) -> [ManifestTarget] {
-        targets.targets.compactMap { entry -> ManifestTarget? in
-            guard let info = entry.value.custom, info.channel == channel.name, let id = try? BuildID(info.buildId),
-                entry.key == Manifest.targetPath(channel: channel, buildId: id)
-            else { return nil }
-            return ManifestTarget(path: entry.key, file: entry.value, info: info)
-        }.sorted { $0.info.sequence > $1.info.sequence }
+        ChannelListing.targets(targets.targets, channel: channel.name)
     }
 
-    private init(path: String, file: TargetFile, info: ManifestTargetInfo) {
+    init(path: String, file: TargetFile, info: ManifestTargetInfo) {
         self.path = path
         self.file = file
         self.info = info

@@ -51,7 +51,7 @@ STAGING_TESTS := StagingSafetyTests|RemoveTreeTests|FaithfulTreeTests|EndToEndTe
 
 test: deps lint
 	$(SWIFT) build --build-tests
-	$(SWIFT) test
+	bash Scripts/test-shards.sh $(SWIFT)
 	python3 Tests/Seccomp/without_openat2.py $(SWIFT) test --skip-build --filter '$(STAGING_TESTS)'
 
 # The two model tests at length, on a fresh random seed (printed first; SEED=N runs one again):

@@ -31,12 +31,12 @@ import Testing
 ///   covers (a client still fetching what it read then) installs the build it read, byte for byte.
 ///
 /// A failure prints its seed and the shortest sequence found that still fails.
-/// `PATCHSYNC_HISTORY_SEQUENCES` (default 24, over 4 shards) and `PATCHSYNC_HISTORY_SEED` (default: a
+/// `PATCHSYNC_HISTORY_SEQUENCES` (default 12, over 4 shards; `make soak` runs 200) and `PATCHSYNC_HISTORY_SEED` (default: a
 /// fixed base, so CI is repeatable) set how much runs; `PATCHSYNC_HISTORY_TRACE` prints every command.
 @Suite("A repository's release history against random sequences of publisher commands", .tags(.cli))
 struct ReleaseHistoryTests {
     static let shards = 4
-    static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_SEQUENCES"] ?? "") ?? 24 }
+    static var sequences: Int { Int(ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_SEQUENCES"] ?? "") ?? 12 }
     static var baseSeed: UInt64 {
         UInt64(ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_SEED"] ?? "") ?? 20261126
     }

@@ -185,7 +185,7 @@ public struct Syncer: Sendable {
         let client = try HTTPClient(settings: settings, meter: meter)
         control.attach(client)
         var context = SyncContext(
-            install: install, config: config, state: state, origin: try Origin(config, client: client),
+            install: install, config: config, state: state, origin: try Origin(config, client: client), meter: meter,
             onEvent: onEvent, totals: totals)
         let (newest, trusted) = try await check(context)
         // A preload not released yet never hides the build that is live now: that one is staged (a fresh
@@ -489,6 +489,8 @@ struct SyncContext: Sendable {
     let config: InstallConfig
     let state: StateStore
     let origin: Origin
+    /// The sync's meter, which the origin's client counts every transfer on (nil: a repair's plain client).
+    var meter: SyncMeter? = nil
     var onEvent: @Sendable (SyncEvent) -> Void
     /// Puts each step's transfer on the whole update's scale.
     var totals: UpdateTotals? = nil
@@ -500,9 +502,6 @@ struct SyncContext: Sendable {
     /// the older one is released and staged; then the older one's plan and manifest): every prune of the
     /// store keeps them.
     var preloadKeep: Set<String> = []
-
-    /// The sync's meter, which the origin's client counts every transfer on.
-    var meter: SyncMeter? { origin.client.meter as? SyncMeter }
 
     /// The preloader of this sync's install; its prunes keep ``preloadKeep``.
     func preloader(now: Date) -> Preloader {

@@ -64,7 +64,7 @@ def figures():
                 sleeps += 1
             # An expectation on a time the test measured itself (a rate over elapsed time counts too).
             if "#expect" in c and re.search(
-                r"elapsed|timeIntervalSince|ContinuousClock\.now|\btook\b|\bstopped\b *<|run\.seconds|(?<!\.)\brate *<=", c
+                r"elapsed|timeIntervalSince|ContinuousClock\.now|\btook\b|\bstopped\b *<|run\.seconds|(?<!controller\.)\brate *<=", c
             ):
                 wall += 1
     return {

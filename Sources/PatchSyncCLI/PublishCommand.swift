@@ -17,7 +17,8 @@ struct Publish: AsyncParsableCommand {
 
             Example:
               patchsync publish build/ --origin out/ --build-id 1.4.2+873 \\
-                --targets-key keys/targets.key --online-key keys/online.key
+                --targets-key keys/targets.key --online-key keys/online.key \\
+                --exclude '*.pdb' --description "Winter event, crash fix in the lobby"
 
             With --release-at, the build is a preload: its new objects, packs, deltas and its manifest \
             are sealed (AES-256-GCM) with a fresh content key, written to --content-keys (default: \
@@ -82,9 +83,25 @@ struct Publish: AsyncParsableCommand {
     @Flag(
         help: "List the build on a new channel whose name is close to an existing one (refused otherwise, as a typo).")
     var newChannel = false
+    @Option(
+        help: ArgumentHelp(
+            "Leave out what matches this glob: a name at any depth ('*.pdb'), or a path from the top with a slash ('tools/**'). Repeatable; --dry-run lists what it leaves out.",
+            valueName: "glob")) var exclude: [String] = []
+    @Option(help: ArgumentHelp("Leave out the globs of this file, one a line (# comments).", valueName: "file"))
+    var excludeFrom: [String] = []
+    @Option(
+        name: .customLong("description"),
+        help: "What the build is, in one line; `repo status` shows it with the date and the publisher.")
+    var buildDescription: String?
+    @Option(help: "Who publishes, as `repo status` shows it (default: this machine's host name).")
+    var publisher: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
     func validate() throws {
+        do {
+            try PublishNote.check(by: publisher, description: buildDescription)
+            _ = try ExcludeRules(exclude)
+        } catch { throw ValidationError(error.message + (error.remedy.map { ": \($0)" } ?? "")) }
         guard deltaSources >= 0 else {
             throw ValidationError("--delta-sources \(deltaSources) is negative: give 0 (no deltas) or more")
         }
@@ -117,6 +134,13 @@ struct Publish: AsyncParsableCommand {
         options.dryRun = dryRun
         options.replaceMost = replaceMost
         options.newChannel = newChannel
+        options.exclude = try ExcludeRules(
+            exclude
+                + excludeFrom.flatMap { (file) throws(PatchSyncError) in
+                    try ExcludeRules.globs(inFile: file)
+                })
+        options.description = buildDescription
+        options.publisherName = publisher
         options.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
         if let chunkSize {
             let average = chunkSize << 10
@@ -150,7 +174,7 @@ struct Publish: AsyncParsableCommand {
                     "players of \(patch.old) would download \(ByteCount.format(patch.total.downloadBytes)) "
                         + "(\(patch.total.filesAdded) added, \(patch.total.filesChanged) changed, \(patch.total.filesRemoved) removed; "
                         + "deltas can only lower it)"
-                } ?? "")
+                } ?? "") + Self.leftOut(report.excluded)
             : report.alreadyPublished
                 ? "build \(report.buildId) is already published on \(report.channel) (sequence \(report.sequence)); nothing written"
                 : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
@@ -161,6 +185,7 @@ struct Publish: AsyncParsableCommand {
                     + report.relistedPreloads.map {
                         "\npending preload \($0) is listed again above it: what players preloaded stays valid"
                     }.joined()
+                    + Self.leftOut(report.excluded)
                     + (report.preload.map { preload in
                         "\npreload: sealed until \(TUFDate.format(preload.releaseAt)); content key in \(preload.keyFile) "
                             + "(keep it private: `repo release` or `repo refresh` publishes it at the release)"
@@ -170,5 +195,12 @@ struct Publish: AsyncParsableCommand {
                     } ?? "")
         warn(report.warnings)
         output.result(report, human: human)
+    }
+
+    /// The paths --exclude left out, for a person: how many, and the first ten.
+    static func leftOut(_ excluded: [String]) -> String {
+        guard !excluded.isEmpty else { return "" }
+        return "\nleft out by --exclude: \(excluded.count) path(s): " + excluded.prefix(10).joined(separator: ", ")
+            + (excluded.count > 10 ? ", … (--json lists them all)" : "")
     }
 }

@@ -45,6 +45,11 @@ struct RepoStatus: AsyncParsableCommand {
                 if let note = build.rollback {
                     line += ", rolled back from \(note.from)" + (note.reason.map { ": \($0)" } ?? "")
                 }
+                if let published = build.published {
+                    line +=
+                        "\n      published \(TUFDate.format(published.at)) by \(published.by)"
+                        + (published.description.map { ": \($0)" } ?? "")
+                }
                 lines.append(line)
             }
         }

@@ -17,7 +17,7 @@ struct JSONShapeTests {
         "publish": [
             "alreadyPublished", "buildId", "channel", "deltas", "dryRun", "files", "manifestTarget",
             "objectBytesWritten",
-            "objectsWritten", "relistedPreloads", "sequence", "totalBytes", "warnings"
+            "excluded", "objectsWritten", "relistedPreloads", "sequence", "totalBytes", "warnings"
         ],
         "repo promote": [
             "alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "promotedFrom", "sequence", "warnings"

@@ -53,7 +53,8 @@ struct TwoAgentsTests {
     }
 
     @Test(
-        "launch while a discretionary sync runs: the game starts, the sync exits 75 within a second, keeping progress")
+        "launch while a discretionary sync runs: the game starts, the sync exits 75 while the game still runs, keeping progress"
+    )
     func launchDuringDiscretionarySync() throws {
         let (fixture, nginx, install) = try Self.world()
         defer { withExtendedLifetime((fixture, nginx)) {} }

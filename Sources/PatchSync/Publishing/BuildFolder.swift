@@ -18,10 +18,17 @@ public struct BuildFolder: Sendable {
     public var emptyFolders: [String] = []
     /// Links that `dereferenceExternal` replaced by what they point to outside the build: path → where it points.
     public private(set) var dereferenced: [String: String] = [:]
+    /// What the walk left out: the paths `exclude` matched (a folder's with a trailing slash), sorted.
+    public private(set) var excluded: [String] = []
+    private var exclude = ExcludeRules.none
 
-    /// Walks `root`; `dereferenceExternal` copies what escaping links point to instead of refusing them.
-    public static func scan(_ root: String, dereferenceExternal: Bool = false) throws(PatchSyncError) -> BuildFolder {
+    /// Walks `root`; `dereferenceExternal` copies what escaping links point to instead of refusing them;
+    /// what `exclude` matches is left out (and listed in ``excluded``).
+    public static func scan(
+        _ root: String, dereferenceExternal: Bool = false, exclude: ExcludeRules = .none
+    ) throws(PatchSyncError) -> BuildFolder {
         var folder = BuildFolder(root: root)
+        folder.exclude = exclude
         try folder.walk("")
         // Whether a link escapes depends on the other links (a chain can climb out): check them all,
         // replace the escaping ones, and check again until none escapes.
@@ -44,6 +51,7 @@ public struct BuildFolder: Sendable {
         }
         folder.files.sort()
         folder.emptyFolders.sort()
+        folder.excluded.sort()
         return folder
     }
 
@@ -59,6 +67,10 @@ public struct BuildFolder: Sendable {
             let st: stat?
             do { st = try FileSystem.status(root + "/" + rel) } catch { throw PatchSyncError.wrap(error) }
             guard let st else { continue }
+            if exclude.excludes(rel) {
+                excluded.append(st.st_mode & S_IFMT == S_IFDIR ? rel + "/" : rel)
+                continue
+            }
             switch st.st_mode & S_IFMT {
             case S_IFDIR: try walk(rel)
             case S_IFREG: files.append(rel)

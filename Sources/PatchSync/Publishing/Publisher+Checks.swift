@@ -35,7 +35,7 @@ extension Publisher {
     func dryRun(_ repo: Repository, folder: BuildFolder, check: BuildFolderCheck) throws(PatchSyncError) -> Report {
         var manifest = try Self.describe(
             buildDirectory: options.buildDirectory, bundles: options.bundles, chunking: options.chunking,
-            dereferenceExternal: options.dereferenceExternal)
+            dereferenceExternal: options.dereferenceExternal, exclude: options.exclude)
         manifest.buildId = options.buildId
         manifest.channel = options.channel
         let current = currentManifest(repo)
@@ -45,6 +45,7 @@ extension Publisher {
             totalBytes: manifest.totalSize, objectsWritten: 0, objectBytesWritten: 0, alreadyPublished: false,
             manifestTarget: Manifest.targetPath(channel: options.channel, buildId: options.buildId))
         report.dryRun = true
+        report.excluded = folder.excluded
         report.patch = PatchDiff(
             old: current, new: manifest, oldName: current?.buildId.value ?? "nothing", newName: options.buildId.value)
         report.warnings = check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)

@@ -160,7 +160,7 @@ extension Publisher {
                 bases: bases.map(\.manifest), packs: packs)
         try writer.writePreload(
             try plan.encoded(), target: target, manifest: manifest,
-            releaseAt: options.preload?.releaseAt ?? options.now,
+            releaseAt: options.preload?.releaseAt ?? options.now, published: publishNote,
             repo: &repo)
         // Where release and refresh find the key, recorded once the build is listed.
         try Repository.recordContentKeys(origin: options.origin, folder: options.preload?.contentKeys ?? "")

@@ -42,6 +42,12 @@ public struct Publisher: Sendable {
         /// List the build on a channel the repository has never had although its name is close to one
         /// it has (``NewChannelCheck``); without it such a name is refused as a typo.
         public var newChannel = false
+        /// Paths of the build folder left out of the build (``ExcludeRules``).
+        public var exclude = ExcludeRules.none
+        /// What the build is, in the publisher's words; signed with its target and shown by `repo status`.
+        public var description: String?
+        /// Who publishes it (a name the publisher gives; nil: this machine's host name).
+        public var publisherName: String?
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
             self.buildDirectory = buildDirectory
@@ -86,6 +92,8 @@ public struct Publisher: Sendable {
         public var patch: PatchDiff?
         /// The channel's pending preloads listed again above this build (their content unchanged).
         public var relistedPreloads: [String] = []
+        /// The paths of the build folder `--exclude` left out (a folder's with a trailing slash).
+        public var excluded: [String] = []
     }
 
     public let options: Options
@@ -133,6 +141,7 @@ public struct Publisher: Sendable {
             sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
             objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
             manifestTarget: target)
+        report.excluded = folder.excluded
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
@@ -141,19 +150,18 @@ public struct Publisher: Sendable {
             return report
         }
         let packs = try deltaPacks(for: files, from: bases, into: root)
-        manifest.deltas = packs.map(\.source)
-        report.deltas = (manifest.deltas ?? []).map {
-            DeltaReport(from: $0.from.value, files: $0.files, bytes: $0.length)
+        report.deltas = packs.map {
+            DeltaReport(from: $0.source.from.value, files: $0.source.files, bytes: $0.source.length)
         }
-        if manifest.deltas?.isEmpty == true { manifest.deltas = nil }
+        manifest.deltas = packs.isEmpty ? nil : packs.map(\.source)
         if let sealing {
             report.preload = try publishSealed(
-                &manifest, sealing: sealing, bases: bases, packs: packs, target: target,
-                repo: &repo)
+                &manifest, sealing: sealing, bases: bases, packs: packs, target: target, repo: &repo)
             report.objectsWritten = sealing.written
             report.objectBytesWritten = sealing.bytesWritten
         } else {
-            let relisted = try self.writer.write(manifest, target: target, repo: &repo, deltaBases: bases)
+            let relisted = try self.writer.write(
+                manifest, target: target, repo: &repo, deltaBases: bases, published: publishNote)
             journal?.finish(origin: options.origin)
             report.relistedPreloads = relisted
         }
@@ -169,6 +177,7 @@ public struct Publisher: Sendable {
     /// Every check before any work, every problem of the folder at once: the channel, the keys of pending
     /// preloads a new build lists again, then the folder itself (a preload's key too).
     private func checkFolder(_ repo: Repository) throws(PatchSyncError) -> (BuildFolder, BuildFolderCheck) {
+        try PublishNote.check(by: options.publisherName, description: options.description)
         try NewChannelCheck.check(options.channel, repo: repo, meant: options.newChannel, command: "publish")
         // A build listed below the channel's pending preloads lists them again above it: their keys first.
         if options.preload == nil {
@@ -176,7 +185,8 @@ public struct Publisher: Sendable {
                 channel: options.channel.name, repo: repo)
         }
         // Every problem of the folder at once, before anything is chunked or written (a preload's key too).
-        let folder = try BuildFolder.scan(options.buildDirectory, dereferenceExternal: options.dereferenceExternal)
+        let folder = try BuildFolder.scan(
+            options.buildDirectory, dereferenceExternal: options.dereferenceExternal, exclude: options.exclude)
         let check = BuildFolderCheck.of(folder, portable: options.portable)
         if let refusal = check.error(folder: options.buildDirectory) { throw refusal }
         try checkReplaceMost(folder, repo: repo)
@@ -223,11 +233,11 @@ public struct Publisher: Sendable {
     /// The manifest this build folder would get, computed without writing anything (for `diff`).
     public static func describe(
         buildDirectory: String, bundles: BundleRules, chunking: ChunkingParameters = .standard,
-        dereferenceExternal: Bool = false
+        dereferenceExternal: Bool = false, exclude: ExcludeRules = .none
     ) throws(PatchSyncError) -> Manifest {
         let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
         var files: [FileEntry] = []
-        let folder = try BuildFolder.scan(buildDirectory, dereferenceExternal: dereferenceExternal)
+        let folder = try BuildFolder.scan(buildDirectory, dereferenceExternal: dereferenceExternal, exclude: exclude)
         let (links, folders) = try folder.entries(bundles: bundles)
         for path in folder.files {
             try Manifest.checkPath(path)
@@ -553,6 +563,13 @@ public struct Publisher: Sendable {
         return manifest.sequence
     }
 
+    /// Who publishes this build, when, and what it is, as its target records it.
+    var publishNote: PublishNote {
+        PublishNote(
+            at: options.now, by: options.publisherName ?? ProcessInfo.processInfo.hostName,
+            description: options.description)
+    }
+
     /// The one writer of targets this publish signs with.
     var writer: TargetWriter {
         var writer = TargetWriter(
@@ -566,16 +583,16 @@ public struct Publisher: Sendable {
         options.preload?.contentKeys ?? options.contentKeys ?? Repository.recordedContentKeys(origin: options.origin)
     }
 
-    /// The targets of builds beyond the newest `keep` (by sequence) of their channel.
-    static func beyondKept(_ targets: [String: TargetFile], keep: Int, released: (ManifestTargetInfo) -> Bool)
+    /// The targets of builds beyond the newest `keep` (by sequence) of their channel, as players read
+    /// the channels (``ChannelListing``); `installable` tells a plain build or a released preload.
+    static func beyondKept(_ targets: [String: TargetFile], keep: Int, installable: (ManifestTargetInfo) -> Bool)
         -> [String]
     {
         // Pending preloads (not released yet) are no installable build: they never count toward `keep`
         // and are never unlisted by it; the newest `keep` installable builds of each channel stay.
-        let builds = targets.compactMap { path, file in file.custom.map { (path: path, info: $0) } }
-            .filter { $0.info.preload == nil || released($0.info) }
-        return Dictionary(grouping: builds, by: \.info.channel).values.flatMap { channel in
-            channel.sorted { $0.info.sequence > $1.info.sequence }.dropFirst(max(1, keep)).map(\.path)
+        Set(targets.values.compactMap { $0.custom?.channel }).sorted().flatMap { channel in
+            ChannelListing.builds(targets, channel: channel, released: installable).filter(\.installable)
+                .dropFirst(max(1, keep)).map(\.path)
         }
     }
 }

@@ -107,7 +107,9 @@ public struct Release: Sendable {
         var report = Report(
             buildId: build.value, channel: to.name, sequence: manifest.sequence, promotedFrom: from.name,
             alreadyCurrent: false, manifestTarget: target)
-        let written = try relist(&manifest, target: target, repo: &repo, promotedFrom: from.name, rollback: nil)
+        let written = try relist(
+            &manifest, target: target, repo: &repo, promotedFrom: from.name, rollback: nil,
+            published: entry.info.published)
         report.deltas = written.deltas
         report.warnings = written.warnings + repo.expiryWarnings(now: now)
         return report
@@ -179,7 +181,7 @@ public struct Release: Sendable {
         }
         let written = try relist(
             &manifest, target: chosen.path, repo: &repo, promotedFrom: chosen.info.promotedFrom, rollback: note,
-            withdrawing: current.path)
+            published: chosen.info.published, withdrawing: current.path)
         report.deltas = written.deltas
         report.warnings += written.warnings + repo.expiryWarnings(now: now)
         return report
@@ -302,8 +304,7 @@ public struct Release: Sendable {
         }
         let written = try relist(
             &found.manifest, target: found.build.path, repo: &repo, promotedFrom: found.build.info.promotedFrom,
-            rollback: note,
-            unlisting: [entry.path])
+            rollback: note, published: found.build.info.published, unlisting: [entry.path])
         report.relisted = found.build.info.buildId
         report.sequence = found.manifest.sequence
         report.warnings = warnings + written.warnings + repo.expiryWarnings(now: now)
@@ -345,7 +346,7 @@ public struct Release: Sendable {
     /// whose manifests are read leniently. Returns the delta packs written.
     private func relist(
         _ manifest: inout Manifest, target: String, repo: inout Repository, promotedFrom: String?,
-        rollback: RollbackNote?,
+        rollback: RollbackNote?, published: PublishNote?,
         withdrawing: String? = nil, unlisting: [String] = []
     ) throws(PatchSyncError) -> (deltas: [Publisher.DeltaReport], warnings: [String]) {
         let skipped = SkippedManifests()
@@ -370,7 +371,7 @@ public struct Release: Sendable {
         manifest.deltas = deltas.isEmpty ? nil : deltas
         let relisted = try writer.write(
             manifest, target: target, repo: &repo, deltaBases: bases, promotedFrom: promotedFrom, rollback: rollback,
-            withdrawing: withdrawing, unlisting: unlisting)
+            withdrawing: withdrawing, unlisting: unlisting, published: published)
         warnings += relisted.map {
             "pending preload \($0) is listed again above build \(manifest.buildId): what players preloaded stays valid"
         }

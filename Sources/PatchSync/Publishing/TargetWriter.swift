@@ -18,7 +18,9 @@ struct TargetWriter: Sendable {
     @discardableResult
     func write(
         _ manifest: Manifest, target: String, repo: inout Repository, deltaBases: [Publisher.DeltaBase] = [],
-        promotedFrom: String? = nil, rollback: RollbackNote? = nil, withdrawing: String? = nil, unlisting: [String] = []
+        promotedFrom: String? = nil, rollback: RollbackNote? = nil, withdrawing: String? = nil,
+        unlisting: [String] = [],
+        published: PublishNote? = nil
     ) throws(PatchSyncError) -> [String] {
         let relisting = PreloadRelisting(origin: origin, contentKeys: contentKeys)
         try relisting.checkKeys(channel: manifest.channel.name, repo: repo)
@@ -32,6 +34,7 @@ struct TargetWriter: Sendable {
         info.size = manifest.totalSize
         info.promotedFrom = promotedFrom
         info.rollback = rollback
+        info.published = published
         var targets = repo.targetFiles
         for path in unlisting { targets[path] = nil }
         targets[target] = try Self.store(Zlib.gzip(json), as: target, in: origin, info: info)
@@ -57,13 +60,15 @@ struct TargetWriter: Sendable {
 
     /// Lists preload `plan` (its encoded JSON) as target `target` of `manifest`'s build, released at
     /// `releaseAt`, and commits new signed targets (with the releases role delegated).
-    func writePreload(_ plan: Data, target: String, manifest: Manifest, releaseAt: Date, repo: inout Repository)
-        throws(PatchSyncError)
-    {
+    func writePreload(
+        _ plan: Data, target: String, manifest: Manifest, releaseAt: Date, published: PublishNote,
+        repo: inout Repository
+    ) throws(PatchSyncError) {
         var info = ManifestTargetInfo(
             channel: manifest.channel.name, buildId: manifest.buildId.value, sequence: manifest.sequence)
         info.size = manifest.totalSize  // the bytes players need room for; not the file count
         info.preload = PreloadInfo(releaseAt: releaseAt)
+        info.published = published
         var targets = repo.targetFiles
         targets[target] = try Self.store(plan, as: target, in: origin, info: info)
         try commit(targets, repo: &repo, delegatingReleases: true)
@@ -78,7 +83,7 @@ struct TargetWriter: Sendable {
         withdrawn: (channel: String, withdrawal: ChannelRecord.Withdrawal)? = nil
     ) throws(PatchSyncError) {
         var targets = targets
-        for old in Publisher.beyondKept(targets, keep: keepBuilds, released: repo.isReleased) { targets[old] = nil }
+        for old in Publisher.beyondKept(targets, keep: keepBuilds, installable: repo.isReleased) { targets[old] = nil }
         try recordChannels(&targets, repo: repo, withdrawn: withdrawn)
         try repo.commit(targets: targets, signers: signers, now: now, delegatingReleases: delegatingReleases)
     }

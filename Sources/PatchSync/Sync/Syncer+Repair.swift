@@ -34,7 +34,7 @@ extension Syncer {
             excluding: Set(report.damaged.map(\.path)))
         let client = try HTTPClient(settings: .init(config))
         var context = SyncContext(
-            install: install, config: config, state: state, origin: try Origin(config, client: client),
+            install: install, config: config, state: state, origin: try Origin(config, client: client), meter: nil,
             onEvent: onEvent)
         if let objects = manifest.sealed, !objects.isEmpty {  // a build that was a preload
             let trusted = try await context.origin.refreshTrust(

@@ -490,7 +490,7 @@ struct SyncContext: Sendable {
     let state: StateStore
     let origin: Origin
     /// The sync's meter, which the origin's client counts every transfer on (nil: a repair's plain client).
-    var meter: SyncMeter? = nil
+    var meter: SyncMeter?
     var onEvent: @Sendable (SyncEvent) -> Void
     /// Puts each step's transfer on the whole update's scale.
     var totals: UpdateTotals? = nil

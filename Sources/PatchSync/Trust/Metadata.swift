@@ -240,12 +240,49 @@ public struct ManifestTargetInfo: Codable, Hashable, Sendable {
     public var withdrawn: Bool?
     /// Set on a preload build: the target is its ``PreloadPlan`` (its manifest is sealed until released).
     public var preload: PreloadInfo?
+    /// Who published the build, when, and what it is (kept when promote or rollback lists it again).
+    public var published: PublishNote?
 
     public init(channel: String, buildId: String, sequence: Int, manifestDeltas: [ManifestDelta]? = nil) {
         self.channel = channel
         self.buildId = buildId
         self.sequence = sequence
         self.manifestDeltas = manifestDeltas
+    }
+}
+
+/// Who published a build, when, and in their words what it is.
+public struct PublishNote: Codable, Hashable, Sendable {
+    public var at: Date
+    /// A name the publisher gave (`--publisher`), or the host name of the machine that published.
+    public var by: String
+    public var description: String?
+
+    /// The most a description may hold: it is signed into targets metadata, which players download.
+    public static let maxDescriptionBytes = 1024
+
+    public init(at: Date, by: String, description: String?) {
+        self.at = at
+        self.by = by
+        self.description = description
+    }
+
+    /// Refuses a publisher name or description that `repo status` could not show on its line: control
+    /// characters (a line break too), an empty name, more than ``maxDescriptionBytes``.
+    public static func check(by name: String?, description: String?) throws(PatchSyncError) {
+        for (what, text) in [("--publisher", name), ("--description", description)] {
+            guard let text else { continue }
+            guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw PatchSyncError(
+                    .usage, "\(what) holds a control character or line break", remedy: "give it as one line of text")
+            }
+            guard text.utf8.count <= maxDescriptionBytes, !text.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw PatchSyncError(
+                    .usage, "\(what) is empty or longer than \(maxDescriptionBytes) bytes (\(text.utf8.count))",
+                    remedy: "give one line of up to \(maxDescriptionBytes) bytes; players download it with the metadata"
+                )
+            }
+        }
     }
 }
 

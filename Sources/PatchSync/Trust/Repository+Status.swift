@@ -26,6 +26,8 @@ public struct RepositoryStatus: Codable, Sendable {
         /// A preload build: when it is to be released, and whether its key is released.
         public var releaseAt: Date?
         public var released: Bool?
+        /// Who published it, when, and what it is (nil for builds published before targets recorded it).
+        public var published: PublishNote?
     }
 
     public struct Channel: Codable, Sendable {
@@ -46,34 +48,32 @@ extension Repository {
     /// (it runs daily and signs them for 7 and 30 days).
     public static let onlineWarningWindow: TimeInterval = 2 * 86400
 
-    /// Each role's expiry and the builds of each channel. A build's size comes from its signed target
-    /// entry, or from its manifest for builds published before targets carried it.
+    /// Each role's expiry and the builds of each channel, as players read the channels
+    /// (``ChannelListing``). A build's size comes from its signed target entry, or from its manifest for
+    /// builds published before targets carried it.
     public func status(now: Date = Date()) throws(PatchSyncError) -> RepositoryStatus {
-        var channels: [String: [RepositoryStatus.Build]] = [:]
-        for (path, file) in targetFiles {
-            guard let info = file.custom else { continue }
-            var files = info.files, size = info.size
-            if files == nil || size == nil, isReleased(info),  // a pending preload's manifest is sealed
-                let manifest = try? listedManifest(path, file, validating: false)  // status never wedges
-            {
-                (files, size) = (manifest.files.count, manifest.totalSize)
-            }
-            channels[info.channel, default: []].append(
-                RepositoryStatus.Build(
-                    buildId: info.buildId, sequence: info.sequence, files: files ?? 0, size: size ?? 0,
-                    manifestBytes: file.length, current: false, promotedFrom: info.promotedFrom,
-                    rollback: info.rollback,
-                    releaseAt: info.preload?.releaseAt,
-                    released: info.preload.map { _ in isReleased(channel: info.channel, build: info.buildId) }))
-        }
-        let listed = channels.keys.sorted().map { name in
-            var builds = (channels[name] ?? []).sorted { $0.sequence > $1.sequence }
+        let channels = ChannelListing.all(self).filter { !$0.builds.isEmpty }.map { listing in
             // The build players install: the newest installable one (a pending preload is not yet).
-            let current = ChannelListing(self, channel: name).current?.info.buildId
-            if let index = builds.firstIndex(where: { $0.buildId == current }) { builds[index].current = true }
-            return RepositoryStatus.Channel(channel: name, builds: builds)
+            let current = listing.current?.path
+            return RepositoryStatus.Channel(
+                channel: listing.channel, builds: listing.builds.map { status(of: $0, current: $0.path == current) })
         }
-        return RepositoryStatus(origin: origin, roles: roleExpiries(now: now), channels: listed)
+        return RepositoryStatus(origin: origin, roles: roleExpiries(now: now), channels: channels)
+    }
+
+    private func status(of build: ChannelListing.Build, current: Bool) -> RepositoryStatus.Build {
+        let info = build.info
+        var files = info.files, size = info.size
+        if files == nil || size == nil, build.installable,  // a pending preload's manifest is sealed
+            let manifest = try? listedManifest(build.path, build.file, validating: false)  // status never wedges
+        {
+            (files, size) = (manifest.files.count, manifest.totalSize)
+        }
+        return RepositoryStatus.Build(
+            buildId: info.buildId, sequence: info.sequence, files: files ?? 0, size: size ?? 0,
+            manifestBytes: build.file.length, current: current, promotedFrom: info.promotedFrom,
+            rollback: info.rollback, releaseAt: info.preload?.releaseAt,
+            released: info.preload.map { _ in build.installable }, published: info.published)
     }
 
     /// The roles that have expired at `now`, with how to renew each (no manifest is read).

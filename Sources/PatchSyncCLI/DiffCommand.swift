@@ -33,6 +33,11 @@ struct Diff: AsyncParsableCommand {
     @Option(help: "The channel, for origin URLs.") var channel: String = "live"
     @Option(help: "A bundles file, for build folders.") var bundles: String?
     @Option(
+        help: ArgumentHelp("For build folders: leave out what matches, as publish --exclude does.", valueName: "glob"))
+    var exclude: [String] = []
+    @Option(help: ArgumentHelp("For build folders: the globs of this file, one a line.", valueName: "file"))
+    var excludeFrom: [String] = []
+    @Option(
         name: .customLong("bundle"),
         help: "Cost a player's selection: an optional bundle they install; repeat for more (default: every bundle).")
     var selected: [String] = []
@@ -55,10 +60,12 @@ struct Diff: AsyncParsableCommand {
             throw PatchSyncError(
                 .usage, "--delta-sources \(deltaSources) is negative", remedy: "give 0 (no deltas) or more")
         }
+        let exclusions = try ExcludeRules(
+            exclude + excludeFrom.flatMap { (file) throws(PatchSyncError) in try ExcludeRules.globs(inFile: file) })
         let before = try await DiffSide.load(
-            old, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
+            old, root: root, channel: channel, bundles: rules, deltaSources: deltaSources, exclude: exclusions)
         let after = try await DiffSide.load(
-            new, root: root, channel: channel, bundles: rules, deltaSources: deltaSources)
+            new, root: root, channel: channel, bundles: rules, deltaSources: deltaSources, exclude: exclusions)
         let deltas = try await DiffSide.deltaShares(from: before, to: after)
         // A selection: what its player has and fetches (an install's own selection is already applied).
         let chosen: [String]? = requiredOnly || !selected.isEmpty ? selected : nil

@@ -38,9 +38,11 @@ struct PublishNoteTests {
                 "publish", build, "--origin", fixture.origin, "--build-id", "1", "--exclude", "*.pdb",
                 "--exclude", "tools/**", "--exclude-from", globs
             ] + keys
-        let dry = try CLI.run(args + ["--dry-run"])
+        let dry = try CLI.run(args + ["--dry-run", "--exclude", "*.nomatch"])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains("left out by --exclude: 4 path(s)"), "\(dry.stdout)")
+        #expect(
+            dry.stderr.contains("'*.nomatch' matched nothing"), "a glob that left nothing out is told: \(dry.stderr)")
         let published = try CLI.run(args + ["--json"])
         #expect(published.status == 0, "\(published.stderr)")
         let report = try lastJSON(published.stdout)
@@ -54,6 +56,16 @@ struct PublishNoteTests {
         #expect(install.currentBuild() == "1")
         let live = try treeFacts(install.root + "/current").keys.sorted()
         #expect(live == ["data/map.bin", "game.exe"], "\(live)")
+        // diff of the folder with the same exclusions agrees with what was published: nothing to fetch.
+        let diff = try CLI.run(
+            [
+                "diff", fixture.fileRemote + "#1", build, "--root", fixture.origin + "/metadata/root.json", "--json",
+                "--exclude", "*.pdb", "--exclude", "tools/**", "--exclude-from", globs
+            ])
+        let total = try #require(try lastJSON(diff.stdout)["total"] as? [String: Any], "\(diff.stderr)")
+        #expect(
+            total["filesAdded"] as? Int == 0 && total["filesRemoved"] as? Int == 0
+                && total["filesChanged"] as? Int == 0, "\(total)")
         let bad = try CLI.run(["publish", build, "--origin", fixture.origin, "--build-id", "2", "--exclude", ""] + keys)
         #expect(bad.status == 64 && bad.stderr.contains("--exclude"), "\(bad.stderr)")
     }

@@ -32,7 +32,7 @@ public struct DiffSide: Sendable {
     /// newly published build (0: none, and no side is a delta's source).
     public static func load(
         _ spec: String, root: String?, channel: String, bundles: BundleRules,
-        deltaSources: Int = 2
+        deltaSources: Int = 2, exclude: ExcludeRules = .none
     ) async throws(PatchSyncError) -> DiffSide {
         let lower = spec.lowercased()
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://") {
@@ -53,7 +53,7 @@ public struct DiffSide: Sendable {
         }
         if FileSystem.isDirectory(spec) {
             var side = DiffSide(
-                manifest: try Publisher.describe(buildDirectory: spec, bundles: bundles),
+                manifest: try Publisher.describe(buildDirectory: spec, bundles: bundles, exclude: exclude),
                 name: "build folder \(spec)", spec: spec, buildFolder: spec)
             if deltaSources > 0 { side.content = BuildFolderReader(directory: spec) }
             return side

@@ -45,12 +45,19 @@ enum Glob {
         let slash = UInt8(ascii: "/"), star = UInt8(ascii: "*")
         if c == star, p.dropFirst().first == star {
             var rest = p.dropFirst(2)
-            if rest.first == slash { rest = rest.dropFirst() }
+            // `**/` stands for whole folders (none too): what follows matches at the start or after a slash.
+            let folders = rest.first == slash
+            if folders { rest = rest.dropFirst() }
             var t = s
             while true {
                 if match(rest, t) { return true }
                 guard !t.isEmpty else { return false }
-                t = t.dropFirst()
+                if folders {
+                    guard let next = t.firstIndex(of: slash) else { return false }
+                    t = t[t.index(after: next)...]
+                } else {
+                    t = t.dropFirst()
+                }
             }
         }
         if c == star {

@@ -20,6 +20,8 @@ public struct BuildFolder: Sendable {
     public private(set) var dereferenced: [String: String] = [:]
     /// What the walk left out: the paths `exclude` matched (a folder's with a trailing slash), sorted.
     public private(set) var excluded: [String] = []
+    /// The globs (as given) that left out at least one path.
+    public private(set) var usedGlobs: Set<String> = []
     private var exclude = ExcludeRules.none
 
     /// Walks `root`; `dereferenceExternal` copies what escaping links point to instead of refusing them;
@@ -30,6 +32,7 @@ public struct BuildFolder: Sendable {
         var folder = BuildFolder(root: root)
         folder.exclude = exclude
         try folder.walk("")
+        if !exclude.isEmpty { try folder.checkExclusions() }
         // Whether a link escapes depends on the other links (a chain can climb out): check them all,
         // replace the escaping ones, and check again until none escapes.
         while true {
@@ -67,8 +70,10 @@ public struct BuildFolder: Sendable {
             let st: stat?
             do { st = try FileSystem.status(root + "/" + rel) } catch { throw PatchSyncError.wrap(error) }
             guard let st else { continue }
-            if exclude.excludes(rel) {
-                excluded.append(st.st_mode & S_IFMT == S_IFDIR ? rel + "/" : rel)
+            let isFolder = st.st_mode & S_IFMT == S_IFDIR
+            if let glob = exclude.match(rel, isFolder: isFolder) {
+                excluded.append(isFolder ? rel + "/" : rel)
+                usedGlobs.insert(glob)
                 continue
             }
             switch st.st_mode & S_IFMT {
@@ -83,6 +88,30 @@ public struct BuildFolder: Sendable {
                     remedy: "remove sockets, pipes and device files from the build folder")
             }
         }
+    }
+
+    /// Refuses exclusions that would leave players a broken build: a kept link that points at or into
+    /// a path left out (it would dangle), or nothing left to publish.
+    private func checkExclusions() throws(PatchSyncError) {
+        let left = Set(excluded.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 })
+        for (path, target) in links.sorted(by: { $0.key < $1.key }) where !target.hasPrefix("/") {
+            var parts = PathRule.components(path).dropLast().map { $0 }
+            for part in PathRule.components(target) {
+                if part == ".." { if parts.popLast() == nil { break } } else if part != "." { parts.append(part) }
+            }
+            let hit = parts.indices.map { parts[...$0].joined(separator: "/") }.first { left.contains($0) }
+            if let hit {
+                throw PatchSyncError(
+                    .usage,
+                    "\(root)/\(path) is a symbolic link to '\(target)', and --exclude leaves out \(hit): "
+                        + "players would get a dangling link",
+                    remedy: "exclude the link too, or keep what it points to")
+            }
+        }
+        guard files.isEmpty && links.isEmpty && emptyFolders.isEmpty, !excluded.isEmpty else { return }
+        throw PatchSyncError(
+            .usage, "--exclude leaves nothing of \(root) to publish (\(excluded.count) path(s) left out)",
+            remedy: "check the globs (`--dry-run` lists what each leaves out), or the build folder")
     }
 
     /// Records what the escaping link at `path` points to in its place: a file, or a folder walked.

@@ -24,7 +24,8 @@ extension Publisher {
             .usage,
             "\(options.buildDirectory) would remove \(removed.count) of the \(current.files.count) files "
                 + "(\(ByteCount.format(removedBytes)) of \(ByteCount.format(current.totalSize))) of build \(current.buildId), "
-                + "current on \(options.channel): is it the right folder?",
+                + "current on \(options.channel): is it the right folder?"
+                + (folder.excluded.isEmpty ? "" : " (--exclude left out \(folder.excluded.count) path(s))"),
             remedy: "check the folder (`patchsync publish … --dry-run` shows the patch); if the build really drops "
                 + "most files, publish again with --replace-most")
     }
@@ -48,7 +49,9 @@ extension Publisher {
         report.excluded = folder.excluded
         report.patch = PatchDiff(
             old: current, new: manifest, oldName: current?.buildId.value ?? "nothing", newName: options.buildId.value)
-        report.warnings = check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)
+        report.warnings =
+            check.warnings.map(\.description) + repo.expiryWarnings(now: options.now)
+            + Self.unusedGlobs(options.exclude, folder)
         return report
     }
 }

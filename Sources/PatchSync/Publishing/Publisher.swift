@@ -145,7 +145,7 @@ public struct Publisher: Sendable {
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
-            report.warnings = warnings(check, repo)
+            report.warnings = warnings(check, repo) + Self.unusedGlobs(options.exclude, folder) + keptNote(existing)
             journal?.finish(origin: options.origin)
             return report
         }
@@ -165,13 +165,28 @@ public struct Publisher: Sendable {
             journal?.finish(origin: options.origin)
             report.relistedPreloads = relisted
         }
-        report.warnings = warnings(check, repo)
+        report.warnings = warnings(check, repo) + Self.unusedGlobs(options.exclude, folder)
         return report
     }
 
     /// What the report warns of: the folder's check, manifests skipped as bases, metadata expiring soon.
     private func warnings(_ check: BuildFolderCheck, _ repo: Repository) -> [String] {
         check.warnings.map(\.description) + skipped.warnings + repo.expiryWarnings(now: options.now)
+    }
+
+    /// For a build published already: its description stays the one signed then, when another is given.
+    private func keptNote(_ existing: TargetFile) -> [String] {
+        guard let description = options.description, existing.custom?.published?.description != description else {
+            return []
+        }
+        return ["build \(options.buildId) was already published: its description stays as it was signed"]
+    }
+
+    /// A warning for each --exclude glob that left nothing out (a typo, or a pattern of another tool).
+    static func unusedGlobs(_ exclude: ExcludeRules, _ folder: BuildFolder) -> [String] {
+        exclude.globs.filter { !folder.usedGlobs.contains($0) }.map {
+            "--exclude '\($0)' matched nothing in \(folder.root) (only *, ? and ** are special)"
+        }
     }
 
     /// Every check before any work, every problem of the folder at once: the channel, the keys of pending
@@ -565,8 +580,9 @@ public struct Publisher: Sendable {
 
     /// Who publishes this build, when, and what it is, as its target records it.
     var publishNote: PublishNote {
-        PublishNote(
-            at: options.now, by: options.publisherName ?? ProcessInfo.processInfo.hostName,
+        let host = ProcessInfo.processInfo.hostName
+        return PublishNote(
+            at: options.now, by: options.publisherName ?? (host.isEmpty ? "an unnamed host" : host),
             description: options.description)
     }
 

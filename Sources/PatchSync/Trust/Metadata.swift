@@ -272,9 +272,11 @@ public struct PublishNote: Codable, Hashable, Sendable {
     public static func check(by name: String?, description: String?) throws(PatchSyncError) {
         for (what, text) in [("--publisher", name), ("--description", description)] {
             guard let text else { continue }
-            guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            let hidden: Set<Unicode.GeneralCategory> = [.control, .format, .lineSeparator, .paragraphSeparator]
+            guard !text.unicodeScalars.contains(where: { hidden.contains($0.properties.generalCategory) }) else {
                 throw PatchSyncError(
-                    .usage, "\(what) holds a control character or line break", remedy: "give it as one line of text")
+                    .usage, "\(what) holds a control or formatting character or a line break",
+                    remedy: "give it as one line of plain text")
             }
             guard text.utf8.count <= maxDescriptionBytes, !text.trimmingCharacters(in: .whitespaces).isEmpty else {
                 throw PatchSyncError(

@@ -56,7 +56,9 @@ struct TrustTests {
         let target = try #require(trusted.targets.signed.targets["manifests/live/1.0+1.json.gz"])
         var info = ManifestTargetInfo(channel: "live", buildId: "1.0+1", sequence: 1)
         (info.files, info.size) = (target.custom?.files, target.custom?.size)
+        info.published = target.custom?.published
         #expect(target.custom == info)
+        #expect(info.published?.by.isEmpty == false, "publish records who published")
         #expect((info.files ?? 0) > 100 && (info.size ?? 0) > 100_000, "publish records the build's files and size")
         #expect(trusted.timestamp.signed.meta["snapshot.json"]?.version == trusted.snapshot.signed.version)
         let repo = try Repository.load(origin: fixture.origin)

@@ -7,9 +7,10 @@ Writes FILES files under OUT in folders of at most 200 (levels/<a>/<b>/...), siz
 long-tailed distribution around 4.5 KiB (200,000 files are about 0.9 GiB), half of them text-like
 (compressible), half random bytes. The same seed gives the same tree, byte for byte.
 
-With --mutate PERCENT --from OLD, OUT becomes a copy of OLD (hard links) in which PERCENT of the files,
-chosen by the seed, have new content (a few bytes changed in text files, a new tail in random ones):
-the next build of a patch that touches that share of the files.
+With --paks N (and --pak-mib M, default 64), the build also has N big pack files paks/pakNN.pak of M MiB,
+as engines ship them: 1 MiB blocks, alternately text-like and random. With --mutate, PERCENT of each pak's
+bytes change too, in regions of 64 KiB to 1 MiB rewritten in place, and 4 KiB is inserted at one place
+(what follows shifts): the next build of a patch that changes that share of the paks.
 """
 import argparse
 import os
@@ -49,10 +50,46 @@ def generate(out, files, seed):
             f.write(content(rng, index, size_for(rng)))
 
 
+def pak_block(rng, index):
+    if index % 2 == 0:
+        return b" ".join(rng.choices(WORDS, k=180000))[: 1 << 20].ljust(1 << 20, b" ")
+    return rng.randbytes(1 << 20)
+
+
+def generate_paks(out, paks, mib, seed):
+    os.makedirs(os.path.join(out, "paks"), exist_ok=True)
+    for pak in range(paks):
+        rng = random.Random(seed * 7919 + pak)
+        with open(os.path.join(out, "paks", "pak%02d.pak" % pak), "wb") as f:
+            for block in range(mib):
+                f.write(pak_block(rng, block))
+
+
+def mutate_pak(path, percent, rng):
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    os.unlink(path)  # break the hard link: OLD stays as it was
+    budget = len(data) * percent // 100
+    while budget > 0:
+        size = min(budget, rng.randrange(64 << 10, (1 << 20) + 1))
+        at = rng.randrange(max(1, len(data) - size))
+        data[at:at + size] = pak_block(rng, rng.randrange(2))[:size]
+        budget -= size
+    at = rng.randrange(len(data))
+    data[at:at] = rng.randbytes(4096)
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+
+
 def mutate(old, out, percent, seed):
     shutil.copytree(old, out, copy_function=os.link)
-    paths = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs)
     rng = random.Random(seed)
+    pak_dir = os.path.join(out, "paks")
+    if os.path.isdir(pak_dir):
+        for name in sorted(os.listdir(pak_dir)):
+            mutate_pak(os.path.join(pak_dir, name), percent, rng)
+    paths = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs
+                   if not f.endswith(".pak"))
     chosen = rng.sample(paths, max(1, len(paths) * percent // 100))
     for rel in chosen:
         path = os.path.join(out, rel)
@@ -73,6 +110,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--mutate", type=int, metavar="PERCENT")
     parser.add_argument("--from", dest="old")
+    parser.add_argument("--paks", type=int, default=0)
+    parser.add_argument("--pak-mib", type=int, default=64)
     args = parser.parse_args()
     if os.path.exists(args.out):
         sys.exit("generate-build.py: %s exists; give a new folder" % args.out)
@@ -82,6 +121,7 @@ def main():
         print(mutate(args.old, args.out, args.mutate, args.seed))
     else:
         generate(args.out, args.files, args.seed)
+        generate_paks(args.out, args.paks, args.pak_mib, args.seed)
 
 
 if __name__ == "__main__":

@@ -115,3 +115,59 @@ public enum PublishLimit {
             seconds: elapsed / .seconds(1), files: paths.count, bytes: result.bytes, storedBytes: result.stored)
     }
 }
+
+/// Measurements for `Benchmarks/store.sh`: what an origin that stores each chunk once would hold.
+@_spi(Benchmarks)
+public enum StoreLimit {
+    public struct Release: Sendable {
+        public var files: Int
+        public var bytes: Int64
+        public var chunks: Int
+        /// Chunks no earlier tree (and no earlier file of this one) had, and their bytes as publish
+        /// stores a chunk (compressed alone with the default codec where it pays).
+        public var newChunks: Int
+        public var newStoredBytes: Int64
+    }
+
+    /// For each tree in order, the chunks it adds to all the trees before it: the growth of a store
+    /// that keeps each chunk once, beside today's, which stores each new or changed file whole.
+    public static func uniqueChunks(
+        trees: [String], threads: Int, chunking: ChunkingParameters = .standard
+    ) throws -> [Release] {
+        let writer = ObjectWriter(chunker: try Chunker(chunking), origin: "/nonexistent")
+        var seen = Set<SHA256Digest>()
+        var releases: [Release] = []
+        for tree in trees {
+            let paths = try BuildFolder.scan(tree, dereferenceExternal: true).files.map { tree + "/" + $0 }
+            let described = Mutex([Int: [ChunkEntry]]())
+            let failure = Mutex(String?.none)
+            let next = Mutex(0)
+            DispatchQueue.concurrentPerform(iterations: max(1, threads)) { _ in
+                while case let index = next.withLock({ n in
+                    defer { n += 1 }
+                    return n
+                }), index < paths.count {
+                    do {
+                        let chunks = try writer.describe(file: paths[index]).chunks
+                        described.withLock { $0[index] = chunks }
+                    } catch {
+                        failure.withLock { $0 = $0 ?? "\(error)" }
+                    }
+                }
+            }
+            if let failure = failure.withLock({ $0 }) { throw PatchSyncError(.localIO, failure) }
+            var release = Release(files: paths.count, bytes: 0, chunks: 0, newChunks: 0, newStoredBytes: 0)
+            for chunks in described.withLock({ $0 }).sorted(by: { $0.key < $1.key }).map(\.value) {
+                for chunk in chunks {
+                    release.bytes += Int64(chunk.length)
+                    release.chunks += 1
+                    guard seen.insert(chunk.sha256).inserted else { continue }
+                    release.newChunks += 1
+                    release.newStoredBytes += Int64(chunk.objectLength)
+                }
+            }
+            releases.append(release)
+        }
+        return releases
+    }
+}

@@ -5,12 +5,17 @@ import Foundation
 // patchsync-bench publish-limit TREE THREADS
 //   Prints the seconds this machine needs to chunk, hash and deflate every file under TREE as
 //   publish does, on THREADS threads, writing nothing, as one JSON object.
+// patchsync-bench store-limit THREADS TREE...
+//   For each TREE in order, one JSON line: its chunks, and those no earlier TREE had with the bytes they
+//   take stored (each compressed alone, as publish stores a chunk): what a store of each chunk once grows by.
 @_spi(Benchmarks) import PatchSync
 
 let arguments = CommandLine.arguments
 func usage() -> Never {
     FileHandle.standardError.write(
-        Data("usage: patchsync-bench cpu-limit ORIGIN MANIFEST THREADS | publish-limit TREE THREADS\n".utf8))
+        Data(
+            ("usage: patchsync-bench cpu-limit ORIGIN MANIFEST THREADS | publish-limit TREE THREADS"
+                + " | store-limit THREADS TREE...\n").utf8))
     exit(64)
 }
 do {
@@ -25,6 +30,13 @@ do {
         guard let threads = Int(arguments[3]) else { usage() }
         let r = try PublishLimit.chunkHashDeflate(tree: arguments[2], threads: threads)
         print("{\"seconds\":\(r.seconds),\"files\":\(r.files),\"bytes\":\(r.bytes),\"storedBytes\":\(r.storedBytes)}")
+    case ("store-limit", 4...):
+        guard let threads = Int(arguments[2]) else { usage() }
+        for r in try StoreLimit.uniqueChunks(trees: Array(arguments.dropFirst(3)), threads: threads) {
+            print(
+                "{\"files\":\(r.files),\"bytes\":\(r.bytes),\"chunks\":\(r.chunks),\"newChunks\":\(r.newChunks),"
+                    + "\"newStoredBytes\":\(r.newStoredBytes)}")
+        }
     default:
         usage()
     }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# What an origin stores for a release history, side by side in one run: a seeded history of RELEASES
+# releases of a generated game (Benchmarks/generate-build.py: PAKS paks of PAK_MIB MiB and FILES small
+# files; each release changes PERCENT% of every pak's bytes, 4 KiB inserted in each, and PERCENT% of the
+# small files), published one after another into one origin. Per release:
+#   - origin growth with today's store (new objects are whole new or changed files; delta packs and
+#     metadata included), and the object bytes publish reports written (what an upload sends);
+#   - what a store of each chunk once would grow by (`patchsync-bench store-limit`: the chunks no
+#     earlier release had, each compressed alone as publish stores a chunk);
+#   - `casync make` of the same tree into one shared chunk store: how much that store grew;
+#   - what a player on the previous release downloads (`publish --dry-run`: chunks, before deltas).
+# Then the ratios the store targets speak of: storage over (first build + Σ changes), with Σ changes
+# taken as the chunk-once growth.
+#
+#   bash Benchmarks/store.sh                              (RELEASES=10 PAKS=4 PAK_MIB=64 FILES=2000 PERCENT=3)
+#   PATCHSYNC_BIN_DIR=.build/debug bash Benchmarks/store.sh   (bytes only: a debug build measures the same)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Benchmarks/lib.sh
+RELEASES=${RELEASES:-10} PAKS=${PAKS:-4} PAK_MIB=${PAK_MIB:-64} FILES=${FILES:-2000} PERCENT=${PERCENT:-3}
+need_tools casync python3 bc
+BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
+[ -x "$BIN/patchsync" ] || make release >/dev/null
+[ -x "$BIN/patchsync-bench" ] || swift build -c "$(basename "$BIN")" --product patchsync-bench >/dev/null
+WORK=$(mktemp -d /tmp/patchsync-store.XXXXXX)
+trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+"$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
+"$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" \
+  --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
+size() { du -sb --apparent-size "$1" 2>/dev/null | cut -f1; }
+
+echo "store.sh: generating $RELEASES releases ($PAKS paks of $PAK_MIB MiB, $FILES files, $PERCENT% changed each)" >&2
+python3 Benchmarks/generate-build.py "$WORK/build-1" "$FILES" --seed 11 --paks "$PAKS" --pak-mib "$PAK_MIB"
+for r in $(seq 2 "$RELEASES"); do
+  python3 Benchmarks/generate-build.py "$WORK/build-$r" "$FILES" --seed "$((11 + r))" --mutate "$PERCENT" \
+    --from "$WORK/build-$((r - 1))" >/dev/null
+done
+trees=(); for r in $(seq 1 "$RELEASES"); do trees+=("$WORK/build-$r"); done
+mapfile -t ideal < <("$BIN/patchsync-bench" store-limit 2 "${trees[@]}")
+
+json() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print($1)"; }
+printf '%-8s %12s %14s %14s %14s %14s %14s\n' release "build bytes" "origin grew" "publish wrote" "chunk-once" \
+  "casync grew" "player fetch"
+origin_before=$(size "$WORK/origin") casync_before=0 sum_origin=0 sum_written=0 sum_ideal=0 sum_casync=0 sum_fetch=0
+for r in $(seq 1 "$RELEASES"); do
+  build=$WORK/build-$r
+  fetch=0
+  if [ "$r" -gt 1 ]; then
+    fetch=$("$BIN/patchsync" publish "$build" --origin "$WORK/origin" --build-id "$r" --dry-run --json \
+      --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" |
+      json 'd["patch"]["total"]["downloadBytes"]')
+  fi
+  written=$("$BIN/patchsync" publish "$build" --origin "$WORK/origin" --build-id "$r" --json \
+    --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" | json 'd["objectBytesWritten"]')
+  origin_now=$(size "$WORK/origin"); grew=$((origin_now - origin_before)); origin_before=$origin_now
+  casync make --store="$WORK/casync.castr" "$WORK/release-$r.caidx" "$build" >/dev/null
+  casync_now=$(size "$WORK/casync.castr"); casync_grew=$((casync_now - casync_before)); casync_before=$casync_now
+  once=$(echo "${ideal[$((r - 1))]}" | json 'd["newStoredBytes"]')
+  printf '%-8s %12s %14s %14s %14s %14s %14s\n' "$r" "$(size "$build")" "$grew" "$written" "$once" "$casync_grew" "$fetch"
+  [ "$r" = 1 ] && first_origin=$grew first_written=$written first_ideal=$once
+  sum_origin=$((sum_origin + grew)) sum_written=$((sum_written + written)) sum_ideal=$((sum_ideal + once))
+  sum_casync=$((sum_casync + casync_grew)) sum_fetch=$((sum_fetch + fetch))
+done
+printf '%-8s %12s %14s %14s %14s %14s %14s\n' total "" "$sum_origin" "$sum_written" "$sum_ideal" "$sum_casync" "$sum_fetch"
+ratio() { echo "scale=2; $1 / $2" | bc; }
+echo "storage today / (first build + Σ changes as chunks once): $(ratio "$sum_origin" "$sum_ideal")× (target ≤ 1.2×)"
+echo "uploads today (publish wrote) / chunk-once: $(ratio "$sum_written" "$sum_ideal")×"
+echo "casync's chunk store / chunk-once: $(ratio "$sum_casync" "$sum_ideal")×"
+if [ "$RELEASES" -gt 1 ]; then
+  echo "releases 2..$RELEASES: origin grew $((sum_origin - first_origin)) B and uploads $((sum_written - first_written)) B," \
+    "against $((sum_ideal - first_ideal)) B of new chunks and $sum_fetch B that players on the previous release fetched:" \
+    "$(ratio "$((sum_origin - first_origin))" "$sum_fetch")× and $(ratio "$((sum_written - first_written))" "$sum_fetch")× the patch (target ≤ 1.1×)"
+fi

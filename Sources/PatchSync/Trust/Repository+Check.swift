@@ -26,6 +26,10 @@ extension Repository {
             case cdnWrongBytes
             /// The CDN front could not be asked.
             case cdnUnreachable
+            /// A signed target that names a build but that players never read as one (not at its build's
+            /// manifest path, or with a channel or build id clients refuse): no command lists, shows or
+            /// prunes it.
+            case unlistedTarget
         }
         public var kind: Kind
         public var channel: String
@@ -46,7 +50,7 @@ extension Repository {
     /// every pending preload a newer build left behind. Manifests are read as clients read them; a
     /// sealed one is opened with its released key, or only its plan is read while it is pending.
     public func listingProblems(now: Date, late: TimeInterval) -> [ListingProblem] {
-        var found: [ListingProblem] = []
+        var found = unlistedTargets()
         for listing in ChannelListing.all(self) {
             for build in listing.builds {
                 let (channel, id) = (listing.channel, build.info.buildId)
@@ -89,5 +93,20 @@ extension Repository {
             }
         }
         return found
+    }
+
+    /// Targets with a build's custom fields that ``ChannelListing`` does not read as a build.
+    func unlistedTargets() -> [ListingProblem] {
+        let channels = Set(targetFiles.values.compactMap { $0.custom?.channel })
+        let read = Set(channels.flatMap { ChannelListing.targets(targetFiles, channel: $0).map(\.path) })
+        return targetFiles.keys.sorted().compactMap { path -> ListingProblem? in
+            guard let info = targetFiles[path]?.custom, !read.contains(path) else { return nil }
+            return ListingProblem(
+                kind: .unlistedTarget, channel: info.channel, buildId: info.buildId,
+                problem: "target \(path) names build \(info.buildId) of \(info.channel), but players never read it as one "
+                    + "(a build's target is at manifests/<channel>/<build>.json.gz, with a valid channel and build id)",
+                fix: "no PatchSync command writes such a target: find what signed it; publish the build with "
+                    + "`patchsync publish` to list it")
+        }
     }
 }

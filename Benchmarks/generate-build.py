@@ -57,6 +57,8 @@ def pak_block(rng, index):
 
 
 def generate_paks(out, paks, mib, seed):
+    if not paks:
+        return
     os.makedirs(os.path.join(out, "paks"), exist_ok=True)
     for pak in range(paks):
         rng = random.Random(seed * 7919 + pak)

@@ -4,7 +4,7 @@
 # files; each release changes PERCENT% of every pak's bytes, 4 KiB inserted in each, and PERCENT% of the
 # small files), published one after another into one origin. Per release:
 #   - origin growth with today's store (new objects are whole new or changed files; delta packs and
-#     metadata included), and the object bytes publish reports written (what an upload sends);
+#     metadata included: what an upload sends), and the new file objects publish reports written;
 #   - what a store of each chunk once would grow by (`patchsync-bench store-limit`: the chunks no
 #     earlier release had, each compressed alone as publish stores a chunk);
 #   - `casync make` of the same tree into one shared chunk store: how much that store grew;
@@ -27,7 +27,8 @@ trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
 "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" \
   --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
-size() { du -sb --apparent-size "$1" 2>/dev/null | cut -f1; }
+# The bytes of the files under a folder (not its folders: a casync store has up to 65,536).
+size() { find "$1" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 
 echo "store.sh: generating $RELEASES releases ($PAKS paks of $PAK_MIB MiB, $FILES files, $PERCENT% changed each)" >&2
 python3 Benchmarks/generate-build.py "$WORK/build-1" "$FILES" --seed 11 --paks "$PAKS" --pak-mib "$PAK_MIB"
@@ -37,9 +38,10 @@ for r in $(seq 2 "$RELEASES"); do
 done
 trees=(); for r in $(seq 1 "$RELEASES"); do trees+=("$WORK/build-$r"); done
 mapfile -t ideal < <("$BIN/patchsync-bench" store-limit 2 "${trees[@]}")
+[ "${#ideal[@]}" = "$RELEASES" ] || { echo "store.sh: patchsync-bench store-limit failed" >&2; exit 1; }
 
 json() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print($1)"; }
-printf '%-8s %12s %14s %14s %14s %14s %14s\n' release "build bytes" "origin grew" "publish wrote" "chunk-once" \
+printf '%-8s %12s %14s %14s %14s %14s %14s\n' release "build bytes" "origin grew" "new objects" "chunk-once" \
   "casync grew" "player fetch"
 origin_before=$(size "$WORK/origin") casync_before=0 sum_origin=0 sum_written=0 sum_ideal=0 sum_casync=0 sum_fetch=0
 for r in $(seq 1 "$RELEASES"); do
@@ -57,17 +59,19 @@ for r in $(seq 1 "$RELEASES"); do
   casync_now=$(size "$WORK/casync.castr"); casync_grew=$((casync_now - casync_before)); casync_before=$casync_now
   once=$(echo "${ideal[$((r - 1))]}" | json 'd["newStoredBytes"]')
   printf '%-8s %12s %14s %14s %14s %14s %14s\n' "$r" "$(size "$build")" "$grew" "$written" "$once" "$casync_grew" "$fetch"
-  [ "$r" = 1 ] && first_origin=$grew first_written=$written first_ideal=$once
+  [ "$r" = 1 ] && first_origin=$grew first_written=$written first_ideal=$once first_casync=$casync_grew
   sum_origin=$((sum_origin + grew)) sum_written=$((sum_written + written)) sum_ideal=$((sum_ideal + once))
   sum_casync=$((sum_casync + casync_grew)) sum_fetch=$((sum_fetch + fetch))
 done
 printf '%-8s %12s %14s %14s %14s %14s %14s\n' total "" "$sum_origin" "$sum_written" "$sum_ideal" "$sum_casync" "$sum_fetch"
 ratio() { echo "scale=2; $1 / $2" | bc; }
 echo "storage today / (first build + Σ changes as chunks once): $(ratio "$sum_origin" "$sum_ideal")× (target ≤ 1.2×)"
-echo "uploads today (publish wrote) / chunk-once: $(ratio "$sum_written" "$sum_ideal")×"
-echo "casync's chunk store / chunk-once: $(ratio "$sum_casync" "$sum_ideal")×"
+echo "new file objects today / chunk-once: $(ratio "$sum_written" "$sum_ideal")× (an upload sends the origin's growth)"
+echo "casync's chunk store / chunk-once: $(ratio "$sum_casync" "$sum_ideal")× (releases 2..$RELEASES:" \
+  "$(ratio "$((sum_casync - first_casync))" "$((sum_ideal - first_ideal))")×; casync's chunks average 64 KiB, ours 256 KiB)"
 if [ "$RELEASES" -gt 1 ]; then
-  echo "releases 2..$RELEASES: origin grew $((sum_origin - first_origin)) B and uploads $((sum_written - first_written)) B," \
-    "against $((sum_ideal - first_ideal)) B of new chunks and $sum_fetch B that players on the previous release fetched:" \
-    "$(ratio "$((sum_origin - first_origin))" "$sum_fetch")× and $(ratio "$((sum_written - first_written))" "$sum_fetch")× the patch (target ≤ 1.1×)"
+  echo "releases 2..$RELEASES: the origin (what an upload sends) grew $((sum_origin - first_origin)) B, against" \
+    "$((sum_ideal - first_ideal)) B of new chunks and $sum_fetch B that players on the previous release fetched:" \
+    "$(ratio "$((sum_origin - first_origin))" "$sum_fetch")× the patch (target ≤ 1.1×); chunk-once" \
+    "$(ratio "$((sum_ideal - first_ideal))" "$sum_fetch")×"
 fi

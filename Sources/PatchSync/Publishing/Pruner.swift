@@ -79,7 +79,10 @@ public struct Pruner: Sendable {
         }
         var repo = try Repository.open(origin: origin, for: "pruning")
         var unlisted: [String] = []
-        let beyond = Publisher.beyondKept(repo.targetFiles, keep: options.keep, installable: repo.isReleased)
+        // Beyond the keep rule, and the build targets no channel reading lists (no player reads them).
+        let beyond =
+            Publisher.beyondKept(repo.targetFiles, keep: options.keep, installable: repo.isReleased)
+            + repo.unlistedTargetPaths()
         // The versions current when the prune began: unlisting supersedes them now (in a dry run, as it would).
         let before = (targets: repo.targetsVersion, snapshot: repo.snapshotVersion, files: repo.targetFiles)
         var kept = repo.targetFiles

@@ -95,18 +95,24 @@ extension Repository {
         return found
     }
 
-    /// Targets with a build's custom fields that ``ChannelListing`` does not read as a build.
-    func unlistedTargets() -> [ListingProblem] {
+    /// The paths of targets with a build's custom fields that ``ChannelListing`` does not read as a build.
+    func unlistedTargetPaths() -> [String] {
         let channels = Set(targetFiles.values.compactMap { $0.custom?.channel })
         let read = Set(channels.flatMap { ChannelListing.targets(targetFiles, channel: $0).map(\.path) })
-        return targetFiles.keys.sorted().compactMap { path -> ListingProblem? in
-            guard let info = targetFiles[path]?.custom, !read.contains(path) else { return nil }
+        return targetFiles.keys.sorted().filter { targetFiles[$0]?.custom != nil && !read.contains($0) }
+    }
+
+    /// Each target of ``unlistedTargetPaths()``, as a problem `repo prune` fixes.
+    func unlistedTargets() -> [ListingProblem] {
+        unlistedTargetPaths().compactMap { path -> ListingProblem? in
+            guard let info = targetFiles[path]?.custom else { return nil }
             return ListingProblem(
                 kind: .unlistedTarget, channel: info.channel, buildId: info.buildId,
-                problem: "target \(path) names build \(info.buildId) of \(info.channel), but players never read it as one "
+                problem:
+                    "target \(path) names build \(info.buildId) of \(info.channel), but players never read it as one "
                     + "(a build's target is at manifests/<channel>/<build>.json.gz, with a valid channel and build id)",
-                fix: "no PatchSync command writes such a target: find what signed it; publish the build with "
-                    + "`patchsync publish` to list it")
+                fix: "patchsync repo prune --origin \(origin) --keep … --targets-key … --online-key … "
+                    + "(it signs targets again without it; no PatchSync command writes such a target)")
         }
     }
 }

@@ -87,9 +87,11 @@ struct CLITests {
         #expect((error["error"] as? String)?.contains("http://127.0.0.1:1") == true)
     }
 
-    @Test("a sync while another sync holds the staging lock exits 75 (deferred)")
+    @Test(
+        "a sync while another holds the staging lock and no sync is recorded (housekeeping, a repair) waits for it; held past the wait, it exits 75 (deferred)"
+    )
     func deferred() throws {
-        let fixture = try Fixture()
+        let fixture = try Fixture.published()
         let install = fixture.directory + "/game"
         _ = try CLI.run(["init", "--install", install, "--remote", fixture.fileRemote, "--root", fixture.rootMetadata])
         let fd = open(install + "/.patchsync/staging.lock", O_RDWR | O_CREAT, 0o600)
@@ -98,6 +100,12 @@ struct CLITests {
         let result = try CLI.run(["sync", "--install", install])
         #expect(result.status == 75)
         #expect(result.stderr.contains("another sync or repair is staging"), "\(result.stderr)")
+        // Released while the sync waits: it goes on.
+        let waiting = try CLI.start(["sync", "--install", install])
+        #expect(!Poll.until(timeout: .seconds(2)) { !waiting.process.isRunning }, "it waits, not exits at once")
+        flock(fd, LOCK_UN)
+        waiting.process.waitUntilExit()
+        #expect(waiting.process.terminationStatus == 0)
     }
 
     @Test("a local file system error exits 74")

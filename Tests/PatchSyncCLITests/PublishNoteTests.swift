@@ -7,22 +7,13 @@ import Testing
 /// published it; `repo status` shows it.
 @Suite("Publishing with exclusions and a description", .tags(.cli))
 struct PublishNoteTests {
-    static func write(_ folder: String, _ files: [String: String]) throws {
-        for (path, text) in files {
-            let full = folder + "/" + path
-            try FileManager.default.createDirectory(
-                atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Data(text.utf8).write(to: URL(fileURLWithPath: full))
-        }
-    }
-
     @Test(
         "--exclude and --exclude-from leave paths out (listed by --dry-run and the result); a player installs the build without them"
     )
     func exclusions() throws {
         let fixture = try Fixture()
         let build = fixture.directory + "/build"
-        try Self.write(
+        try BuildFolderCheckTests.write(
             build,
             [
                 "game.exe": "exe", "game.pdb": "symbols", "bin/engine.pdb": "symbols", "tools/cook.exe": "cook",

@@ -101,6 +101,8 @@ public struct Syncer: Sendable {
 
     /// The staging lock; a foreground sync that finds a discretionary one holding it asks that one to
     /// stop (``InstallLayout/takeOverFile``) and waits until its progress is recorded and the lock free.
+    /// A holder that is no sync (an apply's or launch's housekeeping after its swap, a repair) is waited
+    /// for up to ``holderWait`` before the sync defers.
     private func stagingLock() async throws(PatchSyncError) -> InstallLock {
         do { return try install.lock(.staging, for: "sync") } catch {
             guard error.reason == .otherSync else { throw error }
@@ -110,6 +112,7 @@ public struct Syncer: Sendable {
                 try? await Task.sleep(for: .milliseconds(100))
                 running = RunningSync.alive(try? install.state(readOnly: true).read().running)
             }
+            if running == nil, let lock = try await waitForLock(Self.holderWait) { return lock }
             guard !discretionary, takeOver, running?.discretionary == true else {
                 var refused = error
                 refused.remedy = "`patchsync sync --attach` follows its progress (Install.attach() in Swift)"
@@ -124,20 +127,29 @@ public struct Syncer: Sendable {
                 unlink(request)
                 withExtendedLifetime(held) {}
             }
-            let until = ContinuousClock.now + Self.takeOverWait
-            while ContinuousClock.now < until {
-                if let stop, let (_, message) = stop.reason {
-                    throw PatchSyncError(.deferred, "sync stopped: \(message)", reason: .stopped)
-                }
-                do { try await Task.sleep(for: .milliseconds(100)) } catch { throw PatchSyncError.cancelled }
-                if let lock = try? install.lock(.staging, for: "sync") { return lock }
-            }
+            if let lock = try await waitForLock(Self.takeOverWait) { return lock }
             throw error
         }
     }
 
+    /// The staging lock once it is free within `wait` (polled), or nil; a stop request ends the wait as
+    /// the sync's own stop.
+    private func waitForLock(_ wait: Duration) async throws(PatchSyncError) -> InstallLock? {
+        let until = ContinuousClock.now + wait
+        while ContinuousClock.now < until {
+            if let stop, let (_, message) = stop.reason {
+                throw PatchSyncError(.deferred, "sync stopped: \(message)", reason: .stopped)
+            }
+            do { try await Task.sleep(for: .milliseconds(100)) } catch { throw PatchSyncError.cancelled }
+            if let lock = try? install.lock(.staging, for: "sync") { return lock }
+        }
+        return nil
+    }
+
     /// How long a foreground sync waits for a discretionary one to hand over.
     static let takeOverWait = Duration.seconds(60)
+    /// How long a sync waits for a holder of the staging lock that is no sync (housekeeping, a repair).
+    static let holderWait = Duration.seconds(10)
 
     /// Applies the cap of a configuration saved while the run goes on (`patchsync config set
     /// maxBytesPerSecond 2M`), unless this run has a cap of its own.

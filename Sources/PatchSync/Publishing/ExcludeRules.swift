@@ -74,6 +74,7 @@ public struct ExcludeRules: Sendable, Equatable {
     /// The glob (as given) that leaves out `path` (relative to the build folder; `isFolder`: a folder's),
     /// or nil when it is kept.
     public func match(_ path: String, isFolder: Bool) -> String? {
+        guard !rules.isEmpty else { return nil }  // the scan asks for every entry of the build
         let name = path.split(separator: "/").last.map(String.init) ?? path
         return rules.first { rule in
             (!rule.foldersOnly || isFolder) && Glob.matches(rule.pattern, rule.anchored ? path : name)

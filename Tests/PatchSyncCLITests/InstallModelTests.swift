@@ -681,6 +681,13 @@ struct ModelRun {
             where name != current {
                 if let deployment = try? Self.deployment(of: ModelTree.read(install.root + "/builds/" + name)) {
                     model.kept.remove(deployment)
+                    // A ready tree a killed apply moved into builds/ goes with it: nothing of it is ready
+                    // any more, and an apply may refuse the record (74) or find it dropped.
+                    if model.movedReady.remove(deployment) != nil {
+                        model.ready.remove(deployment)
+                        model.ready.insert(nil)
+                        model.stagingDamaged = true
+                    }
                 }
                 try FileManager.default.removeItem(atPath: install.root + "/builds/" + name)
             }

@@ -12,18 +12,24 @@
 # Then the ratios the store targets speak of: storage over (first build + Σ changes), with Σ changes
 # taken as the chunk-once growth.
 #
+# Then a fresh install of the last release from that origin (over nginx on loopback), against the same
+# build published alone into an empty origin: time (median of RUNS alternating runs) and range requests.
+# RANGE_KIB is publish's --range-size (the fragmentation bound; default: publish's own).
+#
 #   bash Benchmarks/store.sh                              (RELEASES=10 PAKS=4 PAK_MIB=64 FILES=2000 PERCENT=3)
 #   PATCHSYNC_BIN_DIR=.build/debug bash Benchmarks/store.sh   (bytes only: a debug build measures the same)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/lib.sh
 RELEASES=${RELEASES:-10} PAKS=${PAKS:-4} PAK_MIB=${PAK_MIB:-64} FILES=${FILES:-2000} PERCENT=${PERCENT:-3}
-need_tools casync python3 bc
+RUNS=${RUNS:-3} RANGE_KIB=${RANGE_KIB:-}
+need_tools casync python3 bc nginx curl
 BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
 [ -x "$BIN/patchsync" ] || make release >/dev/null
 [ -x "$BIN/patchsync-bench" ] || swift build -c "$(basename "$BIN")" --product patchsync-bench >/dev/null
 WORK=$(mktemp -d /tmp/patchsync-store.XXXXXX)
-trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kill "${NGINX_PID:-}" 2>/dev/null; chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+range=(); [ -n "$RANGE_KIB" ] && range=(--range-size "$RANGE_KIB")
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
 "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" \
   --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
@@ -43,17 +49,19 @@ mapfile -t ideal < <("$BIN/patchsync-bench" store-limit 2 "${trees[@]}")
 json() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print($1)"; }
 printf '%-8s %12s %14s %14s %14s %14s %14s\n' release "build bytes" "origin grew" "new objects" "chunk-once" \
   "casync grew" "player fetch"
-origin_before=$(size "$WORK/origin") casync_before=0 sum_origin=0 sum_written=0 sum_ideal=0 sum_casync=0 sum_fetch=0
+consolidated=0 origin_before=$(size "$WORK/origin") casync_before=0 sum_origin=0 sum_written=0 sum_ideal=0 sum_casync=0 sum_fetch=0
 for r in $(seq 1 "$RELEASES"); do
   build=$WORK/build-$r
   fetch=0
   if [ "$r" -gt 1 ]; then
     fetch=$("$BIN/patchsync" publish "$build" --origin "$WORK/origin" --build-id "$r" --dry-run --json \
       --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" |
-      json 'd["patch"]["total"]["downloadBytes"]')
+      tail -1 | json 'd["patch"]["total"]["downloadBytes"]')
   fi
-  written=$("$BIN/patchsync" publish "$build" --origin "$WORK/origin" --build-id "$r" --json \
-    --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" | json 'd["objectBytesWritten"]')
+  report=$("$BIN/patchsync" publish "$build" --origin "$WORK/origin" --build-id "$r" --json "${range[@]}" \
+    --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" | tail -1)
+  written=$(echo "$report" | json 'd["objectBytesWritten"]')
+  consolidated=$((consolidated + $(echo "$report" | json 'len(d["consolidatedFiles"])')))
   origin_now=$(size "$WORK/origin"); grew=$((origin_now - origin_before)); origin_before=$origin_now
   casync make --store="$WORK/casync.castr" "$WORK/release-$r.caidx" "$build" >/dev/null
   casync_now=$(size "$WORK/casync.castr"); casync_grew=$((casync_now - casync_before)); casync_before=$casync_now
@@ -75,3 +83,36 @@ if [ "$RELEASES" -gt 1 ]; then
     "$(ratio "$((sum_origin - first_origin))" "$sum_fetch")× the patch (target ≤ 1.1×); chunk-once" \
     "$(ratio "$((sum_ideal - first_ideal))" "$sum_fetch")×"
 fi
+echo "files stored whole again (the fragmentation bound${RANGE_KIB:+, --range-size $RANGE_KIB}): $consolidated over $RELEASES releases"
+
+# A fresh install of the last release: from the history's origin, and from the build published alone.
+"$BIN/patchsync" repo init --origin "$WORK/alone" --root-key "$WORK/keys/root.key" \
+  --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
+"$BIN/patchsync" publish "$WORK/build-$RELEASES" --origin "$WORK/alone" --build-id "$RELEASES" \
+  --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
+mkdir -p "$WORK/www"; ln -s "$WORK/origin" "$WORK/www/history"; ln -s "$WORK/alone" "$WORK/www/alone"
+start_nginx
+install() {  # install SIDE: prints "seconds requests bytes"
+  rm -rf "$WORK/install"
+  "$BIN/patchsync" init --install "$WORK/install" --remote "http://127.0.0.1:$PORT/$1" \
+    --root "$WORK/origin/metadata/1.root.json" >/dev/null
+  local start end out
+  start=$(date +%s.%N)
+  out=$("$BIN/patchsync" sync --install "$WORK/install" --json | tail -1)
+  "$BIN/patchsync" apply --install "$WORK/install" >/dev/null
+  end=$(date +%s.%N)
+  echo "$(echo "$end - $start" | bc) $(echo "$out" | json 'd["requests"]') $(echo "$out" | json 'd["bytesReceived"]')"
+}
+declare -A times requests bytes
+for run in $(seq 1 "$RUNS"); do
+  for side in history alone; do
+    read -r t q b < <(install "$side")
+    times[$side]+="$t " requests[$side]=$q bytes[$side]=$b
+    echo "fresh install of release $RELEASES from the $side origin, run $run: $t s, $q requests, $b B" >&2
+  done
+done
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+th=$(median "${times[history]}") ta=$(median "${times[alone]}")
+echo "fresh install of release $RELEASES: from the history's origin $th s, ${requests[history]} requests," \
+  "${bytes[history]} B; published alone $ta s, ${requests[alone]} requests, ${bytes[alone]} B:" \
+  "time $(ratio "$th" "$ta")× (target ≤ 1.1×), requests $(ratio "${requests[history]}" "${requests[alone]}")× (target ≤ 1.5×)"

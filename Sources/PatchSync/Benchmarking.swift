@@ -25,7 +25,7 @@ public enum CPULimit {
             for var chunk in file.chunks where seen.insert(chunk.sha256).inserted {
                 let segment = naming.segment(of: chunk.objectOffset)
                 chunk.objectOffset -= naming.base(of: segment)
-                list.append((chunk, naming.path(file.object, segment: segment)))
+                list.append((chunk, naming.path(chunk.object(in: file), segment: segment)))
             }
         }
         var loaded: [String: Data] = [:]

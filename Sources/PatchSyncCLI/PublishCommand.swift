@@ -50,6 +50,10 @@ struct Publish: AsyncParsableCommand {
     var packSize = PackWriter.defaultTargetSize >> 10
     @Option(
         help: ArgumentHelp(
+            "A changed file keeps the chunks earlier builds stored where they are while it spans at most 2 ranges plus one per this many of its stored bytes; beyond that it is stored whole again, so a fresh install reads it in few requests.",
+            valueName: "KiB")) var rangeSize = Int(Fragmentation.standard.bytesPerRange >> 10)
+    @Option(
+        help: ArgumentHelp(
             "How new objects are compressed: zstd (the default, level 3) or deflate, with a level after a colon (zstd:9, deflate:6). A build whose objects are all deflate (new ones, and those reused from earlier builds) stays readable by clients older than manifest format 5.",
             valueName: "codec")) var codec = "zstd"
     @Option(
@@ -112,10 +116,12 @@ struct Publish: AsyncParsableCommand {
 
     func run() async throws {
         try originWait.apply()
-        guard smallFile >= 0, packSize >= 1 else {
+        guard smallFile >= 0, packSize >= 1, rangeSize >= 1 else {
             throw PatchSyncError(
-                .usage, "--small-file \(smallFile) and --pack-size \(packSize) must be 0 or more and 1 or more",
-                remedy: "give sizes in KiB, e.g. --small-file 128 --pack-size 4096")
+                .usage,
+                "--small-file \(smallFile), --pack-size \(packSize) and --range-size \(rangeSize) must be 0 or more, "
+                    + "1 or more and 1 or more",
+                remedy: "give sizes in KiB, e.g. --small-file 128 --pack-size 4096 --range-size 4096")
         }
         let rules =
             try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
@@ -128,6 +134,7 @@ struct Publish: AsyncParsableCommand {
         options.keepBuilds = keepBuilds
         options.smallFileBytes = smallFile << 10
         options.packSize = packSize << 10
+        options.fragmentation = Fragmentation(bytesPerRange: Int64(rangeSize) << 10)
         options.codec = try ObjectCodec(parsing: codec)
         options.dereferenceExternal = dereferenceExternal
         options.portable = portable
@@ -180,6 +187,11 @@ struct Publish: AsyncParsableCommand {
                 : "published build \(report.buildId) on \(report.channel) as sequence \(report.sequence): "
                     + "\(report.files) files, \(ByteCount.format(report.totalBytes)); "
                     + "\(report.objectsWritten) new objects, \(ByteCount.format(report.objectBytesWritten)) written"
+                    + (report.reusedChunks > 0
+                        ? ", \(report.reusedChunks) chunks of changed files (\(ByteCount.format(report.reusedChunkBytes))) "
+                            + "left where earlier builds stored them" : "")
+                    + (report.consolidatedFiles.isEmpty
+                        ? "" : ", \(report.consolidatedFiles.count) scattered files stored whole again")
                     + report.deltas.map { "; deltas from \($0.from): \($0.files) files, \(ByteCount.format($0.bytes))" }
                     .joined()
                     + report.relistedPreloads.map {

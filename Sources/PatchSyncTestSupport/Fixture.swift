@@ -57,7 +57,8 @@ public final class Fixture: @unchecked Sendable {
         _ build: String, id: String, channel: String = "live",
         chunking: ChunkingParameters = .standard, deltaSources: Int = 2,
         smallFileBytes: Int = PackWriter.defaultSmallFile, keepBuilds: Int = Publisher.Options.defaultKeepBuilds,
-        bundles: [PatchSync.Bundle] = [.base], now: Date = Date(), codec: ObjectCodec = .default
+        bundles: [PatchSync.Bundle] = [.base], now: Date = Date(), codec: ObjectCodec = .default,
+        fragmentation: Fragmentation = .standard
     ) throws -> Publisher.Report {
         var options = Publisher.Options(
             buildDirectory: build, origin: origin, buildId: try BuildID(id),
@@ -67,6 +68,7 @@ public final class Fixture: @unchecked Sendable {
         options.deltaSources = deltaSources
         options.smallFileBytes = smallFileBytes
         options.codec = codec
+        options.fragmentation = fragmentation
         options.keepBuilds = keepBuilds
         options.now = now
         options.replaceMost = true  // a test's builds are what it means to publish (the guard has tests of its own)

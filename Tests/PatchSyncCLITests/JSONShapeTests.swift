@@ -17,7 +17,8 @@ struct JSONShapeTests {
         "publish": [
             "alreadyPublished", "buildId", "channel", "deltas", "dryRun", "files", "manifestTarget",
             "objectBytesWritten",
-            "excluded", "objectsWritten", "relistedPreloads", "sequence", "totalBytes", "warnings"
+            "excluded", "objectsWritten", "relistedPreloads", "sequence", "totalBytes", "warnings",
+            "reusedChunks", "reusedChunkBytes", "consolidatedFiles"
         ],
         "repo promote": [
             "alreadyCurrent", "buildId", "channel", "deltas", "manifestTarget", "promotedFrom", "sequence", "warnings"

@@ -48,7 +48,7 @@ struct ReleaseHistoryTests {
         try #require(
             FileManager.default.isExecutableFile(atPath: HistoryRun.python),
             "python-tuf is not installed in \(HistoryRun.python): run `make test`, which installs it")
-        var ran = 0, steps = 0, installs = 0, refusals = 0, releases = 0, uploads = 0
+        var ran = 0, steps = 0, installs = 0, refusals = 0, releases = 0, uploads = 0, reused = 0, consolidated = 0
         for index in stride(from: shard, to: Self.sequences, by: Self.shards) {
             let seed = Self.baseSeed &+ UInt64(index)
             let ops = HistoryRun.generate(seed: seed)
@@ -60,6 +60,8 @@ struct ReleaseHistoryTests {
             refusals += run.refusals
             releases += run.releases
             uploads += run.uploads
+            reused += run.reusedChunks
+            consolidated += run.consolidated
             guard let failure else { continue }
             let shortest = try HistoryRun.shrink(seed: seed, ops, failure: failure)
             Issue.record(
@@ -72,9 +74,11 @@ struct ReleaseHistoryTests {
         }
         print(
             "release history shard \(shard): \(ran) sequences, \(steps) steps (\(installs) builds installed by players, "
-                + "\(releases) preloads released, \(uploads) uploads to S3, \(refusals) refusals the model predicted), all invariants held"
+                + "\(releases) preloads released, \(uploads) uploads to S3, \(refusals) refusals the model predicted; "
+                + "\(reused) chunks left in earlier builds' objects, \(consolidated) files stored whole again), all invariants held"
         )
         #expect(ran == 0 || installs > 0, "no player ever installed a build: the model checked nothing")
+        #expect(ran < 2 || reused > 0, "no publish left a chunk in an earlier object: the chunk store went untested")
     }
 }
 
@@ -318,6 +322,28 @@ struct HistoryRun {
     static var client: String { repoRoot + "/Tests/Interop/tuf_history_client.py" }
     /// Files stay small: the histories exercise the repository, not the transfer.
     static let largestFile = 24_000
+    /// One large file in every build, changed in a few places each time: with small chunks and a low
+    /// fragmentation bound its chunks stay in the objects of earlier builds (format 7), some of them
+    /// pruned or withdrawn since, and every few builds it is stored whole again.
+    static let pak = "paks/world.pak"
+    static let chunkStore = ["--chunk-size", "16", "--small-file", "16", "--range-size", "24"]
+
+    /// The pak after `previous`: 160 KiB the first time (half text, half random), then one to three
+    /// regions of up to 8 KiB rewritten and sometimes 1 KiB inserted (what follows shifts).
+    static func nextPak(_ previous: [UInt8]?, rng: inout SeededRandom) -> [UInt8] {
+        func random(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: rng.next()) } }
+        guard var bytes = previous else {
+            let text = Array(String(repeating: "the forest keeps its secrets; ", count: 2800).utf8.prefix(80 << 10))
+            return text + random(80 << 10)
+        }
+        for _ in 0..<(1 + Int(rng.next() % 3)) {
+            let size = 1 + Int(rng.next() % (8 << 10))
+            let at = Int(rng.next() % UInt64(bytes.count - size))
+            bytes.replaceSubrange(at..<(at + size), with: random(size))
+        }
+        if rng.next() % 3 == 0 { bytes.insert(contentsOf: random(1024), at: Int(rng.next() % UInt64(bytes.count))) }
+        return bytes
+    }
 
     let seed: UInt64
     let fixture: Fixture
@@ -345,6 +371,8 @@ struct HistoryRun {
     var refusals = 0
     var releases = 0
     var uploads = 0
+    /// What the publishes' reports said the chunk store left in place and consolidated.
+    var reusedChunks = 0, consolidated = 0
     /// The S3 server `upload` steps send to, started at the first; its player is `players`' last once made.
     var bucket: S3Server?
 
@@ -569,6 +597,7 @@ struct HistoryRun {
         for (path, file) in build.files where file.bytes.count > Self.largestFile {
             build.files[path]?.bytes = Array(file.bytes.prefix(Self.largestFile))
         }
+        build.files[Self.pak] = (Self.nextPak(model.builds.last?.files[Self.pak]?.bytes, rng: &rng), 0o644)
         model.builds.append(build)
         let folder = fixture.directory + "/history-build-\(number)"
         try build.write(to: folder)
@@ -577,7 +606,7 @@ struct HistoryRun {
             [
                 "publish", folder, "--origin", origin, "--build-id", "\(number)", "--channel", channel,
                 "--replace-most", "--json"
-            ] + signing
+            ] + Self.chunkStore + signing
         if bundles { arguments += ["--bundles", bundlesFile] }
         var releaseDay: Int?
         if let releaseIn {
@@ -588,6 +617,12 @@ struct HistoryRun {
         let waiting = releaseDay == nil ? model.pendingAbove(channel) : []
         let result = try patchsync(arguments)
         if let broken = succeeded(result, "publish of build \(number)") { return broken }
+        if let line = result.stdout.split(separator: "\n").last,
+            let report = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        {
+            reusedChunks += report["reusedChunks"] as? Int ?? 0
+            consolidated += (report["consolidatedFiles"] as? [String])?.count ?? 0
+        }
         model.list(HistoryEntry(build: number, order: 0, releaseDay: releaseDay), on: channel, above: waiting)
         model.committed()
         return nil

@@ -33,6 +33,7 @@ extension Manifest {
                         + "not world-writable, are allowed")
             }
             try checkChunks(of: file, segmented: naming.segmented && !sealedPlain.contains(file.object))
+            try checkChunkObjects(of: file, sealedPlain: sealedPlain)
         }
         for link in links ?? [] {
             try checkEntry(link.path, bundle: link.bundle, &seen, &folded)
@@ -93,7 +94,8 @@ extension Manifest {
                         == (chunk.objectOffset + Int64(chunk.objectLength) - 1) / ObjectNaming.segmentBytes
             else {
                 throw refusal(
-                    "has a chunk of \(file.path) at offset \(offset) that crosses a segment of object \(file.object)")
+                    "has a chunk of \(file.path) at offset \(offset) that crosses a segment of object \(chunk.object(in: file))"
+                )
             }
             guard chunk.codec != .zstd || formatVersion >= 5 else {
                 throw refusal(
@@ -104,6 +106,20 @@ extension Manifest {
         }
         guard offset == file.size else {
             throw refusal("lists chunks of \(file.path) that add up to \(offset) bytes, not \(file.size)")
+        }
+    }
+
+    /// A chunk names an object of its own only from format 7, never a sealed one (fetched and opened whole,
+    /// by its file), and never in a file whose own object is sealed.
+    private func checkChunkObjects(of file: FileEntry, sealedPlain: Set<SHA256Digest>) throws(PatchSyncError) {
+        guard !file.isWhole else { return }
+        guard formatVersion >= 7 else {
+            throw refusal(
+                "puts chunks of \(file.path) in other objects under format version \(formatVersion), which has none "
+                    + "(that came with 7)")
+        }
+        guard !sealedPlain.contains(file.object), !file.objects.contains(where: sealedPlain.contains) else {
+            throw refusal("puts chunks of \(file.path) in a sealed object and another")
         }
     }
 

@@ -13,8 +13,10 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// 5: some chunks are zstd frames (`codec` `zstd`), which a client of version 4 cannot read.
     /// 6: objects are named `<sha256>.bin` and an object over 256 MiB spans segment files
     /// (``ObjectNaming``), which a client of version 5 would fetch by names the origin does not have.
+    /// 7: a chunk may sit in another object than its file's (`object` on the chunk): a publish stores only
+    /// the chunks no kept build has, and a client of version 6 would read those chunks from the wrong object.
     /// A client reads every version up to its own and refuses a newer one, naming both.
-    public static let formatVersion = 6
+    public static let formatVersion = 7
 
     public var formatVersion: Int
     public var buildId: BuildID
@@ -198,4 +200,35 @@ public struct ChunkEntry: Codable, Hashable, Sendable {
     public var objectOffset: Int64
     public var objectLength: Int
     public var codec: ChunkCodec
+    /// The object holding the chunk's stored bytes when it is not the file's own `object` (format 7): a
+    /// chunk an earlier build already stored stays where it is.
+    public var object: SHA256Digest? = nil
+
+    public init(
+        offset: Int64, length: Int, sha256: SHA256Digest, objectOffset: Int64, objectLength: Int, codec: ChunkCodec,
+        object: SHA256Digest? = nil
+    ) {
+        self.offset = offset
+        self.length = length
+        self.sha256 = sha256
+        self.objectOffset = objectOffset
+        self.objectLength = objectLength
+        self.codec = codec
+        self.object = object
+    }
+
+    /// The object holding this chunk of `file`.
+    public func object(in file: FileEntry) -> SHA256Digest { object ?? file.object }
+}
+
+extension FileEntry {
+    /// Every object the file's chunks sit in, in the order of their first chunk.
+    public var objects: [SHA256Digest] {
+        var seen = Set<SHA256Digest>(), out: [SHA256Digest] = []
+        for chunk in chunks where seen.insert(chunk.object(in: self)).inserted { out.append(chunk.object(in: self)) }
+        return out
+    }
+
+    /// Whether every chunk sits in the file's own object (as before format 7).
+    public var isWhole: Bool { chunks.allSatisfy { $0.object == nil || $0.object == object } }
 }

@@ -12,13 +12,14 @@ import Foundation
 /// (UInt32 length, bytes); the bundle names (UInt32 count, each UInt32 length and bytes); the files (UInt64 count), each its path (UInt32 length, bytes), size (Int64),
 /// mode (UInt32), SHA-256 and object (32 bytes each), bundle (UInt16 index), and its chunks (UInt32
 /// count), each offset (Int64), length (UInt32), SHA-256, object offset (Int64), object length
-/// (UInt32) and codec (UInt8: 0 raw, 1 zlib, 2 zstd).
+/// (UInt32) and codec (UInt8: 0 raw, 1 zlib, 2 zstd; with 0x80 set, the chunk's own object follows,
+/// 32 bytes: format 7).
 ///
 /// Anything unexpected (another version, another manifest, a body that does not hash to its
 /// recorded SHA-256, a field out of bounds) and the cache is not used: the signed JSON is read.
 enum ManifestCache {
     static let magic: [UInt8] = Array("PSMC".utf8)
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
 
     /// Writes `manifest` (validated; its signed form hashes to `sha`) to `path`, atomically.
     static func write(_ manifest: Manifest, sha: String, to path: String) throws(PatchSyncError) {
@@ -63,7 +64,8 @@ enum ManifestCache {
                 guard let codec = codecs.firstIndex(of: chunk.codec) else {
                     throw PatchSyncError(.internal, "codec \(chunk.codec) of \(file.path) is not in the cache's list")
                 }
-                body.integer(UInt8(codec))
+                body.integer(UInt8(codec) | (chunk.object == nil ? 0 : 0x80))
+                if let object = chunk.object { body.digest(object) }
             }
         }
         var out = Writer()
@@ -121,12 +123,17 @@ enum ManifestCache {
                 guard let offset = r.integer(Int64.self), let length = r.integer(UInt32.self),
                     let chunkSha = r.digest(),
                     let objectOffset = r.integer(Int64.self), let objectLength = r.integer(UInt32.self),
-                    let codec = r.integer(UInt8.self), Int(codec) < codecs.count
+                    let flags = r.integer(UInt8.self), Int(flags & 0x7f) < codecs.count
                 else { return nil }
+                var own: SHA256Digest? = nil
+                if flags & 0x80 != 0 {
+                    guard let object = r.digest() else { return nil }
+                    own = object
+                }
                 chunks.append(
                     ChunkEntry(
                         offset: offset, length: Int(length), sha256: chunkSha, objectOffset: objectOffset,
-                        objectLength: Int(objectLength), codec: codecs[Int(codec)]))
+                        objectLength: Int(objectLength), codec: codecs[Int(flags & 0x7f)], object: own))
             }
             files.append(
                 FileEntry(

@@ -279,10 +279,15 @@ public struct ObjectNaming: Sendable, Equatable {
         return segment == 0 ? "\(base).\(Self.fileExtension)" : "\(base).\(segment).\(Self.fileExtension)"
     }
 
-    /// Every segment name of `file`'s object (one for a file that fits, none without chunks).
+    /// Every segment name that `file`'s chunks sit in, in the order of their first chunk (one for a file
+    /// that fits in its own object, none without chunks; from format 7 also those of other objects).
     func paths(of file: FileEntry) -> [String] {
-        guard let last = file.chunks.last else { return [] }
-        return (0...segment(of: last.objectOffset)).map { path(file.object, segment: $0) }
+        var seen = Set<String>(), out: [String] = []
+        for chunk in file.chunks {
+            let name = path(chunk.object(in: file), segment: segment(of: chunk.objectOffset))
+            if seen.insert(name).inserted { out.append(name) }
+        }
+        return out
     }
 
     /// The object an object file's name (in `objects/<ab>/`) names, and the segment: both namings.

@@ -21,6 +21,12 @@ struct ObjectWriter: Sendable {
     /// Whether the object file at a path reads back, chunk by chunk, as a layout (the publisher's check):
     /// an object already there that does is reused, never written again.
     var readsBack: (@Sendable (String, FileEntry) -> Bool)? = nil
+    /// Where a chunk an earlier build stored already sits (its entry with `object` set), or nil: a file
+    /// written with this writes only its new chunks (format 7), unless that would leave it in more than
+    /// ``Fragmentation/maxRanges(storedBytes:)`` ranges; then it is stored whole again.
+    var storedChunks: (@Sendable (SHA256Digest) -> ChunkEntry?)? = nil
+    /// How scattered a file's chunks may be before it is stored whole again.
+    var fragmentation = Fragmentation.standard
 
     /// What writing one file produced.
     struct Result {
@@ -32,6 +38,11 @@ struct ObjectWriter: Sendable {
         /// The bytes of the object (written by ``write(file:knownHash:)``; what it would be for
         /// ``describe(file:)``).
         var bytesWritten: Int64
+        /// Chunks left where an earlier build stored them (``storedChunks``), and their stored bytes.
+        var reusedChunks = 0
+        var reusedBytes: Int64 = 0
+        /// Whether the file's chunks would have been scattered over too many ranges, so it was stored whole.
+        var consolidated = false
         /// The unsynced temporary files to place at the object's segment paths (none from ``describe(file:)``).
         var pending: [Pending] = []
     }
@@ -59,7 +70,21 @@ struct ObjectWriter: Sendable {
         let segments = SegmentFiles(layout: OriginLayout(root: origin))
         do {
             let input: Input = try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-            var result = try store(input, into: segments, knownHash: knownHash)
+            var none: [UInt8]? = nil
+            var result = try store(
+                input, into: segments, knownHash: knownHash, collecting: &none, reusing: storedChunks)
+            if result.reusedChunks > 0 {
+                let stored = result.chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
+                if Fragmentation.ranges(result.chunks) <= fragmentation.maxRanges(storedBytes: stored) {
+                    return try finishPartial(result, segments: segments)
+                }
+                // Too scattered for a fresh install to read in few requests: stored whole again.
+                segments.removeAll()
+                let again: Input =
+                    try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
+                result = try store(again, into: segments, knownHash: result.sha256)
+                result.consolidated = true
+            }
             let naming = ObjectNaming.current, layout = OriginLayout(root: origin)
             // A name never changes its bytes: when the file's own name is taken (a leftover of a pruned build,
             // written with another codec or level; the same content stored a moment ago), an object that reads
@@ -94,6 +119,32 @@ struct ObjectWriter: Sendable {
         }
     }
 
+    /// A file some of whose chunks stay where earlier builds stored them: its new chunks (if any) form an
+    /// object of their own, named by its layout (``layoutName(of:chunks:)``, which names every chunk's
+    /// object); with none, the file's object is its first chunk's. Chunks in the file's object name none.
+    private func finishPartial(_ stored: Result, segments: SegmentFiles) throws(Errno) -> Result {
+        var result = stored
+        let fresh = result.chunks.contains { $0.object == nil }
+        result.object =
+            fresh
+            ? Self.layoutName(of: result.sha256, chunks: result.chunks)
+            : result.chunks.first?.object ?? result.sha256
+        for index in result.chunks.indices where result.chunks[index].object == result.object {
+            result.chunks[index].object = nil
+        }
+        guard fresh else {
+            segments.removeAll()
+            result.bytesWritten = 0
+            return result
+        }
+        let naming = ObjectNaming.current, layout = OriginLayout(root: origin), object = result.object
+        // Same name, same layout: an object already there reads back as this one, and is replaced as it is.
+        result.pending = segments.temps.enumerated().map { k, temp in
+            Pending(temp: temp, final: layout.path(naming.path(object, segment: k)))
+        }
+        return result
+    }
+
     /// The name of an object of file content `sha256` stored as `chunks`: any bytes ever written under it
     /// read back as this content through this layout (the same chunks at the same stored offsets, lengths
     /// and codecs), so a CDN copy of an earlier write of it is as good as this one.
@@ -102,6 +153,7 @@ struct ObjectWriter: Sendable {
         for chunk in chunks {
             text +=
                 "\0\(chunk.offset),\(chunk.length),\(chunk.sha256.hex),\(chunk.objectOffset),\(chunk.objectLength),\(chunk.codec.rawValue)"
+            if let object = chunk.object { text += ",\(object.hex)" }  // format 7: stored elsewhere
         }
         return SHA256Hasher.hash(Data(text.utf8))
     }
@@ -134,7 +186,12 @@ struct ObjectWriter: Sendable {
 
         func write(_ bytes: [UInt8]) throws(Errno) { try open().write(bytes) }
 
-        func removeAll() { for temp in temps { try? FileSystem.remove(temp) } }
+        /// Removes every segment written so far; a later write starts a new first segment.
+        func removeAll() {
+            for temp in temps { try? FileSystem.remove(temp) }
+            temps = []
+            current = nil
+        }
     }
 
     /// Makes the folders that ``write(file:knownHash:)`` writes temporary files to; once per publish.
@@ -194,15 +251,25 @@ struct ObjectWriter: Sendable {
         return try store(input, into: output, knownHash: knownHash, collecting: &none)
     }
 
+    /// `reusing`: a chunk it locates is not written; its entry names where it is.
     private func store(
         _ input: Input, into output: SegmentFiles?, knownHash: SHA256Digest?,
-        collecting collected: inout [UInt8]?
+        collecting collected: inout [UInt8]?, reusing: (@Sendable (SHA256Digest) -> ChunkEntry?)? = nil
     ) throws(PatchSyncError) -> Result {
         let fileHasher = knownHash == nil ? SHA256Hasher() : nil
         var chunks: [ChunkEntry] = []
         var objectOffset: Int64 = 0
+        var reused = 0, reusedBytes: Int64 = 0
         let each = { (bytes: UnsafeRawBufferPointer, offset: Int64) throws(PatchSyncError) in
             fileHasher?.update(bytes)
+            let chunkSha = SHA256Hasher.hash(bytes)
+            if let reusing, var at = reusing(chunkSha), at.length == bytes.count, at.object != nil {
+                at.offset = offset
+                chunks.append(at)
+                reused += 1
+                reusedBytes += Int64(at.objectLength)
+                return
+            }
             let packed = Self.mayCompress(bytes) ? codec.compress(bytes) : []
             let compressed = !packed.isEmpty && Double(packed.count) <= Double(bytes.count) * (1 - Self.minimumSaving)
             let stored = compressed ? packed.count : bytes.count
@@ -218,7 +285,7 @@ struct ObjectWriter: Sendable {
             if compressed { collected?.append(contentsOf: packed) } else { collected?.append(contentsOf: bytes) }
             chunks.append(
                 ChunkEntry(
-                    offset: offset, length: bytes.count, sha256: SHA256Hasher.hash(bytes),
+                    offset: offset, length: bytes.count, sha256: chunkSha,
                     objectOffset: objectOffset, objectLength: stored,
                     codec: compressed ? codec.chunkCodec : .raw))
             objectOffset += Int64(stored)
@@ -229,7 +296,9 @@ struct ObjectWriter: Sendable {
         }
         let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0
         guard let sha = knownHash ?? fileHasher?.finish() else { throw PatchSyncError(.internal, "no file hash") }
-        let written = chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
-        return Result(sha256: sha, object: sha, size: size, chunks: chunks, bytesWritten: written)
+        let written = chunks.reduce(Int64(0)) { $0 + ($1.object == nil ? Int64($1.objectLength) : 0) }
+        return Result(
+            sha256: sha, object: sha, size: size, chunks: chunks, bytesWritten: written, reusedChunks: reused,
+            reusedBytes: reusedBytes)
     }
 }

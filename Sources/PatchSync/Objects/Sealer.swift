@@ -126,8 +126,10 @@ struct Sealer: Sendable {
     /// they tile it; nil when they do not (it is then cut in fixed units).
     static func chunkUnits(of object: SHA256Digest, entries: [FileEntry], length: Int64) -> [Int]? {
         var spans = Set<[Int64]>()
-        for entry in entries where entry.object == object {
-            for chunk in entry.chunks { spans.insert([chunk.objectOffset, Int64(chunk.objectLength)]) }
+        for entry in entries {
+            for chunk in entry.chunks where chunk.object(in: entry) == object {
+                spans.insert([chunk.objectOffset, Int64(chunk.objectLength)])
+            }
         }
         var units: [Int] = [], position: Int64 = 0
         for span in spans.sorted(by: { $0[0] < $1[0] }) {

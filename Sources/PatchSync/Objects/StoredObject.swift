@@ -44,21 +44,27 @@ struct StoredObject: FileContentSource {
         let largest = file.chunks.map(\.objectLength).max() ?? 0
         let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, largest), alignment: 16)
         defer { stored.deallocate() }
-        var object = try FileDescriptor(path: path, flags: O_RDONLY)
-        var segment = 0
+        // Opened at the first chunk that needs it: a file may have no chunk in its object's first segment.
+        var object = segments == nil ? try FileDescriptor(path: path, flags: O_RDONLY) : nil
+        var open: (SHA256Digest?, Int) = (nil, -1)
         for chunk in file.chunks {
             let slice = UnsafeMutableRawBufferPointer(
                 rebasing: buffer[Int(chunk.offset)..<(Int(chunk.offset) + chunk.length)])
             let packed = UnsafeMutableRawBufferPointer(rebasing: stored[..<chunk.objectLength])
             var offset = chunk.objectOffset
             if let (origin, id, naming) = segments {
-                let wanted = naming.segment(of: offset)
-                if wanted != segment {
-                    object = try FileDescriptor(path: origin.path(naming.path(id, segment: wanted)), flags: O_RDONLY)
-                    segment = wanted
+                // From format 7 a chunk may sit in another object than the file's.
+                let wanted = (chunk.object ?? id, naming.segment(of: offset))
+                if wanted != open {
+                    object = try FileDescriptor(
+                        path: origin.path(naming.path(wanted.0, segment: wanted.1)), flags: O_RDONLY)
+                    open = wanted
                 }
-                offset -= naming.base(of: wanted)
+                offset -= naming.base(of: wanted.1)
+            } else if let other = chunk.object, other != file.object {
+                throw Errno(EIO, "reading a chunk stored in object \(other) from", path)
             }
+            guard let object else { throw Errno(EIO, "reading a chunk of", path) }
             try object.read(into: chunk.codec == .raw ? slice : packed, at: offset)
             guard
                 chunk.codec == .raw

@@ -17,6 +17,8 @@ final class KnownLayouts: Sendable {
 
     private struct State: ~Copyable {
         var layouts: [SHA256Digest: FileEntry] = [:]
+        /// Where each chunk of the files over ``chunksAbove`` bytes is stored (its entry with `object` set).
+        var chunks: [SHA256Digest: ChunkEntry] = [:]
         /// Manifests not read yet, newest first.
         var unread: [(String, TargetFile)] = []
         /// How many manifests have been read (for tests and reports).
@@ -27,6 +29,8 @@ final class KnownLayouts: Sendable {
     private let load: Loader
     /// True when the origin has no manifest at all: every object in it is a leftover.
     let isEmpty: Bool
+    /// Files larger than this have their chunks indexed (``storedChunk(_:)``); nil: none.
+    private let chunksAbove: Int64?
 
     /// Reads the newest manifest (by sequence) of each channel among `targets`, and `first` (the target
     /// being published again, whose content is all in the origin already) before them.
@@ -34,8 +38,9 @@ final class KnownLayouts: Sendable {
     /// used where no manifest describes the content.
     init(
         targets: [String: TargetFile], first: String? = nil, recovered: [SHA256Digest: FileEntry] = [:],
-        load: @escaping Loader
+        chunksAbove: Int64? = nil, load: @escaping Loader
     ) throws(PatchSyncError) {
+        self.chunksAbove = chunksAbove
         let manifests = targets.compactMap { path, target in target.custom.map { (path, target, $0) } }
             .sorted { ($0.2.sequence, $0.0) > ($1.2.sequence, $1.0) }
         var newest: [(String, TargetFile)] = [], older: [(String, TargetFile)] = []
@@ -51,7 +56,7 @@ final class KnownLayouts: Sendable {
         if let first, let target = targets[first] { newest.insert((first, target), at: 0) }
         var state = State(unread: older)
         for (path, target) in newest {
-            if let manifest = try load(path, target) { Self.add(manifest, to: &state) }
+            if let manifest = try load(path, target) { Self.add(manifest, to: &state, chunksAbove: chunksAbove) }
         }
         for (sha, file) in recovered where state.layouts[sha] == nil { state.layouts[sha] = file }
         self.state = Mutex(state)
@@ -68,7 +73,9 @@ final class KnownLayouts: Sendable {
             while readingOlder, state.layouts[sha] == nil, !state.unread.isEmpty {
                 let (path, target) = state.unread.removeFirst()
                 do throws(PatchSyncError) {
-                    if let manifest = try load(path, target) { Self.add(manifest, to: &state) }
+                    if let manifest = try load(path, target) {
+                        Self.add(manifest, to: &state, chunksAbove: chunksAbove)
+                    }
                 } catch { return .failure(error) }
             }
             return .success(state.layouts[sha])
@@ -76,14 +83,28 @@ final class KnownLayouts: Sendable {
         return try found.get()
     }
 
+    /// Where chunk `sha` of a large file is stored, from the manifests read so far (its entry, `object`
+    /// set); nil when none of them has it.
+    func storedChunk(_ sha: SHA256Digest) -> ChunkEntry? { state.withLock { $0.chunks[sha] } }
+
     /// How many manifests were read so far.
     var manifestsRead: Int { state.withLock { $0.read } }
 
     /// Only manifests that name objects as publish does now (``ObjectNaming``) describe the object files
     /// it would reuse: an older one's object is a file of another name.
-    private static func add(_ manifest: Manifest, to state: inout State) {
+    private static func add(_ manifest: Manifest, to state: inout State, chunksAbove: Int64?) {
         state.read += 1
         guard ObjectNaming(format: manifest.formatVersion) == .current else { return }
         for file in manifest.files where state.layouts[file.sha256] == nil { state.layouts[file.sha256] = file }
+        guard let chunksAbove else { return }
+        // A sealed object is never an origin file by its plain name: its chunks are not reused.
+        let sealed = Set((manifest.sealed ?? []).map(\.object))
+        for file in manifest.files where file.size > chunksAbove && !file.objects.contains(where: sealed.contains) {
+            for var chunk in file.chunks where state.chunks[chunk.sha256] == nil {
+                chunk.object = chunk.object(in: file)
+                chunk.offset = 0
+                state.chunks[chunk.sha256] = chunk
+            }
+        }
     }
 }

@@ -267,7 +267,7 @@ struct PreloadPlanner {
                 sealed: object.sealed, length: object.length,
                 bundles: (bundlesOf[object.object] ?? []).sorted())
         }
-        let shared = Set(manifest.files.filter { !$0.chunks.isEmpty && sealed[$0.object] == nil }.map(\.object))
+        let shared = Set(manifest.files.filter { !$0.chunks.isEmpty && sealed[$0.object] == nil }.flatMap(\.objects))
             .sorted()
         var routes: [PreloadPlan.Route] = []
         for base in bases {

@@ -48,6 +48,8 @@ public struct Publisher: Sendable {
         public var description: String?
         /// Who publishes it (a name the publisher gives; nil: this machine's host name).
         public var publisherName: String?
+        /// How scattered a changed file's chunks may be before it is stored whole again (``Fragmentation``).
+        public var fragmentation = Fragmentation.standard
 
         public init(buildDirectory: String, origin: String, buildId: BuildID, bundles: BundleRules) {
             self.buildDirectory = buildDirectory
@@ -94,6 +96,12 @@ public struct Publisher: Sendable {
         public var relistedPreloads: [String] = []
         /// The paths of the build folder `--exclude` left out (a folder's with a trailing slash).
         public var excluded: [String] = []
+        /// Chunks of changed files left where earlier builds stored them (not written again), and their
+        /// stored bytes.
+        public var reusedChunks = 0
+        public var reusedChunkBytes: Int64 = 0
+        /// Changed files whose chunks would have been too scattered (``Fragmentation``): stored whole again.
+        public var consolidatedFiles: [String] = []
     }
 
     public let options: Options
@@ -101,6 +109,8 @@ public struct Publisher: Sendable {
     let signers: Repository.Signers
     /// Published manifests this publish could not use (clients would refuse them), reported as warnings.
     let skipped = SkippedManifests()
+    /// What the store left in place and consolidated.
+    let reuse = ChunkReuseTally()
 
     public init(options: Options, signers: Repository.Signers) {
         self.options = options
@@ -136,12 +146,7 @@ public struct Publisher: Sendable {
             channel: options.channel, sequence: sequence, chunking: options.chunking,
             bundles: options.bundles.bundles, files: files, links: links, folders: folders)
         try Self.checkPublishable(manifest, folder: options.buildDirectory)
-        var report = Report(
-            buildId: options.buildId.value, channel: options.channel.name,
-            sequence: manifest.sequence, files: files.count, totalBytes: manifest.totalSize,
-            objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
-            manifestTarget: target)
-        report.excluded = folder.excluded
+        var report = newReport(manifest, target: target, written: written, bytes: bytes, excluded: folder.excluded)
         if let existing = repo.targetFiles[target] {
             report.sequence = try checkSamePublish(target, existing, released: repo.releasedKeys, &manifest)
             report.alreadyPublished = true
@@ -166,6 +171,20 @@ public struct Publisher: Sendable {
             report.relistedPreloads = relisted
         }
         report.warnings = warnings(check, repo) + Self.unusedGlobs(options.exclude, folder)
+        return report
+    }
+
+    /// The report of a publish that stored `manifest`'s files (`written` objects, `bytes`).
+    private func newReport(_ manifest: Manifest, target: String, written: Int, bytes: Int64, excluded: [String])
+        -> Report
+    {
+        var report = Report(
+            buildId: options.buildId.value, channel: options.channel.name,
+            sequence: manifest.sequence, files: manifest.files.count, totalBytes: manifest.totalSize,
+            objectsWritten: written, objectBytesWritten: bytes, alreadyPublished: false,
+            manifestTarget: target)
+        report.excluded = excluded
+        (report.reusedChunks, report.reusedChunkBytes, report.consolidatedFiles) = reuse.figures
         return report
     }
 
@@ -218,6 +237,10 @@ public struct Publisher: Sendable {
         writer.journal = journal
         writer.readsBack = { path, layout in StoredObject(path: path).isWhole(layout) }
         writer.segmented = sealing == nil  // a preload's plain objects are sealed whole
+        writer.fragmentation = options.fragmentation
+        if sealing == nil {  // a preload's new objects are sealed whole: they take no chunks of others
+            writer.storedChunks = Self.storedChunks(known, origin: root)
+        }
         do { try ObjectWriter.prepare(origin: root) } catch {
             throw PatchSyncError.wrap(error).during("preparing \(OriginLayout(root: root).objectsFolder)")
         }
@@ -243,6 +266,25 @@ public struct Publisher: Sendable {
         let kept = stored.filter { $0.0 > 0 && !dropped.contains($0.1.first?.temp ?? "") }
         let (written, bytes) = (kept.count + packer.packsWritten, kept.reduce(packer.bytesWritten) { $0 + $1.0 })
         return (files, written, bytes)
+    }
+
+    /// Where a chunk of a large file an earlier build stored sits (``KnownLayouts/storedChunk(_:)``), when
+    /// its object's segment in `origin` is long enough to hold it: listed builds' objects are there, and a
+    /// damaged origin's missing or short one is not relied on (the chunk is written again).
+    static func storedChunks(_ known: KnownLayouts, origin root: String) -> @Sendable (SHA256Digest) -> ChunkEntry? {
+        let sizes = Mutex<[String: Int64]>([:]), origin = OriginLayout(root: root), naming = ObjectNaming.current
+        return { sha in
+            guard let chunk = known.storedChunk(sha), let object = chunk.object else { return nil }
+            let segment = naming.segment(of: chunk.objectOffset)
+            let path = origin.path(naming.path(object, segment: segment))
+            let size = sizes.withLock { known in
+                if let size = known[path] { return size }
+                let size = (try? FileSystem.status(path)).flatMap { $0 }.map { Int64($0.st_size) } ?? -1
+                known[path] = size
+                return size
+            }
+            return chunk.objectOffset - naming.base(of: segment) + Int64(chunk.objectLength) <= size ? chunk : nil
+        }
     }
 
     /// The manifest this build folder would get, computed without writing anything (for `diff`).
@@ -463,6 +505,7 @@ public struct Publisher: Sendable {
         let result = try Self.withContent(content) { bytes throws(PatchSyncError) in
             try writer.write(file: full, knownHash: sha, bytes: bytes)
         }
+        reuse.add(result, path: path)
         return .entry(
             FileEntry(
                 path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.object,
@@ -534,7 +577,8 @@ public struct Publisher: Sendable {
             return sealing != nil && info.channel == options.channel.name  // its key is this channel's
         }
         let skipped = self.skipped
-        return try KnownLayouts(targets: targets, first: target, recovered: recovered) {
+        let chunksAbove = sealing == nil ? Int64(options.smallFileBytes) : nil
+        return try KnownLayouts(targets: targets, first: target, recovered: recovered, chunksAbove: chunksAbove) {
             (path, target) throws(PatchSyncError) -> Manifest? in
             if let manifest = loaded[path] { return manifest }
             let manifest: Manifest
@@ -616,6 +660,21 @@ public struct Publisher: Sendable {
 /// The published manifests a publish skipped, with why.
 ///
 /// Thread-safety: a `Mutex` holds the list; known layouts are read from worker threads.
+/// What a publish's files left in place (chunks earlier builds stored) and stored whole again.
+final class ChunkReuseTally: Sendable {
+    private let state = Mutex<(chunks: Int, bytes: Int64, consolidated: [String])>((0, 0, []))
+
+    func add(_ result: ObjectWriter.Result, path: String) {
+        state.withLock {
+            $0.chunks += result.reusedChunks
+            $0.bytes += result.reusedBytes
+            if result.consolidated { $0.consolidated.append(path) }
+        }
+    }
+
+    var figures: (Int, Int64, [String]) { state.withLock { ($0.chunks, $0.bytes, $0.consolidated.sorted()) } }
+}
+
 final class SkippedManifests: Sendable {
     private let list = Mutex<[String]>([])
 

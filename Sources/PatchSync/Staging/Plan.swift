@@ -82,7 +82,8 @@ extension Plan {
                 if needs[chunk.sha256] == nil { order.append(chunk.sha256) }
                 needs[
                     chunk.sha256,
-                    default: Need(chunk: chunk, object: file.object, destinations: [], rank: ranks[file.bundle] ?? 0)
+                    default: Need(
+                        chunk: chunk, object: chunk.object(in: file), destinations: [], rank: ranks[file.bundle] ?? 0)
                 ]
                 .destinations.append(destination)
             }

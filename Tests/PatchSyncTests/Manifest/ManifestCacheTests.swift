@@ -29,6 +29,12 @@ struct ManifestCacheTests {
         #expect(ManifestCache.read(path, sha: sha) == manifest)
         let other = String(repeating: "0", count: 64)
         #expect(ManifestCache.read(path, sha: other) == nil, "a cache of another signed manifest is not used")
+        // Format 7: a chunk in an earlier build's object keeps that object through the cache.
+        var chunked = manifest
+        let index = try #require(chunked.files.firstIndex { !$0.chunks.isEmpty })
+        chunked.files[index].chunks[0].object = SHA256Digest.of(Data("an earlier object".utf8))
+        try ManifestCache.write(chunked, sha: sha, to: path)
+        #expect(ManifestCache.read(path, sha: sha) == chunked)
     }
 
     @Test(
@@ -49,7 +55,7 @@ struct ManifestCacheTests {
         #expect(try read(good.prefix(good.count - 7)) == nil)
         #expect(try read(good + Data([0])) == nil)
         var newer = good
-        newer[4] = 2
+        newer[4] = UInt8(ManifestCache.version + 1)
         #expect(try read(newer) == nil, "a cache of another version")
         var otherClient = good
         otherClient[8] &+= 1

@@ -77,6 +77,29 @@ struct ManifestTests {
     }
 
     @Test(
+        "a chunk in another object than its file's needs format 7 (a client of 6 would read it from the file's object), and never names a sealed object",
+        .tags(.small))
+    func chunkObjects() throws {
+        var manifest = try Self.oneFile(format: 6, codec: .zstd, objectLength: 9)
+        let elsewhere = SHA256Digest.of(Data("an earlier build's object".utf8))
+        manifest.files[0].chunks[0].object = elsewhere
+        let old = #expect(throws: PatchSyncError.self) { try manifest.validate() }
+        #expect(
+            old?.message.contains("format version 6") == true && old?.message.contains("7") == true,
+            "\(old?.message ?? "")")
+        manifest.formatVersion = 7
+        try manifest.validate()
+        #expect(manifest.files[0].objects == [elsewhere] && !manifest.files[0].isWhole)
+        manifest.sealed = [
+            SealedObject(
+                object: elsewhere, sealed: SHA256Digest.of(Data("sealed".utf8)), length: 9 + 16, keyBuild: "1",
+                units: [9])
+        ]
+        let sealed = #expect(throws: PatchSyncError.self) { try manifest.validate() }
+        #expect(sealed?.message.contains("sealed") == true, "\(sealed?.message ?? "")")
+    }
+
+    @Test(
         "a delta pack's list of the files it rebuilds must name as many files as it says, ascending, each in the manifest",
         .tags(.small))
     func deltaCovers() throws {

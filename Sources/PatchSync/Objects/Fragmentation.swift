@@ -1,0 +1,50 @@
+/// How scattered a file's stored chunks may be (format 7).
+///
+/// A publish stores only the chunks no earlier build has, so a file changed in many places across many
+/// releases ends up read from many places: each run of chunks that sit back to back in one object is
+/// one range, and a fresh install asks for each range separately (neighbours are coalesced only when
+/// they touch). A file whose chunks would span more than ``maxRanges(storedBytes:)`` ranges is stored
+/// whole again (a consolidated copy, as Longtail's block-usage rule and git's repack do): its later
+/// changes start from one range.
+///
+/// The bound is one range per ``bytesPerRange`` of the file's stored bytes, plus ``baseRanges``. With
+/// the default 4 MiB and the client's 16 MiB requests, a fresh install of a file at the bound asks for
+/// about 4× the requests of the file stored whole, while a release changing a few percent of a large
+/// file in a few dozen places stores only those places for many releases before a copy is due.
+public struct Fragmentation: Sendable, Equatable {
+    /// Stored bytes per range a file may span beyond ``baseRanges``.
+    public var bytesPerRange: Int64
+    /// Ranges any file may span.
+    public var baseRanges: Int
+
+    public init(bytesPerRange: Int64, baseRanges: Int = 2) {
+        self.bytesPerRange = max(1, bytesPerRange)
+        self.baseRanges = max(1, baseRanges)
+    }
+
+    /// The default (``bytesPerRange`` 4 MiB, two ranges for any file).
+    public static let standard = Fragmentation(bytesPerRange: 4 << 20)
+
+    /// The most ranges a file of `storedBytes` may span before it is stored whole again.
+    public func maxRanges(storedBytes: Int64) -> Int {
+        baseRanges + Int(min(Int64(Int.max / 2), storedBytes / bytesPerRange))
+    }
+
+    /// The ranges `chunks` span: runs of chunks back to back in one object (a chunk naming no object is in
+    /// the file's own).
+    public static func ranges(_ chunks: [ChunkEntry]) -> Int {
+        var count = 0
+        var previous: ChunkEntry? = nil
+        for chunk in chunks {
+            if let last = previous, last.object == chunk.object,
+                last.objectOffset + Int64(last.objectLength) == chunk.objectOffset
+            {
+                previous = chunk
+                continue
+            }
+            count += 1
+            previous = chunk
+        }
+        return count
+    }
+}

@@ -14,7 +14,8 @@
 #
 # Then a fresh install of the last release from that origin (over nginx on loopback), against the same
 # build published alone into an empty origin: time (median of RUNS alternating runs) and range requests.
-# RANGE_KIB is publish's --range-size (the fragmentation bound; default: publish's own).
+# RANGE_KIB is publish's --range-size (the fragmentation bound; default: publish's own); GAP_KIB the
+# installs' coalesceGapBytes (neighbouring ranges up to that far apart are read as one; default 0).
 #
 #   bash Benchmarks/store.sh                              (RELEASES=10 PAKS=4 PAK_MIB=64 FILES=2000 PERCENT=3)
 #   PATCHSYNC_BIN_DIR=.build/debug bash Benchmarks/store.sh   (bytes only: a debug build measures the same)
@@ -22,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/lib.sh
 RELEASES=${RELEASES:-10} PAKS=${PAKS:-4} PAK_MIB=${PAK_MIB:-64} FILES=${FILES:-2000} PERCENT=${PERCENT:-3}
-RUNS=${RUNS:-3} RANGE_KIB=${RANGE_KIB:-}
+RUNS=${RUNS:-3} RANGE_KIB=${RANGE_KIB:-} GAP_KIB=${GAP_KIB:-0}
 need_tools casync python3 bc nginx curl
 BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
 [ -x "$BIN/patchsync" ] || make release >/dev/null
@@ -47,9 +48,9 @@ mapfile -t ideal < <("$BIN/patchsync-bench" store-limit 2 "${trees[@]}")
 [ "${#ideal[@]}" = "$RELEASES" ] || { echo "store.sh: patchsync-bench store-limit failed" >&2; exit 1; }
 
 json() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print($1)"; }
-printf '%-8s %12s %14s %14s %14s %14s %14s\n' release "build bytes" "origin grew" "new objects" "chunk-once" \
-  "casync grew" "player fetch"
-consolidated=0 origin_before=$(size "$WORK/origin") casync_before=0 sum_origin=0 sum_written=0 sum_ideal=0 sum_casync=0 sum_fetch=0
+printf '%-8s %12s %14s %14s %12s %14s %14s %14s\n' release "build bytes" "origin grew" "new objects" "delta packs" \
+  "chunk-once" "casync grew" "player fetch"
+consolidated=0 sum_deltas=0 origin_before=$(size "$WORK/origin") casync_before=0 sum_origin=0 sum_written=0 sum_ideal=0 sum_casync=0 sum_fetch=0
 for r in $(seq 1 "$RELEASES"); do
   build=$WORK/build-$r
   fetch=0
@@ -62,19 +63,24 @@ for r in $(seq 1 "$RELEASES"); do
     --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" | tail -1)
   written=$(echo "$report" | json 'd["objectBytesWritten"]')
   consolidated=$((consolidated + $(echo "$report" | json 'len(d["consolidatedFiles"])')))
+  deltas=$(echo "$report" | json 'sum(x["bytes"] for x in d["deltas"])')
   origin_now=$(size "$WORK/origin"); grew=$((origin_now - origin_before)); origin_before=$origin_now
   casync make --store="$WORK/casync.castr" "$WORK/release-$r.caidx" "$build" >/dev/null
   casync_now=$(size "$WORK/casync.castr"); casync_grew=$((casync_now - casync_before)); casync_before=$casync_now
   once=$(echo "${ideal[$((r - 1))]}" | json 'd["newStoredBytes"]')
-  printf '%-8s %12s %14s %14s %14s %14s %14s\n' "$r" "$(size "$build")" "$grew" "$written" "$once" "$casync_grew" "$fetch"
+  printf '%-8s %12s %14s %14s %12s %14s %14s %14s\n' "$r" "$(size "$build")" "$grew" "$written" "$deltas" "$once" \
+    "$casync_grew" "$fetch"
   [ "$r" = 1 ] && first_origin=$grew first_written=$written first_ideal=$once first_casync=$casync_grew
   sum_origin=$((sum_origin + grew)) sum_written=$((sum_written + written)) sum_ideal=$((sum_ideal + once))
-  sum_casync=$((sum_casync + casync_grew)) sum_fetch=$((sum_fetch + fetch))
+  sum_casync=$((sum_casync + casync_grew)) sum_fetch=$((sum_fetch + fetch)) sum_deltas=$((sum_deltas + deltas))
 done
-printf '%-8s %12s %14s %14s %14s %14s %14s\n' total "" "$sum_origin" "$sum_written" "$sum_ideal" "$sum_casync" "$sum_fetch"
+printf '%-8s %12s %14s %14s %12s %14s %14s %14s\n' total "" "$sum_origin" "$sum_written" "$sum_deltas" "$sum_ideal" \
+  "$sum_casync" "$sum_fetch"
 ratio() { echo "scale=2; $1 / $2" | bc; }
-echo "storage today / (first build + Σ changes as chunks once): $(ratio "$sum_origin" "$sum_ideal")× (target ≤ 1.2×)"
-echo "new file objects today / chunk-once: $(ratio "$sum_written" "$sum_ideal")× (an upload sends the origin's growth)"
+echo "storage / (first build + Σ changes as chunks once): $(ratio "$sum_origin" "$sum_ideal")× (target ≤ 1.2×)"
+echo "storage without the delta packs / (first build + Σ changes): $(ratio "$((sum_origin - sum_deltas))" "$sum_ideal")×"
+echo "new objects / chunk-once: $(ratio "$sum_written" "$sum_ideal")×; origin growth / (new objects + delta packs," \
+  "the rest being metadata): $(ratio "$sum_origin" "$((sum_written + sum_deltas))")× (target ≤ 1.1×)"
 echo "casync's chunk store / chunk-once: $(ratio "$sum_casync" "$sum_ideal")× (releases 2..$RELEASES:" \
   "$(ratio "$((sum_casync - first_casync))" "$((sum_ideal - first_ideal))")×; casync's chunks average 64 KiB, ours 256 KiB)"
 if [ "$RELEASES" -gt 1 ]; then
@@ -96,6 +102,7 @@ install() {  # install SIDE: prints "seconds requests bytes"
   rm -rf "$WORK/install"
   "$BIN/patchsync" init --install "$WORK/install" --remote "http://127.0.0.1:$PORT/$1" \
     --root "$WORK/origin/metadata/1.root.json" >/dev/null
+  "$BIN/patchsync" config set coalesceGapBytes "$((GAP_KIB * 1024))" --install "$WORK/install" >/dev/null
   local start end out
   start=$(date +%s.%N)
   out=$("$BIN/patchsync" sync --install "$WORK/install" --json | tail -1)

@@ -59,6 +59,9 @@ struct ChunkStoreTests {
         #expect(Fragmentation.ranges(second.chunks) <= 5, "two changes split one range into at most five")
         let expected = try Data(contentsOf: URL(fileURLWithPath: two + "/level.pak"))
         #expect(try await Self.installed(fixture, "fresh") == expected)
+        #expect(
+            try fixture.publish(two, id: "2", fragmentation: Self.lenient).alreadyPublished,
+            "the same publish again is a no-op: the chunks stay where the manifest says")
 
         let pruned = try Pruner(
             origin: fixture.origin,
@@ -117,6 +120,7 @@ struct ChunkStoreTests {
         #expect(Fragmentation.ranges([chunk(0, 10), chunk(11, 5)]) == 2, "a gap starts a range")
         #expect(Fragmentation.ranges([chunk(0, 10, in: other), chunk(10, 10)]) == 2, "another object starts a range")
         #expect(Fragmentation.standard.maxRanges(storedBytes: 0) == 2)
-        #expect(Fragmentation.standard.maxRanges(storedBytes: 64 << 20) == 18)
+        #expect(Fragmentation.standard.maxRanges(storedBytes: 64 << 20) == 258)
+        #expect(Fragmentation(bytesPerRange: 4 << 20).maxRanges(storedBytes: 64 << 20) == 18)
     }
 }

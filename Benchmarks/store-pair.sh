@@ -6,6 +6,7 @@
 #
 #   bash Benchmarks/store-pair.sh big            a PAK_MIB MiB file (default 600), 1 MiB changed in its middle
 #   bash Benchmarks/store-pair.sh supertuxkart   a pair of Benchmarks/datasets.sh (or wesnoth)
+#   PUBLISH_ARGS="--small-file 0" bash Benchmarks/store-pair.sh supertuxkart   (more publish options)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/lib.sh
@@ -36,7 +37,7 @@ json() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().spli
   --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
 publish() {
   "$BIN/patchsync" publish "$1" --origin "$WORK/origin" --build-id "$2" --json "${@:3}" \
-    --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" | tail -1
+    ${PUBLISH_ARGS:-} --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" | tail -1
 }
 publish "$OLD" 1 >/dev/null
 casync make --store="$WORK/casync.castr" "$WORK/old.caidx" "$OLD" >/dev/null

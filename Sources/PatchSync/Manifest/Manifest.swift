@@ -217,6 +217,13 @@ public struct ChunkEntry: Codable, Hashable, Sendable {
         self.object = object
     }
 
+    /// This chunk naming no object of its own (it is in its file's).
+    var withoutObject: ChunkEntry {
+        var chunk = self
+        chunk.object = nil
+        return chunk
+    }
+
     /// The object holding this chunk of `file`.
     public func object(in file: FileEntry) -> SHA256Digest { object ?? file.object }
 }

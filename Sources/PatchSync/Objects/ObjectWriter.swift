@@ -238,7 +238,18 @@ struct ObjectWriter: Sendable {
         var bytes: [UInt8]? = []
         do {
             let input: Input = try content.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-            let result = try store(input, into: nil, knownHash: knownHash, collecting: &bytes)
+            var result = try store(input, into: nil, knownHash: knownHash, collecting: &bytes, reusing: storedChunks)
+            // As for a large file: chunks earlier builds stored stay there, unless that scatters the file.
+            let stored = result.chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
+            if result.reusedChunks > 0,
+                Fragmentation.ranges(result.chunks) > fragmentation.maxRanges(storedBytes: stored)
+            {
+                bytes = []
+                let again: Input =
+                    try content.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
+                result = try store(again, into: nil, knownHash: result.sha256, collecting: &bytes)
+                result.consolidated = true
+            }
             return (result, bytes ?? [])
         } catch { throw PatchSyncError.wrap(error).during("storing \(path)") }
     }

@@ -87,10 +87,11 @@ public final class PackWriter {
             entry.object = hash
             entry.chunks = entry.chunks.map { chunk in
                 var chunk = chunk
-                chunk.objectOffset += member.base
+                if chunk.object == nil { chunk.objectOffset += member.base }  // not one an earlier build stored
                 return chunk
             }
-            if closed[entry.sha256] == nil {
+            // A journal line describes a file whose chunks are all in the pack (what recovery reads back).
+            if closed[entry.sha256] == nil && entry.isWhole {
                 journal?.record(
                     pending, sha256: entry.sha256, object: hash, size: entry.size, chunks: entry.chunks,
                     packLength: Int64(buffer.count))

@@ -497,6 +497,14 @@ public struct Publisher: Sendable {
             let (result, stored) = try Self.withContent(content) { bytes throws(PatchSyncError) in
                 try writer.collect(file: full, knownHash: sha, bytes: bytes)
             }
+            reuse.add(result, path: path)
+            if stored.isEmpty, let first = result.chunks.first?.object {  // every chunk stored before: no pack
+                return .entry(
+                    FileEntry(
+                        path: path, size: result.size, mode: mode, sha256: result.sha256, object: first,
+                        bundle: bundle, chunks: result.chunks.map { $0.object == first ? $0.withoutObject : $0 }),
+                    0, [])
+            }
             return .small(
                 FileEntry(
                     path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
@@ -577,7 +585,7 @@ public struct Publisher: Sendable {
             return sealing != nil && info.channel == options.channel.name  // its key is this channel's
         }
         let skipped = self.skipped
-        let chunksAbove = sealing == nil ? Int64(options.smallFileBytes) : nil
+        let chunksAbove: Int64? = sealing == nil ? 0 : nil
         return try KnownLayouts(targets: targets, first: target, recovered: recovered, chunksAbove: chunksAbove) {
             (path, target) throws(PatchSyncError) -> Manifest? in
             if let manifest = loaded[path] { return manifest }

@@ -254,6 +254,32 @@ struct ObjectWriter: Sendable {
         } catch { throw PatchSyncError.wrap(error).during("storing \(path)") }
     }
 
+    /// ``collect(file:knownHash:bytes:)`` of a large file whose chunks earlier builds mostly stored: its new
+    /// chunks go into a pack with the small files (one object per publish rather than one per changed
+    /// file, so a fresh install reads a build's history in fewer requests). Nil as soon as the new stored
+    /// bytes would pass `limit`, or when the chunks would be too scattered: the caller writes an object.
+    func collectIfSmall(
+        file path: String, knownHash: SHA256Digest?, bytes content: UnsafeRawBufferPointer?, limit: Int
+    ) throws(PatchSyncError) -> (Result, [UInt8])? {
+        guard let storedChunks else { return nil }
+        var bytes: [UInt8]? = []
+        var over = false
+        do {
+            let input: Input = try content.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
+            let result = try store(
+                input, into: nil, knownHash: knownHash, collecting: &bytes, reusing: storedChunks,
+                limit: (limit, { over = true }))
+            let stored = result.chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
+            guard result.reusedChunks > 0,
+                Fragmentation.ranges(result.chunks) <= fragmentation.maxRanges(storedBytes: stored)
+            else { return nil }
+            return (result, bytes ?? [])
+        } catch {
+            if over { return nil }
+            throw PatchSyncError.wrap(error).during("storing \(path)")
+        }
+    }
+
     private func store(
         _ input: Input, into output: SegmentFiles?,
         knownHash: SHA256Digest?
@@ -265,7 +291,8 @@ struct ObjectWriter: Sendable {
     /// `reusing`: a chunk it locates is not written; its entry names where it is.
     private func store(
         _ input: Input, into output: SegmentFiles?, knownHash: SHA256Digest?,
-        collecting collected: inout [UInt8]?, reusing: (@Sendable (SHA256Digest) -> ChunkEntry?)? = nil
+        collecting collected: inout [UInt8]?, reusing: (@Sendable (SHA256Digest) -> ChunkEntry?)? = nil,
+        limit: (bytes: Int, passed: () -> Void)? = nil
     ) throws(PatchSyncError) -> Result {
         let fileHasher = knownHash == nil ? SHA256Hasher() : nil
         var chunks: [ChunkEntry] = []
@@ -294,6 +321,10 @@ struct ObjectWriter: Sendable {
                 if compressed { try output?.write(packed) } else { try output?.write(bytes) }
             } catch { throw PatchSyncError.wrap(error) }
             if compressed { collected?.append(contentsOf: packed) } else { collected?.append(contentsOf: bytes) }
+            if let limit, (collected?.count ?? 0) > limit.bytes {
+                limit.passed()
+                throw PatchSyncError(.internal, "the new chunks passed \(limit.bytes) bytes")
+            }
             chunks.append(
                 ChunkEntry(
                     offset: offset, length: bytes.count, sha256: chunkSha,

@@ -497,18 +497,17 @@ public struct Publisher: Sendable {
             let (result, stored) = try Self.withContent(content) { bytes throws(PatchSyncError) in
                 try writer.collect(file: full, knownHash: sha, bytes: bytes)
             }
-            reuse.add(result, path: path)
-            if stored.isEmpty, let first = result.chunks.first?.object {  // every chunk stored before: no pack
-                return .entry(
-                    FileEntry(
-                        path: path, size: result.size, mode: mode, sha256: result.sha256, object: first,
-                        bundle: bundle, chunks: result.chunks.map { $0.object == first ? $0.withoutObject : $0 }),
-                    0, [])
-            }
-            return .small(
-                FileEntry(
-                    path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
-                    bundle: bundle, chunks: result.chunks), stored)
+            return packed(result, stored, path: path, mode: mode, bundle: bundle)
+        }
+        // A changed large file whose new chunks are few goes into a pack with them.
+        if options.smallFileBytes > 0,
+            let (result, stored) = try Self.withContent(
+                content,
+                { bytes throws(PatchSyncError) in
+                    try writer.collectIfSmall(file: full, knownHash: sha, bytes: bytes, limit: options.smallFileBytes)
+                })
+        {
+            return packed(result, stored, path: path, mode: mode, bundle: bundle)
         }
         let result = try Self.withContent(content) { bytes throws(PatchSyncError) in
             try writer.write(file: full, knownHash: sha, bytes: bytes)
@@ -518,6 +517,25 @@ public struct Publisher: Sendable {
             FileEntry(
                 path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.object,
                 bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
+    }
+
+    /// A file chunked into memory (``ObjectWriter/collect(file:knownHash:bytes:)``): its new chunks' stored
+    /// bytes for a pack, or, when every chunk is stored already, its entry as it is (no pack).
+    private func packed(_ result: ObjectWriter.Result, _ stored: [UInt8], path: String, mode: UInt32, bundle: String)
+        -> Prepared
+    {
+        reuse.add(result, path: path)
+        if stored.isEmpty, let first = result.chunks.first?.object {
+            return .entry(
+                FileEntry(
+                    path: path, size: result.size, mode: mode, sha256: result.sha256, object: first,
+                    bundle: bundle, chunks: result.chunks.map { $0.object == first ? $0.withoutObject : $0 }),
+                0, [])
+        }
+        return .small(
+            FileEntry(
+                path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.sha256,
+                bundle: bundle, chunks: result.chunks), stored)
     }
 
     /// The file's mode and size and, when `hashing`, its SHA-256; a file up to ``wholeFileBytes`` is read

@@ -9,8 +9,8 @@ import Testing
 @Suite("Chunks are stored once", .tags(.medium))
 struct ChunkStoreTests {
     /// `folder` with ObjectNameTests' 8 MiB pak, `patches` (offset, byte) each rewriting 64 KiB there.
-    static func writeBuild(_ folder: String, patches: [(Int, UInt8)] = []) throws {
-        try ObjectNameTests.writeBuild(folder)
+    static func writeBuild(_ folder: String, patches: [(Int, UInt8)] = [], readme: String? = nil) throws {
+        try ObjectNameTests.writeBuild(folder, extra: readme)
         let path = folder + "/level.pak"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         for (offset, byte) in patches {
@@ -35,13 +35,13 @@ struct ChunkStoreTests {
     }
 
     @Test(
-        "a file changed in two places stores only the chunks around them: the rest stay in the first build's object, which prune keeps once that build is unlisted and gone; fresh installs before and after are byte-exact"
+        "a file changed in two places stores only the chunks around them, in the publish's pack: the rest stay in the first build's object, which prune keeps once that build is unlisted and gone; fresh installs before and after are byte-exact"
     )
     func changedFileStoresNewChunksOnly() async throws {
         let fixture = try Fixture()
         let one = fixture.directory + "/one", two = fixture.directory + "/two"
-        try Self.writeBuild(one)
-        try Self.writeBuild(two, patches: [(1 << 20, 1), (6 << 20, 2)])
+        try Self.writeBuild(one, readme: "first\n")
+        try Self.writeBuild(two, patches: [(1 << 20, 1), (6 << 20, 2)], readme: "second\n")
         try fixture.publish(one, id: "1", fragmentation: Self.lenient)
         let first = try Self.pak(fixture, "1")
         let report = try fixture.publish(two, id: "2", fragmentation: Self.lenient)
@@ -57,6 +57,8 @@ struct ChunkStoreTests {
         #expect(report.consolidatedFiles.isEmpty)
         #expect(second.objects.contains(first.object) && second.object != first.object && !second.isWhole)
         #expect(Fragmentation.ranges(second.chunks) <= 5, "two changes split one range into at most five")
+        let readme = try #require(try ObjectNameTests.manifest(fixture, "2").files.first { $0.path == "readme.txt" })
+        #expect(second.object == readme.object, "the pak's new chunks share the publish's pack with the small files")
         let expected = try Data(contentsOf: URL(fileURLWithPath: two + "/level.pak"))
         #expect(try await Self.installed(fixture, "fresh") == expected)
         #expect(

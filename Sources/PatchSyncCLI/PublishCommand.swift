@@ -116,11 +116,11 @@ struct Publish: AsyncParsableCommand {
 
     func run() async throws {
         try originWait.apply()
-        guard smallFile >= 0, packSize >= 1, rangeSize >= 1 else {
+        guard smallFile >= 0, smallFile <= 128 << 10, packSize >= 1, rangeSize >= 1 else {
             throw PatchSyncError(
                 .usage,
-                "--small-file \(smallFile), --pack-size \(packSize) and --range-size \(rangeSize) must be 0 or more, "
-                    + "1 or more and 1 or more",
+                "--small-file \(smallFile), --pack-size \(packSize) and --range-size \(rangeSize) must be 0 to 131072 "
+                    + "(128 MiB: a pack stays within one object file), 1 or more and 1 or more",
                 remedy: "give sizes in KiB, e.g. --small-file 128 --pack-size 4096 --range-size 4096")
         }
         let rules =

@@ -12,8 +12,11 @@
 /// of four 64 MiB paks in 64 KiB–1 MiB regions): at 256 KiB no pak was stored whole again and the new
 /// objects were 1.00× the chunks no earlier release had; at 1 MiB five copies and at 4 MiB 23 made the
 /// uploads 3.9× and 10.4× the patch. The requests of a fresh install of the 10th release came mostly
-/// from the small files' packs (422 at 4 MiB, 587 at 256 KiB, 13 for the build published alone), so a
-/// stricter bound buys few requests for much storage; it still stops a file scattered chunk by chunk.
+/// mostly from the holes later releases left in the small files' first packs (422 at 4 MiB, where the
+/// paks were copied whole again and again; 587 at 256 KiB; 13 for the build published alone), so a stricter bound buys few requests for much storage. At the default a file
+/// is stored whole again only when its ranges average under 256 KiB of stored bytes: a compressible file
+/// scattered chunk by chunk (an incompressible one's chunks average more); raise it to trade storage for
+/// requests.
 public struct Fragmentation: Sendable, Equatable {
     /// Stored bytes per range a file may span beyond ``baseRanges``.
     public var bytesPerRange: Int64

@@ -27,8 +27,9 @@ public final class PackWriter {
     private var buffer: [UInt8] = []
     /// The files of the open pack: their index in the publish, entry, and offset in the pack.
     private var members: [(index: Int, entry: FileEntry, base: Int64)] = []
-    /// Content in the open pack, by file hash: its offset there.
-    private var open: [SHA256Digest: Int64] = [:]
+    /// Content in the open pack, by file hash: its offset there and the entry whose chunks were stored
+    /// (the same content chunked again may have reused other stored chunks: its own list would not match).
+    private var open: [SHA256Digest: (base: Int64, entry: FileEntry)] = [:]
     /// Content in closed packs, by file hash: the entry that places it.
     private var closed: [SHA256Digest: FileEntry] = [:]
     /// Entries whose pack is written, by index in the publish; taken with ``takeFinished()``.
@@ -56,14 +57,14 @@ public final class PackWriter {
             finished.append((index, Self.placing(entry, like: placed)))
             return
         }
-        if let base = open[entry.sha256] {
-            members.append((index, entry, base))
+        if let first = open[entry.sha256] {
+            members.append((index, Self.placing(entry, like: first.entry), first.base))
             return
         }
         if !buffer.isEmpty && buffer.count + stored.count > targetSize { try close() }
         let base = Int64(buffer.count)
         buffer.append(contentsOf: stored)
-        open[entry.sha256] = base
+        open[entry.sha256] = (base, entry)
         members.append((index, entry, base))
         if buffer.count >= targetSize { try close() }
     }

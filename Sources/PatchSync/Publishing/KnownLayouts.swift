@@ -87,6 +87,9 @@ final class KnownLayouts: Sendable {
     /// set); nil when none of them has it.
     func storedChunk(_ sha: SHA256Digest) -> ChunkEntry? { state.withLock { $0.chunks[sha] } }
 
+    /// Whether any chunk is indexed yet (none: a first publish, where looking for stored chunks is wasted).
+    var hasChunks: Bool { state.withLock { !$0.chunks.isEmpty } }
+
     /// How many manifests were read so far.
     var manifestsRead: Int { state.withLock { $0.read } }
 

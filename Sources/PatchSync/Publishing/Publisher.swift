@@ -238,7 +238,8 @@ public struct Publisher: Sendable {
         writer.readsBack = { path, layout in StoredObject(path: path).isWhole(layout) }
         writer.segmented = sealing == nil  // a preload's plain objects are sealed whole
         writer.fragmentation = options.fragmentation
-        if sealing == nil {  // a preload's new objects are sealed whole: they take no chunks of others
+        // A preload's new objects are sealed whole: they take no chunks of others. A first publish has none to take.
+        if sealing == nil && known.hasChunks {
             writer.storedChunks = Self.storedChunks(known, origin: root)
         }
         do { try ObjectWriter.prepare(origin: root) } catch {

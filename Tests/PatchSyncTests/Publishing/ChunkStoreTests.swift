@@ -106,6 +106,43 @@ struct ChunkStoreTests {
         #expect(kept.consolidatedFiles.isEmpty && kept.reusedChunks > 0, "a bound of 20 ranges allows 4 changes")
     }
 
+    @Test(
+        "the same content twice in one pack, chunked once before and once after the chunk index learned an older chunk, is placed as the first copy was stored: both entries read the same bytes"
+    )
+    func duplicateInOnePack() throws {
+        let fixture = try Fixture()
+        try ObjectWriter.prepare(origin: fixture.origin)
+        let placer = ObjectPlacer(origin: fixture.origin)
+        let packer = PackWriter(origin: fixture.origin, placer: placer)
+        let sha = SHA256Digest.of(Data("file".utf8)), older = SHA256Digest.of(Data("an older object".utf8))
+        let a = ChunkEntry(
+            offset: 0, length: 10, sha256: SHA256Digest.of(Data("a".utf8)), objectOffset: 0, objectLength: 10,
+            codec: .raw)
+        var b = a
+        b.offset = 10
+        b.sha256 = SHA256Digest.of(Data("b".utf8))
+        b.objectOffset = 10
+        // First copy: both chunks new (20 stored bytes). Second: chunk a was found in an older object.
+        let first = FileEntry(
+            path: "x/one.cfg", size: 20, mode: 0o644, sha256: sha, object: sha, bundle: "base", chunks: [a, b])
+        var reusedA = a
+        reusedA.object = older
+        reusedA.objectOffset = 4096
+        var newB = b
+        newB.objectOffset = 0
+        let second = FileEntry(
+            path: "y/two.cfg", size: 20, mode: 0o644, sha256: sha, object: sha, bundle: "base",
+            chunks: [reusedA, newB])
+        try packer.add(index: 0, entry: first, stored: [UInt8](repeating: 1, count: 20))
+        try packer.add(index: 1, entry: second, stored: [UInt8](repeating: 2, count: 10))
+        try packer.close()
+        _ = try placer.finish()
+        let placed = Dictionary(uniqueKeysWithValues: packer.takeFinished().map { ($0.index, $0.entry) })
+        let one = try #require(placed[0]), two = try #require(placed[1])
+        #expect(one.object == two.object && one.chunks == two.chunks, "\(one.chunks) vs \(two.chunks)")
+        #expect(two.path == "y/two.cfg")
+    }
+
     @Test("ranges count runs of chunks back to back in one object; the bound grows with the stored bytes")
     func rangesAndBound() throws {
         let sha = SHA256Hasher.hash(Data("x".utf8)), other = SHA256Hasher.hash(Data("y".utf8))

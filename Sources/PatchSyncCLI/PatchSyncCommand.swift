@@ -9,7 +9,7 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         commandName: "patchsync",
         abstract: "Keep a game's installed assets in step with the build its publisher released.",
         discussion: """
-            Publisher:  keygen, repo init, publish, upload, repo refresh, repo prune, diff
+            Publisher:  keygen, repo init, publish, upload, repo refresh, repo prune, diff, manifest show
             Player:     init, sync, apply, launch, rollback, verify, status, bundles
 
             Exit status: 0 done, 64 usage, 65 refused data, 69 origin unavailable, \
@@ -23,7 +23,8 @@ public struct PatchSyncCommand: AsyncParsableCommand {
         subcommands: [
             Keygen.self, RepoCommand.self, Publish.self, Upload.self, Diff.self, Init.self, Sync.self, Apply.self,
             Launch.self,
-            Rollback.self, Verify.self, Status.self, BundlesCommand.self, ConfigCommand.self, Share.self
+            Rollback.self, Verify.self, Status.self, BundlesCommand.self, ConfigCommand.self, Share.self,
+            ManifestCommand.self
         ]
     )
 
@@ -75,7 +76,8 @@ public struct PatchSyncCommand: AsyncParsableCommand {
     static func name(of command: any ParsableCommand) -> String {
         let type = Swift.type(of: command)
         let name = type._commandName
-        for group in [RepoCommand.self, BundlesCommand.self, ConfigCommand.self] as [any ParsableCommand.Type]
+        for group in [RepoCommand.self, BundlesCommand.self, ConfigCommand.self, ManifestCommand.self]
+            as [any ParsableCommand.Type]
         where group.configuration.subcommands.contains(where: { $0 == type }) {
             return group._commandName + " " + name
         }

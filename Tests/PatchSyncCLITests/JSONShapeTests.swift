@@ -35,7 +35,11 @@ struct JSONShapeTests {
             "bytesFreed", "dryRun", "graceSeconds", "held", "listed", "origin", "removed", "unlisted", "warnings"
         ],
         "diff": ["bundles", "entries", "files", "folders", "metadataBytes", "new", "old", "removed", "total"],
-        "repo rotate-root": ["hosts", "origin", "root", "rootVersion"]
+        "repo rotate-root": ["hosts", "origin", "root", "rootVersion"],
+        "manifest show --files": [
+            "buildId", "bundles", "bytes", "channel", "chunks", "chunksElsewhere", "deltas", "fileList", "files",
+            "folders", "formatVersion", "links", "mostRanges", "mostRangesFile", "objects", "sequence", "storedBytes"
+        ]
     ]
 
     /// The keys of the result (the last line) of each player verb with `--json`.
@@ -110,6 +114,7 @@ struct JSONShapeTests {
         try shapes.check(
             "repo prune --dry-run", ["repo", "prune", "--origin", origin, "--keep", "10", "--dry-run", "--json"])
         try shapes.check("diff", ["diff", build1, build2, "--json"])
+        try shapes.check("manifest show --files", ["manifest", "show", build2, "--files", "--json"])
         let newRoot = fixture.directory + "/new-root"
         try shapes.check("keygen --role root", ["keygen", "--out", newRoot, "--role", "root", "--json"])
         try shapes.check(

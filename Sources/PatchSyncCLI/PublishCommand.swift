@@ -54,7 +54,7 @@ struct Publish: AsyncParsableCommand {
             valueName: "KiB")) var rangeSize = Int(Fragmentation.standard.bytesPerRange >> 10)
     @Option(
         help: ArgumentHelp(
-            "How new objects are compressed: zstd (the default, level 3) or deflate, with a level after a colon (zstd:9, deflate:6). A build whose objects are all deflate (new ones, and those reused from earlier builds) stays readable by clients older than manifest format 5.",
+            "How new objects are compressed: zstd (the default, level 3) or deflate, with a level after a colon (zstd:9, deflate:6).",
             valueName: "codec")) var codec = "zstd"
     @Option(
         help:

@@ -10,8 +10,7 @@ public struct Publisher: Sendable {
         public var channel: Channel = .live
         public var bundles: BundleRules
         public var chunking: ChunkingParameters = .standard
-        /// How new objects, packs and delta packs are compressed: zstd (manifest format 5) or deflate
-        /// (readable by clients of format 4).
+        /// How new objects, packs and delta packs are compressed: zstd (the default) or deflate.
         public var codec: ObjectCodec = .default
         /// How many of the channel's latest builds get a delta pack to this one (0: none).
         public var deltaSources = 2

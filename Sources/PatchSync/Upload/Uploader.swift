@@ -276,7 +276,9 @@ public struct Uploader: Sendable {
                     .refusedData,
                     "\(origin) lacks \(first) (and \(missing.count - 1) more), which build "
                         + "\(file.custom?.buildId ?? path) needs; nothing was uploaded",
-                    remedy: "restore the origin folder from a complete copy, or publish the build again")
+                    remedy: "restore the missing files from a complete copy of the origin folder (or the bucket, if it "
+                        + "has them); an object may hold chunks of several builds, so publishing one again does not "
+                        + "rebuild it")
             }
             needed.formUnion(paths)
         }

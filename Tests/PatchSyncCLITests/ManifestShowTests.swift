@@ -19,22 +19,6 @@ struct ManifestShowTests {
         try Data(bytes).write(to: URL(fileURLWithPath: folder + "/level.pak"))
     }
 
-    /// The signed manifest of build `id` on live, decoded from the origin's file.
-    static func publishedManifest(_ fixture: Fixture, _ id: String) throws -> Manifest {
-        let folder = fixture.origin + "/targets/manifests/live"
-        let name = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: folder).first { $0.hasSuffix(".\(id).json.gz") })
-        let gunzip = Process()
-        gunzip.executableURL = URL(fileURLWithPath: "/bin/gzip")
-        gunzip.arguments = ["-dc", folder + "/" + name]
-        let pipe = Pipe()
-        gunzip.standardOutput = pipe
-        try gunzip.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        gunzip.waitUntilExit()
-        return try Manifest.decode(data, what: name)
-    }
-
     @Test(
         "an origin's build stored partly in an earlier build's objects shows its chunks elsewhere and the ranges of the changed file; a manifest file of a newer format or cut short is refused (65) by name"
     )
@@ -59,7 +43,7 @@ struct ManifestShowTests {
         let human = try CLI.run(["manifest", "show", "file://\(fixture.origin)#1", "--root", root])
         #expect(human.status == 0 && human.stdout.contains("0 chunks elsewhere"), "\(human.stdout)")
 
-        var manifest = try Self.publishedManifest(fixture, "2")
+        var manifest = try BundleChoiceTests.manifest(fixture, "2")
         manifest.formatVersion = Manifest.formatVersion + 1
         let newer = fixture.directory + "/newer.json"
         try JSONEncoder().encode(manifest).write(to: URL(fileURLWithPath: newer))

@@ -36,6 +36,11 @@ public struct Fragmentation: Sendable, Equatable {
         baseRanges + Int(min(Int64(Int.max / 2), storedBytes / bytesPerRange))
     }
 
+    /// Whether a file stored as `chunks` may stay so: it spans no more than ``maxRanges(storedBytes:)``.
+    public func allows(_ chunks: [ChunkEntry]) -> Bool {
+        Self.ranges(chunks) <= maxRanges(storedBytes: chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) })
+    }
+
     /// The ranges `chunks` span: runs of chunks back to back in one object (a chunk naming no object is in
     /// the file's own).
     public static func ranges(_ chunks: [ChunkEntry]) -> Int {

@@ -204,19 +204,6 @@ public struct ChunkEntry: Codable, Hashable, Sendable {
     /// chunk an earlier build already stored stays where it is.
     public var object: SHA256Digest? = nil
 
-    public init(
-        offset: Int64, length: Int, sha256: SHA256Digest, objectOffset: Int64, objectLength: Int, codec: ChunkCodec,
-        object: SHA256Digest? = nil
-    ) {
-        self.offset = offset
-        self.length = length
-        self.sha256 = sha256
-        self.objectOffset = objectOffset
-        self.objectLength = objectLength
-        self.codec = codec
-        self.object = object
-    }
-
     /// This chunk naming no object of its own (it is in its file's).
     var withoutObject: ChunkEntry {
         var chunk = self

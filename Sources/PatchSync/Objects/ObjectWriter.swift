@@ -60,63 +60,95 @@ struct ObjectWriter: Sendable {
         var final: String
     }
 
-    /// Chunks, compresses and writes `path`'s object to a temporary file, unsynced, for
-    /// ``ObjectPlacer`` to put in place with others (``Result/pending``). The caller decides that
-    /// the object is to be written: one that a manifest describes is reused, never written again.
-    /// `knownHash` is the file's SHA-256 when the caller already computed it, saving a second pass.
-    func write(file path: String, knownHash: SHA256Digest? = nil, bytes: UnsafeRawBufferPointer? = nil)
-        throws(PatchSyncError) -> Result
-    {
+    /// Where a file's new stored bytes go.
+    enum Destination: Equatable {
+        /// An object of its own, in temporary segment files for ``ObjectPlacer`` (``Result/pending``).
+        case object
+        /// Memory, for a pack (``PackWriter``).
+        case pack
+        /// Memory while they stay within `limit` bytes and some chunks were stored before (a changed large
+        /// file whose new chunks are few joins the publish's pack), else an object: one pass either way,
+        /// the bytes collected so far going to the object's first segment when the limit is passed.
+        case packUpTo(Int)
+    }
+
+    /// What storing a file produced: its stored bytes for a pack, or its object (written, or reused).
+    enum Stored {
+        case packed(Result, [UInt8])
+        case written(Result)
+    }
+
+    /// Chunks and compresses `path` into `destination`, leaving where they are the chunks ``storedChunks``
+    /// locates, unless that scatters the file (``Fragmentation/allows(_:)``): then it is stored whole again,
+    /// a second pass. The caller decides that the content is to be stored: content a manifest describes is
+    /// reused, never written again. `knownHash` is the file's SHA-256 when the caller already computed it.
+    func store(
+        file path: String, knownHash: SHA256Digest? = nil, bytes: UnsafeRawBufferPointer? = nil,
+        into destination: Destination
+    ) throws(PatchSyncError) -> Stored {
         let segments = SegmentFiles(layout: OriginLayout(root: origin))
         do {
-            let input: Input = try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-            var none: [UInt8]? = nil
+            func input() throws(Errno) -> Input {
+                if let bytes { return .bytes(bytes) }
+                return .file(try FileDescriptor(path: path, flags: O_RDONLY))
+            }
+            var collected: [UInt8]? = destination == .object ? nil : []
+            var spill: Int? = nil
+            // The collected bytes must fit the first segment when they spill over.
+            if case .packUpTo(let limit) = destination { spill = min(limit, Int(ObjectNaming.segmentBytes / 2)) }
             var result = try store(
-                input, into: segments, knownHash: knownHash, collecting: &none, reusing: storedChunks)
-            if result.reusedChunks > 0 {
-                let stored = result.chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
-                if Fragmentation.ranges(result.chunks) <= fragmentation.maxRanges(storedBytes: stored) {
-                    return try finishPartial(result, segments: segments)
-                }
+                try input(), into: segments, knownHash: knownHash, collecting: &collected, reusing: storedChunks,
+                spillingAt: spill)
+            if result.reusedChunks > 0, !fragmentation.allows(result.chunks) {
                 // Too scattered for a fresh install to read in few requests: stored whole again.
                 segments.removeAll()
-                let again: Input =
-                    try bytes.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-                result = try store(again, into: segments, knownHash: result.sha256)
+                collected = destination == .pack ? [] : nil
+                result = try store(try input(), into: segments, knownHash: result.sha256)
                 result.consolidated = true
             }
-            let naming = ObjectNaming.current, layout = OriginLayout(root: origin)
-            // A name never changes its bytes: when the file's own name is taken (a leftover of a pruned build,
-            // written with another codec or level; the same content stored a moment ago), an object that reads
-            // back as this layout is reused as it is; otherwise the object is named by its layout instead
-            // (``layoutName(of:chunks:)``), and never renamed over what is there.
-            for candidate in [result.sha256, Self.layoutName(of: result.sha256, chunks: result.chunks)] {
-                result.object = candidate
-                let first = layout.path(naming.path(candidate, segment: 0))
-                guard FileSystem.exists(first) else { break }
-                let entry = FileEntry(
-                    path: "", size: result.size, mode: 0o644, sha256: result.sha256, object: candidate, bundle: "",
-                    chunks: result.chunks)
-                if segments.temps.count == 1, let readsBack, readsBack(first, entry) {
-                    segments.removeAll()
-                    result.bytesWritten = 0
-                    return result
-                }
+            if let bytes = collected {
+                if destination == .pack || result.reusedChunks > 0 { return .packed(result, bytes) }
+                try segments.write(bytes)  // new content: an object named by the file, as any large file's
             }
-            let object = result.object
-            result.pending = segments.temps.enumerated().map { k, temp in
-                Pending(temp: temp, final: layout.path(naming.path(object, segment: k)))
-            }
-            // A journal line names one temporary file: an object of several segments is written again after a kill.
-            if result.pending.count == 1 {
-                journal?.record(
-                    result.pending[0], sha256: result.sha256, object: object, size: result.size, chunks: result.chunks)
-            }
-            return result
+            return .written(try place(result, segments: segments))
         } catch {
             segments.removeAll()
             throw PatchSyncError.wrap(error).during("storing \(path)")
         }
+    }
+
+    /// Names the written object and lists its temporary segment files (``Result/pending``).
+    private func place(_ stored: Result, segments: SegmentFiles) throws(Errno) -> Result {
+        var result = stored
+        if result.reusedChunks > 0 { return try finishPartial(result, segments: segments) }
+        let naming = ObjectNaming.current, layout = OriginLayout(root: origin)
+        // A name never changes its bytes: when the file's own name is taken (a leftover of a pruned build,
+        // written with another codec or level; the same content stored a moment ago), an object that reads
+        // back as this layout is reused as it is; otherwise the object is named by its layout instead
+        // (``layoutName(of:chunks:)``), and never renamed over what is there.
+        for candidate in [result.sha256, Self.layoutName(of: result.sha256, chunks: result.chunks)] {
+            result.object = candidate
+            let first = layout.path(naming.path(candidate, segment: 0))
+            guard FileSystem.exists(first) else { break }
+            let entry = FileEntry(
+                path: "", size: result.size, mode: 0o644, sha256: result.sha256, object: candidate, bundle: "",
+                chunks: result.chunks)
+            if segments.temps.count == 1, let readsBack, readsBack(first, entry) {
+                segments.removeAll()
+                result.bytesWritten = 0
+                return result
+            }
+        }
+        let object = result.object
+        result.pending = segments.temps.enumerated().map { k, temp in
+            Pending(temp: temp, final: layout.path(naming.path(object, segment: k)))
+        }
+        // A journal line names one temporary file: an object of several segments is written again after a kill.
+        if result.pending.count == 1 {
+            journal?.record(
+                result.pending[0], sha256: result.sha256, object: object, size: result.size, chunks: result.chunks)
+        }
+        return result
     }
 
     /// A file some of whose chunks stay where earlier builds stored them: its new chunks (if any) form an
@@ -229,57 +261,6 @@ struct ObjectWriter: Sendable {
         }
     }
 
-    /// Chunks and compresses a small file into memory, for a pack (``PackWriter``): its result, with
-    /// chunk offsets from 0, and the stored bytes.
-    func collect(file path: String, knownHash: SHA256Digest? = nil, bytes content: UnsafeRawBufferPointer? = nil)
-        throws(PatchSyncError)
-        -> (Result, [UInt8])
-    {
-        var bytes: [UInt8]? = []
-        do {
-            let input: Input = try content.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-            var result = try store(input, into: nil, knownHash: knownHash, collecting: &bytes, reusing: storedChunks)
-            // As for a large file: chunks earlier builds stored stay there, unless that scatters the file.
-            let stored = result.chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
-            if result.reusedChunks > 0,
-                Fragmentation.ranges(result.chunks) > fragmentation.maxRanges(storedBytes: stored)
-            {
-                bytes = []
-                let again: Input =
-                    try content.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-                result = try store(again, into: nil, knownHash: result.sha256, collecting: &bytes)
-                result.consolidated = true
-            }
-            return (result, bytes ?? [])
-        } catch { throw PatchSyncError.wrap(error).during("storing \(path)") }
-    }
-
-    /// ``collect(file:knownHash:bytes:)`` of a large file whose chunks earlier builds mostly stored: its new
-    /// chunks go into a pack with the small files (one object per publish rather than one per changed
-    /// file, so a fresh install reads a build's history in fewer requests). Nil as soon as the new stored
-    /// bytes would pass `limit`, or when the chunks would be too scattered: the caller writes an object.
-    func collectIfSmall(
-        file path: String, knownHash: SHA256Digest?, bytes content: UnsafeRawBufferPointer?, limit: Int
-    ) throws(PatchSyncError) -> (Result, [UInt8])? {
-        guard let storedChunks else { return nil }
-        var bytes: [UInt8]? = []
-        var over = false
-        do {
-            let input: Input = try content.map { .bytes($0) } ?? .file(try FileDescriptor(path: path, flags: O_RDONLY))
-            let result = try store(
-                input, into: nil, knownHash: knownHash, collecting: &bytes, reusing: storedChunks,
-                limit: (limit, { over = true }))
-            let stored = result.chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
-            guard result.reusedChunks > 0,
-                Fragmentation.ranges(result.chunks) <= fragmentation.maxRanges(storedBytes: stored)
-            else { return nil }
-            return (result, bytes ?? [])
-        } catch {
-            if over { return nil }
-            throw PatchSyncError.wrap(error).during("storing \(path)")
-        }
-    }
-
     private func store(
         _ input: Input, into output: SegmentFiles?,
         knownHash: SHA256Digest?
@@ -288,24 +269,23 @@ struct ObjectWriter: Sendable {
         return try store(input, into: output, knownHash: knownHash, collecting: &none)
     }
 
+    /// Stored bytes go to `collected` while it is non-nil, else to `output`; past `spillingAt` bytes what
+    /// was collected goes to `output` (its first segment: the limit is under one) and the rest follows it.
     /// `reusing`: a chunk it locates is not written; its entry names where it is.
     private func store(
         _ input: Input, into output: SegmentFiles?, knownHash: SHA256Digest?,
         collecting collected: inout [UInt8]?, reusing: (@Sendable (SHA256Digest) -> ChunkEntry?)? = nil,
-        limit: (bytes: Int, passed: () -> Void)? = nil
+        spillingAt limit: Int? = nil
     ) throws(PatchSyncError) -> Result {
         let fileHasher = knownHash == nil ? SHA256Hasher() : nil
         var chunks: [ChunkEntry] = []
         var objectOffset: Int64 = 0
-        var reused = 0, reusedBytes: Int64 = 0
         let each = { (bytes: UnsafeRawBufferPointer, offset: Int64) throws(PatchSyncError) in
             fileHasher?.update(bytes)
             let chunkSha = SHA256Hasher.hash(bytes)
             if let reusing, var at = reusing(chunkSha), at.length == bytes.count, at.object != nil {
                 at.offset = offset
                 chunks.append(at)
-                reused += 1
-                reusedBytes += Int64(at.objectLength)
                 return
             }
             let packed = Self.mayCompress(bytes) ? codec.compress(bytes) : []
@@ -318,13 +298,19 @@ struct ObjectWriter: Sendable {
                 if opens { do { try output?.next() } catch { throw PatchSyncError.wrap(error) } }
             }
             do {
-                if compressed { try output?.write(packed) } else { try output?.write(bytes) }
+                if collected != nil {
+                    if compressed {
+                        collected?.append(contentsOf: packed)
+                    } else {
+                        collected?.append(contentsOf: bytes)
+                    }
+                    try Self.spill(&collected, to: output, past: limit)
+                } else if compressed {
+                    try output?.write(packed)
+                } else {
+                    try output?.write(bytes)
+                }
             } catch { throw PatchSyncError.wrap(error) }
-            if compressed { collected?.append(contentsOf: packed) } else { collected?.append(contentsOf: bytes) }
-            if let limit, (collected?.count ?? 0) > limit.bytes {
-                limit.passed()
-                throw PatchSyncError(.internal, "the new chunks passed \(limit.bytes) bytes")
-            }
             chunks.append(
                 ChunkEntry(
                     offset: offset, length: bytes.count, sha256: chunkSha,
@@ -338,9 +324,19 @@ struct ObjectWriter: Sendable {
         }
         let size = chunks.last.map { $0.offset + Int64($0.length) } ?? 0
         guard let sha = knownHash ?? fileHasher?.finish() else { throw PatchSyncError(.internal, "no file hash") }
-        let written = chunks.reduce(Int64(0)) { $0 + ($1.object == nil ? Int64($1.objectLength) : 0) }
+        let reused = chunks.filter { $0.object != nil },
+            stored = { (c: [ChunkEntry]) in
+                c.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
+            }
         return Result(
-            sha256: sha, object: sha, size: size, chunks: chunks, bytesWritten: written, reusedChunks: reused,
-            reusedBytes: reusedBytes)
+            sha256: sha, object: sha, size: size, chunks: chunks, bytesWritten: stored(chunks) - stored(reused),
+            reusedChunks: reused.count, reusedBytes: stored(reused))
+    }
+
+    /// Past `limit` bytes, what was collected goes to `output` and collecting stops.
+    private static func spill(_ collected: inout [UInt8]?, to output: SegmentFiles?, past limit: Int?) throws(Errno) {
+        guard let limit, let output, let bytes = collected, bytes.count > limit else { return }
+        try output.write(bytes)
+        collected = nil
     }
 }

@@ -17,7 +17,7 @@ final class KnownLayouts: Sendable {
 
     private struct State: ~Copyable {
         var layouts: [SHA256Digest: FileEntry] = [:]
-        /// Where each chunk of the files over ``chunksAbove`` bytes is stored (its entry with `object` set).
+        /// Where each chunk is stored (its entry with `object` set), when ``indexesChunks``.
         var chunks: [SHA256Digest: ChunkEntry] = [:]
         /// Manifests not read yet, newest first.
         var unread: [(String, TargetFile)] = []
@@ -29,8 +29,8 @@ final class KnownLayouts: Sendable {
     private let load: Loader
     /// True when the origin has no manifest at all: every object in it is a leftover.
     let isEmpty: Bool
-    /// Files larger than this have their chunks indexed (``storedChunk(_:)``); nil: none.
-    private let chunksAbove: Int64?
+    /// Whether the chunks of the manifests read are indexed (``storedChunk(_:)``).
+    private let indexesChunks: Bool
 
     /// Reads the newest manifest (by sequence) of each channel among `targets`, and `first` (the target
     /// being published again, whose content is all in the origin already) before them.
@@ -38,9 +38,9 @@ final class KnownLayouts: Sendable {
     /// used where no manifest describes the content.
     init(
         targets: [String: TargetFile], first: String? = nil, recovered: [SHA256Digest: FileEntry] = [:],
-        chunksAbove: Int64? = nil, load: @escaping Loader
+        indexingChunks: Bool = false, load: @escaping Loader
     ) throws(PatchSyncError) {
-        self.chunksAbove = chunksAbove
+        indexesChunks = indexingChunks
         let manifests = targets.compactMap { path, target in target.custom.map { (path, target, $0) } }
             .sorted { ($0.2.sequence, $0.0) > ($1.2.sequence, $1.0) }
         var newest: [(String, TargetFile)] = [], older: [(String, TargetFile)] = []
@@ -56,7 +56,7 @@ final class KnownLayouts: Sendable {
         if let first, let target = targets[first] { newest.insert((first, target), at: 0) }
         var state = State(unread: older)
         for (path, target) in newest {
-            if let manifest = try load(path, target) { Self.add(manifest, to: &state, chunksAbove: chunksAbove) }
+            if let manifest = try load(path, target) { Self.add(manifest, to: &state, indexingChunks: indexingChunks) }
         }
         for (sha, file) in recovered where state.layouts[sha] == nil { state.layouts[sha] = file }
         self.state = Mutex(state)
@@ -74,7 +74,7 @@ final class KnownLayouts: Sendable {
                 let (path, target) = state.unread.removeFirst()
                 do throws(PatchSyncError) {
                     if let manifest = try load(path, target) {
-                        Self.add(manifest, to: &state, chunksAbove: chunksAbove)
+                        Self.add(manifest, to: &state, indexingChunks: indexesChunks)
                     }
                 } catch { return .failure(error) }
             }
@@ -95,14 +95,14 @@ final class KnownLayouts: Sendable {
 
     /// Only manifests that name objects as publish does now (``ObjectNaming``) describe the object files
     /// it would reuse: an older one's object is a file of another name.
-    private static func add(_ manifest: Manifest, to state: inout State, chunksAbove: Int64?) {
+    private static func add(_ manifest: Manifest, to state: inout State, indexingChunks: Bool) {
         state.read += 1
         guard ObjectNaming(format: manifest.formatVersion) == .current else { return }
         for file in manifest.files where state.layouts[file.sha256] == nil { state.layouts[file.sha256] = file }
-        guard let chunksAbove else { return }
+        guard indexingChunks else { return }
         // A sealed object is never an origin file by its plain name: its chunks are not reused.
         let sealed = Set((manifest.sealed ?? []).map(\.object))
-        for file in manifest.files where file.size > chunksAbove && !file.objects.contains(where: sealed.contains) {
+        for file in manifest.files where !file.objects.contains(where: sealed.contains) {
             for var chunk in file.chunks where state.chunks[chunk.sha256] == nil {
                 chunk.object = chunk.object(in: file)
                 chunk.offset = 0

@@ -493,30 +493,23 @@ public struct Publisher: Sendable {
                     path: path, size: old.size, mode: mode, sha256: sha, object: old.object, bundle: bundle,
                     chunks: old.chunks), 0, [])
         }
-        if size <= Int64(options.smallFileBytes) {
-            let (result, stored) = try Self.withContent(content) { bytes throws(PatchSyncError) in
-                try writer.collect(file: full, knownHash: sha, bytes: bytes)
-            }
-            return packed(result, stored, path: path, mode: mode, bundle: bundle)
+        // A small file goes into a pack; a changed large file too when its new chunks are few.
+        let destination: ObjectWriter.Destination =
+            size <= Int64(options.smallFileBytes)
+            ? .pack
+            : options.smallFileBytes > 0 && writer.storedChunks != nil ? .packUpTo(options.smallFileBytes) : .object
+        let stored = try Self.withContent(content) { bytes throws(PatchSyncError) in
+            try writer.store(file: full, knownHash: sha, bytes: bytes, into: destination)
         }
-        // A changed large file whose new chunks are few goes into a pack with them.
-        if options.smallFileBytes > 0,
-            let (result, stored) = try Self.withContent(
-                content,
-                { bytes throws(PatchSyncError) in
-                    try writer.collectIfSmall(file: full, knownHash: sha, bytes: bytes, limit: options.smallFileBytes)
-                })
-        {
-            return packed(result, stored, path: path, mode: mode, bundle: bundle)
+        switch stored {
+        case .packed(let result, let bytes): return packed(result, bytes, path: path, mode: mode, bundle: bundle)
+        case .written(let result):
+            reuse.add(result, path: path)
+            return .entry(
+                FileEntry(
+                    path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.object,
+                    bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
         }
-        let result = try Self.withContent(content) { bytes throws(PatchSyncError) in
-            try writer.write(file: full, knownHash: sha, bytes: bytes)
-        }
-        reuse.add(result, path: path)
-        return .entry(
-            FileEntry(
-                path: path, size: result.size, mode: mode, sha256: result.sha256, object: result.object,
-                bundle: bundle, chunks: result.chunks), result.bytesWritten, result.pending)
     }
 
     /// A file chunked into memory (``ObjectWriter/collect(file:knownHash:bytes:)``): its new chunks' stored
@@ -603,8 +596,9 @@ public struct Publisher: Sendable {
             return sealing != nil && info.channel == options.channel.name  // its key is this channel's
         }
         let skipped = self.skipped
-        let chunksAbove: Int64? = sealing == nil ? 0 : nil
-        return try KnownLayouts(targets: targets, first: target, recovered: recovered, chunksAbove: chunksAbove) {
+        return try KnownLayouts(
+            targets: targets, first: target, recovered: recovered, indexingChunks: sealing == nil
+        ) {
             (path, target) throws(PatchSyncError) -> Manifest? in
             if let manifest = loaded[path] { return manifest }
             let manifest: Manifest

@@ -81,6 +81,27 @@ struct ChunkStoreTests {
     }
 
     @Test(
+        "a changed file whose new chunks pass --small-file spills, in the same pass, into an object of its own that holds only them; the rest stay in place and a fresh install is byte-exact"
+    )
+    func manyNewChunksSpillToAnObject() async throws {
+        let fixture = try Fixture()
+        let one = fixture.directory + "/one", two = fixture.directory + "/two"
+        try Self.writeBuild(one, readme: "first\n")
+        try Self.writeBuild(two, patches: [(1 << 20, 1), (6 << 20, 2)], readme: "second\n")
+        try fixture.publish(one, id: "1", smallFileBytes: 512 << 10, fragmentation: Self.lenient)
+        let first = try Self.pak(fixture, "1")
+        let report = try fixture.publish(two, id: "2", smallFileBytes: 512 << 10, fragmentation: Self.lenient)
+        let second = try Self.pak(fixture, "2")
+        let readme = try #require(try ObjectNameTests.manifest(fixture, "2").files.first { $0.path == "readme.txt" })
+        #expect(second.object != readme.object && second.object != first.object, "an object of its own")
+        #expect(second.objects.contains(first.object) && !second.isWhole && report.reusedChunks > 0)
+        let own = second.chunks.filter { $0.object == nil }.reduce(Int64(0)) { $0 + Int64($1.objectLength) }
+        #expect(own > 512 << 10 && own * 2 < first.chunks.reduce(Int64(0)) { $0 + Int64($1.objectLength) })
+        let expected = try Data(contentsOf: URL(fileURLWithPath: two + "/level.pak"))
+        #expect(try await Self.installed(fixture, "fresh") == expected)
+    }
+
+    @Test(
         "a change that would scatter a file over more ranges than the bound stores it whole again (reported), and an install of it is byte-exact; under the bound the same change keeps the chunks in place"
     )
     func scatteredFileIsConsolidated() async throws {

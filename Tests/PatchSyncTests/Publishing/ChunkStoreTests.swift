@@ -20,6 +20,15 @@ struct ChunkStoreTests {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
+    /// A fixture and two builds: the pak changed in two places between them, and a changed readme.
+    static func twoChangedBuilds() throws -> (Fixture, String, String) {
+        let fixture = try Fixture()
+        let one = fixture.directory + "/one", two = fixture.directory + "/two"
+        try Self.writeBuild(one, readme: "first\n")
+        try Self.writeBuild(two, patches: [(1 << 20, 1), (6 << 20, 2)], readme: "second\n")
+        return (fixture, one, two)
+    }
+
     /// Up to 2 + 5 ranges for the 8 MiB pak (about 5 MiB stored).
     static let lenient = Fragmentation(bytesPerRange: 1 << 20)
 
@@ -38,10 +47,7 @@ struct ChunkStoreTests {
         "a file changed in two places stores only the chunks around them, in the publish's pack: the rest stay in the first build's object, which prune keeps once that build is unlisted and gone; fresh installs before and after are byte-exact"
     )
     func changedFileStoresNewChunksOnly() async throws {
-        let fixture = try Fixture()
-        let one = fixture.directory + "/one", two = fixture.directory + "/two"
-        try Self.writeBuild(one, readme: "first\n")
-        try Self.writeBuild(two, patches: [(1 << 20, 1), (6 << 20, 2)], readme: "second\n")
+        let (fixture, one, two) = try Self.twoChangedBuilds()
         try fixture.publish(one, id: "1", fragmentation: Self.lenient)
         let first = try Self.pak(fixture, "1")
         let report = try fixture.publish(two, id: "2", fragmentation: Self.lenient)
@@ -84,10 +90,7 @@ struct ChunkStoreTests {
         "a changed file whose new chunks pass --small-file spills, in the same pass, into an object of its own that holds only them; the rest stay in place and a fresh install is byte-exact"
     )
     func manyNewChunksSpillToAnObject() async throws {
-        let fixture = try Fixture()
-        let one = fixture.directory + "/one", two = fixture.directory + "/two"
-        try Self.writeBuild(one, readme: "first\n")
-        try Self.writeBuild(two, patches: [(1 << 20, 1), (6 << 20, 2)], readme: "second\n")
+        let (fixture, one, two) = try Self.twoChangedBuilds()
         try fixture.publish(one, id: "1", smallFileBytes: 512 << 10, fragmentation: Self.lenient)
         let first = try Self.pak(fixture, "1")
         let report = try fixture.publish(two, id: "2", smallFileBytes: 512 << 10, fragmentation: Self.lenient)

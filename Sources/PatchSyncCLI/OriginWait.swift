@@ -1,14 +1,50 @@
 import ArgumentParser
+import Foundation
 import PatchSync
 
-/// `--wait`: how long a command that writes an origin waits for another one holding its lock (a CI job
-/// beside the cron refresh) before it gives up with exit 75.
+/// How a command reaches its origin: `--wait` for another command writing it (a CI job beside the cron
+/// refresh) before giving up with exit 75, and for an origin given as `s3://BUCKET/PREFIX` the bucket's
+/// endpoint, region and credentials, and the local cache folder the command works in.
 struct OriginWait: ParsableArguments {
     @Option(help: "Wait this long for another command writing the origin (30s, 10m; default: none, exit 75 at once).")
     var wait: String?
+    @Option(
+        help: ArgumentHelp(
+            "For an origin in a bucket (s3://BUCKET/PREFIX): the local folder that mirrors it (default: under $XDG_CACHE_HOME, else ~/.cache).",
+            valueName: "folder")) var cache: String?
+    @OptionGroup var store: BucketOptions
 
     func apply() throws(PatchSyncError) {
         guard let wait else { return }
         OriginLock.wait = try parseDuration(wait, allowZero: true)
+    }
+
+    /// Whether `origin` names a bucket rather than a folder.
+    static func isBucket(_ origin: String) -> Bool { origin.hasPrefix("s3://") }
+
+    /// Runs `body` on the origin folder: `origin` itself, or for `s3://…` the cache folder brought up to
+    /// the bucket's state, whose changes a writer then commits to the bucket (a line on standard error
+    /// says what went each way).
+    func open<T>(
+        _ origin: String, purpose: String, writes: Bool = true, creating: Bool = false, json: Bool = false,
+        _ body: (String) async throws -> T
+    ) async throws -> T {
+        try apply()
+        guard Self.isBucket(origin) else { return try await body(origin) }
+        var access = BucketOrigin(bucket: try store.bucket(origin), cache: cache)
+        access.connections = max(1, store.connections)
+        access.wait = OriginLock.wait
+        let session = try access.open(purpose: purpose, writes: writes, creating: creating)
+        defer { session.close() }
+        let result = try await body(session.folder)
+        let report = try session.commit()
+        if !json, report.downloaded + report.uploaded + report.deleted > 0 {
+            FileHandle.standardError.write(
+                Data(
+                    ("\(origin): downloaded \(report.downloaded) file(s), \(ByteCount.format(report.bytesDownloaded)); "
+                        + "sent \(report.uploaded), \(ByteCount.format(report.bytesUploaded)); deleted \(report.deleted)"
+                        + " (cache \(session.folder))\n").utf8))
+        }
+        return result
     }
 }

@@ -30,7 +30,8 @@ struct Publish: AsyncParsableCommand {
             """)
 
     @Argument(help: "The build folder.") var buildDirectory: String
-    @Option(help: "The origin folder (created with `repo init`).") var origin: String
+    @Option(help: "The origin: its folder (created with `repo init`), or a bucket, s3://BUCKET/PREFIX.") var origin:
+        String
     @OptionGroup var originWait: OriginWait
     @Option(help: "The build id, e.g. 1.4.2+873.") var buildId: String
     @OptionGroup var signing: TargetsSigning
@@ -165,13 +166,18 @@ struct Publish: AsyncParsableCommand {
         }
         let output = Output(json: json)
         var last = ContinuousClock.now
-        let report = try Publisher(options: options, signers: try signing.signers()).run { done, total in
-            guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
-            last = ContinuousClock.now
-            output.event(
-                ProgressEvent(
-                    event: "publish", message: "chunked and stored \(done) of \(total) files",
-                    filesDone: done, filesTotal: total))
+        let signers = try signing.signers()
+        let report = try await originWait.open(origin, purpose: "publishing", writes: !dryRun, json: json) { folder in
+            var options = options
+            options.origin = folder
+            return try Publisher(options: options, signers: signers).run { done, total in
+                guard done == total || ContinuousClock.now - last >= .seconds(1) else { return }
+                last = ContinuousClock.now
+                output.event(
+                    ProgressEvent(
+                        event: "publish", message: "chunked and stored \(done) of \(total) files",
+                        filesDone: done, filesTotal: total))
+            }
         }
         let human =
             report.dryRun

@@ -26,7 +26,7 @@ struct RepoCheck: AsyncParsableCommand {
               patchsync repo check --origin out/ --cdn https://cdn.example.com/game    # after setting up a CDN
             """)
 
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @Option(help: "How far ahead to look for root and targets (30d, 12h, …).") var within: String = "30d"
     @Option(help: "The least lifetime snapshot and timestamp may have left.") var onlineWithin: String = "2d"
     @Option(help: "How long past its release time a preload may stay unreleased (the refresh job's period).")
@@ -35,7 +35,7 @@ struct RepoCheck: AsyncParsableCommand {
         help: "A bucket serving this origin (s3://BUCKET/PREFIX): fail when it lacks a signed file players may ask for."
     )
     var bucket: String?
-    @OptionGroup var store: BucketOptions
+    @OptionGroup var originWait: OriginWait
     @Option(help: "A CDN or cache in front of this origin (its URL): fail on what it does wrong for players.")
     var cdn: String?
     @Option(help: "With --cdn: the seconds a CDN may serve an old timestamp.json (as upload --metadata-max-age).")
@@ -43,23 +43,8 @@ struct RepoCheck: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        let repo = try Repository.load(origin: origin)
-        let due = repo.expiring(
-            within: try parseDuration(within, allowZero: true),
-            onlineWithin: try parseDuration(onlineWithin, allowZero: true))
-        var problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
-        if let bucket {
-            let state = try Uploader(origin: origin, bucket: try store.bucket(bucket)).inspect()
-            for path in state.missing {
-                problems.append(
-                    Repository.ListingProblem(
-                        kind: .missingFromBucket, channel: "", buildId: "",
-                        problem: "\(state.destination) lacks \(path), which signed metadata it serves names",
-                        fix: state.repair))
-            }
-        }
-        if let cdn {
-            problems += try await CDNCheck.run(origin: origin, cdn: cdn, metadataMaxAge: max(0, metadataMaxAge))
+        let (due, problems) = try await originWait.open(origin, purpose: "checking", writes: false, json: json) {
+            folder in try await findings(folder)
         }
         struct Result: Encodable {
             var origin: String
@@ -88,4 +73,28 @@ struct RepoCheck: AsyncParsableCommand {
             human: "\(origin): no role expires within \(within) (snapshot and timestamp: \(onlineWithin)); "
                 + "players accept every listed build" + (cdn.map { "; \($0) honours ranges and caches objects" } ?? ""))
     }
+
+    /// What is due within the windows given and what is wrong with the listing, the bucket or the CDN.
+    func findings(_ origin: String) async throws -> ([RepositoryStatus.Role], [Repository.ListingProblem]) {
+        let repo = try Repository.load(origin: origin)
+        let due = repo.expiring(
+            within: try parseDuration(within, allowZero: true),
+            onlineWithin: try parseDuration(onlineWithin, allowZero: true))
+        var problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
+        if let bucket {
+            let state = try Uploader(origin: origin, bucket: try originWait.store.bucket(bucket)).inspect()
+            for path in state.missing {
+                problems.append(
+                    Repository.ListingProblem(
+                        kind: .missingFromBucket, channel: "", buildId: "",
+                        problem: "\(state.destination) lacks \(path), which signed metadata it serves names",
+                        fix: state.repair))
+            }
+        }
+        if let cdn {
+            problems += try await CDNCheck.run(origin: origin, cdn: cdn, metadataMaxAge: max(0, metadataMaxAge))
+        }
+        return (due, problems)
+    }
+
 }

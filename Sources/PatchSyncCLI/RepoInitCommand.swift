@@ -14,7 +14,9 @@ struct RepoInit: AsyncParsableCommand {
                 --online-key keys/online.key
             """)
 
-    @Option(help: "The origin folder to create the repository in.") var origin: String
+    @Option(help: "The origin folder to create the repository in, or an empty bucket prefix (s3://BUCKET/PREFIX).")
+    var origin: String
+    @OptionGroup var originWait: OriginWait
     @Option(help: "A root key file (repeat for several root keys).") var rootKey: [String] = []
     @Option(help: "How many root keys must sign a new root (default: all given).") var rootThreshold: Int?
     @Option(help: "A targets key file (repeat for several): signs publish, promote and rollback.") var targetsKey:
@@ -34,20 +36,22 @@ struct RepoInit: AsyncParsableCommand {
         lifetimes.root = try parseDuration(expires)
         let roots = try loadKeys(rootKey), targets = try loadKeys(targetsKey),
             online = try SigningKey.load(path: onlineKey)
-        let repo = try Repository.create(
-            origin: origin,
-            keys: Repository.KeySet(
-                root: roots.map(\.publicKey), rootThreshold: rootThreshold,
-                targets: targets.map(\.publicKey), targetsThreshold: targetsThreshold,
-                online: online.publicKey),
-            signers: Repository.Signers(root: roots, targets: targets, online: online), lifetimes: lifetimes)
+        let keys = Repository.KeySet(
+            root: roots.map(\.publicKey), rootThreshold: rootThreshold,
+            targets: targets.map(\.publicKey), targetsThreshold: targetsThreshold,
+            online: online.publicKey)
+        let signers = Repository.Signers(root: roots, targets: targets, online: online)
+        let root = try await originWait.open(origin, purpose: "creating a repository", creating: true, json: json) {
+            folder in
+            let repo = try Repository.create(origin: folder, keys: keys, signers: signers, lifetimes: lifetimes)
+            return OriginLayout(root: repo.origin).rootMetadataFile
+        }
         struct Result: Encodable {
             var origin: String
             var root: String
         }
-        let root = OriginLayout(root: repo.origin).rootMetadataFile
         Output(json: json).result(
-            Result(origin: repo.origin, root: root),
-            human: "created a repository in \(repo.origin)\nship \(root) with the game")
+            Result(origin: origin, root: root),
+            human: "created a repository in \(origin)\nship \(root) with the game")
     }
 }

@@ -21,7 +21,7 @@ struct RepoPromote: AsyncParsableCommand {
     @Argument(help: "The build id to promote.") var buildId: String
     @Option(help: "The channel that lists it.") var from: String
     @Option(help: "The channel to list it on.") var to: String
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
     @Option(
@@ -36,12 +36,14 @@ struct RepoPromote: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        try originWait.apply()
-        var release = Release(origin: origin, signers: try signing.signers())
-        release.keepBuilds = keepBuilds
-        release.newChannel = newChannel
-        release.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
-        let report = try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))
+        let signers = try signing.signers()
+        let report = try await originWait.open(origin, purpose: "promoting \(buildId)", json: json) { folder in
+            var release = Release(origin: folder, signers: signers)
+            release.keepBuilds = keepBuilds
+            release.newChannel = newChannel
+            release.contentKeys = contentKeyFolder(contentKeys, origin: folder, beside: signing.targetsKey.first ?? ".")
+            return try release.promote(try BuildID(buildId), from: try Channel(from), to: try Channel(to))
+        }
         warn(report.warnings)
         Output(json: json).result(
             report,

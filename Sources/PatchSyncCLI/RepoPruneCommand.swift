@@ -19,7 +19,7 @@ struct RepoPrune: AsyncParsableCommand {
                 --targets-key keys/targets.key --online-key keys/online.key --bucket s3://game-cdn/forest
             """)
 
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(help: "How many builds of each channel stay listed and installable.") var keep: Int
     @Option(help: "How long content stays after the last metadata that listed it went (7d, 12h, 0).") var grace:
@@ -30,12 +30,15 @@ struct RepoPrune: AsyncParsableCommand {
     @Option(
         help: "A bucket serving this origin (s3://BUCKET/PREFIX): it is brought up to date, then pruned the same way.")
     var bucket: String?
-    @OptionGroup var store: BucketOptions
     @Flag(help: "Only report what would be removed.") var dryRun = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        try originWait.apply()
+        if bucket != nil && OriginWait.isBucket(origin) {
+            throw PatchSyncError(
+                .usage, "--bucket \(bucket ?? "") with --origin \(origin): the origin is a bucket already",
+                remedy: "give the bucket as --origin alone: the prune runs on it directly")
+        }
         var options = Pruner.Options(keep: keep)
         options.grace = try parseDuration(grace, allowZero: true)
         options.dryRun = dryRun
@@ -43,21 +46,24 @@ struct RepoPrune: AsyncParsableCommand {
             Repository.Signers(targets: try loadKeys(targetsKey), online: try SigningKey.load(path: path))
         }
         var uploads = Uploader.Options()
-        uploads.connections = max(1, store.connections)
+        uploads.connections = max(1, originWait.store.connections)
         let uploader = try bucket.map { (url) throws(PatchSyncError) in
-            Uploader(origin: origin, bucket: try store.bucket(url), options: uploads)
+            Uploader(origin: origin, bucket: try originWait.store.bucket(url), options: uploads)
         }
         // The bucket first (its metadata brought up to date, then the same deletions), so that a prune
         // stopped half way still knows from the folder what is left to remove there.
         // What the bucket serves now counts as current, however late it was uploaded.
         options.served = try uploader?.servedVersions()
-        let report = try Pruner(origin: origin, options: options, signers: signers).run {
-            (repo, removals) throws(PatchSyncError) in
-            guard let uploader else { return }
-            let paths = removals.map(\.path)
-            _ = try uploader.run(repo: repo, skipping: Set(paths))
-            _ = try uploader.delete(paths)
+        var report = try await originWait.open(origin, purpose: "pruning", writes: !dryRun, json: json) { folder in
+            try Pruner(origin: folder, options: options, signers: signers).run {
+                (repo, removals) throws(PatchSyncError) in
+                guard let uploader else { return }
+                let paths = removals.map(\.path)
+                _ = try uploader.run(repo: repo, skipping: Set(paths))
+                _ = try uploader.delete(paths)
+            }
         }
+        report.origin = origin
         warn(report.warnings)
         Output(json: json).result(report, human: Self.human(report))
     }

@@ -14,7 +14,7 @@ struct RepoRefresh: AsyncParsableCommand {
               patchsync repo refresh --origin out/ --online-key keys/online.key
             """)
 
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(name: [.customLong("online-key"), .customLong("key")], help: "The online key file.") var key: String
     @Option(
@@ -24,11 +24,14 @@ struct RepoRefresh: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        try originWait.apply()
-        var repo = try Repository.open(origin: origin, for: "refreshing its metadata")
-        let outcome = try repo.refresh(
-            key: try SigningKey.load(path: key),
-            contentKeys: contentKeyFolder(contentKeys, origin: origin, beside: key))
+        let (repo, outcome) = try await originWait.open(origin, purpose: "refreshing its metadata", json: json) {
+            folder in
+            var repo = try Repository.open(origin: folder, for: "refreshing its metadata")
+            let outcome = try repo.refresh(
+                key: try SigningKey.load(path: key),
+                contentKeys: contentKeyFolder(contentKeys, origin: folder, beside: key))
+            return (repo, outcome)
+        }
         let warnings = repo.expiryWarnings()
         warn(warnings)
         struct Result: Encodable {

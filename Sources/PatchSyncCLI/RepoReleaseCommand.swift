@@ -16,7 +16,7 @@ struct RepoRelease: AsyncParsableCommand {
             """)
 
     @Argument(help: "The build id of the preload build.") var buildId: String
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(help: "The channel (needed only when the build id is a preload on several).") var channel: String?
     @Option(help: "The online key file.") var onlineKey: String
@@ -26,30 +26,35 @@ struct RepoRelease: AsyncParsableCommand {
     ) var contentKeys: String?
     @Flag(help: "Print the result as JSON.") var json = false
 
+    struct Result: Encodable {
+        var origin: String
+        var buildId: String
+        var released: Bool
+        var alreadyReleased: Bool
+    }
+
     func run() async throws {
-        try originWait.apply()
         let build = try BuildID(buildId)
-        var repo = try Repository.open(origin: origin, for: "releasing \(build)")
-        let channelName = try Channel(try channel ?? Self.channel(of: build, in: repo))
-        struct Result: Encodable {
-            var origin: String
-            var buildId: String
-            var released: Bool
-            var alreadyReleased: Bool
+        let already = try await originWait.open(origin, purpose: "releasing \(build)", json: json) {
+            folder throws -> Bool in
+            var repo = try Repository.open(origin: folder, for: "releasing \(build)")
+            let channelName = try Channel(try channel ?? Self.channel(of: build, in: repo))
+            if repo.isReleased(channel: channelName.name, build: build.value) { return true }
+            try repo.release(
+                build: build.value, channel: channelName.name,
+                contentKeys: contentKeyFolder(contentKeys, origin: folder, beside: onlineKey),
+                online: try SigningKey.load(path: onlineKey))
+            return false
         }
-        if repo.isReleased(channel: channelName.name, build: build.value) {
+        if already {
             Output(json: json).result(
                 Result(origin: origin, buildId: build.value, released: true, alreadyReleased: true),
-                human: "build \(build) of \(channelName) was already released; nothing changed")
+                human: "build \(build) was already released; nothing changed")
             return
         }
-        try repo.release(
-            build: build.value, channel: channelName.name,
-            contentKeys: contentKeyFolder(contentKeys, origin: origin, beside: onlineKey),
-            online: try SigningKey.load(path: onlineKey))
         Output(json: json).result(
             Result(origin: origin, buildId: build.value, released: true, alreadyReleased: false),
-            human: "released build \(build) of \(channelName): players unlock it at their next sync")
+            human: "released build \(build): players unlock it at their next sync")
     }
 
     /// The one channel that lists `build` as a preload; live when none does (the release names what is missing).

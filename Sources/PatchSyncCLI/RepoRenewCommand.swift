@@ -15,7 +15,7 @@ struct RepoRenew: AsyncParsableCommand {
               patchsync repo renew --origin out/ --root-key keys/root.key
             """)
 
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(help: "A root key file (repeat up to the root threshold): renews root.") var rootKey: [String] = []
     @Option(help: "A targets key file (repeat up to the targets threshold): renews targets.") var targetsKey: [String] =
@@ -34,21 +34,25 @@ struct RepoRenew: AsyncParsableCommand {
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(rootExpires)
         lifetimes.targets = try parseDuration(targetsExpires)
-        var repo = try Repository.open(origin: origin, for: "renewing its metadata")
-        var renewed: [String] = []
-        if !rootKey.isEmpty {
-            try repo.rotateRoot(
-                Repository.RootChange(), signers: Repository.Signers(root: try loadKeys(rootKey)),
-                lifetimes: lifetimes)
-            renewed.append("root (version \(repo.rootVersion))")
-        }
-        if !targetsKey.isEmpty {
-            try repo.renewTargets(
-                signers: Repository.Signers(
-                    targets: try loadKeys(targetsKey),
-                    online: try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }),
-                lifetimes: lifetimes)
-            renewed.append("targets")
+        let renewed = try await originWait.open(origin, purpose: "renewing its metadata", json: json) {
+            folder throws -> [String] in
+            var repo = try Repository.open(origin: folder, for: "renewing its metadata")
+            var renewed: [String] = []
+            if !rootKey.isEmpty {
+                try repo.rotateRoot(
+                    Repository.RootChange(), signers: Repository.Signers(root: try loadKeys(rootKey)),
+                    lifetimes: lifetimes)
+                renewed.append("root (version \(repo.rootVersion))")
+            }
+            if !targetsKey.isEmpty {
+                try repo.renewTargets(
+                    signers: Repository.Signers(
+                        targets: try loadKeys(targetsKey),
+                        online: try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }),
+                    lifetimes: lifetimes)
+                renewed.append("targets")
+            }
+            return renewed
         }
         struct Result: Encodable {
             var origin: String

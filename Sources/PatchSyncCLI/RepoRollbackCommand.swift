@@ -18,7 +18,7 @@ struct RepoRollback: AsyncParsableCommand {
     @Option(help: "The channel to roll back.") var channel: String
     @Option(help: "The build id to go back to (default: the previous one).") var to: String?
     @Option(help: "Why, shown to players by `patchsync status`.") var reason: String?
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
     @Option(
@@ -29,12 +29,14 @@ struct RepoRollback: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        try originWait.apply()
-        var release = Release(origin: origin, signers: try signing.signers())
-        release.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
-        let report = try release.rollback(
-            channel: try Channel(channel), to: try to.map { t throws(PatchSyncError) in try BuildID(t) },
-            reason: reason)
+        let signers = try signing.signers()
+        let report = try await originWait.open(origin, purpose: "rolling back \(channel)", json: json) { folder in
+            var release = Release(origin: folder, signers: signers)
+            release.contentKeys = contentKeyFolder(contentKeys, origin: folder, beside: signing.targetsKey.first ?? ".")
+            return try release.rollback(
+                channel: try Channel(channel), to: try to.map { t throws(PatchSyncError) in try BuildID(t) },
+                reason: reason)
+        }
         warn(report.warnings)
         Output(json: json).result(
             report,

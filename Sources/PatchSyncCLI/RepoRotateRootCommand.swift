@@ -22,7 +22,7 @@ struct RepoRotateRoot: AsyncParsableCommand {
             """)
 
     @Option(help: "A current root key file (repeat up to the current root threshold).") var rootKey: [String] = []
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @Option(help: "A new root key file (repeat for several); replaces the root keys.") var newRootKey: [String] = []
     @Option(help: "How many root keys must sign from now on.") var rootThreshold: Int?
@@ -41,10 +41,8 @@ struct RepoRotateRoot: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        try originWait.apply()
         var lifetimes = Repository.Lifetimes()
         lifetimes.root = try parseDuration(expires)
-        var repo = try Repository.open(origin: origin, for: "rotating its root")
         let newRoots = try loadKeys(newRootKey), newTargets = try loadKeys(newTargetsKey)
         let newOnline = try newOnlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }
         let online = try onlineKey.map { p throws(PatchSyncError) in try SigningKey.load(path: p) }
@@ -52,13 +50,19 @@ struct RepoRotateRoot: AsyncParsableCommand {
             root: newRoots.isEmpty ? nil : newRoots.map(\.publicKey), rootThreshold: rootThreshold,
             targets: newTargets.isEmpty ? nil : newTargets.map(\.publicKey),
             targetsThreshold: targetsThreshold, online: newOnline?.publicKey)
-        try repo.rotateRoot(
-            change,
-            signers: Repository.Signers(
-                root: try loadKeys(rootKey) + newRoots,
-                targets: newTargets.isEmpty ? try loadKeys(targetsKey) : newTargets,
-                online: newOnline ?? online),
-            lifetimes: lifetimes)
+        let signers = Repository.Signers(
+            root: try loadKeys(rootKey) + newRoots,
+            targets: newTargets.isEmpty ? try loadKeys(targetsKey) : newTargets,
+            online: newOnline ?? online)
+        let (rootVersion, root, keys) = try await originWait.open(origin, purpose: "rotating its root", json: json) {
+            folder in
+            var repo = try Repository.open(origin: folder, for: "rotating its root")
+            try repo.rotateRoot(change, signers: signers, lifetimes: lifetimes)
+            return (
+                repo.rootVersion, OriginLayout(root: folder).rootMetadataFile,
+                Repository.recordedContentKeys(origin: folder)
+            )
+        }
         struct Result: Encodable {
             var origin: String
             var rootVersion: Int
@@ -66,7 +70,6 @@ struct RepoRotateRoot: AsyncParsableCommand {
             /// What each host must hold from now on: the key files, by role.
             var hosts: [String: [String]]
         }
-        let root = OriginLayout(root: origin).rootMetadataFile
         var hosts: [String: [String]] = [:]
         if !newRootKey.isEmpty { hosts["offline (root)"] = newRootKey }
         if !newTargetsKey.isEmpty {
@@ -77,11 +80,10 @@ struct RepoRotateRoot: AsyncParsableCommand {
                 newOnlineKey
             ]
         }
-        let keys = Repository.recordedContentKeys(origin: origin)
         let holds = hosts.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value.joined(separator: ", "))" }
         Output(json: json).result(
-            Result(origin: origin, rootVersion: repo.rootVersion, root: root, hosts: hosts),
-            human: "signed root version \(repo.rootVersion) of \(origin)\n"
+            Result(origin: origin, rootVersion: rootVersion, root: root, hosts: hosts),
+            human: "signed root version \(rootVersion) of \(origin)\n"
                 + "clients move to it on their next sync; ship \(root) with new game builds"
                 + (holds.isEmpty
                     ? ""

@@ -15,14 +15,17 @@ struct RepoStatus: AsyncParsableCommand {
               patchsync repo status --origin out/ --bucket s3://game-cdn/forest --endpoint https://s3.example.com
             """)
 
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @Option(help: "A bucket serving this origin (s3://BUCKET/PREFIX): show what players see there.") var bucket: String?
-    @OptionGroup var store: BucketOptions
+    @OptionGroup var originWait: OriginWait
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        let repo = try Repository.load(origin: origin)
-        let status = try repo.status()
+        let (repo, status) = try await originWait.open(origin, purpose: "reading", writes: false, json: json) {
+            folder in
+            let repo = try Repository.load(origin: folder)
+            return (repo, try repo.status().named(origin))
+        }
         var lines = ["repository \(origin)"]
         for role in status.roles {
             lines.append(
@@ -58,7 +61,7 @@ struct RepoStatus: AsyncParsableCommand {
             Output(json: json).result(status, human: lines.joined(separator: "\n"))
             return
         }
-        let state = try Uploader(origin: origin, bucket: try store.bucket(bucket)).inspect()
+        let state = try Uploader(origin: origin, bucket: try originWait.store.bucket(bucket)).inspect()
         lines.append(Self.describe(state))
         struct Both: Encodable {
             var repository: RepositoryStatus

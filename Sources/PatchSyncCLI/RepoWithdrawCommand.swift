@@ -20,7 +20,7 @@ struct RepoWithdraw: AsyncParsableCommand {
     @Argument(help: "The build id to take off.") var buildId: String
     @Option(help: "The channel (needed only when the build id is listed on several).") var channel: String?
     @Option(help: "Why, shown to players by `patchsync status`.") var reason: String?
-    @Option(help: "The origin folder.") var origin: String
+    @Option(help: "The origin folder, or a bucket (s3://BUCKET/PREFIX).") var origin: String
     @OptionGroup var originWait: OriginWait
     @OptionGroup var signing: TargetsSigning
     @Option(
@@ -31,12 +31,14 @@ struct RepoWithdraw: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        try originWait.apply()
-        var release = Release(origin: origin, signers: try signing.signers())
-        release.contentKeys = contentKeyFolder(contentKeys, origin: origin, beside: signing.targetsKey.first ?? ".")
-        let report = try release.withdraw(
-            try BuildID(buildId), channel: try channel.map { c throws(PatchSyncError) in try Channel(c) },
-            reason: reason)
+        let signers = try signing.signers()
+        let report = try await originWait.open(origin, purpose: "withdrawing \(buildId)", json: json) { folder in
+            var release = Release(origin: folder, signers: signers)
+            release.contentKeys = contentKeyFolder(contentKeys, origin: folder, beside: signing.targetsKey.first ?? ".")
+            return try release.withdraw(
+                try BuildID(buildId), channel: try channel.map { c throws(PatchSyncError) in try Channel(c) },
+                reason: reason)
+        }
         warn(report.warnings)
         let human: String
         if report.wasPreload {

@@ -28,7 +28,6 @@ struct Upload: AsyncParsableCommand {
     @Argument(help: "The origin folder (what publish wrote).") var origin: String
     @Argument(help: "The destination, s3://BUCKET/PREFIX.") var destination: String
     @OptionGroup var originWait: OriginWait
-    @OptionGroup var store: BucketOptions
     @Option(help: "Seconds a CDN may serve an old timestamp.json or root.json.") var metadataMaxAge: Int = 60
     @Flag(help: "List the bucket and send again every file it lacks or holds with another size.") var verify = false
     @Flag(
@@ -41,11 +40,11 @@ struct Upload: AsyncParsableCommand {
     func run() async throws {
         try originWait.apply()
         var options = Uploader.Options()
-        options.connections = max(1, store.connections)
+        options.connections = max(1, originWait.store.connections)
         options.metadataMaxAge = max(0, metadataMaxAge)
         options.force = force
         options.verify = verify
-        let uploader = Uploader(origin: origin, bucket: try store.bucket(destination), options: options)
+        let uploader = Uploader(origin: origin, bucket: try originWait.store.bucket(destination), options: options)
         let reporter = ProgressReporter(mode: .choose(json: json, quiet: false), verb: "uploading")
         let report = try uploader.run {
             reporter.handle(

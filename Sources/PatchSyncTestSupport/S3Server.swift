@@ -67,6 +67,12 @@ public final class S3Server: @unchecked Sendable {
         _ = Self.readLine(output.fileHandleForReading)
     }
 
+    /// Deletes `key` of the bucket, as another machine would.
+    public func delete(_ key: String) {
+        input.fileHandleForWriting.write(Data("delete \(key)\n".utf8))
+        _ = Self.readLine(output.fileHandleForReading)
+    }
+
     /// The requests served so far: method, path (without the query) and status, in order.
     public func requests() -> [(method: String, path: String, status: Int)] {
         let text = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")

@@ -97,7 +97,7 @@ struct BuildFolderCheckTests {
         let fixture = try Fixture()
         let status = try CLI.run(["repo", "status", "--origin", "http://cdn.example/game"])
         #expect(
-            status.status == 64 && status.stderr.contains("is a URL") && status.stderr.contains("upload"),
+            status.status == 64 && status.stderr.contains("is a URL") && status.stderr.contains("s3://BUCKET/PREFIX"),
             "\(status.stderr)")
         let host = "cdn-\(UUID().uuidString).example"
         let created = try CLI.run([

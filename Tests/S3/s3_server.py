@@ -6,7 +6,7 @@ Usage: s3_server.py BUCKET
 Prints one line "READY <endpoint> <access key id> <secret access key>" once it serves, then serves
 until its standard input closes (the test that started it went away) or SIGTERM. A line on standard
 input "deny KEY" forbids the user to write that key (as a store that fails one request would), "allow"
-lifts it; each answers "OK".
+lifts it; "delete KEY" deletes the key (as another machine would); each answers "OK".
 
 moto 5 answers an unsigned request with 500 once authentication is on, whatever the bucket policy;
 the patch below sends unsigned object GET/HEAD through moto's own policy check instead, as S3 does,
@@ -15,6 +15,7 @@ and refuses every other unsigned request with 403.
 import json
 import os
 import sys
+import threading
 
 os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"  # the three IAM calls that create the user and its key
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -36,6 +37,24 @@ def _authorize_anonymous_reads(self, bucket_name=None, key_name=None):
 
 
 ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = _authorize_anonymous_reads
+
+# S3 decides a conditional write (If-None-Match: *, If-Match) atomically; moto checks, then writes, and
+# its threaded server could let two writers through between the two. One lock makes its check and write
+# one step, as S3's are.
+from moto.s3.responses import S3Response  # noqa: E402
+
+_put_object = S3Response.put_object
+_conditional = threading.Lock()
+
+
+def _put_object_atomically(self):
+    if "If-None-Match" in self.headers or "If-Match" in self.headers:
+        with _conditional:
+            return _put_object(self)
+    return _put_object(self)
+
+
+S3Response.put_object = _put_object_atomically
 
 
 def main():
@@ -61,6 +80,10 @@ def main():
     print(f"READY {endpoint} {key['AccessKeyId']} {key['SecretAccessKey']}", flush=True)
     for line in sys.stdin:
         words = line.split()
+        if words[:1] == ["delete"]:
+            s3.delete_object(Bucket=bucket, Key=words[1])
+            print("OK", flush=True)
+            continue
         statements = [allow]
         if words[:1] == ["deny"]:
             statements.append({"Effect": "Deny", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{bucket}/{words[1]}"})

@@ -225,8 +225,8 @@ extension OriginLayout {
         throw PatchSyncError(
             .usage,
             "--origin \(origin) is a URL (\(origin[scheme].dropLast(3))); the publisher's commands work on the origin folder "
-                + "that publish writes, on this machine",
-            remedy: "give that folder; `patchsync upload` sends it to a bucket, and players' `--remote` takes the URL")
+                + "that publish writes, or on a bucket given as s3://BUCKET/PREFIX",
+            remedy: "give that folder or bucket; players' `--remote` takes the URL")
     }
 }
 

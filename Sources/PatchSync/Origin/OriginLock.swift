@@ -24,18 +24,23 @@ public final class OriginLock: Sendable {
 
     /// Takes the lock, waiting up to ``wait`` for a holder elsewhere; still held then, it fails as
     /// deferred (exit 75).
-    public init(origin: String, purpose: String) throws(PatchSyncError) {
-        let path = OriginLayout(root: origin).lockFile
+    public convenience init(origin: String, purpose: String) throws(PatchSyncError) {
+        try self.init(origin: origin, purpose: purpose, fileName: Self.fileName, wait: Self.wait)
+    }
+
+    /// Takes the lock file `fileName` of the folder `origin`, waiting up to `wait`.
+    init(origin: String, purpose: String, fileName: String, wait: TimeInterval) throws(PatchSyncError) {
+        let path = OriginLayout(root: origin).path(fileName)
         let held: FileLock?
         do {
             let file = try FileDescriptor(path: path, flags: O_RDONLY | O_CREAT | O_NOFOLLOW, mode: 0o664)
-            held = FileLock.exclusive(file, waiting: Self.wait)
+            held = FileLock.exclusive(file, waiting: wait)
         } catch { throw PatchSyncError.wrap(error).during("locking \(origin) for \(purpose)") }
         guard let held else {
             throw PatchSyncError(
                 .deferred,
                 "another patchsync command is writing \(origin) (\(path) is locked); \(purpose) must wait"
-                    + (Self.wait > 0 ? " (waited \(Int(Self.wait)) s)" : ""),
+                    + (wait > 0 ? " (waited \(Int(wait)) s)" : ""),
                 remedy: "run it again when that publish, refresh or prune has finished, or give --wait 10m",
                 reason: .busy)
         }

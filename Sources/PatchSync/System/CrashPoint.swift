@@ -24,6 +24,8 @@ enum CrashPoint: String, CaseIterable, Sendable {
     case retired
     /// Publish stored every new object, before putting the last ones in place and signing its manifest.
     case publishStored
+    /// A writer to a bucket sent its content and versioned metadata, before the commit (timestamp.json).
+    case bucketMetadataSent
 
     private static let armed: (name: String, at: Int)? = {
         guard let text = ProcessInfo.processInfo.environment["PATCHSYNC_CRASH_AT"] else { return nil }

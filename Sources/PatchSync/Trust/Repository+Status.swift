@@ -37,6 +37,20 @@ public struct RepositoryStatus: Codable, Sendable {
     }
 
     public var origin: String
+
+    /// The status as told for `origin` (the bucket a cache folder mirrors): its name in the report and in
+    /// the commands that renew each role.
+    public func named(_ origin: String) -> RepositoryStatus {
+        var status = self
+        status.roles = roles.map { role in
+            var role = role
+            role.renewal = role.renewal.replacingOccurrences(
+                of: "--origin \(self.origin) ", with: "--origin \(origin) ")
+            return role
+        }
+        status.origin = origin
+        return status
+    }
     public var roles: [Role]
     public var channels: [Channel]
 }

@@ -13,6 +13,22 @@ final class S3Connection {
     struct Response {
         var status: Int
         var body: Data
+        /// The response's ETag header, quotes and all (what `If-Match` takes back).
+        var etag: String? = nil
+    }
+
+    /// A conditional write's precondition: `If-None-Match: *` (create only) or `If-Match: ETAG` (replace
+    /// only the version read).
+    enum Precondition: Sendable, Equatable {
+        case absent
+        case matching(String)
+
+        var header: String {
+            switch self {
+            case .absent: "If-None-Match: *"
+            case .matching(let etag): "If-Match: " + etag
+            }
+        }
     }
 
     private let bucket: S3Bucket
@@ -64,10 +80,40 @@ final class S3Connection {
 
     /// GET of `path`: its bytes, nil when the bucket has no such key.
     func get(_ path: String, limit: Int) throws(PatchSyncError) -> Data? {
+        try getTagged(path, limit: limit)?.body
+    }
+
+    /// GET of `path`: its bytes and ETag, nil when the bucket has no such key.
+    func getTagged(_ path: String, limit: Int) throws(PatchSyncError) -> (body: Data, etag: String?)? {
         let response = try send("GET", path, limit: limit)
         if response.status == 404 { return nil }
         guard response.status == 200 else { throw refusal("reading", bucket.url(path), response) }
-        return response.body
+        return (response.body, response.etag)
+    }
+
+    /// GET of `path` into the file `local` (created or truncated): its size in bytes; nil when the
+    /// bucket has no such key.
+    func download(_ path: String, to local: String) throws(PatchSyncError) -> Int64? {
+        let response = try send("GET", path, sink: local)
+        if response.status == 404 { return nil }
+        guard response.status == 200 else { throw refusal("downloading", bucket.url(path), response) }
+        return Int64(response.body.count)
+    }
+
+    /// A conditional PUT of `body` (or the file `local`) as `path`: the new ETag, or nil when the
+    /// precondition failed (412: the key exists, or holds another version than the one read; 409: a
+    /// conditional write raced another on the same key).
+    func put(
+        _ path: String, body: Data? = nil, from local: String? = nil, cacheControl: String, contentType: String,
+        when condition: Precondition
+    ) throws(PatchSyncError) -> String? {
+        let response = try send(
+            "PUT", path,
+            headers: ["Cache-Control: " + cacheControl, "Content-Type: " + contentType, condition.header],
+            upload: local, uploadData: body)
+        if response.status == 412 || response.status == 409 { return nil }
+        guard (200..<300).contains(response.status) else { throw refusal("uploading", bucket.url(path), response) }
+        return response.etag ?? ""
     }
 
     /// HEAD of `path`: whether the bucket has it.
@@ -113,38 +159,59 @@ final class S3Connection {
 
     /// One request for the object `path`, as ``send(_:url:headers:upload:limit:)`` sends it.
     private func send(
-        _ method: String, _ path: String, headers: [String] = [], upload: String? = nil,
-        limit: Int = 64 << 10
+        _ method: String, _ path: String, headers: [String] = [], upload: String? = nil, uploadData: Data? = nil,
+        sink: String? = nil, limit: Int = 64 << 10
     ) throws(PatchSyncError) -> Response {
-        try send(method, url: bucket.url(path), headers: headers, upload: upload, limit: limit)
+        try send(
+            method, url: bucket.url(path), headers: headers, upload: upload, uploadData: uploadData, sink: sink,
+            limit: limit)
     }
 
     /// One request, retried as ``withRetries(_:attempts:clock:_:)`` decides: after a failure to connect
     /// or a timeout, 5xx, 429 and 408. Anything thrown (an option libcurl refused, a local error) ends it
     /// at once. Returns the last answer whatever its status: the caller refuses what it cannot use.
     private func send(
-        _ method: String, url: String, headers: [String] = [], upload: String? = nil,
-        limit: Int = 64 << 10
+        _ method: String, url: String, headers: [String] = [], upload: String? = nil, uploadData: Data? = nil,
+        sink: String? = nil, limit: Int = 64 << 10
     ) throws(PatchSyncError) -> Response {
         try Self.withRetries("\(method) \(url)", clock: clock) { () throws(PatchSyncError) -> Attempt in
-            try perform(method, url, headers: headers, upload: upload, limit: limit)
+            try perform(
+                method, url, headers: headers, body: Body(file: upload, data: uploadData, sink: sink), limit: limit)
         }
+    }
+
+    /// What one request sends and where its answer goes: a file or bytes to upload, a file to write a
+    /// 200's body into.
+    private struct Body {
+        var file: String?
+        var data: Data?
+        var sink: String?
     }
 
     /// One attempt: the store's answer, or the failure before one (for the policy to judge); throws
     /// what retrying cannot help.
     private func perform(
-        _ method: String, _ url: String, headers: [String], upload: String?,
+        _ method: String, _ url: String, headers: [String], body: Body,
         limit: Int
     ) throws(PatchSyncError) -> Attempt {
         let exchange = S3Exchange(limit: limit)
         var size: Int64?
-        if let upload {
+        if let upload = body.file {
             do {
                 let file = try FileDescriptor(path: upload, flags: O_RDONLY)
                 size = Int64(try file.status().st_size)
                 exchange.source = file
             } catch { throw PatchSyncError.wrap(error).during("uploading \(upload)") }
+        } else if let data = body.data {
+            size = Int64(data.count)
+            exchange.sourceData = data
+        }
+        if let sink = body.sink {
+            do {
+                exchange.sink = try FileDescriptor(path: sink, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+            } catch {
+                throw PatchSyncError.wrap(error).during("downloading into \(sink)")
+            }
         }
         if method == "PUT" && size == nil { throw PatchSyncError(.internal, "a PUT without a file") }
         var list: UnsafeMutablePointer<curl_slist>?
@@ -173,7 +240,10 @@ final class S3Connection {
         }
         var status = 0
         ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-        return .answered(Response(status: status, body: exchange.body))
+        if exchange.sink != nil, status == 200 {
+            return .answered(Response(status: status, body: Data(count: Int(exchange.written)), etag: exchange.etag))
+        }
+        return .answered(Response(status: status, body: exchange.body, etag: exchange.etag))
     }
 
     /// Sets the request's options, SigV4 before the credentials: a libcurl that refuses one (too old for
@@ -190,6 +260,8 @@ final class S3Connection {
         try options.set(CURLOPT_HTTPHEADER, list: list)
         try options.set(CURLOPT_WRITEDATA, pointer: opaque)
         try options.set(CURLOPT_WRITEFUNCTION, callback: s3WriteCallback)
+        try options.set(CURLOPT_HEADERDATA, pointer: opaque)
+        try options.set(CURLOPT_HEADERFUNCTION, callback: s3HeaderCallback)
         try options.allow([.http, .https])
         try options.secureDefaults(caFile: bucket.caFile, connectTimeout: 30, lowSpeedBytes: 1024, lowSpeedSeconds: 60)
         switch method {
@@ -240,16 +312,51 @@ private final class S3Exchange {
     let limit: Int
     var body = Data()
     var source: FileDescriptor?
+    var sourceData: Data?
     var offset: Int64 = 0
     var failure: PatchSyncError?
+    /// Where a 200's body goes instead of `body` (a download), and how many bytes it took.
+    var sink: FileDescriptor?
+    var written: Int64 = 0
+    var status = 0
+    var etag: String?
 
     init(limit: Int) { self.limit = limit }
 }
 
-/// libcurl's write callback: keeps the response body up to its limit (error bodies and metadata).
+/// libcurl's header callback: the status line and the ETag.
+private let s3HeaderCallback: ccurl_data_callback = { data, size, count, userdata in
+    guard let userdata, let data else { return 0 }
+    let exchange = Unmanaged<S3Exchange>.fromOpaque(userdata).takeUnretainedValue()
+    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self)
+        .trimmingCharacters(in: .whitespacesAndNewlines)
+    if line.hasPrefix("HTTP/") {
+        exchange.status = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        exchange.etag = nil
+    } else if line.lowercased().hasPrefix("etag:") {
+        exchange.etag = line.dropFirst(5).trimmingCharacters(in: .whitespaces)
+    }
+    return size * count
+}
+
+/// libcurl's write callback: keeps the response body up to its limit (error bodies and metadata), or
+/// writes a 200's body into the download's file.
 private let s3WriteCallback: ccurl_data_callback = { data, size, count, userdata in
     guard let userdata, let data else { return 0 }
     let exchange = Unmanaged<S3Exchange>.fromOpaque(userdata).takeUnretainedValue()
+    if let sink = exchange.sink, exchange.status == 200 {
+        var done = 0
+        while done < size * count {
+            let wrote = write(sink.fd, UnsafeRawPointer(data) + done, size * count - done)
+            guard wrote > 0 else {
+                exchange.failure = PatchSyncError.wrap(Errno(errno, "writing", "a downloaded object"))
+                return 0
+            }
+            done += wrote
+        }
+        exchange.written += Int64(done)
+        return done
+    }
     let room = max(0, exchange.limit - exchange.body.count)
     exchange.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: min(room, size * count))
     guard size * count <= room else {
@@ -265,6 +372,16 @@ private let s3WriteCallback: ccurl_data_callback = { data, size, count, userdata
 private let s3ReadCallback: ccurl_data_callback = { data, size, count, userdata in
     guard let userdata, let data else { return 0 }
     let exchange = Unmanaged<S3Exchange>.fromOpaque(userdata).takeUnretainedValue()
+    if let bytes = exchange.sourceData {
+        let start = Int(exchange.offset), n = min(size * count, bytes.count - start)
+        guard n > 0 else { return 0 }
+        bytes.withUnsafeBytes { source in
+            guard let base = source.baseAddress else { return }
+            UnsafeMutableRawPointer(data).copyMemory(from: base + start, byteCount: n)
+        }
+        exchange.offset += Int64(n)
+        return n
+    }
     guard let source = exchange.source else { return 0 }
     let read = pread(source.fd, data, size * count, off_t(exchange.offset))
     guard read >= 0 else {

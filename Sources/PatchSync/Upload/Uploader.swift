@@ -327,7 +327,7 @@ public struct Uploader: Sendable {
 
     /// Runs `body` on each item on `options.connections` threads of its own (requests block), each with
     /// its own connection (the first reuses `first`); the first failure stops the others taking more work.
-    private func parallel(
+    func parallel(
         _ items: [(path: String, bytes: Int64)], first: S3Connection,
         _ body: @escaping @Sendable (S3Connection, (path: String, bytes: Int64)) throws(PatchSyncError) -> Void
     )

@@ -1,0 +1,175 @@
+import Foundation
+import Synchronization
+
+/// The right to write a bucket-backed repository, held by one command on one machine at a time: the key
+/// `.patchsync-lease.json` under the prefix, created with `If-None-Match: *` and renewed in place with
+/// `If-Match` (compare-and-swap on its ETag) every quarter of its time to live.
+///
+/// A holder that was killed stops renewing; another writer takes the lease over once it has seen the
+/// same version of the key for a whole time to live by its own clock (never by comparing two machines'
+/// clocks), again with `If-Match`, so of two waiters only one gets it. A holder whose renewal was refused
+/// has lost the lease and must not commit (``check()``); the commit itself is conditional too
+/// (``BucketOrigin``), so a holder that stalled past its lease can never overwrite what the next one wrote.
+///
+/// Thread-safety: the renewal runs on a thread of its own with its own connection; the shared state is
+/// under a mutex.
+public final class BucketLease: Sendable {
+    /// The key, relative to the prefix: outside the folders a client reads, so no mirror copies it.
+    public static let key = ".patchsync-lease.json"
+    /// How long a lease lives without renewal: `PATCHSYNC_BUCKET_LEASE_SECONDS`, else 60 s.
+    public static var timeToLive: TimeInterval {
+        ProcessInfo.processInfo.environment["PATCHSYNC_BUCKET_LEASE_SECONDS"].flatMap(Double.init).map {
+            max(0.5, $0)
+        } ?? 60
+    }
+
+    struct Body: Codable {
+        var holder: String
+        var purpose: String
+        var ttl: Double
+        /// Counts renewals, so every renewal has other bytes (and so another ETag).
+        var renewal: Int
+        var released: Bool
+    }
+
+    private struct State {
+        var etag: String
+        var body: Body
+        var lost: String?
+        var lastRenewed: ContinuousClock.Instant
+        var stopping = false
+    }
+
+    let bucket: S3Bucket
+    private let state: Mutex<State>
+    private let stopped = DispatchSemaphore(value: 0)
+
+    /// Takes the lease for `purpose`, waiting up to `wait` seconds while someone else holds it; still held
+    /// then, fails as deferred (exit 75) naming the holder.
+    public init(bucket: S3Bucket, purpose: String, wait: TimeInterval, ttl: TimeInterval = BucketLease.timeToLive)
+        throws(PatchSyncError)
+    {
+        self.bucket = bucket
+        let connection = try S3Connection(bucket)
+        let holder = "\(ProcessInfo.processInfo.hostName) pid \(getpid()) \(UUID().uuidString.prefix(8))"
+        var body = Body(holder: holder, purpose: purpose, ttl: ttl, renewal: 0, released: false)
+        let start = ContinuousClock.now
+        var seen: (etag: String, since: ContinuousClock.Instant)?
+        while true {
+            if let etag = try Self.write(body, connection, when: .absent) {
+                state = Mutex(State(etag: etag, body: body, lastRenewed: .now))
+                break
+            }
+            guard let (data, etag) = try connection.getTagged(Self.key, limit: 64 << 10) else { continue }
+            let theirs = try? JSONDecoder().decode(Body.self, from: data)
+            let since = seen?.etag == etag ? seen?.since ?? .now : ContinuousClock.now
+            seen = (etag ?? "", since)
+            let stale = theirs.map { $0.released || ContinuousClock.now - since > .seconds($0.ttl) } ?? true
+            if stale, let etag {
+                body.renewal = (theirs?.renewal ?? 0) + 1
+                if let taken = try Self.write(body, connection, when: .matching(etag)) {
+                    state = Mutex(State(etag: taken, body: body, lastRenewed: .now))
+                    break
+                }
+                continue
+            }
+            guard ContinuousClock.now - start < .seconds(wait) else {
+                throw PatchSyncError(
+                    .deferred,
+                    "s3://\(bucket.bucket)/\(bucket.prefix) is being written by \(theirs?.holder ?? "another command") "
+                        + "(\(theirs?.purpose ?? "unknown")); \(purpose) must wait"
+                        + (wait > 0 ? " (waited \(Int(wait)) s)" : ""),
+                    remedy: "run it again when that command has finished, or give --wait 10m; a holder that was "
+                        + "killed lets go by itself \(Int(theirs?.ttl ?? ttl)) s after its last renewal",
+                    reason: .busy)
+            }
+            Thread.sleep(forTimeInterval: min(1, max(0.05, (theirs?.ttl ?? ttl) / 8)))
+        }
+        let lease = UncheckedLease(lease: self)
+        Thread { lease.lease.renewLoop() }.start()
+    }
+
+    /// Throws when the lease was lost (a renewal refused, or none for a whole time to live): the holder
+    /// must not commit.
+    public func check() throws(PatchSyncError) {
+        let (lost, age, ttl) = state.withLock { ($0.lost, ContinuousClock.now - $0.lastRenewed, $0.body.ttl) }
+        if let lost { throw Self.lostError(bucket, lost) }
+        if age > .seconds(ttl * 0.75) {
+            throw Self.lostError(bucket, "it was last renewed \(age) ago, and lives \(Int(ttl)) s")
+        }
+    }
+
+    /// Lets go of the lease: the next writer takes it at once. Idempotent; every holder must call it (the
+    /// renewal thread keeps the lease alive until then).
+    public func release() {
+        let first = state.withLock { state -> Bool in
+            defer { state.stopping = true }
+            return !state.stopping
+        }
+        guard first else { return }
+        stopped.wait()
+        let (etag, body, lost) = state.withLock { ($0.etag, $0.body, $0.lost) }
+        guard lost == nil, let connection = try? S3Connection(bucket) else { return }
+        var released = body
+        released.released = true
+        released.renewal += 1
+        _ = try? Self.write(released, connection, when: .matching(etag))
+    }
+
+    private func renewLoop() {
+        defer { stopped.signal() }
+        guard let connection = try? S3Connection(bucket) else {
+            state.withLock { $0.lost = "no connection to renew it" }
+            return
+        }
+        while true {
+            let (stopping, ttl) = state.withLock { ($0.stopping, $0.body.ttl) }
+            if stopping { return }
+            Thread.sleep(forTimeInterval: min(0.25, ttl / 16))
+            let due = state.withLock { state -> (String, Body)? in
+                guard !state.stopping, state.lost == nil,
+                    ContinuousClock.now - state.lastRenewed >= .seconds(state.body.ttl / 4)
+                else { return nil }
+                var next = state.body
+                next.renewal += 1
+                return (state.etag, next)
+            }
+            guard let (etag, next) = due else { continue }
+            do throws(PatchSyncError) {
+                let renewed = try Self.write(next, connection, when: .matching(etag))
+                state.withLock { state in
+                    if let renewed {
+                        state.etag = renewed
+                        state.body = next
+                        state.lastRenewed = .now
+                    } else {
+                        state.lost = "another writer took it over"
+                    }
+                }
+            } catch {
+                continue  // the store failed: try again; check() judges by the time since the last renewal
+            }
+        }
+    }
+
+    private static func write(_ body: Body, _ connection: S3Connection, when condition: S3Connection.Precondition)
+        throws(PatchSyncError) -> String?
+    {
+        let data = (try? JSONEncoder().encode(body)) ?? Data()
+        return try connection.put(
+            key, body: data, cacheControl: "no-store", contentType: "application/json", when: condition)
+    }
+
+    static func lostError(_ bucket: S3Bucket, _ why: String) -> PatchSyncError {
+        PatchSyncError(
+            .deferred,
+            "lost the lease on s3://\(bucket.bucket)/\(bucket.prefix) (\(why)); nothing was committed",
+            remedy: "run the command again: it starts from what the bucket holds now", reason: .busy)
+    }
+}
+
+/// The lease handed to its renewal thread. Thread-safety: ``BucketLease`` is Sendable; this only
+/// carries it into the thread's closure.
+private struct UncheckedLease: @unchecked Sendable {
+    let lease: BucketLease
+}

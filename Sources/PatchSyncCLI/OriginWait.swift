@@ -22,12 +22,22 @@ struct OriginWait: ParsableArguments {
     /// Whether `origin` names a bucket rather than a folder.
     static func isBucket(_ origin: String) -> Bool { origin.hasPrefix("s3://") }
 
+    /// Refuses `--bucket` beside an origin that is a bucket already.
+    static func refuseBucket(_ bucket: String?, with origin: String) throws(PatchSyncError) {
+        guard let bucket, isBucket(origin), bucket != origin else { return }
+        throw PatchSyncError(
+            .usage, "--bucket \(bucket) with --origin \(origin): the origin is a bucket already",
+            remedy: "give the bucket as --origin alone")
+    }
+
     /// Runs `body` on the origin folder: `origin` itself, or for `s3://…` the cache folder brought up to
     /// the bucket's state, whose changes a writer then commits to the bucket (a line on standard error
     /// says what went each way).
+    /// `deleting`, asked after `body`: the files (relative to the origin) the command removed, to delete
+    /// from the bucket once it committed.
     func open<T>(
         _ origin: String, purpose: String, writes: Bool = true, creating: Bool = false, json: Bool = false,
-        _ body: (String) async throws -> T
+        deleting: () -> [String] = { [] }, _ body: (String) async throws -> T
     ) async throws -> T {
         try apply()
         guard Self.isBucket(origin) else { return try await body(origin) }
@@ -37,7 +47,7 @@ struct OriginWait: ParsableArguments {
         let session = try access.open(purpose: purpose, writes: writes, creating: creating)
         defer { session.close() }
         let result = try await body(session.folder)
-        let report = try session.commit()
+        let report = try session.commit(deleting: Set(deleting()))
         if !json, report.downloaded + report.uploaded + report.deleted > 0 {
             FileHandle.standardError.write(
                 Data(

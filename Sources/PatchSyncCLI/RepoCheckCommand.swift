@@ -43,6 +43,7 @@ struct RepoCheck: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try OriginWait.refuseBucket(bucket, with: origin)
         let (due, problems) = try await originWait.open(origin, purpose: "checking", writes: false, json: json) {
             folder in try await findings(folder)
         }

@@ -34,11 +34,7 @@ struct RepoPrune: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        if bucket != nil && OriginWait.isBucket(origin) {
-            throw PatchSyncError(
-                .usage, "--bucket \(bucket ?? "") with --origin \(origin): the origin is a bucket already",
-                remedy: "give the bucket as --origin alone: the prune runs on it directly")
-        }
+        try OriginWait.refuseBucket(bucket, with: origin)
         var options = Pruner.Options(keep: keep)
         options.grace = try parseDuration(grace, allowZero: true)
         options.dryRun = dryRun
@@ -54,9 +50,13 @@ struct RepoPrune: AsyncParsableCommand {
         // stopped half way still knows from the folder what is left to remove there.
         // What the bucket serves now counts as current, however late it was uploaded.
         options.served = try uploader?.servedVersions()
-        var report = try await originWait.open(origin, purpose: "pruning", writes: !dryRun, json: json) { folder in
+        let removed = Removed()
+        var report = try await originWait.open(
+            origin, purpose: "pruning", writes: !dryRun, json: json, deleting: { removed.paths }
+        ) { folder in
             try Pruner(origin: folder, options: options, signers: signers).run {
                 (repo, removals) throws(PatchSyncError) in
+                removed.paths = removals.map(\.path)
                 guard let uploader else { return }
                 let paths = removals.map(\.path)
                 _ = try uploader.run(repo: repo, skipping: Set(paths))
@@ -86,4 +86,9 @@ struct RepoPrune: AsyncParsableCommand {
                 + (r.dryRun ? " would be freed" : " freed"))
         return lines.joined(separator: "\n")
     }
+}
+
+/// The files a prune of a bucket removed, for its session to delete from the bucket once committed.
+private final class Removed: @unchecked Sendable {
+    var paths: [String] = []
 }

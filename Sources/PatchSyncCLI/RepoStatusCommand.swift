@@ -21,6 +21,7 @@ struct RepoStatus: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
+        try OriginWait.refuseBucket(bucket, with: origin)
         let (repo, status) = try await originWait.open(origin, purpose: "reading", writes: false, json: json) {
             folder in
             let repo = try Repository.load(origin: folder)

@@ -237,7 +237,7 @@ struct BucketOriginTests {
             environment: world.environment.merging(["PATCHSYNC_CRASH_AT": "bucketMetadataSent"]) { $1 })
         #expect(killed.status != 0)
         #expect(try world.listed() == ["1"], "nothing of the killed publish is listed")
-        let leftovers = world.server.requests().filter { $0.method == "PUT" && $0.path.contains("/metadata/2.") }
+        let leftovers = world.server.requests().filter { $0.method == "PUT" && $0.path.contains("/metadata/3.") }
         #expect(!leftovers.isEmpty, "the killed publisher had sent its versioned metadata")
         let before = world.server.requests().count
         let again = try CLI.run(world.publishArguments(two, id: "2", machine: "b"), environment: world.environment)
@@ -247,8 +247,14 @@ struct BucketOriginTests {
             lease.contains { $0.method == "PUT" && $0.status == 412 } && lease.contains { $0.method == "GET" },
             "it found the killed holder's lease and waited it out: \(lease)")
         #expect(try world.listed() == ["2", "1"])
-        let deletes = world.server.requests().filter { $0.method == "DELETE" && $0.path.contains("/metadata/") }
-        #expect(!deletes.isEmpty, "the leftover versioned metadata was deleted before the new versions were written")
+        let requests = Array(world.server.requests().dropFirst(before))
+        let fence = requests.firstIndex { $0.method == "PUT" && $0.path.hasSuffix("/metadata/timestamp.json") }
+        let delete = requests.firstIndex { $0.method == "DELETE" && $0.path.contains("/metadata/3.") }
+        let rewrite = requests.lastIndex { $0.method == "PUT" && $0.path.contains("/metadata/3.") }
+        #expect(
+            fence != nil && delete != nil && rewrite != nil && fence! < delete! && delete! < rewrite!,
+            "timestamp.json fenced, then the leftover versioned metadata deleted, then the new versions written: \(requests.filter { $0.path.contains("/metadata/") })"
+        )
     }
 
     @Test(

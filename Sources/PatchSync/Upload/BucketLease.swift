@@ -46,6 +46,12 @@ public final class BucketLease: Sendable {
 
     /// Takes the lease for `purpose`, waiting up to `wait` seconds while someone else holds it; still held
     /// then, fails as deferred (exit 75) naming the holder.
+    ///
+    /// A lease is stale when it was released, or has gone a whole time to live (and a second, the
+    /// resolution of `Last-Modified`) without renewal by the store's own clock (its `Date` less the key's
+    /// `Last-Modified`), or, where the store gives no such headers, by this machine's clock while it
+    /// watches the key stay the same. A stale lease is taken over with `If-Match`, so of two waiters one
+    /// gets it.
     public init(bucket: S3Bucket, purpose: String, wait: TimeInterval, ttl: TimeInterval = BucketLease.timeToLive)
         throws(PatchSyncError)
     {
@@ -60,12 +66,23 @@ public final class BucketLease: Sendable {
                 state = Mutex(State(etag: etag, body: body, lastRenewed: .now))
                 break
             }
-            guard let (data, etag) = try connection.getTagged(Self.key, limit: 64 << 10) else { continue }
+            guard let (data, etag, age) = try connection.getWithAge(Self.key, limit: 64 << 10), let etag else {
+                guard ContinuousClock.now - start < .seconds(max(wait, 5)) else {
+                    throw PatchSyncError(
+                        .originUnavailable,
+                        "s3://\(bucket.bucket)/\(bucket.prefix): \(Self.key) can neither be created nor read (or has no ETag)",
+                        remedy:
+                            "check the store: it must support conditional writes (If-None-Match, If-Match) and ETags")
+                }
+                Thread.sleep(forTimeInterval: 0.2)
+                continue
+            }
             let theirs = try? JSONDecoder().decode(Body.self, from: data)
             let since = seen?.etag == etag ? seen?.since ?? .now : ContinuousClock.now
-            seen = (etag ?? "", since)
-            let stale = theirs.map { $0.released || ContinuousClock.now - since > .seconds($0.ttl) } ?? true
-            if stale, let etag {
+            seen = (etag, since)
+            let limit = theirs?.ttl ?? ttl
+            let unrenewed = age.map { $0 > limit + 1 } ?? (ContinuousClock.now - since > .seconds(limit))
+            if theirs?.released ?? false || unrenewed || theirs == nil {
                 body.renewal = (theirs?.renewal ?? 0) + 1
                 if let taken = try Self.write(body, connection, when: .matching(etag)) {
                     state = Mutex(State(etag: taken, body: body, lastRenewed: .now))
@@ -80,13 +97,29 @@ public final class BucketLease: Sendable {
                         + "(\(theirs?.purpose ?? "unknown")); \(purpose) must wait"
                         + (wait > 0 ? " (waited \(Int(wait)) s)" : ""),
                     remedy: "run it again when that command has finished, or give --wait 10m; a holder that was "
-                        + "killed lets go by itself \(Int(theirs?.ttl ?? ttl)) s after its last renewal",
+                        + "killed lets go by itself \(Int(limit)) s after its last renewal",
                     reason: .busy)
             }
-            Thread.sleep(forTimeInterval: min(1, max(0.05, (theirs?.ttl ?? ttl) / 8)))
+            Thread.sleep(forTimeInterval: min(1, max(0.05, limit / 8)))
         }
+        try Self.requireConditionalWrites(body, connection, bucket)
         let lease = UncheckedLease(lease: self)
         Thread { lease.lease.renewLoop() }.start()
+    }
+
+    /// Refuses a store that ignores `If-None-Match` (it answered a create of the lease it now holds with
+    /// success): two writers could then both hold it, and overwrite each other's signed files.
+    private static func requireConditionalWrites(_ body: Body, _ connection: S3Connection, _ bucket: S3Bucket)
+        throws(PatchSyncError)
+    {
+        guard try write(body, connection, when: .absent, recognizingOwn: false) == nil else {
+            throw PatchSyncError(
+                .usage,
+                "s3://\(bucket.bucket)/\(bucket.prefix): the store ignores conditional writes (If-None-Match: * "
+                    + "replaced a key that exists)",
+                remedy: "use a store that supports them (AWS S3, R2, MinIO, GCS), or publish into a local origin "
+                    + "folder and `patchsync upload` it")
+        }
     }
 
     /// Throws when the lease was lost (a renewal refused, or none for a whole time to live): the holder
@@ -152,12 +185,28 @@ public final class BucketLease: Sendable {
         }
     }
 
-    private static func write(_ body: Body, _ connection: S3Connection, when condition: S3Connection.Precondition)
-        throws(PatchSyncError) -> String?
-    {
+    /// Writes `body` under `condition`: the new ETag, or nil when the precondition failed. A failed
+    /// precondition whose key now holds this very body (an earlier attempt of the request landed, its
+    /// answer lost) is success.
+    private static func write(
+        _ body: Body, _ connection: S3Connection, when condition: S3Connection.Precondition,
+        recognizingOwn: Bool = true
+    ) throws(PatchSyncError) -> String? {
         let data = (try? JSONEncoder().encode(body)) ?? Data()
-        return try connection.put(
+        if let etag = try connection.put(
             key, body: data, cacheControl: "no-store", contentType: "application/json", when: condition)
+        {
+            guard !etag.isEmpty else {
+                throw PatchSyncError(
+                    .originUnavailable, "the store answered a write of \(key) without an ETag",
+                    remedy: "use a store that gives ETags (AWS S3, R2, MinIO, GCS)")
+            }
+            return etag
+        }
+        guard recognizingOwn,
+            let (now, etag, _) = try connection.getWithAge(key, limit: 64 << 10), now == data
+        else { return nil }
+        return etag
     }
 
     static func lostError(_ bucket: S3Bucket, _ why: String) -> PatchSyncError {

@@ -96,6 +96,15 @@ public struct BucketOrigin: Sendable {
             throw PatchSyncError.wrap(error).during("creating the cache \(cache)")
         }
         let local = try OriginLock(origin: cache, purpose: purpose, fileName: Self.cacheLockName, wait: wait)
+        if !FileSystem.exists(etagRecord),
+            OriginLayout.servedFolders.contains(where: { FileSystem.exists(cache + "/" + $0) })
+        {
+            throw PatchSyncError(
+                .usage,
+                "\(cache) holds an origin folder that is no cache of a bucket (no \(etagRecord)); a cache is "
+                    + "made to match the bucket, which would delete what it holds",
+                remedy: "give --cache an empty or new folder (or leave it out), or `patchsync upload` this folder")
+        }
         let lease = writes ? try BucketLease(bucket: bucket, purpose: purpose, wait: wait, ttl: leaseTimeToLive) : nil
         do throws(PatchSyncError) {
             let connection = try S3Connection(bucket)
@@ -144,9 +153,10 @@ public struct BucketOrigin: Sendable {
             self.report = report
         }
 
-        /// A writer sends what the command wrote and commits it; returns what the session did.
-        public func commit() throws(PatchSyncError) -> Report {
-            if let lease { try origin.push(connection, state, lease: lease, report: &report) }
+        /// A writer sends what the command wrote and commits it, then deletes from the bucket the files of
+        /// `deleting` (paths relative to the origin) the command removed; returns what the session did.
+        public func commit(deleting: Set<String> = []) throws(PatchSyncError) -> Report {
+            if let lease { try origin.push(connection, state, lease: lease, deleting: deleting, report: &report) }
             return report
         }
 
@@ -164,20 +174,23 @@ extension BucketOrigin {
     /// Lists the bucket and mirrors it into the cache (see the type's comment).
     func pull(_ connection: S3Connection, leased: Bool, report: inout Report) throws(PatchSyncError) -> Snapshot {
         var state = Snapshot(listed: [:])
-        let all = try connection.list(requests: &state.requests)
-        state.listed = all.filter { OriginLayout.servedFolders.contains(String($0.key.prefix { $0 != "/" })) }
+        // timestamp.json before the listing: every file the commit it reads names was written before it.
         if let stamp = try connection.getTagged(OriginLayout.timestamp, limit: 1 << 20) {
-            (state.timestamp, state.timestampETag) = (stamp.body, stamp.etag)
+            guard let etag = stamp.etag else { throw noETag(OriginLayout.timestamp) }
+            (state.timestamp, state.timestampETag) = (stamp.body, etag)
         }
         if let root = try connection.getTagged(OriginLayout.rootMetadata, limit: 1 << 20) {
             (state.root, state.rootETag) = (root.body, root.etag)
         }
         state.requests += 2
+        let all = try connection.list(requests: &state.requests)
+        state.listed = all.filter { OriginLayout.servedFolders.contains(String($0.key.prefix { $0 != "/" })) }
         state.leftovers = try Self.leftovers(Set(state.listed.keys), timestamp: state.timestamp, root: state.root) {
             (path) throws(PatchSyncError) in try connection.get(path, limit: 64 << 20)
         }
         for path in state.leftovers { state.listed[path] = nil }
         if leased, !state.leftovers.isEmpty {
+            try fence(&state, connection)
             try Uploader(origin: cache, bucket: bucket, options: uploadOptions).parallel(
                 state.leftovers.map { ($0, Int64(0)) }, first: connection
             ) { (connection, file) throws(PatchSyncError) in try connection.delete(file.path) }
@@ -185,6 +198,35 @@ extension BucketOrigin {
         }
         try mirror(state, connection, report: &report)
         return state
+    }
+
+    /// Before a lease holder deletes leftovers, it changes `timestamp.json`'s ETag (the same signed
+    /// bytes, a trailing newline added or taken away, over the version read with `If-Match`): a writer that
+    /// lost its lease while it still runs can then never commit over what this one writes with the
+    /// version numbers its leftovers had. Its commit is conditional on the ETag it read.
+    private func fence(_ state: inout Snapshot, _ connection: S3Connection) throws(PatchSyncError) {
+        guard let timestamp = state.timestamp, let etag = state.timestampETag else { return }
+        var fenced = timestamp
+        if fenced.last == UInt8(ascii: "\n") { fenced.removeLast() } else { fenced.append(UInt8(ascii: "\n")) }
+        guard
+            let new = try connection.put(
+                OriginLayout.timestamp, body: fenced, cacheControl: "public, max-age=60",
+                contentType: "application/json", when: .matching(etag)), !new.isEmpty
+        else {
+            throw PatchSyncError(
+                .deferred,
+                "another writer committed to s3://\(bucket.bucket)/\(bucket.prefix) while this command started",
+                remedy: "run the command again: it starts from what the bucket holds now", reason: .busy)
+        }
+        state.timestamp = fenced
+        state.timestampETag = new
+        state.requests += 1
+    }
+
+    private func noETag(_ path: String) -> PatchSyncError {
+        PatchSyncError(
+            .originUnavailable, "\(bucket.url(path)) was answered without an ETag",
+            remedy: "use a store that gives ETags and conditional writes (AWS S3, R2, MinIO, GCS)")
     }
 
     var uploadOptions: Uploader.Options {
@@ -215,7 +257,9 @@ extension BucketOrigin {
             let name = path.dropFirst(OriginLayout.metadataFolderName.count + 1)
             guard let dot = name.firstIndex(of: "."), let version = Int(name[..<dot]) else { return false }
             let role = String(name[name.index(after: dot)...])
-            return version > committed[role] ?? 0
+            // Root versions are never leftovers: players probe for the next one before any commit, so one
+            // sent is kept (and the repository goes on from it), as a folder origin keeps every root.
+            return role != OriginLayout.rootName && version > committed[role] ?? 0
         }.sorted()
     }
 
@@ -300,9 +344,9 @@ extension BucketOrigin {
 
 extension BucketOrigin {
     /// Sends what the command wrote, in the order and with the preconditions of the type's comment.
-    func push(_ connection: S3Connection, _ state: Snapshot, lease: BucketLease, report: inout Report)
-        throws(PatchSyncError)
-    {
+    func push(
+        _ connection: S3Connection, _ state: Snapshot, lease: BucketLease, deleting: Set<String>, report: inout Report
+    ) throws(PatchSyncError) {
         let layout = OriginLayout(root: cache)
         let files = try BuildContents.files(of: cache)
         let present = Set(files.map(\.path))
@@ -316,7 +360,12 @@ extension BucketOrigin {
                 send.append(file)
             }
         }
-        let removed = state.listed.keys.filter { !present.contains($0) }.sorted()
+        // Only what the command removed on purpose (a prune), never a file that changes in place or a root
+        // version, and only what the bucket lists: a cache folder emptied by hand deletes nothing.
+        let removed = deleting.filter {
+            state.listed[$0] != nil && !present.contains($0) && !Uploader.mutable.contains($0)
+                && !OriginLayout.isRootVersion($0)
+        }.sorted()
         guard !send.isEmpty || !removed.isEmpty else { return }
         let uploader = Uploader(origin: cache, bucket: bucket, options: uploadOptions)
         let sent = SentTags()
@@ -375,7 +424,7 @@ extension BucketOrigin {
         throw PatchSyncError(
             .deferred,
             "another writer committed to s3://\(bucket.bucket)/\(bucket.prefix) first (\(path) holds other bytes "
-                + "than this command wrote); nothing a player reads was changed by this command",
+                + "than this command wrote); timestamp.json is as it was, so players see no change",
             remedy: "run the command again: it starts from what the bucket holds now", reason: .busy)
     }
 }

@@ -15,6 +15,9 @@ final class S3Connection {
         var body: Data
         /// The response's ETag header, quotes and all (what `If-Match` takes back).
         var etag: String? = nil
+        /// The store's clock when it answered (`Date`) and the object's `Last-Modified`.
+        var date: Date? = nil
+        var lastModified: Date? = nil
     }
 
     /// A conditional write's precondition: `If-None-Match: *` (create only) or `If-Match: ETAG` (replace
@@ -85,10 +88,19 @@ final class S3Connection {
 
     /// GET of `path`: its bytes and ETag, nil when the bucket has no such key.
     func getTagged(_ path: String, limit: Int) throws(PatchSyncError) -> (body: Data, etag: String?)? {
+        try getWithAge(path, limit: limit).map { ($0.body, $0.etag) }
+    }
+
+    /// GET of `path`: its bytes, ETag and age by the store's own clock (its `Date` less the object's
+    /// `Last-Modified`, to the second; nil when either header is missing); nil when there is no such key.
+    func getWithAge(_ path: String, limit: Int) throws(PatchSyncError) -> (
+        body: Data, etag: String?, age: TimeInterval?
+    )? {
         let response = try send("GET", path, limit: limit)
         if response.status == 404 { return nil }
         guard response.status == 200 else { throw refusal("reading", bucket.url(path), response) }
-        return (response.body, response.etag)
+        let age = response.date.flatMap { date in response.lastModified.map { date.timeIntervalSince($0) } }
+        return (response.body, response.etag, age)
     }
 
     /// GET of `path` into the file `local` (created or truncated): its size in bytes; nil when the
@@ -111,7 +123,11 @@ final class S3Connection {
             "PUT", path,
             headers: ["Cache-Control: " + cacheControl, "Content-Type: " + contentType, condition.header],
             upload: local, uploadData: body)
-        if response.status == 412 || response.status == 409 { return nil }
+        // 412: the precondition failed; 409: a conditional write raced another; 404: If-Match on a key
+        // that is gone.
+        if response.status == 412 || response.status == 409 || (response.status == 404 && condition != .absent) {
+            return nil
+        }
         guard (200..<300).contains(response.status) else { throw refusal("uploading", bucket.url(path), response) }
         return response.etag ?? ""
     }
@@ -243,7 +259,10 @@ final class S3Connection {
         if exchange.sink != nil, status == 200 {
             return .answered(Response(status: status, body: Data(count: Int(exchange.written)), etag: exchange.etag))
         }
-        return .answered(Response(status: status, body: exchange.body, etag: exchange.etag))
+        return .answered(
+            Response(
+                status: status, body: exchange.body, etag: exchange.etag, date: exchange.date,
+                lastModified: exchange.lastModified))
     }
 
     /// Sets the request's options, SigV4 before the credentials: a libcurl that refuses one (too old for
@@ -320,6 +339,8 @@ private final class S3Exchange {
     var written: Int64 = 0
     var status = 0
     var etag: String?
+    var date: Date?
+    var lastModified: Date?
 
     init(limit: Int) { self.limit = limit }
 }
@@ -335,6 +356,10 @@ private let s3HeaderCallback: ccurl_data_callback = { data, size, count, userdat
         exchange.etag = nil
     } else if line.lowercased().hasPrefix("etag:") {
         exchange.etag = line.dropFirst(5).trimmingCharacters(in: .whitespaces)
+    } else if line.lowercased().hasPrefix("date:") {
+        exchange.date = httpDate(line.dropFirst(5).trimmingCharacters(in: .whitespaces))
+    } else if line.lowercased().hasPrefix("last-modified:") {
+        exchange.lastModified = httpDate(line.dropFirst(14).trimmingCharacters(in: .whitespaces))
     }
     return size * count
 }
@@ -390,4 +415,13 @@ private let s3ReadCallback: ccurl_data_callback = { data, size, count, userdata 
     }
     exchange.offset += Int64(read)
     return size_t(read)
+}
+
+/// An HTTP-date in its IMF-fixdate form ("Sun, 29 Nov 2026 04:17:05 GMT").
+private func httpDate(_ text: String) -> Date? {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(secondsFromGMT: 0)
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+    return formatter.date(from: text)
 }

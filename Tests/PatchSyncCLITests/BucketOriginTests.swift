@@ -264,13 +264,13 @@ struct BucketOriginTests {
         let world = try BucketWorld(leaseSeconds: nil)
         #expect(BucketLease.timeToLive == 60)
         let one = try world.build("1", number: 1)
-        // A healthy publish of a few seconds under a 0.5 s lease: renewed, never taken over.
+        // A healthy publish of a few seconds under a 1 s lease: renewed, never taken over.
         let big = world.fixture.directory + "/build-big"
         try FileManager.default.createDirectory(atPath: big, withIntermediateDirectories: true)
         var rng = SeededRandom(seed: 5)
         try Data((0..<(24 << 20)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }).write(
             to: URL(fileURLWithPath: big + "/big.pak"))
-        let short = ["PATCHSYNC_BUCKET_LEASE_SECONDS": "0.5"]
+        let short = ["PATCHSYNC_BUCKET_LEASE_SECONDS": "1"]
         let slow = try CLI.start(
             world.publishArguments(big, id: "big", machine: "a"), environment: world.environment.merging(short) { $1 })
         Poll.until { world.server.requests().contains { $0.method == "PUT" && $0.path.hasSuffix(BucketLease.key) } }

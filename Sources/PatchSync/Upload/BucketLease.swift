@@ -127,7 +127,9 @@ public final class BucketLease: Sendable {
     public func check() throws(PatchSyncError) {
         let (lost, age, ttl) = state.withLock { ($0.lost, ContinuousClock.now - $0.lastRenewed, $0.body.ttl) }
         if let lost { throw Self.lostError(bucket, lost) }
-        if age > .seconds(ttl * 0.75) {
+        // Another writer takes over only after a whole time to live (and a second) without renewal by the
+        // store's clock: a holder renewed within one time to live by its own still holds it.
+        if age > .seconds(ttl) {
             throw Self.lostError(bucket, "it was last renewed \(age) ago, and lives \(Int(ttl)) s")
         }
     }

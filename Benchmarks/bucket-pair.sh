@@ -17,10 +17,12 @@ need_tools python3 bc
 [ -x .venv-tuf/bin/python ] || make deps >/dev/null
 pair_builds "$PAIR"
 WORK=$(mktemp -d /tmp/patchsync-bucket-pair.XXXXXX)
-exec 3< <(sleep infinity)
-.venv-tuf/bin/python Tests/S3/s3_server.py game <&3 >"$WORK/ready" 2>"$WORK/server.log" &
+mkfifo "$WORK/stdin"
+sleep infinity >"$WORK/stdin" &
+HOLD=$!
+.venv-tuf/bin/python Tests/S3/s3_server.py game <"$WORK/stdin" >"$WORK/ready" 2>"$WORK/server.log" &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null; chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kill $SERVER $HOLD 2>/dev/null; chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do grep -q READY "$WORK/ready" 2>/dev/null && break; sleep 0.2; done
 read -r _ ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY < <(grep READY "$WORK/ready")
 export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION=us-east-1 AWS_SHARED_CREDENTIALS_FILE=/nonexistent

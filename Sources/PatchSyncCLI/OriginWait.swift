@@ -22,9 +22,9 @@ struct OriginWait: ParsableArguments {
     /// Whether `origin` names a bucket rather than a folder.
     static func isBucket(_ origin: String) -> Bool { origin.hasPrefix("s3://") }
 
-    /// Refuses `--bucket` beside an origin that is a bucket already.
-    static func refuseBucket(_ bucket: String?, with origin: String) throws(PatchSyncError) {
-        guard let bucket, isBucket(origin), bucket != origin else { return }
+    /// Refuses `--bucket` beside an origin that is a bucket already (`sameAllowed`: unless it is that bucket).
+    static func refuseBucket(_ bucket: String?, with origin: String, sameAllowed: Bool = false) throws(PatchSyncError) {
+        guard let bucket, isBucket(origin), !(sameAllowed && bucket == origin) else { return }
         throw PatchSyncError(
             .usage, "--bucket \(bucket) with --origin \(origin): the origin is a bucket already",
             remedy: "give the bucket as --origin alone")

@@ -43,7 +43,7 @@ struct RepoCheck: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func run() async throws {
-        try OriginWait.refuseBucket(bucket, with: origin)
+        try OriginWait.refuseBucket(bucket, with: origin, sameAllowed: true)
         let (due, problems) = try await originWait.open(origin, purpose: "checking", writes: false, json: json) {
             folder in try await findings(folder)
         }

@@ -101,9 +101,10 @@ struct ObjectWriter: Sendable {
                 spillingAt: spill)
             if result.reusedChunks > 0, !fragmentation.allows(result.chunks) {
                 // Too scattered for a fresh install to read in few requests: stored whole again.
+                // A file for a pack goes into it whole; any other into an object of its own.
                 segments.removeAll()
                 collected = destination == .pack ? [] : nil
-                result = try store(try input(), into: segments, knownHash: result.sha256)
+                result = try store(try input(), into: segments, knownHash: result.sha256, collecting: &collected)
                 result.consolidated = true
             }
             if let bytes = collected {

@@ -62,8 +62,9 @@ public final class BucketLease: Sendable {
         let start = ContinuousClock.now
         var seen: (etag: String, since: ContinuousClock.Instant)?
         while true {
+            let sent = ContinuousClock.now
             if let etag = try Self.write(body, connection, when: .absent) {
-                state = Mutex(State(etag: etag, body: body, lastRenewed: .now))
+                state = Mutex(State(etag: etag, body: body, lastRenewed: sent))
                 break
             }
             guard let (data, etag, age) = try connection.getWithAge(Self.key, limit: 64 << 10), let etag else {
@@ -84,8 +85,9 @@ public final class BucketLease: Sendable {
             let unrenewed = age.map { $0 > limit + 1 } ?? (ContinuousClock.now - since > .seconds(limit))
             if theirs?.released ?? false || unrenewed || theirs == nil {
                 body.renewal = (theirs?.renewal ?? 0) + 1
+                let sent = ContinuousClock.now
                 if let taken = try Self.write(body, connection, when: .matching(etag)) {
-                    state = Mutex(State(etag: taken, body: body, lastRenewed: .now))
+                    state = Mutex(State(etag: taken, body: body, lastRenewed: sent))
                     break
                 }
                 continue
@@ -102,21 +104,33 @@ public final class BucketLease: Sendable {
             }
             Thread.sleep(forTimeInterval: min(1, max(0.05, limit / 8)))
         }
-        try Self.requireConditionalWrites(body, connection, bucket)
+        do { try Self.requireConditionalWrites(body, connection, bucket) } catch {
+            var released = body
+            released.released = true
+            released.renewal += 1
+            if let etag = state.withLock({ $0.etag }) as String? {
+                _ = try? Self.write(released, connection, when: .matching(etag))
+            }
+            throw error
+        }
         let lease = UncheckedLease(lease: self)
         Thread { lease.lease.renewLoop() }.start()
     }
 
-    /// Refuses a store that ignores `If-None-Match` (it answered a create of the lease it now holds with
-    /// success): two writers could then both hold it, and overwrite each other's signed files.
+    /// Refuses a store that ignores `If-None-Match` or `If-Match` (it answered a create of the lease it now
+    /// holds, or a replace of it over an ETag it never had, with success): two writers could then both
+    /// hold it, and overwrite each other's signed files.
     private static func requireConditionalWrites(_ body: Body, _ connection: S3Connection, _ bucket: S3Bucket)
         throws(PatchSyncError)
     {
-        guard try write(body, connection, when: .absent, recognizingOwn: false) == nil else {
+        guard try write(body, connection, when: .absent, recognizingOwn: false) == nil,
+            try write(body, connection, when: .matching("\"00000000000000000000000000000000\""), recognizingOwn: false)
+                == nil
+        else {
             throw PatchSyncError(
                 .usage,
                 "s3://\(bucket.bucket)/\(bucket.prefix): the store ignores conditional writes (If-None-Match: * "
-                    + "replaced a key that exists)",
+                    + "or If-Match replaced a key it should have left)",
                 remedy: "use a store that supports them (AWS S3, R2, MinIO, GCS), or publish into a local origin "
                     + "folder and `patchsync upload` it")
         }
@@ -170,13 +184,14 @@ public final class BucketLease: Sendable {
                 return (state.etag, next)
             }
             guard let (etag, next) = due else { continue }
+            let sent = ContinuousClock.now  // the store dates the renewal no earlier than this
             do throws(PatchSyncError) {
                 let renewed = try Self.write(next, connection, when: .matching(etag))
                 state.withLock { state in
                     if let renewed {
                         state.etag = renewed
                         state.body = next
-                        state.lastRenewed = .now
+                        state.lastRenewed = sent
                     } else {
                         state.lost = "another writer took it over"
                     }

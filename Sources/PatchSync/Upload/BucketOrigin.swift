@@ -105,6 +105,7 @@ public struct BucketOrigin: Sendable {
                     + "made to match the bucket, which would delete what it holds",
                 remedy: "give --cache an empty or new folder (or leave it out), or `patchsync upload` this folder")
         }
+        if !FileSystem.exists(etagRecord) { try writeETags([:]) }  // a cache from now on, even if the pull stops
         let lease = writes ? try BucketLease(bucket: bucket, purpose: purpose, wait: wait, ttl: leaseTimeToLive) : nil
         do throws(PatchSyncError) {
             let connection = try S3Connection(bucket)
@@ -200,19 +201,26 @@ extension BucketOrigin {
         return state
     }
 
-    /// Before a lease holder deletes leftovers, it changes `timestamp.json`'s ETag (the same signed
-    /// bytes, a trailing newline added or taken away, over the version read with `If-Match`): a writer that
-    /// lost its lease while it still runs can then never commit over what this one writes with the
-    /// version numbers its leftovers had. Its commit is conditional on the ETag it read.
-    private func fence(_ state: inout Snapshot, _ connection: S3Connection) throws(PatchSyncError) {
+    /// Before a lease holder deletes anything (leftovers, or what a prune removed), it changes
+    /// `timestamp.json`'s ETag: the same signed bytes followed by 32 random blanks (JSON whitespace, which no
+    /// signature covers), never bytes it had before, written over the version read with `If-Match`. A
+    /// writer that lost its lease while it still runs can then never commit over what this one deletes or
+    /// writes with the version numbers its leftovers had: its commit is conditional on the ETag it read.
+    func fence(_ state: inout Snapshot, _ connection: S3Connection) throws(PatchSyncError) {
         guard let timestamp = state.timestamp, let etag = state.timestampETag else { return }
-        var fenced = timestamp
-        if fenced.last == UInt8(ascii: "\n") { fenced.removeLast() } else { fenced.append(UInt8(ascii: "\n")) }
-        guard
-            let new = try connection.put(
-                OriginLayout.timestamp, body: fenced, cacheControl: "public, max-age=60",
-                contentType: "application/json", when: .matching(etag)), !new.isEmpty
-        else {
+        var fenced = Data(timestamp.reversed().drop { [9, 10, 13, 32].contains($0) }.reversed())
+        fenced.append(UInt8(ascii: "\n"))
+        for _ in 0..<32 { fenced.append(Bool.random() ? 32 : 9) }
+        fenced.append(UInt8(ascii: "\n"))
+        var new = try connection.put(
+            OriginLayout.timestamp, body: fenced, cacheControl: "public, max-age=60",
+            contentType: "application/json", when: .matching(etag))
+        if new == nil, let landed = try connection.getTagged(OriginLayout.timestamp, limit: 1 << 20),
+            landed.body == fenced
+        {
+            new = landed.etag  // an earlier attempt of this request landed
+        }
+        guard let new, !new.isEmpty else {
             throw PatchSyncError(
                 .deferred,
                 "another writer committed to s3://\(bucket.bucket)/\(bucket.prefix) while this command started",
@@ -368,6 +376,10 @@ extension BucketOrigin {
         }.sorted()
         guard !send.isEmpty || !removed.isEmpty else { return }
         let uploader = Uploader(origin: cache, bucket: bucket, options: uploadOptions)
+        // Every file a listed build needs is in the cache or the bucket, or nothing is committed.
+        var contents = BuildContents.Memo()
+        _ = try uploader.neededFiles(
+            try Repository.load(origin: cache), files: present.union(state.listed.keys), contents: &contents)
         let sent = SentTags()
         let groups = Dictionary(grouping: send, by: { Uploader.group(of: $0.path) }).sorted { $0.key < $1.key }
         for (group, members) in groups {
@@ -381,6 +393,11 @@ extension BucketOrigin {
             }
         }
         if !removed.isEmpty {
+            // Fenced first (unless this push just committed a new timestamp.json): a writer that lost its
+            // lease could otherwise still commit a build naming what is deleted here.
+            var fenced = state
+            if !send.contains(where: { $0.path == OriginLayout.timestamp }) { try fence(&fenced, connection) }
+            try lease.check()
             try uploader.parallel(removed.map { ($0, Int64(0)) }, first: connection) {
                 (connection, file) throws(PatchSyncError) in try connection.delete(file.path)
             }
@@ -424,7 +441,7 @@ extension BucketOrigin {
         throw PatchSyncError(
             .deferred,
             "another writer committed to s3://\(bucket.bucket)/\(bucket.prefix) first (\(path) holds other bytes "
-                + "than this command wrote); timestamp.json is as it was, so players see no change",
+                + "than this command wrote); timestamp.json is as it was, so players see no new build",
             remedy: "run the command again: it starts from what the bucket holds now", reason: .busy)
     }
 }

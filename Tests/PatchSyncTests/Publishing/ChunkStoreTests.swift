@@ -131,6 +131,29 @@ struct ChunkStoreTests {
     }
 
     @Test(
+        "a file small enough for a pack that a change would scatter is stored whole again in the pack, not left naming an object nobody wrote; a fresh install is byte-exact"
+    )
+    func scatteredSmallFileGoesWholeIntoThePack() async throws {
+        let patches = [(1 << 20, UInt8(1)), (3 << 20, 2), (5 << 20, 3), (7 << 20, 4)]
+        let strict = Fragmentation(bytesPerRange: 1 << 30, baseRanges: 2)
+        let fixture = try Fixture()
+        let one = fixture.directory + "/one", two = fixture.directory + "/two"
+        try Self.writeBuild(one)
+        try Self.writeBuild(two, patches: patches)
+        try fixture.publish(one, id: "1", smallFileBytes: 16 << 20, fragmentation: strict)
+        let report = try fixture.publish(two, id: "2", smallFileBytes: 16 << 20, fragmentation: strict)
+        let entry = try Self.pak(fixture, "2")
+        #expect(report.consolidatedFiles == ["level.pak"] && entry.isWhole)
+        let layout = OriginLayout(root: fixture.origin)
+        for path in ObjectNaming.current.paths(of: entry) {
+            #expect(FileManager.default.fileExists(atPath: layout.path(path)), "\(path) is named and was never written")
+        }
+        #expect(
+            try await Self.installed(fixture, "fresh")
+                == (try Data(contentsOf: URL(fileURLWithPath: two + "/level.pak"))))
+    }
+
+    @Test(
         "the same content twice in one pack, chunked once before and once after the chunk index learned an older chunk, is placed as the first copy was stored: both entries read the same bytes"
     )
     func duplicateInOnePack() throws {

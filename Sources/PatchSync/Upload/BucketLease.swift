@@ -93,14 +93,7 @@ public final class BucketLease: Sendable {
                 continue
             }
             guard ContinuousClock.now - start < .seconds(wait) else {
-                throw PatchSyncError(
-                    .deferred,
-                    "s3://\(bucket.bucket)/\(bucket.prefix) is being written by \(theirs?.holder ?? "another command") "
-                        + "(\(theirs?.purpose ?? "unknown")); \(purpose) must wait"
-                        + (wait > 0 ? " (waited \(Int(wait)) s)" : ""),
-                    remedy: "run it again when that command has finished, or give --wait 10m; a holder that was "
-                        + "killed lets go by itself \(Int(limit)) s after its last renewal",
-                    reason: .busy)
+                throw Self.busy(bucket, theirs, purpose: purpose, waited: wait, ttl: limit)
             }
             Thread.sleep(forTimeInterval: min(1, max(0.05, limit / 8)))
         }
@@ -115,6 +108,20 @@ public final class BucketLease: Sendable {
         }
         let lease = UncheckedLease(lease: self)
         Thread { lease.lease.renewLoop() }.start()
+    }
+
+    /// The error for a lease still held by `theirs` after `waited` seconds.
+    private static func busy(_ bucket: S3Bucket, _ theirs: Body?, purpose: String, waited: TimeInterval, ttl: Double)
+        -> PatchSyncError
+    {
+        PatchSyncError(
+            .deferred,
+            "s3://\(bucket.bucket)/\(bucket.prefix) is being written by \(theirs?.holder ?? "another command") "
+                + "(\(theirs?.purpose ?? "unknown")); \(purpose) must wait"
+                + (waited > 0 ? " (waited \(Int(waited)) s)" : ""),
+            remedy: "run it again when that command has finished, or give --wait 10m; a holder that was "
+                + "killed lets go by itself \(Int(ttl)) s after its last renewal",
+            reason: .busy)
     }
 
     /// Refuses a store that ignores `If-None-Match` or `If-Match` (it answered a create of the lease it now

@@ -392,16 +392,9 @@ extension BucketOrigin {
                 sent.record(file.path, etag)
             }
         }
-        if !removed.isEmpty {
-            // Fenced first (unless this push just committed a new timestamp.json): a writer that lost its
-            // lease could otherwise still commit a build naming what is deleted here.
-            var fenced = state
-            if !send.contains(where: { $0.path == OriginLayout.timestamp }) { try fence(&fenced, connection) }
-            try lease.check()
-            try uploader.parallel(removed.map { ($0, Int64(0)) }, first: connection) {
-                (connection, file) throws(PatchSyncError) in try connection.delete(file.path)
-            }
-        }
+        try delete(
+            removed, committed: send.contains { $0.path == OriginLayout.timestamp }, state, lease: lease,
+            connection, uploader)
         var record = state.listed.compactMapValues(\.etag).merging(sent.all) { $1 }
         for path in removed { record[path] = nil }
         try writeETags(record)
@@ -409,6 +402,21 @@ extension BucketOrigin {
         report.bytesUploaded = send.reduce(0) { $0 + $1.bytes }
         report.deleted = removed.count
         report.requests += send.count + removed.count
+    }
+
+    /// Deletes what the command removed on purpose: fenced first (unless this push just committed a new
+    /// timestamp.json), so a writer that lost its lease can never commit a build naming what goes here.
+    private func delete(
+        _ removed: [String], committed: Bool, _ state: Snapshot, lease: BucketLease, _ connection: S3Connection,
+        _ uploader: Uploader
+    ) throws(PatchSyncError) {
+        guard !removed.isEmpty else { return }
+        var fenced = state
+        if !committed { try fence(&fenced, connection) }
+        try lease.check()
+        try uploader.parallel(removed.map { ($0, Int64(0)) }, first: connection) {
+            (connection, file) throws(PatchSyncError) in try connection.delete(file.path)
+        }
     }
 
     /// One PUT of the push, never over a key someone else wrote: content and versioned metadata only

@@ -171,3 +171,54 @@ public enum StoreLimit {
         return releases
     }
 }
+
+/// What the manifest would cost on the wire and to load in a binary layout: the signed JSON (gzip'd as
+/// published) against the client's binary cache layout (``ManifestCache``), raw and zstd-compressed, with
+/// the seconds to decode each. The measurement behind the binary manifest's format.
+@_spi(Benchmarks)
+public enum ManifestCodecLimit {
+    public struct Figures: Sendable {
+        public var files = 0, chunks = 0
+        public var gzipJSONBytes = 0, jsonBytes = 0, binaryBytes = 0, zstdBinaryBytes = 0
+        public var jsonDecodeSeconds = 0.0, binaryDecodeSeconds = 0.0, binaryEncodeSeconds = 0.0
+    }
+
+    public static func measure(manifest path: String) throws(PatchSyncError) -> Figures {
+        var figures = Figures()
+        let signed = try FileSystem.read(path, limit: 1 << 31)
+        figures.gzipJSONBytes = signed.count
+        let json =
+            signed.starts(with: [0x1f, 0x8b])
+            ? try Zlib.gunzip(signed, limit: Manifest.maximumInflatedSize, what: path) : signed
+        figures.jsonBytes = json.count
+        let clock = ContinuousClock()
+        var manifest: Manifest?
+        figures.jsonDecodeSeconds = seconds(clock.measure { manifest = try? Manifest.decode(json, what: path) })
+        guard let manifest else { throw PatchSyncError(.refusedData, "\(path) is not a manifest") }
+        figures.files = manifest.files.count
+        figures.chunks = manifest.files.reduce(0) { $0 + $1.chunks.count }
+        let sha = SHA256Hasher.hash(signed).hex, binary = NSTemporaryDirectory() + "manifest-codec-\(getpid()).bin"
+        defer { try? FileSystem.remove(binary) }
+        var failure: PatchSyncError?
+        figures.binaryEncodeSeconds = seconds(
+            clock.measure {
+                do throws(PatchSyncError) { try ManifestCache.write(manifest, sha: sha, to: binary) } catch {
+                    failure = error
+                }
+            })
+        if let failure { throw failure }
+        let bytes = try FileSystem.read(binary, limit: 1 << 31)
+        figures.binaryBytes = bytes.count
+        figures.zstdBinaryBytes = bytes.withUnsafeBytes { Zstd.compress($0, level: 19).count }
+        var loaded: Manifest?
+        figures.binaryDecodeSeconds = seconds(clock.measure { loaded = ManifestCache.read(binary, sha: sha) })
+        guard loaded?.files.count == manifest.files.count else {
+            throw PatchSyncError(.internal, "the binary layout did not read back")
+        }
+        return figures
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

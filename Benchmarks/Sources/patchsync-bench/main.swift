@@ -8,6 +8,9 @@ import Foundation
 // patchsync-bench store-limit THREADS TREE...
 //   For each TREE in order, one JSON line: its chunks, and those no earlier TREE had with the bytes they
 //   take stored (each compressed alone, as publish stores a chunk): what a store of each chunk once grows by.
+// patchsync-bench manifest-codec MANIFEST
+//   One JSON line: MANIFEST's bytes as gzip'd JSON and in the client's binary layout (raw and zstd -19),
+//   and the seconds to decode each.
 @_spi(Benchmarks) import PatchSync
 
 let arguments = CommandLine.arguments
@@ -15,7 +18,7 @@ func usage() -> Never {
     FileHandle.standardError.write(
         Data(
             ("usage: patchsync-bench cpu-limit ORIGIN MANIFEST THREADS | publish-limit TREE THREADS"
-                + " | store-limit THREADS TREE...\n").utf8))
+                + " | store-limit THREADS TREE... | manifest-codec MANIFEST\n").utf8))
     exit(64)
 }
 do {
@@ -37,6 +40,13 @@ do {
                 "{\"files\":\(r.files),\"bytes\":\(r.bytes),\"chunks\":\(r.chunks),\"newChunks\":\(r.newChunks),"
                     + "\"newStoredBytes\":\(r.newStoredBytes)}")
         }
+    case ("manifest-codec", 3):
+        let r = try ManifestCodecLimit.measure(manifest: arguments[2])
+        print(
+            "{\"files\":\(r.files),\"chunks\":\(r.chunks),\"gzipJSONBytes\":\(r.gzipJSONBytes),"
+                + "\"jsonBytes\":\(r.jsonBytes),\"binaryBytes\":\(r.binaryBytes),\"zstdBinaryBytes\":\(r.zstdBinaryBytes),"
+                + "\"jsonDecodeSeconds\":\(r.jsonDecodeSeconds),\"binaryEncodeSeconds\":\(r.binaryEncodeSeconds),"
+                + "\"binaryDecodeSeconds\":\(r.binaryDecodeSeconds)}")
     default:
         usage()
     }

@@ -61,6 +61,46 @@ struct KeyRotationTests {
     }
 
     @Test(
+        "a rotation of the online key that stopped after writing the new root (killed, or its commit to a bucket lost the race) leaves a repository the commands still open: status names the stop and the refresh that finishes it, refresh with the new key signs snapshot and timestamp again, and a player that took the new root updates"
+    )
+    func rotationStoppedAfterTheRoot() throws {
+        let fixture = try Fixture.published(scale: 0.003)
+        let nginx = try NginxOrigin(root: fixture.origin)
+        let install = try fixture.makeInstall(remotes: [nginx.url])
+        #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+        let metadata = fixture.origin + "/metadata"
+        let before = try FileManager.default.contentsOfDirectory(atPath: metadata)
+        let stamp = try Data(contentsOf: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        let newKeys = fixture.directory + "/new-keys"
+        #expect(try CLI.run(["keygen", "--out", newKeys]).status == 0)
+        let rotated = try CLI.run([
+            "repo", "rotate-root", "--origin", fixture.origin, "--root-key", fixture.keyDirectory + "/root.key",
+            "--new-online-key", newKeys + "/online.key"
+        ])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        // Back to the moment after the new root was written: the snapshot and timestamp it re-signed are gone.
+        for name in try FileManager.default.contentsOfDirectory(atPath: metadata)
+        where !before.contains(name) && !name.hasSuffix(".root.json") {
+            try FileManager.default.removeItem(atPath: metadata + "/" + name)
+        }
+        try stamp.write(to: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        // A player probes the new root and takes it; the old timestamp is no longer good to it.
+        #expect(try CLI.run(["sync", "--install", install.root]).status != 0)
+        let status = try CLI.run(["repo", "status", "--origin", fixture.origin])
+        #expect(
+            status.status == 0 && status.stderr.contains("rotation stopped half way")
+                && status.stderr.contains("repo refresh"), "\(status.stderr)")
+        let refresh = try CLI.run([
+            "repo", "refresh", "--origin", fixture.origin, "--online-key", newKeys + "/online.key"
+        ])
+        #expect(refresh.status == 0, "\(refresh.stderr)")
+        let again = try CLI.run(["repo", "status", "--origin", fixture.origin])
+        #expect(again.status == 0 && !again.stderr.contains("rotation stopped"), "\(again.stderr)")
+        let sync = try CLI.run(["sync", "--install", install.root])
+        #expect(sync.status == 0, "\(sync.stderr)")
+    }
+
+    @Test(
         "each role signs only its own part: the online key cannot publish, the targets key cannot refresh, one key cannot hold two roles"
     )
     func roleSeparation() throws {

@@ -134,7 +134,14 @@ extension Repository {
 
     /// One warning line per role in ``expiring(within:onlineWithin:now:)``, for commands to print.
     public func expiryWarnings(now: Date = Date()) -> [String] {
-        expiring(now: now).map { role in
+        let stopped =
+            onlineSignedByPreviousRoot
+            ? [
+                "snapshot and timestamp of \(origin) are still signed by the online key root version "
+                    + "\(rootVersion) replaced (a rotation stopped half way): players on that root refuse updates "
+                    + "until they are signed again; run `patchsync repo refresh --origin \(origin) --online-key NEW_ONLINE_KEY`"
+            ] : []
+        return stopped + expiring(now: now).map { role in
             let when =
                 role.daysLeft <= 0
                 ? "expired on \(Self.day(role.expires)): clients refuse the repository"

@@ -60,6 +60,10 @@ public struct Repository: Sendable {
     var timestamp: Signed<TimestampMetadata>
     /// The delegated `releases` role's metadata (released content keys), once a preload was published.
     var releases: Signed<TargetsMetadata>? = nil
+    /// Timestamp or snapshot is still signed by the online key of the root before the newest: a rotation
+    /// of the online key stopped after it wrote the new root (killed, or its commit to a bucket lost the
+    /// race). Loaded all the same, so that `repo refresh` with the new key can sign them again.
+    var onlineSignedByPreviousRoot = false
     /// Held from `open` until the value goes: the origin is this process's to change.
     var lock: OriginLock? = nil
 
@@ -193,14 +197,24 @@ public struct Repository: Sendable {
             previous = root.signed
             root = next
         }
+        // A rotation of the online key that stopped after the new root: the previous root's key still counts
+        // for snapshot and timestamp, until they are signed again.
+        var byPrevious = false
+        func verifyOnline<T: TUFSigned>(_ signed: Signed<T>, _ role: String, _ path: String) throws(PatchSyncError) {
+            do { try verify(signed, role: role, of: root.signed, path) } catch {
+                guard let previous, previous.roles[role] != root.signed.roles[role] else { throw error }
+                try verify(signed, role: role, of: previous, path)
+                byPrevious = true
+            }
+        }
         let (timestamp, _): (Signed<TimestampMetadata>, Data) = try readPinned(layout.timestampFile, pin: nil)
-        try verify(timestamp, role: "timestamp", of: root.signed, layout.timestampFile)
+        try verifyOnline(timestamp, "timestamp", layout.timestampFile)
         guard let snapPin = timestamp.signed.meta[OriginLayout.snapshotName] else {
             throw tampered(layout.timestampFile, "names no snapshot")
         }
         let snapPath = versioned("snapshot", snapPin.version)
         let (snapshot, _): (Signed<SnapshotMetadata>, Data) = try readPinned(snapPath, pin: snapPin)
-        try verify(snapshot, role: "snapshot", of: root.signed, snapPath)
+        try verifyOnline(snapshot, "snapshot", snapPath)
         guard let targetsPin = snapshot.signed.meta[OriginLayout.targetsName] else {
             throw tampered(snapPath, "names no targets")
         }
@@ -211,6 +225,7 @@ public struct Repository: Sendable {
             try verify(targets, role: "targets", of: previous, targetsPath)
         }
         var repo = Repository(origin: origin, root: root, targets: targets, snapshot: snapshot, timestamp: timestamp)
+        repo.onlineSignedByPreviousRoot = byPrevious
         if let pin = snapshot.signed.meta[OriginLayout.metaKey(role: Releases.role)] {
             let path = versioned(Releases.role, pin.version)
             let (releases, _): (Signed<TargetsMetadata>, Data) = try readPinned(path, pin: pin)

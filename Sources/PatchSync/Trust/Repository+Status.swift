@@ -141,13 +141,14 @@ extension Repository {
                     + "\(rootVersion) replaced (a rotation stopped half way): players on that root refuse updates "
                     + "until they are signed again; run `patchsync repo refresh --origin \(origin) --online-key NEW_ONLINE_KEY`"
             ] : []
-        return stopped + expiring(now: now).map { role in
-            let when =
-                role.daysLeft <= 0
-                ? "expired on \(Self.day(role.expires)): clients refuse the repository"
-                : "expires in \(role.daysLeft) days (\(Self.day(role.expires)))"
-            return "\(role.role).json of \(origin) \(when); renew it: \(role.renewal)"
-        }
+        return stopped
+            + expiring(now: now).map { role in
+                let when =
+                    role.daysLeft <= 0
+                    ? "expired on \(Self.day(role.expires)): clients refuse the repository"
+                    : "expires in \(role.daysLeft) days (\(Self.day(role.expires)))"
+                return "\(role.role).json of \(origin) \(when); renew it: \(role.renewal)"
+            }
     }
 
     static func day(_ date: Date) -> String {

@@ -168,6 +168,26 @@ public struct Repository: Sendable {
         return repo
     }
 
+    /// The newest root, walked version by version from 1 (each signed by its predecessor's keys and its
+    /// own), and the one before it.
+    private static func rootChain(_ versioned: (String, Int) -> String) throws(PatchSyncError) -> (
+        Signed<RootMetadata>, RootMetadata?
+    ) {
+        var root: Signed<RootMetadata> = try read(versioned("root", 1))
+        try verify(root, role: "root", of: root.signed, versioned("root", 1))
+        var previous: RootMetadata?
+        while FileSystem.exists(versioned("root", root.signed.version + 1)) {
+            let path = versioned("root", root.signed.version + 1)
+            let next: Signed<RootMetadata> = try read(path)
+            guard next.signed.version == root.signed.version + 1 else { throw tampered(path, "holds another version") }
+            try verify(next, role: "root", of: root.signed, path)
+            try verify(next, role: "root", of: next.signed, path)
+            previous = root.signed
+            root = next
+        }
+        return (root, previous)
+    }
+
     /// Loads the repository's current metadata from `origin` and checks it as a client would before
     /// anything is signed on top of it: the root chain from version 1, timestamp, snapshot and targets
     /// by their signatures and by the versions, lengths and hashes that pin them. A targets.json that a
@@ -185,18 +205,7 @@ public struct Repository: Sendable {
                 .usage, "\(origin) holds no PatchSync repository",
                 remedy: "create one with `patchsync repo init --origin \(origin) …`")
         }
-        var root: Signed<RootMetadata> = try read(versioned("root", 1))
-        try verify(root, role: "root", of: root.signed, versioned("root", 1))
-        var previous: RootMetadata?
-        while FileSystem.exists(versioned("root", root.signed.version + 1)) {
-            let path = versioned("root", root.signed.version + 1)
-            let next: Signed<RootMetadata> = try read(path)
-            guard next.signed.version == root.signed.version + 1 else { throw tampered(path, "holds another version") }
-            try verify(next, role: "root", of: root.signed, path)
-            try verify(next, role: "root", of: next.signed, path)
-            previous = root.signed
-            root = next
-        }
+        let (root, previous) = try rootChain(versioned)
         // A rotation of the online key that stopped after the new root: the previous root's key still counts
         // for snapshot and timestamp, until they are signed again.
         var byPrevious = false

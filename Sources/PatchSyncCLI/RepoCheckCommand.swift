@@ -82,6 +82,14 @@ struct RepoCheck: AsyncParsableCommand {
             within: try parseDuration(within, allowZero: true),
             onlineWithin: try parseDuration(onlineWithin, allowZero: true))
         var problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
+        if repo.onlineSignedByPreviousRoot {
+            problems.append(
+                Repository.ListingProblem(
+                    kind: .stoppedRotation, channel: "", buildId: "",
+                    problem: "snapshot and timestamp are still signed by the online key root version "
+                        + "\(repo.rootVersion) replaced: players that took that root refuse updates",
+                    fix: "patchsync repo refresh --origin \(origin) --online-key NEW_ONLINE_KEY"))
+        }
         if let bucket {
             let state = try Uploader(origin: origin, bucket: try originWait.store.bucket(bucket)).inspect()
             for path in state.missing {

@@ -26,7 +26,7 @@ struct RepoRefresh: AsyncParsableCommand {
     func run() async throws {
         let (repo, outcome) = try await originWait.open(origin, purpose: "refreshing its metadata", json: json) {
             folder in
-            var repo = try Repository.open(origin: folder, for: "refreshing its metadata")
+            var repo = try Repository.open(origin: folder, for: "refreshing its metadata", finishingRotation: true)
             let outcome = try repo.refresh(
                 key: try SigningKey.load(path: key),
                 contentKeys: contentKeyFolder(contentKeys, origin: folder, beside: key))

@@ -79,8 +79,10 @@ struct KeyRotationTests {
         ])
         #expect(rotated.status == 0, "\(rotated.stderr)")
         // Back to the moment after the new root was written: the snapshot and timestamp it re-signed are gone.
+        var removed: [String: Data] = [:]
         for name in try FileManager.default.contentsOfDirectory(atPath: metadata)
         where !before.contains(name) && !name.hasSuffix(".root.json") {
+            removed[name] = try Data(contentsOf: URL(fileURLWithPath: metadata + "/" + name))
             try FileManager.default.removeItem(atPath: metadata + "/" + name)
         }
         try stamp.write(to: URL(fileURLWithPath: metadata + "/timestamp.json"))
@@ -90,6 +92,21 @@ struct KeyRotationTests {
         #expect(
             status.status == 0 && status.stderr.contains("rotation stopped half way")
                 && status.stderr.contains("repo refresh"), "\(status.stderr)")
+        let check = try CLI.run(["repo", "check", "--origin", fixture.origin])
+        #expect(check.status == 65 && check.stderr.contains("repo refresh"), "\(check.stderr)")
+        // Nothing else signs on top of the old key's snapshot until the refresh.
+        let publish = try CLI.run(
+            [
+                "publish", try fixture.sampleBuild(2, scale: 0.003), "--origin", fixture.origin, "--build-id", "2",
+                "--targets-key", fixture.keyDirectory + "/targets.key", "--online-key", newKeys + "/online.key"
+            ])
+        #expect(publish.status == 65 && publish.stderr.contains("rotation stopped half way"), "\(publish.stderr)")
+        // The old key counts only for the state the rotation stopped in: beside a newer snapshot, it is refused.
+        let newer = try #require(removed.keys.first { $0.hasSuffix(".snapshot.json") })
+        try removed[newer]?.write(to: URL(fileURLWithPath: metadata + "/" + newer))
+        let refused = try CLI.run(["repo", "status", "--origin", fixture.origin])
+        #expect(refused.status == 65 && refused.stderr.contains("not the newest snapshot"), "\(refused.stderr)")
+        try FileManager.default.removeItem(atPath: metadata + "/" + newer)
         let refresh = try CLI.run([
             "repo", "refresh", "--origin", fixture.origin, "--online-key", newKeys + "/online.key"
         ])

@@ -30,6 +30,9 @@ extension Repository {
             /// manifest path, or with a channel or build id clients refuse): no command lists, shows or
             /// prunes it.
             case unlistedTarget
+            /// Snapshot and timestamp are still signed by the online key a newer root replaced: a rotation
+            /// stopped half way, and players that took the new root refuse updates.
+            case stoppedRotation
         }
         public var kind: Kind
         public var channel: String

@@ -63,7 +63,7 @@ public struct Repository: Sendable {
     /// Timestamp or snapshot is still signed by the online key of the root before the newest: a rotation
     /// of the online key stopped after it wrote the new root (killed, or its commit to a bucket lost the
     /// race). Loaded all the same, so that `repo refresh` with the new key can sign them again.
-    var onlineSignedByPreviousRoot = false
+    public internal(set) var onlineSignedByPreviousRoot = false
     /// Held from `open` until the value goes: the origin is this process's to change.
     var lock: OriginLock? = nil
 
@@ -159,13 +159,38 @@ public struct Repository: Sendable {
 
     /// Locks the origin (``OriginLock``), then loads it as ``load(origin:)`` does: for commands that
     /// change it. The lock lasts as long as the returned value (and its copies).
-    public static func open(origin: String, for purpose: String) throws(PatchSyncError) -> Repository {
+    /// `finishingRotation`: the command is the refresh that signs snapshot and timestamp with the new
+    /// online key after a rotation stopped half way (``onlineSignedByPreviousRoot``); every other command
+    /// refuses to sign on top of them until then.
+    public static func open(origin: String, for purpose: String, finishingRotation: Bool = false)
+        throws(PatchSyncError) -> Repository
+    {
         // its "no repository" error
         guard FileSystem.exists(OriginLayout(root: origin).metadataFolder) else { return try load(origin: origin) }
         let lock = try OriginLock(origin: origin, purpose: purpose)
         var repo = try load(origin: origin)
         repo.lock = lock
+        guard !repo.onlineSignedByPreviousRoot || finishingRotation else {
+            throw PatchSyncError(
+                .refusedData,
+                "snapshot and timestamp of \(origin) are still signed by the online key that root version "
+                    + "\(repo.rootVersion) replaced (a rotation stopped half way); \(purpose) would sign on top of them",
+                remedy: "run `patchsync repo refresh --origin \(origin) --online-key NEW_ONLINE_KEY` first")
+        }
         return repo
+    }
+
+    /// Refuses unless `snapshot` and `targets` are the newest versions of their roles in the metadata folder.
+    private static func requireNewest(_ layout: OriginLayout, snapshot: Int, targets: Int, _ path: String)
+        throws(PatchSyncError)
+    {
+        let names = (try? FileSystem.list(layout.metadataFolder)) ?? []
+        func newest(_ role: String) -> Int {
+            names.compactMap { OriginLayout.version(ofMetadataName: $0, role: role) }.max() ?? 0
+        }
+        guard newest("snapshot") <= snapshot, newest("targets") <= targets else {
+            throw tampered(path, "is signed by a replaced online key and is not the newest snapshot")
+        }
     }
 
     /// The newest root, walked version by version from 1 (each signed by its predecessor's keys and its
@@ -232,6 +257,11 @@ public struct Repository: Sendable {
         do { try verify(targets, role: "targets", of: root.signed, targetsPath) } catch {
             guard let previous, previous.roles["targets"] != root.signed.roles["targets"] else { throw error }
             try verify(targets, role: "targets", of: previous, targetsPath)
+        }
+        if byPrevious {
+            // Only the state the rotation stopped in: the newest snapshot and targets on disk. An older one
+            // signed with a replaced key (a leaked one, say) is refused as any tampering is.
+            try requireNewest(layout, snapshot: snapPin.version, targets: targetsPin.version, snapPath)
         }
         var repo = Repository(origin: origin, root: root, targets: targets, snapshot: snapshot, timestamp: timestamp)
         repo.onlineSignedByPreviousRoot = byPrevious

@@ -379,7 +379,8 @@ extension BucketOrigin {
         // Every file a listed build needs is in the cache or the bucket, or nothing is committed.
         var contents = BuildContents.Memo()
         _ = try uploader.neededFiles(
-            try Repository.load(origin: cache), files: present.union(state.listed.keys), contents: &contents)
+            try Repository.load(origin: cache), files: present.union(Set(state.listed.keys).subtracting(removed)),
+            contents: &contents)
         let sent = SentTags()
         let groups = Dictionary(grouping: send, by: { Uploader.group(of: $0.path) }).sorted { $0.key < $1.key }
         for (group, members) in groups {

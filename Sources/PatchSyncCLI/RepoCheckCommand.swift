@@ -82,6 +82,15 @@ struct RepoCheck: AsyncParsableCommand {
             within: try parseDuration(within, allowZero: true),
             onlineWithin: try parseDuration(onlineWithin, allowZero: true))
         var problems = repo.listingProblems(now: Date(), late: try parseDuration(releaseLate, allowZero: true))
+        if !repo.targetsSignedByCurrentKeys {
+            problems.append(
+                Repository.ListingProblem(
+                    kind: .stoppedRotation, channel: "", buildId: "",
+                    problem: "targets.json is still signed by the targets keys root version \(repo.rootVersion) "
+                        + "replaced: players that took that root refuse it",
+                    fix: "patchsync repo renew --origin \(origin) --targets-key NEW_TARGETS_KEY --online-key ONLINE_KEY"
+                ))
+        }
         if repo.onlineSignedByPreviousRoot {
             problems.append(
                 Repository.ListingProblem(

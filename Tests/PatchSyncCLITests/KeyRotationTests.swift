@@ -61,6 +61,39 @@ struct KeyRotationTests {
     }
 
     @Test(
+        "a rotation of the targets keys that stopped after writing the new root: status and check name it and the command that finishes it, and the next publish with the new key signs targets again"
+    )
+    func targetsRotationStoppedAfterTheRoot() throws {
+        let fixture = try Fixture.published(scale: 0.003)
+        let metadata = fixture.origin + "/metadata"
+        let before = try FileManager.default.contentsOfDirectory(atPath: metadata)
+        let stamp = try Data(contentsOf: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        let newKeys = fixture.directory + "/new-keys"
+        #expect(try CLI.run(["keygen", "--out", newKeys]).status == 0)
+        let rotated = try CLI.run([
+            "repo", "rotate-root", "--origin", fixture.origin, "--root-key", fixture.keyDirectory + "/root.key",
+            "--new-targets-key", newKeys + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ])
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        for name in try FileManager.default.contentsOfDirectory(atPath: metadata)
+        where !before.contains(name) && !name.hasSuffix(".root.json") {
+            try FileManager.default.removeItem(atPath: metadata + "/" + name)
+        }
+        try stamp.write(to: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        let status = try CLI.run(["repo", "status", "--origin", fixture.origin])
+        #expect(status.status == 0 && status.stderr.contains("targets keys that root version 2"), "\(status.stderr)")
+        let check = try CLI.run(["repo", "check", "--origin", fixture.origin])
+        #expect(check.status == 65 && check.stderr.contains("repo renew"), "\(check.stderr)")
+        let publish = try CLI.run([
+            "publish", try fixture.sampleBuild(2, scale: 0.003), "--origin", fixture.origin, "--build-id", "2",
+            "--targets-key", newKeys + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+        ])
+        #expect(publish.status == 0, "\(publish.stderr)")
+        let after = try CLI.run(["repo", "check", "--origin", fixture.origin])
+        #expect(after.status == 0, "\(after.stderr)")
+    }
+
+    @Test(
         "a rotation of the online key that stopped after writing the new root (killed, or its commit to a bucket lost the race) leaves a repository the commands still open: status names the stop and the refresh that finishes it, refresh with the new key signs snapshot and timestamp again, and a player that took the new root updates"
     )
     func rotationStoppedAfterTheRoot() throws {

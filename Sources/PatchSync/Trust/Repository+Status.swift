@@ -141,7 +141,16 @@ extension Repository {
                     + "\(rootVersion) replaced (a rotation stopped half way): players on that root refuse updates "
                     + "until they are signed again; run `patchsync repo refresh --origin \(origin) --online-key NEW_ONLINE_KEY`"
             ] : []
-        return stopped
+        let targetsStopped =
+            targetsSignedByCurrentKeys
+            ? []
+            : [
+                "targets.json of \(origin) is still signed by the targets keys that root version \(rootVersion) "
+                    + "replaced (a rotation stopped half way): players on that root refuse it until it is signed "
+                    + "again; the next publish does, or `patchsync repo renew --origin \(origin) --targets-key "
+                    + "NEW_TARGETS_KEY --online-key ONLINE_KEY`"
+            ]
+        return stopped + targetsStopped
             + expiring(now: now).map { role in
                 let when =
                     role.daysLeft <= 0

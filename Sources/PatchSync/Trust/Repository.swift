@@ -281,7 +281,7 @@ public struct Repository: Sendable {
     }
 
     /// Whether targets.json still needs signing by the current root's targets keys.
-    var targetsSignedByCurrentKeys: Bool {
+    public var targetsSignedByCurrentKeys: Bool {
         guard let role = root.signed.roles["targets"] else { return false }
         return (try? targets.verify(role: role, keys: root.signed.keys, name: OriginLayout.targetsName)) != nil
     }

@@ -60,26 +60,40 @@ struct KeyRotationTests {
         #expect(again.status == 64 && again.stderr.contains("not a root key"), "\(again.stderr)")
     }
 
+    /// Rotates the root of `fixture`'s origin with `rotating` (new keys generated into `newKeys`), then
+    /// puts the metadata back as it was the moment the new root was written, as a rotation killed there
+    /// leaves it; returns the files it took away.
+    static func stopAfterTheRoot(_ fixture: Fixture, rotating: [String], newKeys: String) throws -> [String: Data] {
+        let metadata = fixture.origin + "/metadata"
+        let before = try FileManager.default.contentsOfDirectory(atPath: metadata)
+        let stamp = try Data(contentsOf: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        #expect(try CLI.run(["keygen", "--out", newKeys]).status == 0)
+        let rotated = try CLI.run(
+            ["repo", "rotate-root", "--origin", fixture.origin, "--root-key", fixture.keyDirectory + "/root.key"]
+                + rotating)
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        var removed: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: metadata)
+        where !before.contains(name) && !name.hasSuffix(".root.json") {
+            removed[name] = try Data(contentsOf: URL(fileURLWithPath: metadata + "/" + name))
+            try FileManager.default.removeItem(atPath: metadata + "/" + name)
+        }
+        try stamp.write(to: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        return removed
+    }
+
     @Test(
         "a rotation of the targets keys that stopped after writing the new root: status and check name it and the command that finishes it, and the next publish with the new key signs targets again"
     )
     func targetsRotationStoppedAfterTheRoot() throws {
         let fixture = try Fixture.published(scale: 0.003)
-        let metadata = fixture.origin + "/metadata"
-        let before = try FileManager.default.contentsOfDirectory(atPath: metadata)
-        let stamp = try Data(contentsOf: URL(fileURLWithPath: metadata + "/timestamp.json"))
         let newKeys = fixture.directory + "/new-keys"
-        #expect(try CLI.run(["keygen", "--out", newKeys]).status == 0)
-        let rotated = try CLI.run([
-            "repo", "rotate-root", "--origin", fixture.origin, "--root-key", fixture.keyDirectory + "/root.key",
-            "--new-targets-key", newKeys + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
-        ])
-        #expect(rotated.status == 0, "\(rotated.stderr)")
-        for name in try FileManager.default.contentsOfDirectory(atPath: metadata)
-        where !before.contains(name) && !name.hasSuffix(".root.json") {
-            try FileManager.default.removeItem(atPath: metadata + "/" + name)
-        }
-        try stamp.write(to: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        _ = try Self.stopAfterTheRoot(
+            fixture,
+            rotating: [
+                "--new-targets-key", newKeys + "/targets.key", "--online-key", fixture.keyDirectory + "/online.key"
+            ],
+            newKeys: newKeys)
         let status = try CLI.run(["repo", "status", "--origin", fixture.origin])
         #expect(status.status == 0 && status.stderr.contains("targets keys that root version 2"), "\(status.stderr)")
         let check = try CLI.run(["repo", "check", "--origin", fixture.origin])
@@ -102,23 +116,9 @@ struct KeyRotationTests {
         let install = try fixture.makeInstall(remotes: [nginx.url])
         #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
         let metadata = fixture.origin + "/metadata"
-        let before = try FileManager.default.contentsOfDirectory(atPath: metadata)
-        let stamp = try Data(contentsOf: URL(fileURLWithPath: metadata + "/timestamp.json"))
         let newKeys = fixture.directory + "/new-keys"
-        #expect(try CLI.run(["keygen", "--out", newKeys]).status == 0)
-        let rotated = try CLI.run([
-            "repo", "rotate-root", "--origin", fixture.origin, "--root-key", fixture.keyDirectory + "/root.key",
-            "--new-online-key", newKeys + "/online.key"
-        ])
-        #expect(rotated.status == 0, "\(rotated.stderr)")
-        // Back to the moment after the new root was written: the snapshot and timestamp it re-signed are gone.
-        var removed: [String: Data] = [:]
-        for name in try FileManager.default.contentsOfDirectory(atPath: metadata)
-        where !before.contains(name) && !name.hasSuffix(".root.json") {
-            removed[name] = try Data(contentsOf: URL(fileURLWithPath: metadata + "/" + name))
-            try FileManager.default.removeItem(atPath: metadata + "/" + name)
-        }
-        try stamp.write(to: URL(fileURLWithPath: metadata + "/timestamp.json"))
+        let removed = try Self.stopAfterTheRoot(
+            fixture, rotating: ["--new-online-key", newKeys + "/online.key"], newKeys: newKeys)
         // A player probes the new root and takes it; the old timestamp is no longer good to it.
         #expect(try CLI.run(["sync", "--install", install.root]).status != 0)
         let status = try CLI.run(["repo", "status", "--origin", fixture.origin])

@@ -215,14 +215,17 @@ extension TransferBox {
         if text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
             return .seconds(min(Int64(text) ?? Int64.max, 86_400))  // more digits than fit: a day is plenty
         }
+        return httpDate(text).map { .seconds(Int64(max(0, $0.timeIntervalSince(now)).rounded(.up))) }
+    }
+
+    /// An HTTP-date (RFC 9110, 5.6.7) in any of its three forms: IMF-fixdate, RFC 850 or asctime.
+    static func httpDate(_ text: String) -> Date? {
         for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
             let formatter = DateFormatter()
             formatter.locale = Locale(identifier: "en_US_POSIX")
             formatter.timeZone = TimeZone(secondsFromGMT: 0)
             formatter.dateFormat = format
-            if let date = formatter.date(from: text) {
-                return .seconds(Int64(max(0, date.timeIntervalSince(now)).rounded(.up)))
-            }
+            if let date = formatter.date(from: text) { return date }
         }
         return nil
     }

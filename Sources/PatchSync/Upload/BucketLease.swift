@@ -217,19 +217,15 @@ public final class BucketLease: Sendable {
         recognizingOwn: Bool = true
     ) throws(PatchSyncError) -> String? {
         let data = (try? JSONEncoder().encode(body)) ?? Data()
-        if let etag = try connection.put(
-            key, body: data, cacheControl: "no-store", contentType: "application/json", when: condition)
-        {
-            guard !etag.isEmpty else {
-                throw PatchSyncError(
-                    .originUnavailable, "the store answered a write of \(key) without an ETag",
-                    remedy: "use a store that gives ETags (AWS S3, R2, MinIO, GCS)")
-            }
-            return etag
-        }
-        guard recognizingOwn,
-            let (now, etag, _) = try connection.getWithAge(key, limit: 64 << 10), now == data
+        let write = recognizingOwn ? connection.putOrFind : connection.put
+        guard
+            let etag = try write(key, data, nil, "no-store", "application/json", condition)
         else { return nil }
+        guard !etag.isEmpty else {
+            throw PatchSyncError(
+                .originUnavailable, "the store answered a write of \(key) without an ETag",
+                remedy: "use a store that gives ETags (AWS S3, R2, MinIO, GCS)")
+        }
         return etag
     }
 

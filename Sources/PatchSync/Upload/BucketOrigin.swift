@@ -212,15 +212,11 @@ extension BucketOrigin {
         fenced.append(UInt8(ascii: "\n"))
         for _ in 0..<32 { fenced.append(Bool.random() ? 32 : 9) }
         fenced.append(UInt8(ascii: "\n"))
-        var new = try connection.put(
-            OriginLayout.timestamp, body: fenced, cacheControl: "public, max-age=60",
-            contentType: "application/json", when: .matching(etag))
-        if new == nil, let landed = try connection.getTagged(OriginLayout.timestamp, limit: 1 << 20),
-            landed.body == fenced
-        {
-            new = landed.etag  // an earlier attempt of this request landed
-        }
-        guard let new, !new.isEmpty else {
+        guard
+            let new = try connection.putOrFind(
+                OriginLayout.timestamp, body: fenced, cacheControl: "public, max-age=60",
+                contentType: "application/json", when: .matching(etag)), !new.isEmpty
+        else {
             throw PatchSyncError(
                 .deferred,
                 "another writer committed to s3://\(bucket.bucket)/\(bucket.prefix) while this command started",
@@ -333,7 +329,7 @@ extension BucketOrigin {
             do { try FileSystem.makeDirectory(FileSystem.parent(of: final)) } catch {
                 throw PatchSyncError.wrap(error).during("writing into \(cache)")
             }
-            guard let size = try connection.download(file.path, to: temp), size == file.bytes else {
+            guard let (size, _) = try connection.download(file.path, to: temp), size == file.bytes else {
                 try? FileSystem.remove(temp)
                 throw PatchSyncError(
                     .originUnavailable,
@@ -435,17 +431,10 @@ extension BucketOrigin {
         case OriginLayout.rootMetadata: condition = state.rootETag.map { .matching($0) } ?? .absent
         default: condition = .absent
         }
-        if let etag = try connection.put(
+        if let etag = try connection.putOrFind(
             path, from: local, cacheControl: control, contentType: Uploader.contentType(path), when: condition)
         {
             return etag.isEmpty ? nil : etag
-        }
-        let compare = local + ".theirs-\(getpid())"
-        defer { try? FileSystem.remove(compare) }
-        if try connection.download(path, to: compare) != nil,
-            (try? SHA256Hasher.hash(file: compare)) == (try? SHA256Hasher.hash(file: local))
-        {
-            return nil
         }
         throw PatchSyncError(
             .deferred,

@@ -103,13 +103,40 @@ final class S3Connection {
         return (response.body, response.etag, age)
     }
 
-    /// GET of `path` into the file `local` (created or truncated): its size in bytes; nil when the
-    /// bucket has no such key.
-    func download(_ path: String, to local: String) throws(PatchSyncError) -> Int64? {
+    /// GET of `path` into the file `local` (created or truncated): its size in bytes and its ETag; nil
+    /// when the bucket has no such key.
+    func download(_ path: String, to local: String) throws(PatchSyncError) -> (bytes: Int64, etag: String?)? {
         let response = try send("GET", path, sink: local)
         if response.status == 404 { return nil }
         guard response.status == 200 else { throw refusal("downloading", bucket.url(path), response) }
-        return Int64(response.body.count)
+        return (Int64(response.body.count), response.etag)
+    }
+
+    /// ``put(_:body:from:cacheControl:contentType:when:)``, where a failed precondition is still success
+    /// when the key now holds these very bytes (an earlier attempt of the request landed and its answer
+    /// was lost): the ETag in the bucket, or nil when it holds something else.
+    func putOrFind(
+        _ path: String, body: Data? = nil, from local: String? = nil, cacheControl: String, contentType: String,
+        when condition: Precondition
+    ) throws(PatchSyncError) -> String? {
+        if let etag = try put(
+            path, body: body, from: local, cacheControl: cacheControl, contentType: contentType, when: condition)
+        {
+            return etag
+        }
+        if let body {
+            guard let (now, etag) = try getTagged(path, limit: max(64 << 10, body.count + 1)), now == body else {
+                return nil
+            }
+            return etag ?? ""
+        }
+        guard let local else { return nil }
+        let theirs = local + ".theirs-\(getpid())"
+        defer { try? FileSystem.remove(theirs) }
+        guard let (_, etag) = try download(path, to: theirs),
+            (try? SHA256Hasher.hash(file: theirs)) == (try? SHA256Hasher.hash(file: local))
+        else { return nil }
+        return etag ?? ""
     }
 
     /// A conditional PUT of `body` (or the file `local`) as `path`: the new ETag, or nil when the
@@ -357,9 +384,9 @@ private let s3HeaderCallback: ccurl_data_callback = { data, size, count, userdat
     } else if line.lowercased().hasPrefix("etag:") {
         exchange.etag = line.dropFirst(5).trimmingCharacters(in: .whitespaces)
     } else if line.lowercased().hasPrefix("date:") {
-        exchange.date = httpDate(line.dropFirst(5).trimmingCharacters(in: .whitespaces))
+        exchange.date = TransferBox.httpDate(line.dropFirst(5).trimmingCharacters(in: .whitespaces))
     } else if line.lowercased().hasPrefix("last-modified:") {
-        exchange.lastModified = httpDate(line.dropFirst(14).trimmingCharacters(in: .whitespaces))
+        exchange.lastModified = TransferBox.httpDate(line.dropFirst(14).trimmingCharacters(in: .whitespaces))
     }
     return size * count
 }
@@ -415,13 +442,4 @@ private let s3ReadCallback: ccurl_data_callback = { data, size, count, userdata 
     }
     exchange.offset += Int64(read)
     return size_t(read)
-}
-
-/// An HTTP-date in its IMF-fixdate form ("Sun, 29 Nov 2026 04:17:05 GMT").
-private func httpDate(_ text: String) -> Date? {
-    let formatter = DateFormatter()
-    formatter.locale = Locale(identifier: "en_US_POSIX")
-    formatter.timeZone = TimeZone(secondsFromGMT: 0)
-    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-    return formatter.date(from: text)
 }

@@ -104,18 +104,25 @@ struct ChunkStoreTests {
         #expect(try await Self.installed(fixture, "fresh") == expected)
     }
 
-    @Test(
-        "a change that would scatter a file over more ranges than the bound stores it whole again (reported), and an install of it is byte-exact; under the bound the same change keeps the chunks in place"
-    )
-    func scatteredFileIsConsolidated() async throws {
+    /// Two builds whose pak changes in four places, published under a bound of 2 ranges (so the second
+    /// is stored whole again), new files up to `smallFileBytes` going into packs.
+    static func scatteredPair(smallFileBytes: Int) throws -> (Fixture, String, String, Publisher.Report) {
         let patches = [(1 << 20, UInt8(1)), (3 << 20, 2), (5 << 20, 3), (7 << 20, 4)]
         let strict = Fragmentation(bytesPerRange: 1 << 30, baseRanges: 2)
         let fixture = try Fixture()
         let one = fixture.directory + "/one", two = fixture.directory + "/two"
         try Self.writeBuild(one)
         try Self.writeBuild(two, patches: patches)
-        try fixture.publish(one, id: "1", fragmentation: strict)
-        let report = try fixture.publish(two, id: "2", fragmentation: strict)
+        try fixture.publish(one, id: "1", smallFileBytes: smallFileBytes, fragmentation: strict)
+        let report = try fixture.publish(two, id: "2", smallFileBytes: smallFileBytes, fragmentation: strict)
+        return (fixture, one, two, report)
+    }
+
+    @Test(
+        "a change that would scatter a file over more ranges than the bound stores it whole again (reported), and an install of it is byte-exact; under the bound the same change keeps the chunks in place"
+    )
+    func scatteredFileIsConsolidated() async throws {
+        let (fixture, one, two, report) = try Self.scatteredPair(smallFileBytes: PackWriter.defaultSmallFile)
         let entry = try Self.pak(fixture, "2")
         #expect(report.consolidatedFiles == ["level.pak"])
         #expect(report.reusedChunks == 0 && entry.isWhole && Fragmentation.ranges(entry.chunks) == 1)
@@ -134,14 +141,7 @@ struct ChunkStoreTests {
         "a file small enough for a pack that a change would scatter is stored whole again in the pack, not left naming an object nobody wrote; a fresh install is byte-exact"
     )
     func scatteredSmallFileGoesWholeIntoThePack() async throws {
-        let patches = [(1 << 20, UInt8(1)), (3 << 20, 2), (5 << 20, 3), (7 << 20, 4)]
-        let strict = Fragmentation(bytesPerRange: 1 << 30, baseRanges: 2)
-        let fixture = try Fixture()
-        let one = fixture.directory + "/one", two = fixture.directory + "/two"
-        try Self.writeBuild(one)
-        try Self.writeBuild(two, patches: patches)
-        try fixture.publish(one, id: "1", smallFileBytes: 16 << 20, fragmentation: strict)
-        let report = try fixture.publish(two, id: "2", smallFileBytes: 16 << 20, fragmentation: strict)
+        let (fixture, _, two, report) = try Self.scatteredPair(smallFileBytes: 16 << 20)
         let entry = try Self.pak(fixture, "2")
         #expect(report.consolidatedFiles == ["level.pak"] && entry.isWhole)
         let layout = OriginLayout(root: fixture.origin)

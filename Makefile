@@ -2,7 +2,7 @@
 # Both install what is missing first (Debian packages through apt-get; sudo when not root).
 
 SWIFT ?= swift
-APT_PACKAGES := libseccomp2 libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils faketime strace chromium curl python3 python3-pip python3-venv
+APT_PACKAGES := libseccomp2 libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev libssl-dev libsqlite3-dev pkg-config nginx openssl fiu-utils faketime strace chromium curl python3 python3-pip python3-venv zstd
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test build release clean man fuzz lint format soak

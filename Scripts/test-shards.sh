@@ -9,6 +9,8 @@ set -u
 swift=${1:-swift}
 models='InstallModelTests|ReleaseHistoryTests'
 logs=$(mktemp -d /tmp/patchsync-test-shards.XXXXXX)
+# Every build the tests' fixtures publish is kept here, for the reference reader to read at the end.
+export PATCHSYNC_KEEP_MANIFESTS=$logs/manifests
 names=(models library cli-a-p cli-q-z)
 # The command-line suites by the first letter of their type, in two halves of about equal time.
 args=(
@@ -45,5 +47,9 @@ for i in "${failed[@]}"; do
   cat "$logs/${names[$i]}.log"
 done
 echo "== all shards ended after $(( $(date +%s) - start )) s"
+if [ "$status" = 0 ]; then
+  echo "== the reference reader against every binary manifest the tests published"
+  bash "$(dirname "$0")/check-manifests.sh" "$PATCHSYNC_KEEP_MANIFESTS" || status=1
+fi
 if [ "$status" = 0 ]; then rm -rf "$logs"; else echo "== logs kept in $logs"; fi
 exit "$status"

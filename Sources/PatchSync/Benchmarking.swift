@@ -187,9 +187,7 @@ public enum ManifestCodecLimit {
         var figures = Figures()
         let signed = try FileSystem.read(path, limit: 1 << 31)
         figures.gzipJSONBytes = signed.count
-        let json =
-            signed.starts(with: [0x1f, 0x8b])
-            ? try Zlib.gunzip(signed, limit: Manifest.maximumInflatedSize, what: path) : signed
+        let json = try Manifest.unpack(signed, what: path)
         figures.jsonBytes = json.count
         let clock = ContinuousClock()
         var manifest: Manifest?

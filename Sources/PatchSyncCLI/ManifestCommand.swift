@@ -16,13 +16,16 @@ struct ManifestShow: AsyncParsableCommand {
             BUILD is what `diff` takes: an origin URL (file://, http://, https://, with #BUILD for a given \
             build, else the channel's newest; #BUILD@CHANNEL for another channel's), checked through the \
             TUF chain from --root; an install folder (its current build); a build folder (chunked on the \
-            fly, nothing written); or a manifest file (.json or .json.gz). `chunks elsewhere` counts the \
-            chunks an earlier build stored, which stay in its objects; `most ranges` is the most places one \
-            file is read from in a fresh install.
+            fly, nothing written); or a manifest file (a build's target as the origin serves it, or its JSON \
+            view). `chunks elsewhere` counts the chunks an earlier build stored, which stay in its objects; \
+            `most ranges` is the most places one file is read from in a fresh install. --decoded prints the \
+            manifest itself in its JSON view, which manifests/manifest.schema.json documents (the binary \
+            format is described in manifests/manifest_reader.py).
 
             Examples:
               patchsync manifest show file:///srv/origin#1.4.2 --root root.json
               patchsync manifest show ~/Games/forest --files --json
+              patchsync manifest show ~/Games/forest --decoded > forest-manifest.json
             """)
 
     @Argument(help: "The build: an origin URL, an install folder, a build folder or a manifest file.") var build: String
@@ -31,12 +34,17 @@ struct ManifestShow: AsyncParsableCommand {
     @Option(help: "A bundles file (JSON), for a build folder.") var bundles: String?
     @Flag(help: "List every file: size, mode, bundle, chunks, stored bytes, objects and ranges.") var files = false
     @Flag(help: "Print the result as JSON.") var json = false
+    @Flag(help: "Print the manifest itself, decoded, as one JSON document.") var decoded = false
 
     func run() async throws {
         let rules =
             try bundles.map { (path) throws(PatchSyncError) in try BundleRules.load(path: path) }
             ?? BundleRules(bundles: [.base])
         let side = try await DiffSide.load(build, root: root, channel: channel, bundles: rules, deltaSources: 0)
+        if decoded {
+            print(String(decoding: try side.manifest.json(), as: UTF8.self))
+            return
+        }
         let summary = ManifestSummary(side.manifest, listingFiles: files)
         Output(json: json).result(summary, human: Self.describe(summary, name: side.name))
     }

@@ -36,11 +36,32 @@ public final class Fixture: @unchecked Sendable {
     }
 
     deinit {
+        Self.keepManifests(from: directory)
         _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+w", directory]).waitUntilExit()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     public var keyDirectory: String { directory + "/keys" }
+
+    /// With `PATCHSYNC_KEEP_MANIFESTS` naming a folder, every binary manifest a fixture's origins hold is
+    /// copied there (by its hash-prefixed name) before the fixture is removed: after a test run,
+    /// `Scripts/check-manifests.sh` has the reference reader read every build the tests published.
+    private static func keepManifests(from directory: String) {
+        guard let keep = ProcessInfo.processInfo.environment["PATCHSYNC_KEEP_MANIFESTS"], !keep.isEmpty,
+            let walk = FileManager.default.enumerator(atPath: directory)
+        else { return }
+        try? FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
+        while let path = walk.nextObject() as? String {
+            guard path.contains("targets/manifests/"), let name = path.split(separator: "/").last,
+                let handle = FileHandle(forReadingAtPath: directory + "/" + path)
+            else { continue }
+            let head = (try? handle.read(upToCount: 4)) ?? nil
+            try? handle.close()
+            guard head == Data([0x28, 0xB5, 0x2F, 0xFD]), !FileManager.default.fileExists(atPath: keep + "/" + name)
+            else { continue }
+            try? FileManager.default.copyItem(atPath: directory + "/" + path, toPath: keep + "/" + name)
+        }
+    }
 
     /// Writes build `number` of the sample game at `scale` and returns its folder.
     public func sampleBuild(_ number: Int, scale: Double, seed: UInt64 = 7) throws -> String {

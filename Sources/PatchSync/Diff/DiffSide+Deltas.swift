@@ -51,7 +51,7 @@ extension DiffSide {
         let json = try manifest.encoded()
         let manifestBytes =
             Publisher.manifestDelta(from: try old.manifest.encoded(), to: json).map { Int64($0.stored.count) }
-            ?? Int64(Zlib.gzip(json).count)
+            ?? Int64(Manifest.pack(json).count)
         return manifestBytes + (old.signedMetadataBytes.map { $0 + 1024 } ?? 0)
     }
 

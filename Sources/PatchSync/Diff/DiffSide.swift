@@ -27,7 +27,7 @@ public struct DiffSide: Sendable {
 
     /// Loads a side from `spec`: an origin URL (`http(s)://` or `file://`, with `#BUILD` for a given build,
     /// else the channel's newest; `#BUILD@CHANNEL` for one of another channel), verified through the TUF chain from `root`; an install folder (its current
-    /// build); a build folder (chunked on the fly, nothing written); or a manifest file (`.json` or `.json.gz`).
+    /// build); a build folder (chunked on the fly, nothing written); or a manifest file (a target as served, or its JSON view).
     /// `deltaSources` is publish's option: how many of the channel's latest builds get a delta pack to a
     /// newly published build (0: none, and no side is a delta's source).
     public static func load(

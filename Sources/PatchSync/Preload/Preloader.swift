@@ -167,7 +167,7 @@ struct Preloader: Sendable {
         }
         let kept = Set([PreloadStore.name(manifestRange), PreloadStore.planName(sha)]).union(keep)
         return Unlocked(
-            manifest: manifest, data: Zlib.gzip(try manifest.encoded()),
+            manifest: manifest, data: try manifest.packed(),
             source: SealedSource(store: store, keys: keys, sealed: sealed, keep: kept))
     }
 

@@ -72,7 +72,7 @@ struct PreloadRelisting {
         manifest.sequence = sequence
         let label = PreloadPlan.manifestLabel(channel: plan.channel, build: plan.buildId, relistedAs: sequence)
         let (sealed, object) = try Sealer(key: key, build: plan.buildId).seal(
-            Zlib.gzip(try manifest.encoded()), object: label)
+            try manifest.packed(), object: label)
         let layout = OriginLayout(root: origin)
         do { try FileSystem.writeAtomically(sealed, to: layout.objectFile(object.sealed)) } catch {
             throw PatchSyncError.wrap(error).during("sealing the manifest of \(plan.buildId) again")

@@ -40,9 +40,7 @@ extension Publisher {
         {
             let file = OriginLayout(root: origin).path(OriginLayout.targetFile(path, sha256: hash))
             do {
-                let json = try Zlib.gunzip(
-                    try FileSystem.read(file, limit: 256 << 20), limit: Manifest.maximumInflatedSize,
-                    what: file)
+                let json = try Manifest.unpack(try FileSystem.read(file, limit: 256 << 20), what: file)
                 bases.append(DeltaBase(path: path, manifest: try Manifest.decode(json, what: file), json: json))
             } catch {
                 skipped.add(path, error)  // refused by clients, or its file damaged or deleted by hand

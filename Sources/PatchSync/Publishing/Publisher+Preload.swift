@@ -145,7 +145,7 @@ extension Publisher {
         manifest.sealed = sealed.values.sorted { $0.object < $1.object }
         if manifest.sealed?.isEmpty == true { manifest.sealed = nil }
         let (sealedManifest, manifestObject) = try sealer.seal(
-            Zlib.gzip(try manifest.encoded()),
+            try manifest.packed(),
             object: PreloadPlan.manifestLabel(channel: channel, build: build))
         do {
             try FileSystem.writeAtomically(

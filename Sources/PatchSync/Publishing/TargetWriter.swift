@@ -37,7 +37,7 @@ struct TargetWriter: Sendable {
         info.published = published
         var targets = repo.targetFiles
         for path in unlisting { targets[path] = nil }
-        targets[target] = try Self.store(Zlib.gzip(json), as: target, in: origin, info: info)
+        targets[target] = try Self.store(Manifest.pack(json), as: target, in: origin, info: info)
         if let withdrawing { targets[withdrawing]?.custom?.withdrawn = true }
         let relisted = try relisting.relist(
             channel: manifest.channel.name, above: manifest.sequence, in: &targets, repo: repo)

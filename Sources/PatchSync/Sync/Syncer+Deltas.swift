@@ -113,8 +113,7 @@ extension Syncer {
         else { return nil }
         do {
             let path = install.manifestPath(current)
-            let old = try Zlib.gunzip(
-                try FileSystem.read(path, limit: 256 << 20), limit: Manifest.maximumInflatedSize, what: path)
+            let old = try Manifest.unpack(try FileSystem.read(path, limit: 256 << 20), what: path)
             let stored = try await origin.signed(OriginLayout.object(object), length: delta.length, sha256: object.hex)
             var instructions = [UInt8](repeating: 0, count: delta.size)
             let inflated = stored.withUnsafeBytes { s in
@@ -131,7 +130,7 @@ extension Syncer {
             }
             let manifest = try Manifest.decode(json, what: "manifest \(target.info.buildId) rebuilt from \(live)'s")
             try manifest.check(matches: target.info, what: "the manifest rebuilt by delta \(object)")
-            return (manifest, Zlib.gzip(json, level: 6))  // kept locally: speed over size
+            return (manifest, Manifest.pack(json, level: 3))  // kept locally: speed over size
         } catch {
             Self.deltaLogger.notice("manifest delta from \(live) not used, fetching the whole manifest: \(error)")
             return nil

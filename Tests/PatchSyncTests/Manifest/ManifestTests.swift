@@ -21,7 +21,7 @@ struct ManifestTests {
         let name = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first)
         let manifest = try Manifest.decode(try Data(contentsOf: URL(fileURLWithPath: dir + "/" + name)), what: name)
         let json = fixture.directory + "/manifest.json"
-        try manifest.encoded().write(to: URL(fileURLWithPath: json))
+        try manifest.json().write(to: URL(fileURLWithPath: json))
         for document in [json, Self.repoRoot + "/manifests/example.manifest.json"] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -18,8 +18,9 @@ struct ObjectWriterTests {
             try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: "1"))),
             what: "manifest")
         #expect(
-            manifest.formatVersion == 7,
-            "every build is written as format 7 (objects named as 6 does, `.bin` and segments), whatever its codec")
+            manifest.formatVersion == Manifest.formatVersion,
+            "every build is written in the current format (objects named as 6 does, `.bin` and segments), whatever its codec"
+        )
         let level = try #require(manifest.files.first { $0.path.hasSuffix(".map") })
         let texture = try #require(manifest.files.first { $0.path.hasSuffix(".dds") })
         let stored: ChunkCodec = codec.kind == .zstd ? .zstd : .zlib
@@ -179,7 +180,7 @@ struct ObjectWriterTests {
         let build = try fixture.sampleBuild(1, scale: 0.01)
         let report = try fixture.publish(build, id: "1", smallFileBytes: 128 << 10, codec: codec)
         let manifest = try Self.manifest(fixture, "1")
-        #expect(manifest.formatVersion == 7)
+        #expect(manifest.formatVersion == Manifest.formatVersion)
         let small = manifest.files.filter { $0.size <= 128 << 10 && $0.size > 0 }
         let packs = Set(small.map(\.object))
         try #require(small.count > 20)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Has the reference reader of the binary manifest (manifests/manifest_reader.py, written apart from
+# the library) read every manifest in FOLDER, and compares what it sees with what the library decodes
+# (`patchsync manifest show --decoded`): the two must agree on every one. The test run fills FOLDER
+# with every build its fixtures published (PATCHSYNC_KEEP_MANIFESTS).
+# Usage: Scripts/check-manifests.sh FOLDER [PATCHSYNC]
+set -u
+folder=$1
+patchsync=${2:-.build/debug/patchsync}
+here=$(cd "$(dirname "$0")/.." && pwd)
+count=0; failed=0
+for file in "$folder"/*; do
+  [ -f "$file" ] || continue
+  count=$((count + 1))
+  if ! python3 "$here/manifests/manifest_reader.py" "$file" >"$file.reference" 2>"$file.refused"; then
+    echo "the reference reader refused $(basename "$file"): $(cat "$file.refused")"; failed=$((failed + 1)); continue
+  fi
+  if ! "$patchsync" manifest show "$file" --decoded >"$file.library" 2>"$file.refused"; then
+    echo "the library refused $(basename "$file"): $(cat "$file.refused")"; failed=$((failed + 1)); continue
+  fi
+  if ! python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])) != json.load(open(sys.argv[2])))' \
+      "$file.reference" "$file.library"; then
+    echo "the reference reader and the library read $(basename "$file") differently"; failed=$((failed + 1))
+  fi
+  rm -f "$file.reference" "$file.library" "$file.refused"
+done
+echo "binary manifests read by the reference reader and the library: $count, disagreeing or refused: $failed"
+[ "$count" -gt 0 ] && [ "$failed" = 0 ]

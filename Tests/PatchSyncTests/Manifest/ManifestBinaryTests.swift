@@ -1,0 +1,163 @@
+import Foundation
+import PatchSyncTestSupport
+import Testing
+
+@testable import PatchSync
+
+/// The binary manifest (format 8) as a build's target holds it: it reads back as the manifest it was
+/// made from, byte for byte, the reference reader written apart from the library (`manifests/
+/// manifest_reader.py`) sees the same manifest, and a truncated or lying one is refused by both.
+@Suite("The binary manifest", .tags(.medium))
+struct ManifestBinaryTests {
+    /// Two builds with a link, an empty folder, a non-ASCII path, two bundles, a delta pack and chunks of a
+    /// changed pak left in build 1's objects; their targets' bytes.
+    private static func published() throws -> (Fixture, [Data]) {
+        let fixture = try Fixture()
+        var generator = SeededRandom(seed: 42)
+        var pak = (0..<(4 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        let bundles = [
+            PatchSync.Bundle(name: "levels", required: false, priority: 1, paths: ["levels/**"]),
+            PatchSync.Bundle(name: "base", required: true, priority: 0, paths: ["**"])
+        ]
+        for number in [1, 2] {
+            let build = try fixture.sampleBuild(number, scale: 0.005)
+            try FileManager.default.createSymbolicLink(
+                atPath: build + "/latest.map", withDestinationPath: "levels/level_2.map")
+            try FileManager.default.createDirectory(atPath: build + "/saves", withIntermediateDirectories: true)
+            try Data("é".utf8).write(to: URL(fileURLWithPath: build + "/café.txt"))
+            if number == 2 {
+                pak.replaceSubrange((2 << 20)..<((2 << 20) + 65536), with: repeatElement(9, count: 65536))
+            }
+            try Data(pak).write(to: URL(fileURLWithPath: build + "/data.pak"))
+            try fixture.publish(build, id: "\(number)", bundles: bundles)
+        }
+        return (
+            fixture,
+            try ["1", "2"].map {
+                try Data(contentsOf: URL(fileURLWithPath: try DeltaSyncTests.manifestFile(fixture, id: $0)))
+            }
+        )
+    }
+
+    /// The reference reader's view of `file`, or its refusal (exit status 1 and its message).
+    private static func reference(_ file: String) throws -> (status: Int32, output: Data, error: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", ManifestTests.repoRoot + "/manifests/manifest_reader.py", file]
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let output = out.fileHandleForReading.readDataToEndOfFile()
+        let error = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, output, String(decoding: error, as: UTF8.self))
+    }
+
+    @Test(
+        "a published manifest is binary and zstd-compressed, reads back as itself byte for byte, and the reference reader sees the same files, chunks, objects, links, folders, bundles and deltas"
+    )
+    func agreesWithTheReferenceReader() throws {
+        let (fixture, targets) = try Self.published()
+        for (index, target) in targets.enumerated() {
+            #expect(target.starts(with: Zstd.magic), "a target holds the manifest zstd-compressed")
+            let bytes = try Manifest.unpack(target, what: "target")
+            #expect(bytes.starts(with: Array("PSMF".utf8)))
+            let manifest = try Manifest.decode(target, what: "target")
+            #expect(manifest.formatVersion == 8)
+            #expect(try manifest.encoded() == bytes, "encoding what was decoded gives the same bytes")
+            let file = fixture.directory + "/target-\(index)"
+            try target.write(to: URL(fileURLWithPath: file))
+            let seen = try Self.reference(file)
+            #expect(seen.status == 0, "the reference reader refused build \(index + 1): \(seen.error)")
+            let theirs = try JSONSerialization.jsonObject(with: seen.output) as? NSDictionary
+            let ours = try JSONSerialization.jsonObject(with: try manifest.json()) as? NSDictionary
+            #expect(
+                theirs != nil && theirs == ours, "the reference reader and the library read build \(index + 1) alike")
+        }
+        let second = try Manifest.decode(targets[1], what: "build 2")
+        #expect(!(second.deltas ?? []).isEmpty && !(second.links ?? []).isEmpty && !(second.folders ?? []).isEmpty)
+        #expect(second.files.contains { $0.chunks.contains { $0.object != nil } }, "build 2 names objects of build 1")
+        #expect(Set(second.files.map(\.bundle)) == ["base", "levels"])
+        #expect(second.files.contains { $0.path == "café.txt" })
+    }
+
+    /// Where the sections of the binary manifest `bytes` start.
+    private struct Sections {
+        let objects: Int, files: Int, chunks: Int, strings: Int, fileCount: Int, objectCount: Int
+
+        init(_ bytes: Data) {
+            func u32(_ at: Int) -> Int {
+                Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) })
+            }
+            func u64(_ at: Int) -> Int {
+                Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt64.self) })
+            }
+            objectCount = u32(12)
+            fileCount = u64(16)
+            objects = (48 + u32(8) + 7) / 8 * 8
+            files = objects + objectCount * 32
+            chunks = files + fileCount * 72
+            strings = chunks + u64(24) * 64
+        }
+    }
+
+    @Test(
+        "a truncated binary manifest, or one that lies (unsorted paths, a chunk or object out of place, an unknown codec, an object listed twice, bytes after the end, a newer version), is refused by the client and by the reference reader"
+    )
+    func liesAreRefused() throws {
+        let (fixture, targets) = try Self.published()
+        let good = try Manifest.unpack(targets[1], what: "build 2")
+        let at = Sections(good)
+        #expect(at.fileCount > 2 && at.objectCount > 1)
+        func set<T: FixedWidthInteger>(_ value: T, at offset: Int, in data: inout Data) {
+            withUnsafeBytes(of: value.littleEndian) { data.replaceSubrange(offset..<(offset + $0.count), with: $0) }
+        }
+        var lies: [(String, Data)] = []
+        for cut in [47, at.objects - 1, at.files + 5, at.chunks + 70, at.strings + 1, good.count - 1] {
+            lies.append(("truncated at \(cut) of \(good.count)", good.prefix(cut)))
+        }
+        lies.append(("a byte after the end", good + Data([0])))
+        var unsorted = good
+        unsorted[at.strings] = 0x7e  // "~" sorts after every other first byte of the sample's paths
+        lies.append(("an unsorted path table", unsorted))
+        var moreChunks = good
+        let chunkCount = good.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at.files + 56, as: UInt32.self) }
+        set(chunkCount + 1, at: at.files + 56, in: &moreChunks)
+        lies.append(("file 0 claiming a chunk of file 1", moreChunks))
+        var object = good
+        set(UInt32(at.objectCount), at: at.files + 60, in: &object)
+        lies.append(("an object index past the table", object))
+        var codec = good
+        codec[at.chunks + 60] = 3
+        lies.append(("an unknown codec", codec))
+        var twice = good
+        twice.replaceSubrange((at.objects + 32)..<(at.objects + 64), with: good[at.objects..<(at.objects + 32)])
+        lies.append(("an object listed twice", twice))
+        var length = good
+        set(UInt32(1), at: at.chunks + 48, in: &length)
+        lies.append(("chunks that do not tile their file", length))
+        var reserved = good
+        reserved[40] = 1
+        lies.append(("a reserved field set", reserved))
+        for (lie, bytes) in lies {
+            #expect(throws: PatchSyncError.self, "the client refuses \(lie)") {
+                try Manifest.decode(Manifest.pack(bytes), what: lie)
+            }
+            let file = fixture.directory + "/lie"
+            try Manifest.pack(bytes).write(to: URL(fileURLWithPath: file))
+            let seen = try Self.reference(file)
+            #expect(seen.status == 1 && seen.error.contains("refused"), "the reference reader refuses \(lie)")
+        }
+        var newer = good
+        set(UInt32(9), at: 4, in: &newer)
+        let refusal = #expect(throws: PatchSyncError.self) {
+            try Manifest.decode(Manifest.pack(newer), what: "build 9")
+        }
+        #expect(refusal?.message.contains("format version 9; this client reads versions 1 to 8") == true)
+        #expect(refusal?.remedy?.contains("update PatchSync") == true)
+        var frame = targets[1]
+        frame.removeLast(3)
+        #expect(throws: PatchSyncError.self, "a truncated zstd frame") { try Manifest.decode(frame, what: "cut") }
+    }
+}

@@ -9,17 +9,17 @@ A manifest that is truncated, out of order, or that names anything it does not h
 exit status 1 and one line on stderr saying what is wrong. Needs Python 3.9+ and the zstd program.
 
 The layout (all integers little-endian; every table 8-byte aligned):
-  header (48 bytes): "PSMF", u32 version, u32 head length, u32 object count, u64 file count,
-                     u64 chunk count, u64 string table length, u64 reserved (0)
-  head:    sorted-key JSON of the manifest with "files": [], zero-padded to a multiple of 8
-  objects: 32-byte SHA-256 each, strictly ascending, each named by a file or a chunk
-  files:   72 bytes each, paths strictly ascending bytewise:
-           sha256[32] size:i64 first_chunk:u64 path_offset:u64 chunk_count:u32 object:u32 mode:u32
-           path_length:u16 bundle:u16
-  chunks:  64 bytes each, file after file:
-           sha256[32] offset:i64 object_offset:i64 length:u32 stored_length:u32 object:u32
-           (0xFFFFFFFF: the file's own) codec:u8 (0 raw, 1 zlib, 2 zstd) zero[3]
-  strings: the paths' UTF-8, file after file, nothing else
+  header (48 bytes): "PSMF", u32 version, u32 head length, u32 reserved (0), u64 file count,
+                     u64 chunk count, u64 chunk-object count, u64 string table length
+  head:          sorted-key JSON of the manifest with "files": [], zero-padded to a multiple of 8
+  files:         88 bytes each, paths strictly ascending bytewise:
+                 sha256[32] object[32] size:i64 chunk_count:u32 mode:u32 path_length:u16 bundle:u16
+                 reserved:u32 (0)
+  chunks:        64 bytes each, file after file:
+                 sha256[32] offset:i64 object_offset:i64 length:u32 stored_length:u32 codec:u8
+                 (0 raw, 1 zlib, 2 zstd) flags:u8 (1: its object is the next chunk-object entry) zero[6]
+  chunk objects: 32-byte SHA-256 each, one per flagged chunk, in chunk order
+  strings:       the paths' UTF-8, file after file, nothing else
 """
 
 import json
@@ -30,7 +30,6 @@ import sys
 MAGIC = b"PSMF"
 VERSIONS = (8,)
 CODECS = ("raw", "zlib", "zstd")
-OWN = 0xFFFFFFFF
 LIMIT = 512 << 20
 
 
@@ -64,7 +63,7 @@ class Cursor:
 def read(data):
     data = inflate(data)
     c = Cursor(data)
-    magic, version, head_len, n_obj, n_files, n_chunks, n_str, reserved = struct.unpack(
+    magic, version, head_len, reserved, n_files, n_chunks, n_objects, n_str = struct.unpack(
         "<4sIIIQQQQ", c.take(48, "header"))
     if magic != MAGIC:
         raise Refused("does not start with PSMF")
@@ -77,58 +76,51 @@ def read(data):
         raise Refused("head lists files or names another version")
     if any(c.take((8 - c.at % 8) % 8, "padding")):
         raise Refused("padding is not zero")
-    objects = [c.take(32, "object table") for _ in range(n_obj)]
-    if any(a >= b for a, b in zip(objects, objects[1:])):
-        raise Refused("object table not strictly ascending")
-    file_table = c.take(72 * n_files, "file table")
+    file_table = c.take(88 * n_files, "file table")
     chunk_table = c.take(64 * n_chunks, "chunk table")
+    object_table = c.take(32 * n_objects, "chunk-object table")
     strings = c.take(n_str, "string table")
     if c.at != len(data):
         raise Refused("bytes after the string table")
     bundles = [b["name"] for b in head["bundles"]]
-    named = set()
-    files, path_at, chunk_at, last_path = [], 0, 0, None
+    files, path_at, chunk_at, object_at, last_path = [], 0, 0, 0, None
     for i in range(n_files):
-        rec = file_table[72 * i:72 * (i + 1)]
-        sha = rec[:32]
-        size, first, p_off, n_ch, obj, mode, p_len, bundle = struct.unpack("<qQQIIIHH", rec[32:])
-        if p_off != path_at or first != chunk_at:
-            raise Refused("file %d: path or chunks not where the previous file's ended" % i)
-        if p_len == 0 or p_off + p_len > len(strings):
-            raise Refused("file %d: path outside the string table" % i)
-        if obj >= n_obj or bundle >= len(bundles) or first + n_ch > n_chunks:
-            raise Refused("file %d: object, bundle or chunks out of range" % i)
-        raw_path = strings[p_off:p_off + p_len]
+        rec = file_table[88 * i:88 * (i + 1)]
+        size, n_ch, mode, p_len, bundle, reserved = struct.unpack("<qIIHHI", rec[64:])
+        if reserved != 0 or p_len == 0 or path_at + p_len > len(strings):
+            raise Refused("file %d: path outside the string table, or reserved bytes set" % i)
+        if bundle >= len(bundles) or chunk_at + n_ch > n_chunks:
+            raise Refused("file %d: bundle or chunks out of range" % i)
+        raw_path = strings[path_at:path_at + p_len]
         if last_path is not None and not last_path < raw_path:
             raise Refused("file %d: paths not strictly ascending" % i)
         path = raw_path.decode("utf-8")
-        named.add(obj)
         chunks, offset = [], 0
-        for k in range(first, first + n_ch):
+        for k in range(chunk_at, chunk_at + n_ch):
             crec = chunk_table[64 * k:64 * (k + 1)]
-            c_off, o_off, length, stored, c_obj, codec = struct.unpack("<qqIIIB", crec[32:61])
-            if crec[61:64] != b"\0\0\0" or codec >= len(CODECS) or (c_obj != OWN and c_obj >= n_obj):
-                raise Refused("file %d chunk %d: codec, object or padding wrong" % (i, k - first))
+            c_off, o_off, length, stored, codec, flags = struct.unpack("<qqIIBB", crec[32:58])
+            if crec[58:64] != bytes(6) or codec >= len(CODECS) or flags > 1:
+                raise Refused("file %d chunk %d: codec, flags or padding wrong" % (i, k - chunk_at))
             if c_off != offset or length == 0:
                 raise Refused("file %d: chunks do not tile the file" % i)
             offset += length
             chunk = {"offset": c_off, "length": length, "sha256": crec[:32].hex(),
                      "objectOffset": o_off, "objectLength": stored, "codec": CODECS[codec]}
-            if c_obj != OWN:
-                chunk["object"] = objects[c_obj].hex()
-                named.add(c_obj)
+            if flags == 1:
+                if object_at >= n_objects:
+                    raise Refused("more flagged chunks than chunk objects")
+                chunk["object"] = object_table[32 * object_at:32 * (object_at + 1)].hex()
+                object_at += 1
             chunks.append(chunk)
         if offset != size:
             raise Refused("file %d: chunks add up to %d bytes, not %d" % (i, offset, size))
-        files.append({"path": path, "size": size, "mode": mode, "sha256": sha.hex(),
-                      "object": objects[obj].hex(), "bundle": bundles[bundle], "chunks": chunks})
+        files.append({"path": path, "size": size, "mode": mode, "sha256": rec[:32].hex(),
+                      "object": rec[32:64].hex(), "bundle": bundles[bundle], "chunks": chunks})
         path_at += p_len
         chunk_at += n_ch
         last_path = raw_path
-    if path_at != n_str or chunk_at != n_chunks:
-        raise Refused("string or chunk bytes that no file names")
-    if len(named) != n_obj:
-        raise Refused("an object no file or chunk names")
+    if path_at != n_str or chunk_at != n_chunks or object_at != n_objects:
+        raise Refused("string, chunk or chunk-object bytes that no file names")
     head["files"] = files
     return head
 

@@ -27,6 +27,7 @@ struct ChannelModelTests {
         var clash = try #require(manifest.files.first)
         clash.path = clash.path.uppercased() == clash.path ? clash.path.lowercased() : clash.path.uppercased()
         manifest.files.append(clash)
+        manifest.files.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }  // as a manifest lists them
         manifest.buildId = try BuildID(id)
         manifest.sequence = ChannelListing(repo, channel: "live").highestSequence + 1
         let writer = TargetWriter(origin: fixture.origin, signers: fixture.signers, keepBuilds: 64, now: Date())

@@ -84,7 +84,7 @@ struct ManifestBinaryTests {
 
     /// Where the sections of the binary manifest `bytes` start.
     private struct Sections {
-        let objects: Int, files: Int, chunks: Int, strings: Int, fileCount: Int, objectCount: Int
+        let files: Int, chunks: Int, chunkObjects: Int, strings: Int, fileCount: Int, chunkObjectCount: Int
 
         init(_ bytes: Data) {
             func u32(_ at: Int) -> Int {
@@ -93,52 +93,53 @@ struct ManifestBinaryTests {
             func u64(_ at: Int) -> Int {
                 Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt64.self) })
             }
-            objectCount = u32(12)
             fileCount = u64(16)
-            objects = (48 + u32(8) + 7) / 8 * 8
-            files = objects + objectCount * 32
-            chunks = files + fileCount * 72
-            strings = chunks + u64(24) * 64
+            chunkObjectCount = u64(32)
+            files = (48 + u32(8) + 7) / 8 * 8
+            chunks = files + fileCount * 88
+            chunkObjects = chunks + u64(24) * 64
+            strings = chunkObjects + chunkObjectCount * 32
         }
     }
 
     @Test(
-        "a truncated binary manifest, or one that lies (unsorted paths, a chunk or object out of place, an unknown codec, an object listed twice, bytes after the end, a newer version), is refused by the client and by the reference reader"
+        "a truncated binary manifest, or one that lies (unsorted paths, a chunk or object out of place, an unknown codec or bundle, a chunk in an object the table does not list, bytes after the end, a newer version), is refused by the client and by the reference reader"
     )
     func liesAreRefused() throws {
         let (fixture, targets) = try Self.published()
         let good = try Manifest.unpack(targets[1], what: "build 2")
         let at = Sections(good)
-        #expect(at.fileCount > 2 && at.objectCount > 1)
+        #expect(at.fileCount > 2 && at.chunkObjectCount > 0, "build 2 has chunks in build 1's objects")
         func set<T: FixedWidthInteger>(_ value: T, at offset: Int, in data: inout Data) {
             withUnsafeBytes(of: value.littleEndian) { data.replaceSubrange(offset..<(offset + $0.count), with: $0) }
         }
         var lies: [(String, Data)] = []
-        for cut in [47, at.objects - 1, at.files + 5, at.chunks + 70, at.strings + 1, good.count - 1] {
+        for cut in [47, at.files - 1, at.chunks + 5, at.chunkObjects - 70, at.strings + 1, good.count - 1] {
             lies.append(("truncated at \(cut) of \(good.count)", good.prefix(cut)))
         }
         lies.append(("a byte after the end", good + Data([0])))
         var unsorted = good
         unsorted[at.strings] = 0x7e  // "~" sorts after every other first byte of the sample's paths
-        lies.append(("an unsorted path table", unsorted))
+        lies.append(("an unsorted file table", unsorted))
         var moreChunks = good
-        let chunkCount = good.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at.files + 56, as: UInt32.self) }
-        set(chunkCount + 1, at: at.files + 56, in: &moreChunks)
+        let chunkCount = good.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at.files + 72, as: UInt32.self) }
+        set(chunkCount + 1, at: at.files + 72, in: &moreChunks)
         lies.append(("file 0 claiming a chunk of file 1", moreChunks))
-        var object = good
-        set(UInt32(at.objectCount), at: at.files + 60, in: &object)
-        lies.append(("an object index past the table", object))
         var codec = good
-        codec[at.chunks + 60] = 3
+        codec[at.chunks + 56] = 3
         lies.append(("an unknown codec", codec))
-        var twice = good
-        twice.replaceSubrange((at.objects + 32)..<(at.objects + 64), with: good[at.objects..<(at.objects + 32)])
-        lies.append(("an object listed twice", twice))
+        var flagged = good
+        let unflagged = try #require((0..<((at.chunkObjects - at.chunks) / 64)).first { good[at.chunks + $0 * 64 + 57] == 0 })
+        flagged[at.chunks + unflagged * 64 + 57] = 1
+        lies.append(("one more chunk in another object than the chunk-object table lists", flagged))
         var length = good
         set(UInt32(1), at: at.chunks + 48, in: &length)
         lies.append(("chunks that do not tile their file", length))
+        var bundle = good
+        set(UInt16(7), at: at.files + 82, in: &bundle)
+        lies.append(("a bundle the head does not list", bundle))
         var reserved = good
-        reserved[40] = 1
+        reserved[at.files + 84] = 1
         lies.append(("a reserved field set", reserved))
         for (lie, bytes) in lies {
             #expect(throws: PatchSyncError.self, "the client refuses \(lie)") {

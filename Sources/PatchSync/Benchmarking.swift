@@ -220,3 +220,28 @@ public enum ManifestCodecLimit {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
+
+/// What a player on OLD fetches to rebuild NEW's manifest, by encoding and delta: our delta encoder
+/// (deflated, as published) and zstd's prefix mode (`--patch-from`), each of the JSON view and of the
+/// binary manifest; with the whole manifests compressed for scale.
+@_spi(Benchmarks)
+public enum ManifestDeltaLimit {
+    public static func measure(old: String, new: String) throws(PatchSyncError) -> [String: Int] {
+        let a = try Manifest.decode(try FileSystem.read(old, limit: 1 << 30), what: old, validating: false)
+        let b = try Manifest.decode(try FileSystem.read(new, limit: 1 << 30), what: new, validating: false)
+        var figures: [String: Int] = [:]
+        let encodings: [(String, Data, Data)] = [
+            ("json", try a.json(), try b.json()),
+            ("binary", try ManifestBinary.encode(a), try ManifestBinary.encode(b))
+        ]
+        for (name, from, to) in encodings {
+            figures[name + "Bytes"] = to.count
+            figures[name + "Whole"] = Manifest.pack(to, level: 19).count
+            figures[name + "OurDelta"] = Publisher.manifestDelta(from: from, to: to)?.stored.count ?? -1
+            figures[name + "ZstdPrefix"] = from.withUnsafeBytes { f in
+                to.withUnsafeBytes { Zstd.compress($0, prefix: f, level: 19).count }
+            }
+        }
+        return figures
+    }
+}

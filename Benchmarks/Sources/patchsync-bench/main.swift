@@ -11,6 +11,9 @@ import Foundation
 // patchsync-bench manifest-codec MANIFEST
 //   One JSON line: MANIFEST's bytes as gzip'd JSON and in the client's binary layout (raw and zstd -19),
 //   and the seconds to decode each.
+// patchsync-bench manifest-delta OLD NEW
+//   One JSON line: what rebuilds NEW's manifest from OLD's, by encoding (JSON view, binary) and delta
+//   (ours deflated, zstd's prefix mode), beside each whole manifest compressed.
 @_spi(Benchmarks) import PatchSync
 
 let arguments = CommandLine.arguments
@@ -18,7 +21,7 @@ func usage() -> Never {
     FileHandle.standardError.write(
         Data(
             ("usage: patchsync-bench cpu-limit ORIGIN MANIFEST THREADS | publish-limit TREE THREADS"
-                + " | store-limit THREADS TREE... | manifest-codec MANIFEST\n").utf8))
+                + " | store-limit THREADS TREE... | manifest-codec MANIFEST | manifest-delta OLD NEW\n").utf8))
     exit(64)
 }
 do {
@@ -47,6 +50,9 @@ do {
                 + "\"jsonBytes\":\(r.jsonBytes),\"binaryBytes\":\(r.binaryBytes),\"zstdBinaryBytes\":\(r.zstdBinaryBytes),"
                 + "\"jsonDecodeSeconds\":\(r.jsonDecodeSeconds),\"binaryEncodeSeconds\":\(r.binaryEncodeSeconds),"
                 + "\"binaryDecodeSeconds\":\(r.binaryDecodeSeconds)}")
+    case ("manifest-delta", 4):
+        let figures = try ManifestDeltaLimit.measure(old: arguments[2], new: arguments[3])
+        print("{" + figures.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}")
     default:
         usage()
     }

@@ -128,7 +128,8 @@ enum ManifestBinary {
                 .refusedData, "\(what): the binary manifest's head is not a manifest's JSON", cause: error)
         }
         guard manifest.files.isEmpty, manifest.formatVersion == header.version else {
-            throw r.refusal("has a head that lists files or names format \(manifest.formatVersion), not \(header.version)")
+            throw r.refusal(
+                "has a head that lists files or names format \(manifest.formatVersion), not \(header.version)")
         }
         try r.padding()
         let tables = Tables(
@@ -208,7 +209,8 @@ enum ManifestBinary {
                 }
                 out.append(
                     ChunkEntry(
-                        offset: Int64(bitPattern: record.u64(32)), length: Int(record.u32(48)), sha256: record.digest(0),
+                        offset: Int64(bitPattern: record.u64(32)), length: Int(record.u32(48)),
+                        sha256: record.digest(0),
                         objectOffset: Int64(bitPattern: record.u64(40)), objectLength: Int(record.u32(52)),
                         codec: codecs[codec], object: object))
             }
@@ -288,9 +290,15 @@ enum ManifestBinary {
 }
 
 extension UnsafeRawBufferPointer {
-    fileprivate func u64(_ at: Int) -> UInt64 { UInt64(littleEndian: loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
-    fileprivate func u32(_ at: Int) -> UInt32 { UInt32(littleEndian: loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
-    fileprivate func u16(_ at: Int) -> UInt16 { UInt16(littleEndian: loadUnaligned(fromByteOffset: at, as: UInt16.self)) }
+    fileprivate func u64(_ at: Int) -> UInt64 {
+        UInt64(littleEndian: loadUnaligned(fromByteOffset: at, as: UInt64.self))
+    }
+    fileprivate func u32(_ at: Int) -> UInt32 {
+        UInt32(littleEndian: loadUnaligned(fromByteOffset: at, as: UInt32.self))
+    }
+    fileprivate func u16(_ at: Int) -> UInt16 {
+        UInt16(littleEndian: loadUnaligned(fromByteOffset: at, as: UInt16.self))
+    }
     fileprivate func digest(_ at: Int) -> SHA256Digest {
         SHA256Digest(bytes: UnsafeRawBufferPointer(rebasing: self[at..<(at + 32)]))
     }

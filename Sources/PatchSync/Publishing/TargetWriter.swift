@@ -125,15 +125,15 @@ struct TargetWriter: Sendable {
         var deltas: [ManifestDelta] = []
         let jsonSHA = SHA256Hasher.hash(json).hex
         for base in bases {
-            guard let (instructions, stored) = Publisher.manifestDelta(from: base.json, to: json) else { continue }
-            let sha = SHA256Hasher.hash(stored)
-            do { try FileSystem.writeAtomically(stored, to: OriginLayout(root: origin).objectFile(sha)) } catch {
+            guard let delta = Publisher.manifestDelta(from: base.json, to: json) else { continue }
+            let sha = SHA256Hasher.hash(delta.stored)
+            do { try FileSystem.writeAtomically(delta.stored, to: OriginLayout(root: origin).objectFile(sha)) } catch {
                 throw PatchSyncError.wrap(error).during("writing the manifest delta from \(base.manifest.buildId)")
             }
             deltas.append(
                 ManifestDelta(
-                    from: base.manifest.buildId.value, object: sha.hex, length: Int64(stored.count),
-                    size: instructions.count, sha256: jsonSHA, jsonLength: Int64(json.count)))
+                    from: base.manifest.buildId.value, object: sha.hex, length: Int64(delta.stored.count),
+                    size: delta.size, sha256: jsonSHA, jsonLength: Int64(json.count), codec: delta.codec))
         }
         return deltas
     }

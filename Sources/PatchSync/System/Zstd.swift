@@ -21,6 +21,45 @@ enum Zstd {
         }
     }
 
+    /// The frame of `input` compressed against `prefix` (zstd's `--patch-from`: the prefix is referenced,
+    /// not stored, with long-distance matching and a window that spans both), at `level`.
+    static func compress(_ input: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, level: Int32) -> [UInt8] {
+        guard let context = ZSTD_createCCtx() else { fatalError("libzstd: out of memory") }
+        defer { ZSTD_freeCCtx(context) }
+        let window = Int32(max(10, min(31, Int.bitWidth - (prefix.count + input.count).leadingZeroBitCount)))
+        ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level)
+        ZSTD_CCtx_setParameter(context, ZSTD_c_windowLog, window)
+        ZSTD_CCtx_setParameter(context, ZSTD_c_enableLongDistanceMatching, 1)
+        ZSTD_CCtx_refPrefix(context, prefix.baseAddress, prefix.count)
+        let bound = ZSTD_compressBound(input.count)
+        var out = [UInt8](repeating: 0, count: bound)
+        let length = out.withUnsafeMutableBytes { dst in
+            ZSTD_compress2(context, dst.baseAddress, bound, input.baseAddress, input.count)
+        }
+        precondition(ZSTD_isError(length) == 0, "ZSTD_compress2: \(String(cString: ZSTD_getErrorName(length)))")
+        out.removeSubrange(length...)
+        return out
+    }
+
+    /// The content of the one frame `input`, compressed against `prefix`, when its header states a size
+    /// of at most `limit` bytes, its window is at most 2 GiB, and it fills that size exactly; else nil.
+    static func decompressFrame(_ input: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, limit: Int) -> [UInt8]?
+    {
+        guard isFrame(input), let source = input.baseAddress, let context = ZSTD_createDCtx() else { return nil }
+        defer { ZSTD_freeDCtx(context) }
+        let size = ZSTD_getFrameContentSize(source, input.count)
+        guard size <= UInt64(limit), ZSTD_findFrameCompressedSize(source, input.count) == input.count else {
+            return nil
+        }
+        ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, 31)
+        ZSTD_DCtx_refPrefix(context, prefix.baseAddress, prefix.count)
+        var out = [UInt8](repeating: 0, count: Int(size))
+        let written = out.withUnsafeMutableBytes { dst in
+            ZSTD_decompressDCtx(context, dst.baseAddress, dst.count, source, input.count)
+        }
+        return ZSTD_isError(written) == 0 && written == out.count ? out : nil
+    }
+
     /// zstd's frame magic, 0xFD2FB528 little-endian: how a stored chunk says it is zstd.
     static let magic: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD]
 

@@ -306,11 +306,14 @@ public struct ManifestDelta: Codable, Hashable, Sendable {
     /// The stored object: its SHA-256 (its name) and length.
     public var object: String
     public var length: Int64
-    /// The instructions' length once inflated.
+    /// The instructions' length once inflated (for `zstd`, the manifest's).
     public var size: Int
-    /// The SHA-256 and length of the manifest JSON the delta builds.
+    /// The SHA-256 and length of the encoded manifest the delta builds (JSON up to format 7, binary from 8).
     public var sha256: String
     public var jsonLength: Int64
+    /// Absent: our delta instructions (``Delta``), deflated. `zstd` (manifest format 8): one zstd frame
+    /// compressed with the base build's encoded manifest as its prefix (`zstd --patch-from`).
+    public var codec: String? = nil
 }
 
 /// The `signed` part of top-level targets metadata.

@@ -129,7 +129,8 @@ struct ManifestBinaryTests {
         codec[at.chunks + 56] = 3
         lies.append(("an unknown codec", codec))
         var flagged = good
-        let unflagged = try #require((0..<((at.chunkObjects - at.chunks) / 64)).first { good[at.chunks + $0 * 64 + 57] == 0 })
+        let unflagged = try #require(
+            (0..<((at.chunkObjects - at.chunks) / 64)).first { good[at.chunks + $0 * 64 + 57] == 0 })
         flagged[at.chunks + unflagged * 64 + 57] = 1
         lies.append(("one more chunk in another object than the chunk-object table lists", flagged))
         var length = good

@@ -55,6 +55,11 @@ struct DeltaSyncTests {
             $0.path.hasPrefix("/targets/") && $0.path.hasSuffix(".2.json.gz")
         }
         #expect(wholeManifests.isEmpty, "build 2's manifest is rebuilt from build 1's with a signed manifest delta")
+        let listed = try Repository.load(origin: fixture.origin).targetFiles[
+            Manifest.targetPath(channel: .live, buildId: try BuildID("2"))]
+        #expect(
+            listed?.custom?.manifestDeltas?.map(\.codec) == ["zstd"],
+            "between binary manifests the delta is zstd's prefix mode")
         #expect(
             routes
                 == InstallStatus.Routes(

@@ -115,7 +115,7 @@ extension Syncer {
             let path = install.manifestPath(current)
             let old = try Manifest.unpack(try FileSystem.read(path, limit: 256 << 20), what: path)
             let stored = try await origin.signed(OriginLayout.object(object), length: delta.length, sha256: object.hex)
-            let json = try Self.applyManifestDelta(delta, stored: stored, to: old)
+            let json = try delta.apply(stored: stored, to: old)
             guard json.count == delta.jsonLength, SHA256Hasher.hash(json).hex == delta.sha256 else {
                 throw PatchSyncError(
                     .refusedData, "the manifest rebuilt by delta \(object) does not match its signed SHA-256")
@@ -126,37 +126,6 @@ extension Syncer {
         } catch {
             Self.deltaLogger.notice("manifest delta from \(live) not used, fetching the whole manifest: \(error)")
             return nil
-        }
-    }
-
-    /// The encoded manifest that the manifest delta `stored` builds from `old`, the live build's.
-    static func applyManifestDelta(_ delta: ManifestDelta, stored: Data, to old: Data) throws(PatchSyncError) -> Data {
-        switch delta.codec {
-        case "zstd":
-            let rebuilt = stored.withUnsafeBytes { s in
-                old.withUnsafeBytes { Zstd.decompressFrame(s, prefix: $0, limit: Int(delta.jsonLength)) }
-            }
-            guard let rebuilt else {
-                throw PatchSyncError(
-                    .refusedData, "the manifest delta \(delta.object) is not a zstd frame of its length")
-            }
-            return Data(rebuilt)
-        case nil:
-            var instructions = [UInt8](repeating: 0, count: delta.size)
-            let inflated = stored.withUnsafeBytes { s in
-                instructions.withUnsafeMutableBytes { Zlib.inflate(s, into: $0) }
-            }
-            guard inflated else {
-                throw PatchSyncError(.refusedData, "the manifest delta \(delta.object) does not inflate")
-            }
-            let applied = instructions.withUnsafeBytes { i in
-                old.withUnsafeBytes { o in Result { () throws(DeltaError) in try Delta.apply(i, to: o) } }
-            }
-            do { return Data(try applied.get()) } catch {
-                throw PatchSyncError(.refusedData, "the manifest delta \(delta.object) does not apply", cause: error)
-            }
-        case let codec?:
-            throw PatchSyncError(.refusedData, "the manifest delta \(delta.object) has codec \(codec), unknown here")
         }
     }
 }

@@ -17,7 +17,8 @@ The layout (all integers little-endian; every table 8-byte aligned):
                  reserved:u32 (0)
   chunks:        64 bytes each, file after file:
                  sha256[32] offset:i64 object_offset:i64 length:u32 stored_length:u32 codec:u8
-                 (0 raw, 1 zlib, 2 zstd) flags:u8 (1: its object is the next chunk-object entry) zero[6]
+                 (0 raw, 1 zlib, 2 zstd) flags:u8 (1: its object is the next chunk-object entry;
+                 2: the file is this one chunk, its sha256 is the file's and zero here) zero[6]
   chunk objects: 32-byte SHA-256 each, one per flagged chunk, in chunk order
   strings:       the paths' UTF-8, file after file, nothing else
 """
@@ -99,14 +100,19 @@ def read(data):
         for k in range(chunk_at, chunk_at + n_ch):
             crec = chunk_table[64 * k:64 * (k + 1)]
             c_off, o_off, length, stored, codec, flags = struct.unpack("<qqIIBB", crec[32:58])
-            if crec[58:64] != bytes(6) or codec >= len(CODECS) or flags > 1:
+            if crec[58:64] != bytes(6) or codec >= len(CODECS) or flags > 3:
                 raise Refused("file %d chunk %d: codec, flags or padding wrong" % (i, k - chunk_at))
+            chunk_sha = crec[:32]
+            if flags & 2:
+                if n_ch != 1 or chunk_sha != bytes(32):
+                    raise Refused("file %d: a chunk standing for the whole file, but not alone or with a hash" % i)
+                chunk_sha = rec[:32]
             if c_off != offset or length == 0:
                 raise Refused("file %d: chunks do not tile the file" % i)
             offset += length
-            chunk = {"offset": c_off, "length": length, "sha256": crec[:32].hex(),
+            chunk = {"offset": c_off, "length": length, "sha256": chunk_sha.hex(),
                      "objectOffset": o_off, "objectLength": stored, "codec": CODECS[codec]}
-            if flags == 1:
+            if flags & 1:
                 if object_at >= n_objects:
                     raise Refused("more flagged chunks than chunk objects")
                 chunk["object"] = object_table[32 * object_at:32 * (object_at + 1)].hex()

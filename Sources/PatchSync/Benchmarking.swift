@@ -172,9 +172,9 @@ public enum StoreLimit {
     }
 }
 
-/// What the manifest would cost on the wire and to load in a binary layout: the signed JSON (gzip'd as
-/// published) against the client's binary cache layout (``ManifestCache``), raw and zstd-compressed, with
-/// the seconds to decode each. The measurement behind the binary manifest's format.
+/// What a manifest costs on the wire and to decode: its JSON view gzip'd (a format 7 target) against the
+/// binary manifest zstd-compressed (a format 8 target), with the seconds to unpack and decode each and
+/// to encode the binary one.
 @_spi(Benchmarks)
 public enum ManifestCodecLimit {
     public struct Figures: Sendable {
@@ -185,33 +185,28 @@ public enum ManifestCodecLimit {
 
     public static func measure(manifest path: String) throws(PatchSyncError) -> Figures {
         var figures = Figures()
-        let signed = try FileSystem.read(path, limit: 1 << 31)
-        figures.gzipJSONBytes = signed.count
-        let json = try Manifest.unpack(signed, what: path)
-        figures.jsonBytes = json.count
-        let clock = ContinuousClock()
-        var manifest: Manifest?
-        figures.jsonDecodeSeconds = seconds(clock.measure { manifest = try? Manifest.decode(json, what: path) })
-        guard let manifest else { throw PatchSyncError(.refusedData, "\(path) is not a manifest") }
+        let manifest = try Manifest.decode(try FileSystem.read(path, limit: 1 << 31), what: path)
         figures.files = manifest.files.count
         figures.chunks = manifest.files.reduce(0) { $0 + $1.chunks.count }
-        let sha = SHA256Hasher.hash(signed).hex, binary = NSTemporaryDirectory() + "manifest-codec-\(getpid()).bin"
-        defer { try? FileSystem.remove(binary) }
+        let json = try manifest.json(), gzipJSON = Manifest.pack(json)
+        figures.jsonBytes = json.count
+        figures.gzipJSONBytes = gzipJSON.count
+        let clock = ContinuousClock()
+        var binary = Data()
         var failure: PatchSyncError?
         figures.binaryEncodeSeconds = seconds(
             clock.measure {
-                do throws(PatchSyncError) { try ManifestCache.write(manifest, sha: sha, to: binary) } catch {
-                    failure = error
-                }
+                do throws(PatchSyncError) { binary = try ManifestBinary.encode(manifest) } catch { failure = error }
             })
         if let failure { throw failure }
-        let bytes = try FileSystem.read(binary, limit: 1 << 31)
-        figures.binaryBytes = bytes.count
-        figures.zstdBinaryBytes = bytes.withUnsafeBytes { Zstd.compress($0, level: 19).count }
-        var loaded: Manifest?
-        figures.binaryDecodeSeconds = seconds(clock.measure { loaded = ManifestCache.read(binary, sha: sha) })
-        guard loaded?.files.count == manifest.files.count else {
-            throw PatchSyncError(.internal, "the binary layout did not read back")
+        let packed = Manifest.pack(binary)
+        figures.binaryBytes = binary.count
+        figures.zstdBinaryBytes = packed.count
+        var fromJSON: Manifest?, fromBinary: Manifest?
+        figures.jsonDecodeSeconds = seconds(clock.measure { fromJSON = try? Manifest.decode(gzipJSON, what: path) })
+        figures.binaryDecodeSeconds = seconds(clock.measure { fromBinary = try? Manifest.decode(packed, what: path) })
+        guard fromJSON == manifest, fromBinary == manifest else {
+            throw PatchSyncError(.internal, "a manifest did not read back as itself")
         }
         return figures
     }

@@ -9,8 +9,8 @@ import Foundation
 //   For each TREE in order, one JSON line: its chunks, and those no earlier TREE had with the bytes they
 //   take stored (each compressed alone, as publish stores a chunk): what a store of each chunk once grows by.
 // patchsync-bench manifest-codec MANIFEST
-//   One JSON line: MANIFEST's bytes as gzip'd JSON and in the client's binary layout (raw and zstd -19),
-//   and the seconds to decode each.
+//   One JSON line: MANIFEST's bytes as gzip'd JSON (format 7) and as the binary manifest (format 8, raw
+//   and zstd as published), and the seconds to unpack and decode each (validated) and to encode the binary.
 // patchsync-bench manifest-delta OLD NEW
 //   One JSON line: what rebuilds NEW's manifest from OLD's, by encoding (JSON view, binary) and delta
 //   (ours deflated, zstd's prefix mode), beside each whole manifest compressed.

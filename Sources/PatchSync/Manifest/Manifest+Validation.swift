@@ -191,7 +191,7 @@ extension Manifest {
     static func pack(_ encoded: Data, level: Int32 = 12) -> Data {
         encoded.withUnsafeBytes { raw in
             ManifestBinary.isBinary(raw)
-                ? Data(Zstd.compress(raw, level: level)) : Zlib.gzip(encoded, level: min(level, 9))
+                ? Data(Zstd.compress(raw, prefix: nil, level: level)) : Zlib.gzip(encoded, level: min(level, 9))
         }
     }
 

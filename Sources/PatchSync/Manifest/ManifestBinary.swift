@@ -28,7 +28,8 @@ import Foundation
 ///     chunks        chunk count × 64, file after file:
 ///       0  sha256 (32) · 32 i64 offset in the file · 40 i64 offset in the object · 48 u32 length ·
 ///      52 u32 stored length · 56 u8 codec (0 raw, 1 zlib, 2 zstd) · 57 u8 flags (1: its object is the
-///         next entry of the chunk-object table, else its file's) · 58 six zero bytes
+///         next entry of the chunk-object table, else its file's; 2: the file is this one chunk, whose
+///         SHA-256 is the file's and left zero here, so that it compresses) · 58 six zero bytes
 ///     chunk objects chunk-object count × 32: the SHA-256 of each flagged chunk's object, in chunk order
 ///     strings       the paths' UTF-8, file after file, with nothing between or after them
 ///
@@ -39,6 +40,7 @@ enum ManifestBinary {
     static let magic: [UInt8] = Array("PSMF".utf8)
     static let headerBytes = 48, fileBytes = 88, chunkBytes = 64, objectBytes = 32
     static let codecs: [ChunkCodec] = [.raw, .zlib, .zstd]
+    private static let zeroDigest = [UInt8](repeating: 0, count: 32)
 
     /// Whether `bytes` begin as a binary manifest does.
     static func isBinary(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -71,14 +73,15 @@ enum ManifestBinary {
         out.pad()
         try fileTable(manifest, into: &out)
         for file in manifest.files {
+            let whole = file.chunks.count == 1 && file.chunks[0].sha256 == file.sha256
             for chunk in file.chunks {
-                out.raw(chunk.sha256.bytes)
+                out.raw(whole ? zeroDigest : chunk.sha256.bytes)
                 out.integer(chunk.offset)
                 out.integer(chunk.objectOffset)
                 out.integer(UInt32(clamping: chunk.length))
                 out.integer(UInt32(clamping: chunk.objectLength))
                 out.integer(UInt8(codecs.firstIndex(of: chunk.codec) ?? 0))
-                out.integer(UInt8(chunk.object == nil ? 0 : 1))
+                out.integer(UInt8(chunk.object == nil ? 0 : 1) | (whole ? 2 : 0))
                 out.raw(repeatElement(0, count: 6))
             }
         }
@@ -173,7 +176,7 @@ enum ManifestBinary {
                 guard let path = String(validating: pathBytes, as: UTF8.self) else {
                     throw refusal("has file \(i)'s path not in UTF-8")
                 }
-                let fileChunks = try self.chunks(count: chunkCount, at: &at, file: i)
+                let fileChunks = try self.chunks(count: chunkCount, at: &at, file: i, sha256: record.digest(0))
                 entries.append(
                     FileEntry(
                         path: path, size: Int64(bitPattern: record.u64(64)), mode: record.u32(76),
@@ -188,18 +191,23 @@ enum ManifestBinary {
             return entries
         }
 
-        private func chunks(count: Int, at: inout Cursor, file: Int) throws(PatchSyncError) -> [ChunkEntry] {
+        private func chunks(count: Int, at: inout Cursor, file: Int, sha256: SHA256Digest) throws(PatchSyncError)
+            -> [ChunkEntry]
+        {
             var out: [ChunkEntry] = []
             out.reserveCapacity(count)
             for c in 0..<count {
                 let index = at.chunk + c
                 let record = UnsafeRawBufferPointer(rebasing: chunks[(index * chunkBytes)..<((index + 1) * chunkBytes)])
                 let codec = Int(record[56]), flags = record[57]
-                guard codec < codecs.count, flags <= 1, record[58..<64].allSatisfy({ $0 == 0 }) else {
+                let whole = flags & 2 != 0
+                guard codec < codecs.count, flags <= 3, record[58..<64].allSatisfy({ $0 == 0 }),
+                    !whole || (count == 1 && record[0..<32].allSatisfy { $0 == 0 })
+                else {
                     throw refusal("has chunk \(c) of file \(file) with an unknown codec or flags")
                 }
                 var object: SHA256Digest? = nil
-                if flags == 1 {
+                if flags & 1 != 0 {
                     guard at.chunkObject < chunkObjects.count / objectBytes else {
                         throw refusal("has more chunks in other objects than its chunk-object table lists")
                     }
@@ -210,7 +218,7 @@ enum ManifestBinary {
                 out.append(
                     ChunkEntry(
                         offset: Int64(bitPattern: record.u64(32)), length: Int(record.u32(48)),
-                        sha256: record.digest(0),
+                        sha256: whole ? sha256 : record.digest(0),
                         objectOffset: Int64(bitPattern: record.u64(40)), objectLength: Int(record.u32(52)),
                         codec: codecs[codec], object: object))
             }

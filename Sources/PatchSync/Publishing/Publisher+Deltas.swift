@@ -118,7 +118,11 @@ extension Publisher {
         let delta: ManifestDeltaBytes
         switch binary {
         case (true, true):
-            let frame = base.withUnsafeBytes { b in encoded.withUnsafeBytes { Zstd.compress($0, prefix: b, level: 19) }
+            // Level 19 up to 8 MiB (Wesnoth's 3.8 MB: 0.85 s); above, 12 (200,000 files' 36 MB: 0.6 s for a
+            // delta 1.1× the size of 19's, which takes 14 s).
+            let level: Int32 = encoded.count <= 8 << 20 ? 19 : 12
+            let frame = base.withUnsafeBytes { b in
+                encoded.withUnsafeBytes { Zstd.compress($0, prefix: b, level: level) }
             }
             delta = ManifestDeltaBytes(stored: Data(frame), size: encoded.count, codec: "zstd")
         case (false, false):

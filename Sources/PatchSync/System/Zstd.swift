@@ -22,15 +22,17 @@ enum Zstd {
     }
 
     /// The frame of `input` compressed against `prefix` (zstd's `--patch-from`: the prefix is referenced,
-    /// not stored, with long-distance matching and a window that spans both), at `level`.
-    static func compress(_ input: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, level: Int32) -> [UInt8] {
+    /// not stored), at `level`, with long-distance matching and a window that spans both: without a
+    /// prefix, a large input's distant repeats are found too (`zstd --long`).
+    static func compress(_ input: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer?, level: Int32) -> [UInt8] {
         guard let context = ZSTD_createCCtx() else { fatalError("libzstd: out of memory") }
         defer { ZSTD_freeCCtx(context) }
-        let window = Int32(max(10, min(31, Int.bitWidth - (prefix.count + input.count).leadingZeroBitCount)))
+        let span = (prefix?.count ?? 0) + input.count
+        let window = Int32(max(10, min(31, Int.bitWidth - span.leadingZeroBitCount)))
         ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level)
         ZSTD_CCtx_setParameter(context, ZSTD_c_windowLog, window)
         ZSTD_CCtx_setParameter(context, ZSTD_c_enableLongDistanceMatching, 1)
-        ZSTD_CCtx_refPrefix(context, prefix.baseAddress, prefix.count)
+        if let prefix { ZSTD_CCtx_refPrefix(context, prefix.baseAddress, prefix.count) }
         let bound = ZSTD_compressBound(input.count)
         var out = [UInt8](repeating: 0, count: bound)
         let length = out.withUnsafeMutableBytes { dst in
@@ -43,7 +45,8 @@ enum Zstd {
 
     /// The content of the one frame `input`, compressed against `prefix`, when its header states a size
     /// of at most `limit` bytes, its window is at most 2 GiB, and it fills that size exactly; else nil.
-    static func decompressFrame(_ input: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer, limit: Int) -> [UInt8]?
+    static func decompressFrame(_ input: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer?, limit: Int)
+        -> [UInt8]?
     {
         guard isFrame(input), let source = input.baseAddress, let context = ZSTD_createDCtx() else { return nil }
         defer { ZSTD_freeDCtx(context) }
@@ -52,7 +55,7 @@ enum Zstd {
             return nil
         }
         ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, 31)
-        ZSTD_DCtx_refPrefix(context, prefix.baseAddress, prefix.count)
+        if let prefix { ZSTD_DCtx_refPrefix(context, prefix.baseAddress, prefix.count) }
         var out = [UInt8](repeating: 0, count: Int(size))
         let written = out.withUnsafeMutableBytes { dst in
             ZSTD_decompressDCtx(context, dst.baseAddress, dst.count, source, input.count)
@@ -71,12 +74,7 @@ enum Zstd {
     /// The content of the one frame that is all of `input`, when its header states a content size of at
     /// most `limit` bytes and the frame fills it exactly; else nil.
     static func decompressFrame(_ input: UnsafeRawBufferPointer, limit: Int) -> [UInt8]? {
-        guard isFrame(input), let source = input.baseAddress else { return nil }
-        let size = ZSTD_getFrameContentSize(source, input.count)
-        guard size <= UInt64(limit) else { return nil }  // also the error codes, which are near UInt64.max
-        var out = [UInt8](repeating: 0, count: Int(size))
-        let done = out.withUnsafeMutableBytes { Decoder().decompress(input, into: $0) }
-        return done ? out : nil
+        decompressFrame(input, prefix: nil, limit: limit)
     }
 
     /// A decompression context kept for many chunks (one per worker thread: not thread-safe).

@@ -129,10 +129,14 @@ struct ManifestBinaryTests {
         codec[at.chunks + 56] = 3
         lies.append(("an unknown codec", codec))
         var flagged = good
-        let unflagged = try #require(
-            (0..<((at.chunkObjects - at.chunks) / 64)).first { good[at.chunks + $0 * 64 + 57] == 0 })
-        flagged[at.chunks + unflagged * 64 + 57] = 1
+        let chunks = 0..<((at.chunkObjects - at.chunks) / 64)
+        let unflagged = try #require(chunks.first { good[at.chunks + $0 * 64 + 57] & 1 == 0 })
+        flagged[at.chunks + unflagged * 64 + 57] |= 1
         lies.append(("one more chunk in another object than the chunk-object table lists", flagged))
+        var hashed = good
+        let whole = try #require(chunks.first { good[at.chunks + $0 * 64 + 57] & 2 != 0 })
+        hashed[at.chunks + whole * 64] = 1
+        lies.append(("a chunk standing for its whole file with a hash of its own", hashed))
         var length = good
         set(UInt32(1), at: at.chunks + 48, in: &length)
         lies.append(("chunks that do not tile their file", length))

@@ -18,7 +18,9 @@ for file in "$folder"/*; do
   if ! "$patchsync" manifest show "$file" --decoded >"$file.library" 2>"$file.refused"; then
     echo "the library refused $(basename "$file"): $(cat "$file.refused")"; failed=$((failed + 1)); continue
   fi
-  if ! python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])) != json.load(open(sys.argv[2])))' \
+  # Compared as canonical text: 1, 1.0 and true are not the same value here.
+  if ! python3 -c 'import json, sys; d = lambda p: json.dumps(json.load(open(p)), sort_keys=True)
+sys.exit(d(sys.argv[1]) != d(sys.argv[2]))' \
       "$file.reference" "$file.library"; then
     echo "the reference reader and the library read $(basename "$file") differently"; failed=$((failed + 1))
   fi

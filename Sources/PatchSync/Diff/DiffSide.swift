@@ -63,7 +63,8 @@ public struct DiffSide: Sendable {
                 .usage, "\(spec) is neither a manifest, a build folder, an install nor a URL",
                 remedy: "give a manifest file, a folder, or an origin URL with --root")
         }
-        let manifest = try Manifest.decode(try FileSystem.read(spec, limit: Manifest.maximumInflatedSize), what: spec)
+        let manifest = try Manifest.decode(
+            try FileSystem.read(spec, limit: Manifest.maximumInflatedSize), what: spec, jsonView: true)
         return DiffSide(manifest: manifest, name: "\(manifest.buildId) (\(spec))", spec: spec)
     }
 

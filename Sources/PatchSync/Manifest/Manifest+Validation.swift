@@ -3,6 +3,8 @@ import Foundation
 extension Manifest {
     /// The largest manifest a client accepts once inflated.
     static let maximumInflatedSize = 512 << 20
+    /// The most bundles a build has (a file names its bundle by a 16-bit index in the binary manifest).
+    static let maximumBundles = 4096
 
     /// Refuses a manifest that could write outside the install or does not add up:
     /// unsafe or duplicate paths, special mode bits, chunks that do not tile their file.
@@ -14,7 +16,9 @@ extension Manifest {
         }
         try chunking.validate()
         let bundleNames = Set(bundles.map(\.name))
-        guard bundleNames.count == bundles.count, !bundles.isEmpty else { throw refusal("has duplicate or no bundles") }
+        guard bundleNames.count == bundles.count, (1...Manifest.maximumBundles).contains(bundles.count) else {
+            throw refusal("has duplicate bundles, none, or more than \(Manifest.maximumBundles)")
+        }
         var seen = Set<String>(), folded = Set<String>()
         // Sealed objects are fetched and opened whole (their plain bytes are never an origin file).
         let naming = ObjectNaming(format: formatVersion), sealedPlain = Set((sealed ?? []).map(\.object))
@@ -211,11 +215,17 @@ extension Manifest {
     /// Decodes and validates a manifest from its bytes: a binary manifest (format 8) or JSON, compressed
     /// with zstd or gzip or not at all. Without `validating`, only the layout is checked: for the
     /// publisher's tools that must see what a published manifest names (prune keeps its objects) even
-    /// when clients would refuse it.
-    public static func decode(_ data: Data, what: String, validating: Bool = true) throws(PatchSyncError) -> Manifest {
+    /// when clients would refuse it. `jsonView`: a file a person gave, which may be the JSON view of a
+    /// binary manifest (`manifest show --decoded`).
+    public static func decode(
+        _ data: Data, what: String, validating: Bool = true, jsonView: Bool = false
+    ) throws(PatchSyncError) -> Manifest {
         let bytes = try unpack(data, what: what)
         let manifest: Manifest
         if bytes.withUnsafeBytes(ManifestBinary.isBinary) {
+            guard !data.starts(with: [0x1f, 0x8b]) else {
+                throw ManifestBinary.refusal(what, "is wrapped in gzip; a binary manifest is zstd-compressed or bare")
+            }
             let decoded = bytes.withUnsafeBytes { raw in
                 Result { () throws(PatchSyncError) in try ManifestBinary.decode(raw, what: what) }
             }
@@ -223,6 +233,12 @@ extension Manifest {
         } else {
             do { manifest = try JSONDecoder().decode(Manifest.self, from: bytes) } catch {
                 throw PatchSyncError(.refusedData, "\(what) is not a PatchSync manifest", cause: error)
+            }
+            // From format 8 a build's manifest is binary: JSON naming 8 is only the view a person saved.
+            guard manifest.formatVersion < 8 || jsonView else {
+                throw PatchSyncError(
+                    .refusedData, "\(what) is JSON naming manifest format \(manifest.formatVersion), which is binary",
+                    remedy: "the build is malformed or tampered with; report it to the publisher")
             }
         }
         if validating { try manifest.validate() }

@@ -29,11 +29,13 @@ import Foundation
 ///       0  sha256 (32) · 32 i64 offset in the file · 40 i64 offset in the object · 48 u32 length ·
 ///      52 u32 stored length · 56 u8 codec (0 raw, 1 zlib, 2 zstd) · 57 u8 flags (1: its object is the
 ///         next entry of the chunk-object table, else its file's; 2: the file is this one chunk, whose
-///         SHA-256 is the file's and left zero here, so that it compresses) · 58 six zero bytes
+///         SHA-256 is the file's and left zero here, so that it compresses; set whenever that is so) ·
+///      58 six zero bytes
 ///     chunk objects chunk-object count × 32: the SHA-256 of each flagged chunk's object, in chunk order
 ///     strings       the paths' UTF-8, file after file, with nothing between or after them
 ///
-/// The layout leaves no byte unaccounted for: the sections follow one another to the end, the files'
+/// Each manifest has one encoding: the head is the encoder's JSON byte for byte, and flag 2 is set
+/// wherever it can be. The layout leaves no byte unaccounted for: the sections follow one another to the end, the files'
 /// chunk counts add up to the chunk table, the flagged chunks to the chunk-object table, the path
 /// lengths to the string table. Anything else is refused, naming the field.
 enum ManifestBinary {
@@ -124,15 +126,18 @@ enum ManifestBinary {
         var r = Reader(bytes, what: what)
         let header = try r.header()
         var manifest: Manifest
-        do {
-            manifest = try JSONDecoder().decode(Manifest.self, from: Data(try r.take(header.headLength, "head")))
-        } catch {
+        let head = Data(try r.take(header.headLength, "head"))
+        do { manifest = try JSONDecoder().decode(Manifest.self, from: head) } catch {
             throw PatchSyncError(
                 .refusedData, "\(what): the binary manifest's head is not a manifest's JSON", cause: error)
         }
         guard manifest.files.isEmpty, manifest.formatVersion == header.version else {
             throw r.refusal(
                 "has a head that lists files or names format \(manifest.formatVersion), not \(header.version)")
+        }
+        // One encoding per manifest: the head as the encoder writes it (else a delta against it would not apply).
+        guard (try? TUFCoding.encoder.encode(manifest)) == head else {
+            throw r.refusal("has a head that is not in its one encoding (sorted keys, no spaces, no unknown keys)")
         }
         try r.padding()
         let tables = Tables(
@@ -202,7 +207,9 @@ enum ManifestBinary {
                 let codec = Int(record[56]), flags = record[57]
                 let whole = flags & 2 != 0
                 guard codec < codecs.count, flags <= 3, record[58..<64].allSatisfy({ $0 == 0 }),
-                    !whole || (count == 1 && record[0..<32].allSatisfy { $0 == 0 })
+                    whole
+                        ? count == 1 && record[0..<32].allSatisfy({ $0 == 0 })
+                        : count != 1 || record.digest(0) != sha256
                 else {
                     throw refusal("has chunk \(c) of file \(file) with an unknown codec or flags")
                 }

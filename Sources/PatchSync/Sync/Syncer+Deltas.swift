@@ -108,8 +108,9 @@ extension Syncer {
         guard let current = install.currentDeployment() else { return nil }
         let live = Deployment.buildID(of: current)
         guard let delta = target.info.manifestDeltas?.first(where: { $0.from == live }),
-            let object = SHA256Digest(hex: delta.object), delta.size <= Manifest.maximumInflatedSize,
-            delta.jsonLength <= Int64(Manifest.maximumInflatedSize), delta.length <= Int64(Manifest.maximumInflatedSize)
+            let object = SHA256Digest(hex: delta.object), (0...Manifest.maximumInflatedSize).contains(delta.size),
+            (0...Int64(Manifest.maximumInflatedSize)).contains(delta.jsonLength),
+            (1...Int64(Manifest.maximumInflatedSize)).contains(delta.length)
         else { return nil }
         do {
             let path = install.manifestPath(current)

@@ -44,11 +44,14 @@ enum Zstd {
     }
 
     /// The content of the one frame `input`, compressed against `prefix`, when its header states a size
-    /// of at most `limit` bytes, its window is at most 2 GiB, and it fills that size exactly; else nil.
+    /// of at most `limit` bytes and it fills that size exactly; else nil. (Decoded in one go into a buffer
+    /// of that size: no window is allocated, whatever the frame's.)
     static func decompressFrame(_ input: UnsafeRawBufferPointer, prefix: UnsafeRawBufferPointer?, limit: Int)
         -> [UInt8]?
     {
-        guard isFrame(input), let source = input.baseAddress, let context = ZSTD_createDCtx() else { return nil }
+        guard limit >= 0, isFrame(input), let source = input.baseAddress, let context = ZSTD_createDCtx() else {
+            return nil
+        }
         defer { ZSTD_freeDCtx(context) }
         let size = ZSTD_getFrameContentSize(source, input.count)
         guard size <= UInt64(limit), ZSTD_findFrameCompressedSize(source, input.count) == input.count else {

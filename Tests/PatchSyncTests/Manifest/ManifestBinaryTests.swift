@@ -85,6 +85,8 @@ struct ManifestBinaryTests {
     /// Where the sections of the binary manifest `bytes` start.
     private struct Sections {
         let files: Int, chunks: Int, chunkObjects: Int, strings: Int, fileCount: Int, chunkObjectCount: Int
+        /// Each file's first chunk.
+        let firstChunks: [Int]
 
         init(_ bytes: Data) {
             func u32(_ at: Int) -> Int {
@@ -99,6 +101,12 @@ struct ManifestBinaryTests {
             chunks = files + fileCount * 88
             chunkObjects = chunks + u64(24) * 64
             strings = chunkObjects + chunkObjectCount * 32
+            var first: [Int] = [], next = 0
+            for file in 0..<fileCount {
+                first.append(next)
+                next += u32(files + file * 88 + 72)
+            }
+            firstChunks = first
         }
     }
 
@@ -110,6 +118,9 @@ struct ManifestBinaryTests {
         let good = try Manifest.unpack(targets[1], what: "build 2")
         let at = Sections(good)
         #expect(at.fileCount > 2 && at.chunkObjectCount > 0, "build 2 has chunks in build 1's objects")
+        func u32(_ data: Data, _ offset: Int) -> UInt32 {
+            data.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
+        }
         func set<T: FixedWidthInteger>(_ value: T, at offset: Int, in data: inout Data) {
             withUnsafeBytes(of: value.littleEndian) { data.replaceSubrange(offset..<(offset + $0.count), with: $0) }
         }
@@ -122,8 +133,7 @@ struct ManifestBinaryTests {
         unsorted[at.strings] = 0x7e  // "~" sorts after every other first byte of the sample's paths
         lies.append(("an unsorted file table", unsorted))
         var moreChunks = good
-        let chunkCount = good.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at.files + 72, as: UInt32.self) }
-        set(chunkCount + 1, at: at.files + 72, in: &moreChunks)
+        set(u32(good, at.files + 72) + 1, at: at.files + 72, in: &moreChunks)
         lies.append(("file 0 claiming a chunk of file 1", moreChunks))
         var codec = good
         codec[at.chunks + 56] = 3
@@ -137,6 +147,20 @@ struct ManifestBinaryTests {
         let whole = try #require(chunks.first { good[at.chunks + $0 * 64 + 57] & 2 != 0 })
         hashed[at.chunks + whole * 64] = 1
         lies.append(("a chunk standing for its whole file with a hash of its own", hashed))
+        var spelledOut = good
+        spelledOut[at.chunks + whole * 64 + 57] &= ~2
+        let owner = try #require(at.firstChunks.firstIndex(of: whole))
+        spelledOut.replaceSubrange(
+            (at.chunks + whole * 64)..<(at.chunks + whole * 64 + 32),
+            with: good[(at.files + owner * 88)..<(at.files + owner * 88 + 32)])
+        lies.append(("a one-chunk file's hash spelled out (a second encoding of the same manifest)", spelledOut))
+        let several = try #require((0..<at.fileCount).first { u32(good, at.files + $0 * 88 + 72) > 1 })
+        var split = good
+        split[at.chunks + at.firstChunks[several] * 64 + 57] |= 2
+        split.replaceSubrange(
+            (at.chunks + at.firstChunks[several] * 64)..<(at.chunks + at.firstChunks[several] * 64 + 32),
+            with: Data(count: 32))
+        lies.append(("a file of several chunks whose first claims to be the whole file", split))
         var length = good
         set(UInt32(1), at: at.chunks + 48, in: &length)
         lies.append(("chunks that do not tile their file", length))
@@ -146,17 +170,39 @@ struct ManifestBinaryTests {
         var reserved = good
         reserved[at.files + 84] = 1
         lies.append(("a reserved field set", reserved))
+        let head = String(decoding: good[48..<(48 + Int(u32(good, 8)))], as: UTF8.self)
+        var version = good
+        version.replaceSubrange(
+            48..<(48 + head.utf8.count),
+            with: Data(head.replacingOccurrences(of: "\"formatVersion\":8", with: "\"formatVersion\":7").utf8))
+        lies.append(("a head naming another format than the header", version))
+        // The same head with a space in it: the header's head length and the padding follow it.
+        let spacedHead = Data(head.replacingOccurrences(of: "\"buildId\":", with: "\"buildId\": ").utf8)
+        var spaced = good.prefix(48)
+        set(UInt32(spacedHead.count), at: 8, in: &spaced)
+        spaced += spacedHead + Data(count: (8 - spacedHead.count % 8) % 8) + good[at.files...]
+        lies.append(("a head spelled another way", spaced))
+        if at.files > 48 + head.utf8.count {
+            var padding = good
+            padding[48 + head.utf8.count] = 1
+            lies.append(("padding that is not zero", padding))
+        }
+        var newer = good
+        set(UInt32(9), at: 4, in: &newer)
+        lies.append(("format version 9", newer))
         for (lie, bytes) in lies {
-            #expect(throws: PatchSyncError.self, "the client refuses \(lie)") {
-                try Manifest.decode(Manifest.pack(bytes), what: lie)
+            let refusal = #expect(throws: PatchSyncError.self, "the client refuses \(lie)") {
+                try Manifest.decode(Manifest.pack(bytes), what: "build 2")
             }
+            let expected =
+                lie == "chunks that do not tile their file"
+                ? "chunk list" : lie == "format version 9" ? "format version 9" : "binary manifest"
+            #expect(refusal?.message.contains(expected) == true, "\(lie): \(refusal?.message ?? "")")
             let file = fixture.directory + "/lie"
             try Manifest.pack(bytes).write(to: URL(fileURLWithPath: file))
             let seen = try Self.reference(file)
             #expect(seen.status == 1 && seen.error.contains("refused"), "the reference reader refuses \(lie)")
         }
-        var newer = good
-        set(UInt32(9), at: 4, in: &newer)
         let refusal = #expect(throws: PatchSyncError.self) {
             try Manifest.decode(Manifest.pack(newer), what: "build 9")
         }

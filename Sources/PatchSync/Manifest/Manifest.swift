@@ -16,7 +16,8 @@ public struct Manifest: Codable, Hashable, Sendable {
     /// 7: a chunk may sit in another object than its file's (`object` on the chunk): a publish stores only
     /// the chunks no kept build has, and a client of version 6 would read those chunks from the wrong object.
     /// 8: the manifest is binary (``ManifestBinary``: sorted path, chunk, object and string tables, read in
-    /// one pass) and its target zstd-compressed; a client of version 7 cannot parse it. Its JSON view (this
+    /// one pass) and its target zstd-compressed; a client of version 7 cannot parse it (it says the target
+    /// is not a manifest), and from 8 on the binary header names the version it refuses. Its JSON view (this
     /// type's `Codable` form) is what `manifests/manifest.schema.json` documents.
     /// A client reads every version up to its own and refuses a newer one, naming both.
     public static let formatVersion = 8

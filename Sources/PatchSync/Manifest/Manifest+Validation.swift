@@ -79,6 +79,11 @@ extension Manifest {
             else {
                 throw refusal("lists a delta pack from \(pack.from) that does not add up")
             }
+            for (target, source) in pack.moved ?? [:] {
+                guard formatVersion >= 8, PathRule.problem(target) == nil, PathRule.problem(source) == nil else {
+                    throw refusal("lists a delta pack from \(pack.from) with a source path it cannot have")
+                }
+            }
         }
     }
 

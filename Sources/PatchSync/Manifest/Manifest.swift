@@ -138,12 +138,16 @@ public struct DeltaSource: Codable, Hashable, Sendable {
     /// format 6): a client knows before downloading the pack which chunks it still fetches, so a download
     /// page's total is right from the first byte.
     public var covers: [Int]? = nil
+    /// The files the pack rebuilds from another path of build `from` than their own (format 8): target path
+    /// → source path. A new file is given the old file of the same name in another folder (a track or a
+    /// texture that moved, a copy edited): on SuperTuxKart 1.4 → 1.5, 79 new files, 6.3 MB less to fetch.
+    public var moved: [String: String]? = nil
     /// In a manifest narrowed to some bundles (``Manifest/selecting(_:)``): the index in the narrowed
     /// `files` of each file of the full list it kept, for the pack's own file indices (not encoded).
     var narrowed: [Int: Int]? = nil
 
     enum CodingKeys: String, CodingKey {
-        case from, object, length, files, covers
+        case from, object, length, files, covers, moved
     }
 }
 

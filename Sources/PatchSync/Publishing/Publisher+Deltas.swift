@@ -151,6 +151,11 @@ extension Publisher {
             let output = try FileDescriptor(path: temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
             var writer = try DeltaPack.Writer(writingTo: output, codec: codec)
             let appended = try encoder.append(candidates, of: files, to: &writer)
+            let sources = Dictionary(candidates.map { ($0.index, $0.old.path) }, uniquingKeysWith: { a, _ in a })
+            var moved: [String: String] = [:]
+            for entry in appended where sources[entry.index] != files[entry.index].path {
+                moved[files[entry.index].path] = sources[entry.index]
+            }
             let sha = try writer.finish()
             // A pack over an object's cap is left out: no CDN would cache it (players fetch chunks).
             guard writer.files > 0, writer.length <= ObjectNaming.segmentBytes else {
@@ -162,7 +167,7 @@ extension Publisher {
             return (
                 DeltaSource(
                     from: source.buildId, object: sha, length: writer.length, files: writer.files,
-                    covers: appended.map(\.index).sorted()),
+                    covers: appended.map(\.index).sorted(), moved: moved.isEmpty ? nil : moved),
                 appended.map(\.index)
             )
         } catch {
@@ -197,14 +202,16 @@ struct DeltaPackEncoder: Sendable {
     /// Reads the files the deltas lead to: a build folder, or the objects of a published build (promote).
     let targetFiles: any FileContentSource
 
-    /// The files of `files` that changed at the same path, within the size limits, and have chunks the
-    /// source build lacks.
+    /// The files of `files` that changed at the same path, or are new and have a file of the same name
+    /// elsewhere in the source build (the one closest in size), within the size limits, and have chunks
+    /// the source build lacks.
     func candidates(for files: [FileEntry]) -> [Candidate] {
-        let before = Dictionary(source.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let sources = DeltaSourceIndex(source)
         let have = Set(source.files.lazy.flatMap { $0.chunks.map(\.sha256) })
         var candidates: [Candidate] = []
         for (index, file) in files.enumerated() {
-            guard let old = before[file.path], old.sha256 != file.sha256, old.size > 0, file.size > 0,
+            guard let old = sources.source(for: file.path, size: file.size), old.sha256 != file.sha256, old.size > 0,
+                file.size > 0,
                 old.size <= Self.maxFileBytes, file.size <= Self.maxFileBytes
             else { continue }
             let cost = file.chunks.reduce(Int64(0)) { $0 + (have.contains($1.sha256) ? 0 : Int64($1.objectLength)) }

@@ -135,9 +135,18 @@ extension PatchDiff {
             // A sync fetches the pack whole: every file's share, those of files not costed here too.
             let covers = new.files.indices.filter { deltas[new.files[$0].path] != nil }
             let length = deltas.values.reduce(Int64(0), +)
+            // A new path's delta starts from the old file publish chose for it (same name, elsewhere).
+            let sources = DeltaSourceIndex(old)
+            var moved: [String: String] = [:]
+            for index in covers {
+                let file = new.files[index]
+                if let source = sources.source(for: file.path, size: file.size), source.path != file.path {
+                    moved[file.path] = source.path
+                }
+            }
             pack = DeltaSource(
                 from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: deltas.count,
-                covers: covers)
+                covers: covers, moved: moved.isEmpty ? nil : moved)
         }
         var held = local
         if let old { held.manifest = old }  // the source of OLD's delta packs

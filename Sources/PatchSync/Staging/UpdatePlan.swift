@@ -41,7 +41,7 @@ struct UpdatePlan: Sendable {
         var files: [Int: (FileEntry, String)] = [:]
         for (index, file) in manifest.files.enumerated()
         where assembled.contains(file.path) && covers?.contains(index) != false {
-            guard let sha = before[file.path], let path = local.files[sha],
+            guard let sha = before[pack.moved?[file.path] ?? file.path], let path = local.files[sha],
                 file.chunks.indices.contains(where: { !plan.done.contains(.init(path: file.path, index: $0)) })
             else { continue }
             files[index] = (file, path)

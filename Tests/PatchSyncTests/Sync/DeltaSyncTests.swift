@@ -126,6 +126,52 @@ struct DeltaSyncTests {
                     .first { $0.hasSuffix(".\(id).json.gz") }))
     }
 
+    @Test(
+        "a file that moved to another folder and changed is rebuilt from the old file of its name: the manifest names the source, the player fetches a small delta instead of its new chunks, diff predicts the route, and the result is byte-exact"
+    )
+    func movedFileIsPatchedFromItsOldPlace() async throws {
+        var nginx: NginxOrigin?
+        let (fixture, install, _) = try Self.installedOne { fixture in
+            nginx = try NginxOrigin(root: fixture.origin)
+            return nginx!.url
+        }
+        var generator = SeededRandom(seed: 11)
+        let text = (0..<(900 << 10)).map { _ in UInt8(97 + generator.next() % 26) }
+        let build1 = try fixture.sampleBuild(1, scale: 0.05)
+        try Data(text).write(to: URL(fileURLWithPath: build1 + "/levels/forest.map"))
+        try fixture.publish(build1, id: "1b", deltaSources: 0)
+        _ = try await Self.syncAndApply(install)
+        let build2 = fixture.directory + "/build-moved"
+        try FileManager.default.copyItem(atPath: build1, toPath: build2)
+        try FileManager.default.createDirectory(atPath: build2 + "/levels/old", withIntermediateDirectories: true)
+        var edited = text
+        edited.replaceSubrange((450 << 10)..<((450 << 10) + 512), with: repeatElement(UInt8(ascii: "#"), count: 512))
+        try FileManager.default.removeItem(atPath: build2 + "/levels/forest.map")
+        try Data(edited).write(to: URL(fileURLWithPath: build2 + "/levels/old/forest.map"))
+        let report = try fixture.publish(build2, id: "2")
+        let manifest2 = try Manifest.decode(
+            try Data(contentsOf: URL(fileURLWithPath: try Self.manifestFile(fixture, id: "2"))), what: "2")
+        let pack = try #require(manifest2.deltas?.first { $0.from.value == "1b" })
+        #expect(
+            pack.moved == ["levels/old/forest.map": "levels/forest.map"], "the manifest names the moved file's source")
+        let manifest1 = try install.manifest(of: "1b")
+        let shares = try await DiffSide.deltaShares(new: manifest2, newSpec: nginx!.url, old: manifest1)
+        let diff = PatchDiff(old: manifest1, new: manifest2, oldName: "1b", newName: "2", deltas: shares)
+        #expect(diff.files.first { $0.path == "levels/old/forest.map" }?.route == .delta, "diff predicts the delta")
+
+        let before = nginx!.bytesServed(under: "/objects/")
+        let patch = try await Self.syncAndApply(install)
+        let fetched = nginx!.bytesServed(under: "/objects/") - before
+        let moved = try #require(manifest2.files.first { $0.path == "levels/old/forest.map" })
+        let oldChunks = Set(manifest1.files.flatMap { $0.chunks.map(\.sha256) })
+        let newChunkBytes = moved.chunks.filter { !oldChunks.contains($0.sha256) }.reduce(0) { $0 + $1.objectLength }
+        #expect(patch.filesPatched == report.deltas[0].files && patch.deltaFallbacks == 0)
+        #expect(
+            patch.filesPatched >= 1 && fetched < newChunkBytes,
+            "fetched \(fetched); its new chunks are \(newChunkBytes)")
+        try EndToEndTests.expectInstalled(install, matches: build2)
+    }
+
     @Test("a live file that is no longer the delta's source is not patched: its chunks are fetched")
     func changedLiveFileGoesByChunks() async throws {
         let (fixture, install, build2) = try Self.installedOne()

@@ -1,0 +1,26 @@
+import Foundation
+
+/// Which file of a source build a delta of a target file starts from: the file at the same path, or for
+/// a new path the file of the same name elsewhere in the source build closest in size (a track or a
+/// texture that moved, a copy that was edited). Publish picks sources by it, and `diff` predicts the
+/// same choice.
+struct DeltaSourceIndex {
+    private let byPath: [String: FileEntry]
+    private let byName: [Substring: [FileEntry]]
+
+    init(_ source: Manifest) {
+        byPath = Dictionary(source.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        var named: [Substring: [FileEntry]] = [:]
+        for file in source.files { named[Self.name(file.path), default: []].append(file) }
+        byName = named
+    }
+
+    /// The source build's file a delta to `path` (of `size` bytes) starts from, if any.
+    func source(for path: String, size: Int64) -> FileEntry? {
+        if let same = byPath[path] { return same }
+        return byName[Self.name(path)]?.min { (abs($0.size - size), $0.path) < (abs($1.size - size), $1.path) }
+    }
+
+    /// A path's last component.
+    static func name(_ path: String) -> Substring { path.split(separator: "/").last ?? Substring(path) }
+}

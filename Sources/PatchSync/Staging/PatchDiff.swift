@@ -130,24 +130,7 @@ extension PatchDiff {
         // publish would write; only the files with a share are in it.
         var target = new
         target.deltas = nil
-        var pack: DeltaSource?
-        if let old, !deltas.isEmpty {
-            // A sync fetches the pack whole: every file's share, those of files not costed here too.
-            let covers = new.files.indices.filter { deltas[new.files[$0].path] != nil }
-            let length = deltas.values.reduce(Int64(0), +)
-            // A new path's delta starts from the old file publish chose for it (same name, elsewhere).
-            let sources = DeltaSourceIndex(old)
-            var moved: [String: String] = [:]
-            for index in covers {
-                let file = new.files[index]
-                if let source = sources.source(for: file.path, size: file.size), source.path != file.path {
-                    moved[file.path] = source.path
-                }
-            }
-            pack = DeltaSource(
-                from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: deltas.count,
-                covers: covers, moved: moved.isEmpty ? nil : moved)
-        }
+        let pack = old.flatMap { Self.pack(from: $0, to: new, shares: deltas) }
         var held = local
         if let old { held.manifest = old }  // the source of OLD's delta packs
         let update = UpdatePlan(manifest: target, local: held, pack: pack)
@@ -185,6 +168,25 @@ extension PatchDiff {
         total.diskDeltaBytes = new.totalSize - (old?.totalSize ?? 0)
         files.sort { ($0.downloadBytes, $1.path) > ($1.downloadBytes, $0.path) }
         removed.sort()
+    }
+    /// The pack a sync would fetch from OLD, as its shares say (nil without any): every file with a share
+    /// is in it, and a new path's delta starts from the old file publish chose for it (same name, elsewhere).
+    private static func pack(from old: Manifest, to new: Manifest, shares deltas: [String: Int64]) -> DeltaSource? {
+        guard !deltas.isEmpty else { return nil }
+        // A sync fetches the pack whole: every file's share, those of files not costed here too.
+        let covers = new.files.indices.filter { deltas[new.files[$0].path] != nil }
+        let length = deltas.values.reduce(Int64(0), +)
+        let sources = DeltaSourceIndex(old)
+        var moved: [String: String] = [:]
+        for index in covers {
+            let file = new.files[index]
+            if let source = sources.source(for: file.path, size: file.size), source.path != file.path {
+                moved[file.path] = source.path
+            }
+        }
+        return DeltaSource(
+            from: old.buildId, object: SHA256Hasher.hash(Data()), length: length, files: deltas.count,
+            covers: covers, moved: moved.isEmpty ? nil : moved)
     }
 
     /// Links and empty folders: a link whose target changed, or a new one, and a new empty folder.

@@ -6,13 +6,18 @@ import Foundation
 ///
 /// Layout: `PSP1`, then segments, each a header of two little-endian UInt32 (stored length, inflated
 /// length) and a zstd frame or a zlib stream of entries (each says which by its first bytes). An entry is `varint file` (its index in the target
-/// manifest's `files`), `varint n` and n bytes of ``Delta`` instructions. Segments hold about
+/// manifest's `files`), `varint n` and n bytes of ``Delta`` instructions, or (manifest format 8) of one zstd
+/// frame that decodes to the file with its source file as prefix (`zstd --patch-from`), as its first
+/// bytes say. Segments hold about
 /// ``segmentBytes`` each, so a reader needs one segment in memory at a time.
 enum DeltaPack {
     static let magic: [UInt8] = Array("PSP1".utf8)
     static let segmentBytes = 4 << 20
     /// A delta with more instructions than this is not made: its file goes by chunks.
     static let maxDeltaBytes = 64 << 20
+    /// The largest file whose delta may be a zstd frame with its source as prefix (manifest format 8): a
+    /// client decodes such a frame whole, into a buffer of the file's size.
+    static let maxZstdDeltaBytes: Int64 = 32 << 20
     /// The most a segment may inflate to: one entry of the largest size and its header.
     static let maxSegmentBytes = maxDeltaBytes + 32
 

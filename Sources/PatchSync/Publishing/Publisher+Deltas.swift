@@ -253,7 +253,7 @@ struct DeltaPackEncoder: Sendable {
         DispatchQueue.concurrentPerform(iterations: work.count) { i in
             let (file, old, cost) = work[i]
             let result = Result { () throws(PatchSyncError) -> [UInt8]? in
-                let delta = try self.delta(of: file, from: old)
+                let delta = try self.delta(of: file, from: old, codec: estimate)
                 guard delta.count <= DeltaPack.maxDeltaBytes else { return nil }
                 let packed = delta.withUnsafeBytes { estimate.compress($0).count }
                 return Int64(packed) < cost ? delta : nil
@@ -269,14 +269,23 @@ struct DeltaPackEncoder: Sendable {
     }
 
     /// The delta of the target build's `file` from the source build's `old`.
-    private func delta(of file: FileEntry, from old: FileEntry) throws(PatchSyncError) -> [UInt8] {
+    /// The smaller of two deltas of `file` from `old`: our instructions (``Delta``), or for a file of at
+    /// most ``DeltaPack/maxZstdDeltaBytes`` a zstd frame with the old file as its prefix (`zstd
+    /// --patch-from`, level 9). zstd wins where the two files share content at other offsets (on
+    /// SuperTuxKart 1.4 → 1.5's moved skins and tracks); ours where a changed file keeps its layout.
+    private func delta(of file: FileEntry, from old: FileEntry, codec: ObjectCodec) throws(PatchSyncError) -> [UInt8] {
         let original = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(old.size), alignment: 16)
         defer { original.deallocate() }
         try sourceFiles.content(of: old, into: original)
         let target = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(file.size), alignment: 16)
         defer { target.deallocate() }
         try targetFiles.content(of: file, into: target)
-        return DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: UnsafeRawBufferPointer(target))
+        let ours = DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: UnsafeRawBufferPointer(target))
+        guard file.size <= DeltaPack.maxZstdDeltaBytes, codec.kind == .zstd else { return ours }
+        let frame = Zstd.compress(UnsafeRawBufferPointer(target), prefix: UnsafeRawBufferPointer(original), level: 9)
+        // Our instructions never start as a frame does: the reader would take them for one.
+        let oursStored = ours.starts(with: Zstd.magic) ? Int.max : ours.withUnsafeBytes { codec.compress($0).count }
+        return frame.count < oursStored ? frame : ours
     }
 }
 

@@ -39,6 +39,7 @@ struct DeltaApplier {
         from sourcePath: String, instructions: UnsafeRawBufferPointer,
         into cutter: inout Cutter
     ) throws -> String? {
+        if Zstd.isFrame(instructions) { return try runFrame(from: sourcePath, frame: instructions, into: &cutter) }
         guard var reader = Delta.Reader(instructions) else { return "its header is malformed" }
         guard reader.targetSize == file.size else { return "it builds \(reader.targetSize) bytes, not \(file.size)" }
         // Mapped: a delta of a large file is thousands of small copies, each a slice of the mapping
@@ -58,6 +59,20 @@ struct DeltaApplier {
             }
         } catch let error as DeltaError { return error.description }
         return reader.isComplete ? nil : "it ends before the target does"
+    }
+
+    /// Decodes a zstd frame with the source file as its prefix, whole, into a buffer of the file's size (at
+    /// most ``DeltaPack/maxZstdDeltaBytes``); returns why it was refused (nil when it built the file).
+    private func runFrame(
+        from sourcePath: String, frame: UnsafeRawBufferPointer, into cutter: inout Cutter
+    ) throws -> String? {
+        guard file.size <= DeltaPack.maxZstdDeltaBytes else { return "it is a zstd frame for a file over 32 MiB" }
+        let source = try MappedFile(path: sourcePath)
+        guard let built = Zstd.decompressFrame(frame, prefix: source.bytes, limit: Int(file.size)),
+            built.count == Int(file.size)
+        else { return "it is not a zstd frame that builds the file from its source" }
+        try built.withUnsafeBytes { try cutter.take($0) }
+        return nil
     }
 
     /// Cuts the produced bytes at the target's chunk boundaries and writes each verified chunk.

@@ -269,10 +269,9 @@ struct DeltaPackEncoder: Sendable {
     }
 
     /// The delta of the target build's `file` from the source build's `old`.
-    /// The smaller of two deltas of `file` from `old`: our instructions (``Delta``), or for a file of at
+    /// The better of two deltas of `file` from `old`: our instructions (``Delta``), or for a file of at
     /// most ``DeltaPack/maxZstdDeltaBytes`` a zstd frame with the old file as its prefix (`zstd
-    /// --patch-from`, level 9). zstd wins where the two files share content at other offsets (on
-    /// SuperTuxKart 1.4 → 1.5's moved skins and tracks); ours where a changed file keeps its layout.
+    /// --patch-from`, level 9) when it is smaller (for a file under 1 MiB, under half their size).
     private func delta(of file: FileEntry, from old: FileEntry, codec: ObjectCodec) throws(PatchSyncError) -> [UInt8] {
         let original = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(old.size), alignment: 16)
         defer { original.deallocate() }
@@ -285,7 +284,10 @@ struct DeltaPackEncoder: Sendable {
         let frame = Zstd.compress(UnsafeRawBufferPointer(target), prefix: UnsafeRawBufferPointer(original), level: 9)
         // Our instructions never start as a frame does: the reader would take them for one.
         let oursStored = ours.starts(with: Zstd.magic) ? Int.max : ours.withUnsafeBytes { codec.compress($0).count }
-        return frame.count < oursStored ? frame : ours
+        // For a small file only a clear win: small files' deltas compress together in the pack (Wesnoth's
+        // many small edits look alike), which this count of one file alone does not see.
+        let wins = frame.count < oursStored && (file.size >= 1 << 20 || frame.count * 2 < oursStored)
+        return wins ? frame : ours
     }
 }
 

@@ -15,10 +15,13 @@ struct DeltaSourceIndex {
         byName = named
     }
 
-    /// The source build's file a delta to `path` (of `size` bytes) starts from, if any.
-    func source(for path: String, size: Int64) -> FileEntry? {
-        if let same = byPath[path] { return same }
-        return byName[Self.name(path)]?.min { (abs($0.size - size), $0.path) < (abs($1.size - size), $1.path) }
+    /// The source build's file a delta to `file` starts from, if any: at its path, or (`acrossFiles`) of its
+    /// name and bundle (a player who has the file's bundle has that one too) and the closest in size.
+    func source(for file: FileEntry, acrossFiles: Bool = true) -> FileEntry? {
+        if let same = byPath[file.path] { return same }
+        guard acrossFiles else { return nil }
+        return byName[Self.name(file.path)]?.lazy.filter { $0.bundle == file.bundle }
+            .min { (abs($0.size - file.size), $0.path) < (abs($1.size - file.size), $1.path) }
     }
 
     /// A path's last component.

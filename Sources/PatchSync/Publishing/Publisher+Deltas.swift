@@ -83,9 +83,11 @@ extension Publisher {
 
     /// ``deltaPacks(for:from:into:)`` with the source builds' objects in `origin` and the new files read
     /// by `targetFiles`: the build folder for publish, the published objects for promote.
+    /// `format`: the target manifest's; below 8 (a build relisted by promote or rollback) its deltas are
+    /// what a client of that format reads: same path only, never a zstd frame.
     static func deltaPacks(
         for files: [FileEntry], from bases: [DeltaBase], into root: String, origin: String,
-        targetFiles: any FileContentSource
+        targetFiles: any FileContentSource, format: Int = Manifest.formatVersion
     ) throws(PatchSyncError) -> [(source: DeltaSource, files: [Int])] {
         var packs: [(source: DeltaSource, files: [Int])] = []
         let codec = DeltaPack.codec(for: files)
@@ -93,7 +95,7 @@ extension Publisher {
             let encoder = DeltaPackEncoder(
                 source: base.manifest,
                 sourceFiles: ObjectReader(origin: origin, naming: ObjectNaming(format: base.manifest.formatVersion)),
-                targetFiles: targetFiles)
+                targetFiles: targetFiles, acrossFiles: format >= 8)
             if let pack = try deltaPack(encoder, to: files, into: root, codec: codec) { packs.append(pack) }
         }
         return packs
@@ -201,6 +203,8 @@ struct DeltaPackEncoder: Sendable {
     let sourceFiles: any FileContentSource
     /// Reads the files the deltas lead to: a build folder, or the objects of a published build (promote).
     let targetFiles: any FileContentSource
+    /// Sources at other paths and zstd frames (manifest format 8); without, what older clients read.
+    var acrossFiles = true
 
     /// The files of `files` that changed at the same path, or are new and have a file of the same name
     /// elsewhere in the source build (the one closest in size), within the size limits, and have chunks
@@ -210,7 +214,8 @@ struct DeltaPackEncoder: Sendable {
         let have = Set(source.files.lazy.flatMap { $0.chunks.map(\.sha256) })
         var candidates: [Candidate] = []
         for (index, file) in files.enumerated() {
-            guard let old = sources.source(for: file.path, size: file.size), old.sha256 != file.sha256, old.size > 0,
+            guard let old = sources.source(for: file, acrossFiles: acrossFiles), old.sha256 != file.sha256,
+                old.size > 0,
                 file.size > 0,
                 old.size <= Self.maxFileBytes, file.size <= Self.maxFileBytes
             else { continue }
@@ -280,7 +285,9 @@ struct DeltaPackEncoder: Sendable {
         defer { target.deallocate() }
         try targetFiles.content(of: file, into: target)
         let ours = DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: UnsafeRawBufferPointer(target))
-        guard file.size <= DeltaPack.maxZstdDeltaBytes, codec.kind == .zstd else { return ours }
+        guard acrossFiles, file.size <= DeltaPack.maxZstdDeltaBytes, old.size <= DeltaPack.maxZstdDeltaBytes,
+            codec.kind == .zstd
+        else { return ours }
         let frame = Zstd.compress(UnsafeRawBufferPointer(target), prefix: UnsafeRawBufferPointer(original), level: 9)
         // Our instructions never start as a frame does: the reader would take them for one.
         let oursStored = ours.starts(with: Zstd.magic) ? Int.max : ours.withUnsafeBytes { codec.compress($0).count }

@@ -361,7 +361,8 @@ public struct Release: Sendable {
             do throws(PatchSyncError) {
                 packs += try Publisher.deltaPacks(
                     for: manifest.files, from: [base], into: origin, origin: origin,
-                    targetFiles: ObjectReader(origin: origin, naming: ObjectNaming(format: manifest.formatVersion)))
+                    targetFiles: ObjectReader(origin: origin, naming: ObjectNaming(format: manifest.formatVersion)),
+                    format: manifest.formatVersion)
             } catch {
                 warnings.append("no delta pack from \(base.manifest.buildId): \(error.message)")
             }

@@ -4,7 +4,8 @@ import Foundation
 /// result is checked against the target manifest's signed SHA-256 before it is written, so a wrong
 /// or hostile delta can cost a fetch, never a wrong byte.
 ///
-/// Memory: one chunk of output; the source is mapped.
+/// Memory: one chunk of output and the source mapped; for a zstd frame (files up to 32 MiB), the source
+/// read and the file decoded whole.
 struct DeltaApplier {
     /// What rebuilding one file gave.
     struct Outcome: Equatable {
@@ -43,8 +44,9 @@ struct DeltaApplier {
         guard var reader = Delta.Reader(instructions) else { return "its header is malformed" }
         guard reader.targetSize == file.size else { return "it builds \(reader.targetSize) bytes, not \(file.size)" }
         // Mapped: a delta of a large file is thousands of small copies, each a slice of the mapping
-        // rather than a read system call.
-        let source = try MappedFile(path: sourcePath)
+        // rather than a read system call. A source gone since the plan (a ready build applied meanwhile)
+        // leaves the file to its chunks.
+        guard let source = try? MappedFile(path: sourcePath) else { return "its source \(sourcePath) is gone" }
         guard Int64(source.bytes.count) == reader.sourceSize else { return "its source has another size" }
         do {
             while let instruction = try reader.next() {
@@ -67,10 +69,15 @@ struct DeltaApplier {
         from sourcePath: String, frame: UnsafeRawBufferPointer, into cutter: inout Cutter
     ) throws -> String? {
         guard file.size <= DeltaPack.maxZstdDeltaBytes else { return "it is a zstd frame for a file over 32 MiB" }
-        let source = try MappedFile(path: sourcePath)
-        guard let built = Zstd.decompressFrame(frame, prefix: source.bytes, limit: Int(file.size)),
-            built.count == Int(file.size)
-        else { return "it is not a zstd frame that builds the file from its source" }
+        // Read, not mapped: libzstd reads the prefix in one call, and a mapped source another program
+        // truncates meanwhile would end the process (SIGBUS) instead of refusing the delta.
+        guard let source = try? FileSystem.read(sourcePath, limit: Int(DeltaPack.maxZstdDeltaBytes)) else {
+            return "its source \(sourcePath) is gone or over 32 MiB"
+        }
+        let decoded = source.withUnsafeBytes { Zstd.decompressFrame(frame, prefix: $0, limit: Int(file.size)) }
+        guard let built = decoded, built.count == Int(file.size) else {
+            return "it is not a zstd frame that builds the file from its source"
+        }
         try built.withUnsafeBytes { try cutter.take($0) }
         return nil
     }

@@ -176,12 +176,12 @@ extension PatchDiff {
         // A sync fetches the pack whole: every file's share, those of files not costed here too.
         let covers = new.files.indices.filter { deltas[new.files[$0].path] != nil }
         let length = deltas.values.reduce(Int64(0), +)
-        let sources = DeltaSourceIndex(old)
-        var moved: [String: String] = [:]
-        for index in covers {
-            let file = new.files[index]
-            if let source = sources.source(for: file.path, size: file.size), source.path != file.path {
-                moved[file.path] = source.path
+        var moved = new.deltas?.first { $0.from == old.buildId }?.moved ?? [:]  // the published pack's
+        if new.deltas == nil {  // else the pack a publish would write, its sources chosen as publish does
+            let sources = DeltaSourceIndex(old)
+            for index in covers {
+                let file = new.files[index]
+                if let source = sources.source(for: file), source.path != file.path { moved[file.path] = source.path }
             }
         }
         return DeltaSource(

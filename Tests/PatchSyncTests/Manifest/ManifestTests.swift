@@ -100,6 +100,24 @@ struct ManifestTests {
     }
 
     @Test(
+        "a delta pack rebuilds a file from another path only from format 8 (a client of 7 would look for its source at its own path), and only from a safe path",
+        .tags(.small))
+    func movedSources() throws {
+        var manifest = try Self.oneFile(format: 7, codec: .zstd, objectLength: 9)
+        manifest.deltas = [
+            DeltaSource(
+                from: try BuildID("0"), object: SHA256Digest.of(Data("pack".utf8)), length: 10, files: 1,
+                covers: [0], moved: [manifest.files[0].path: "old/" + manifest.files[0].path])
+        ]
+        #expect(throws: PatchSyncError.self, "format 7 has no moved sources") { try manifest.validate() }
+        manifest.formatVersion = 8
+        try manifest.validate()
+        manifest.deltas?[0].moved = [manifest.files[0].path: "../outside"]
+        let escaping = #expect(throws: PatchSyncError.self) { try manifest.validate() }
+        #expect(escaping?.message.contains("source path") == true, "\(escaping?.message ?? "")")
+    }
+
+    @Test(
         "a delta pack's list of the files it rebuilds must name as many files as it says, ascending, each in the manifest",
         .tags(.small))
     func deltaCovers() throws {

@@ -203,7 +203,8 @@ public enum ManifestCodecLimit {
         figures.binaryBytes = binary.count
         figures.zstdBinaryBytes = packed.count
         var fromJSON: Manifest?, fromBinary: Manifest?
-        figures.jsonDecodeSeconds = seconds(clock.measure { fromJSON = try? Manifest.decode(gzipJSON, what: path, jsonView: true) })
+        figures.jsonDecodeSeconds = seconds(
+            clock.measure { fromJSON = try? Manifest.decode(gzipJSON, what: path, jsonView: true) })
         figures.binaryDecodeSeconds = seconds(clock.measure { fromBinary = try? Manifest.decode(packed, what: path) })
         guard fromJSON == manifest, fromBinary == manifest else {
             throw PatchSyncError(.internal, "a manifest did not read back as itself")

@@ -71,7 +71,7 @@ if ps_ apply --install "$WORK/install-preload" >/dev/null 2>&1; then echo "apply
 # scan ORIGIN…: how many of the new build's new file names and new-content samples each origin holds
 scan() {
 python3 - "$OLD" "$NEW" "$@" <<'PY'
-import gzip, mmap, os, sys
+import gzip, mmap, os, subprocess, sys
 old, new, origins = sys.argv[1], sys.argv[2], sys.argv[3:]
 def files(root):
     out = {}
@@ -103,6 +103,8 @@ for origin in origins:
                 blobs = [m]
                 if m[:2] == b"\x1f\x8b":
                     blobs.append(gzip.decompress(m[:]))
+                elif m[:4] == b"\x28\xb5\x2f\xfd":  # a binary manifest, zstd-compressed
+                    blobs.append(subprocess.run(["zstd", "-q", "-d", "-c"], input=m[:], capture_output=True).stdout)
                 for blob in blobs:
                     for i, n in enumerate(needles):
                         if i not in found and blob.find(n) != -1:

@@ -64,12 +64,14 @@ diff -r "$WORK/build-2" "$WORK/game/current/" && echo "current/ is byte-identica
 run "$BIN/patchsync" status --install "$WORK/game"
 
 step "What the patch cost"
-python3 - "$WORK" <<'PY'
-import glob, gzip, json, sys
-work = sys.argv[1]
+python3 - "$WORK" "$BIN/patchsync" <<'PY'
+import glob, json, subprocess, sys
+work, patchsync = sys.argv[1], sys.argv[2]
 result = json.loads(open(f"{work}/sync.json").read().strip().splitlines()[-1])
-def load(build):
-    return json.load(gzip.open(glob.glob(f"{work}/origin/targets/manifests/live/*.{build}.json.gz")[0]))
+def load(build):  # the binary manifest, in its JSON view
+    target = glob.glob(f"{work}/origin/targets/manifests/live/*.{build}.json.gz")[0]
+    return json.loads(subprocess.run([patchsync, "manifest", "show", target, "--decoded"],
+                                     check=True, capture_output=True).stdout)
 old, new = load("1.0.0+1"), load("1.0.1+2")
 old_chunks = {c["sha256"] for f in old["files"] for c in f["chunks"]}
 size = sum(f["size"] for f in new["files"])

@@ -9,6 +9,22 @@ struct ExamplesTests {
         .appendingPathComponent("../../Examples/background").standardizedFileURL.path
 
     @Test(
+        "`make demo`'s script runs end to end on the bundled sample with this build's binaries: publish, install, patch (with what it cost), preload and release, each tree byte-identical"
+    )
+    func demoRuns() throws {
+        let script = URL(fileURLWithPath: Self.folder).deletingLastPathComponent().appendingPathComponent("demo.sh")
+            .path
+        let result = try CLI.runProgram("/bin/bash", [script, CLI.productsDirectory])
+        #expect(result.status == 0, "\(result.stdout.suffix(2000))")
+        for line in [
+            "current/ is byte-identical to build 2", "downloaded for the patch:",
+            "current/ is byte-identical to build 3"
+        ] {
+            #expect(result.stdout.contains(line), "\(line)")
+        }
+    }
+
+    @Test(
         "the systemd services and timer pass systemd-analyze verify and ask for idle CPU and I/O; the share's runs `patchsync share` with options it accepts",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")))
     func systemdUnits() throws {

@@ -97,6 +97,14 @@ struct PruneTests {
         let dry = try Self.weekLater(prune + ["--keep", "1", "--dry-run"])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(try Self.files(fixture.origin) == present, "a dry run removes nothing")
+        let sizes = Dictionary(
+            uniqueKeysWithValues: present.map { path in
+                (
+                    path,
+                    (try? FileManager.default.attributesOfItem(atPath: fixture.origin + "/" + path))?[.size] as? Int
+                        ?? -1
+                )
+            })
         let gone = try Self.weekLater(prune + ["--keep", "1"])
         #expect(gone.status == 0, "\(gone.stderr)")
         // (Each line says when it was written: the times differ.)
@@ -128,8 +136,9 @@ struct PruneTests {
         let result = try #require(try JSONSerialization.jsonObject(with: Data(gone.stdout.utf8)) as? [String: Any])
         let freed = result["bytesFreed"] as? Int
         let removed = (result["removed"] as? [[String: Any]] ?? []).compactMap { $0["bytes"] as? Int }
-        // Builds 1 and 2's manifests, manifest deltas and the objects only they named.
-        #expect((freed ?? 0) > 50_000 && freed == removed.reduce(0, +), "\(gone.stdout.prefix(300))")
+        // Exactly the bytes of the files that went: old manifests, manifest deltas, objects, metadata versions.
+        let vanished = present.subtracting(after).reduce(0) { $0 + (sizes[$1] ?? 0) }
+        #expect(freed == vanished && freed == removed.reduce(0, +) && vanished > 0, "\(gone.stdout.prefix(300))")
 
         // A fresh player installs build 3 from the pruned origin; python-tuf's view is checked elsewhere.
         let install = try fixture.makeInstall(remotes: [fixture.fileRemote])

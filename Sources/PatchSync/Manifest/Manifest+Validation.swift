@@ -210,7 +210,8 @@ extension Manifest {
     public static func unpack(_ data: Data, what: String) throws(PatchSyncError) -> Data {
         if data.starts(with: [0x1f, 0x8b]) { return try Zlib.gunzip(data, limit: maximumInflatedSize, what: what) }
         guard data.starts(with: Zstd.magic) else { return data }
-        guard let inflated = data.withUnsafeBytes({ Zstd.decompressFrame($0, limit: maximumInflatedSize) }) else {
+        guard let inflated = data.withUnsafeBytes({ Zstd.decompressFrame($0, prefix: nil, limit: maximumInflatedSize) })
+        else {
             throw PatchSyncError(
                 .refusedData, "\(what) is not one whole zstd frame of at most \(maximumInflatedSize >> 20) MiB",
                 remedy: "the build is malformed or tampered with; report it to the publisher")

@@ -258,9 +258,8 @@ struct DeltaPackEncoder: Sendable {
         DispatchQueue.concurrentPerform(iterations: work.count) { i in
             let (file, old, cost) = work[i]
             let result = Result { () throws(PatchSyncError) -> [UInt8]? in
-                let delta = try self.delta(of: file, from: old, codec: estimate)
+                let (delta, packed) = try self.delta(of: file, from: old, codec: estimate)
                 guard delta.count <= DeltaPack.maxDeltaBytes else { return nil }
-                let packed = delta.withUnsafeBytes { estimate.compress($0).count }
                 return Int64(packed) < cost ? delta : nil
             }
             results.withLock { $0[i] = result }
@@ -277,7 +276,10 @@ struct DeltaPackEncoder: Sendable {
     /// The better of two deltas of `file` from `old`: our instructions (``Delta``), or for a file of at
     /// most ``DeltaPack/maxZstdDeltaBytes`` a zstd frame with the old file as its prefix (`zstd
     /// --patch-from`, level 9) when it is smaller (for a file under 1 MiB, under half their size).
-    private func delta(of file: FileEntry, from old: FileEntry, codec: ObjectCodec) throws(PatchSyncError) -> [UInt8] {
+    /// Returns the delta and what it takes compressed with `codec` (a bound on what the pack stores).
+    private func delta(of file: FileEntry, from old: FileEntry, codec: ObjectCodec) throws(PatchSyncError)
+        -> (delta: [UInt8], packed: Int)
+    {
         let original = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(old.size), alignment: 16)
         defer { original.deallocate() }
         try sourceFiles.content(of: old, into: original)
@@ -285,16 +287,16 @@ struct DeltaPackEncoder: Sendable {
         defer { target.deallocate() }
         try targetFiles.content(of: file, into: target)
         let ours = DeltaEncoder(source: UnsafeRawBufferPointer(original)).encode(target: UnsafeRawBufferPointer(target))
+        // Instructions that start as a frame does would be read as one: never ours, then.
+        let oursPacked = ours.starts(with: Zstd.magic) ? Int.max : ours.withUnsafeBytes { codec.compress($0).count }
         guard acrossFiles, file.size <= DeltaPack.maxZstdDeltaBytes, old.size <= DeltaPack.maxZstdDeltaBytes,
             codec.kind == .zstd
-        else { return ours }
+        else { return (ours, oursPacked) }
         let frame = Zstd.compress(UnsafeRawBufferPointer(target), prefix: UnsafeRawBufferPointer(original), level: 9)
-        // Our instructions never start as a frame does: the reader would take them for one.
-        let oursStored = ours.starts(with: Zstd.magic) ? Int.max : ours.withUnsafeBytes { codec.compress($0).count }
         // For a small file only a clear win: small files' deltas compress together in the pack (Wesnoth's
         // many small edits look alike), which this count of one file alone does not see.
-        let wins = frame.count < oursStored && (file.size >= 1 << 20 || frame.count * 2 < oursStored)
-        return wins ? frame : ours
+        let wins = frame.count < oursPacked && (file.size >= 1 << 20 || frame.count * 2 < oursPacked)
+        return wins ? (frame, frame.count) : (ours, oursPacked)
     }
 }
 

@@ -74,12 +74,6 @@ enum Zstd {
         bytes.count >= 4 && bytes[0] == magic[0] && bytes[1] == magic[1] && bytes[2] == magic[2] && bytes[3] == magic[3]
     }
 
-    /// The content of the one frame that is all of `input`, when its header states a content size of at
-    /// most `limit` bytes and the frame fills it exactly; else nil.
-    static func decompressFrame(_ input: UnsafeRawBufferPointer, limit: Int) -> [UInt8]? {
-        decompressFrame(input, prefix: nil, limit: limit)
-    }
-
     /// A decompression context kept for many chunks (one per worker thread: not thread-safe).
     final class Decoder {
         private let context: OpaquePointer

@@ -21,6 +21,16 @@ struct DeltaSyncTests {
         return (fixture, install, build2)
     }
 
+    /// ``installedOne`` with the install following an nginx origin on loopback (for bytes and requests served).
+    static func installedOneThroughNginx() throws -> (Fixture, Install, build2: String, nginx: NginxOrigin) {
+        var nginx: NginxOrigin?
+        let (fixture, install, build2) = try installedOne { fixture in
+            nginx = try NginxOrigin(root: fixture.origin)
+            return nginx!.url
+        }
+        return (fixture, install, build2, try #require(nginx))
+    }
+
     static func syncAndApply(_ install: Install) async throws -> SyncReport {
         let report = try await Syncer(install: install).run()
         _ = try install.applyPendingUpdate()
@@ -31,27 +41,23 @@ struct DeltaSyncTests {
         "with a pack from the installed build, changed files are patched: fewer bytes than their chunks, identical result"
     )
     func patchesThroughNginx() async throws {
-        var nginx: NginxOrigin?
-        let (fixture, install, build2) = try Self.installedOne { fixture in
-            nginx = try NginxOrigin(root: fixture.origin)
-            return nginx!.url
-        }
+        let (fixture, install, build2, nginx) = try Self.installedOneThroughNginx()
         _ = try await Self.syncAndApply(install)
         let report = try fixture.publish(build2, id: "2")
         #expect(report.deltas.map(\.from) == ["1"] && report.deltas[0].files >= 5)
         let manifest1 = try install.manifest(of: "1")
-        let before = nginx!.bytesServed(under: "/objects/")
+        let before = nginx.bytesServed(under: "/objects/")
 
         let patch = try await Syncer(install: install).run()
         let routes = try install.status().routes
         _ = try install.applyPendingUpdate()
-        let fetched = nginx!.bytesServed(under: "/objects/") - before
+        let fetched = nginx.bytesServed(under: "/objects/") - before
         let manifest2 = try install.manifest(of: "2")
         let chunkPath = EndToEndTests.missingChunkBytes(manifest2, given: manifest1)
         #expect(patch.filesPatched == report.deltas[0].files && patch.deltaFallbacks == 0)
         #expect(patch.deltaBytes == report.deltas[0].bytes)
         #expect(Double(fetched) < 0.8 * Double(chunkPath), "fetched \(fetched); the chunks alone are \(chunkPath)")
-        let wholeManifests = nginx!.requests().filter {
+        let wholeManifests = nginx.requests().filter {
             $0.path.hasPrefix("/targets/") && $0.path.hasSuffix(".2.json.gz")
         }
         #expect(wholeManifests.isEmpty, "build 2's manifest is rebuilt from build 1's with a signed manifest delta")
@@ -67,7 +73,7 @@ struct DeltaSyncTests {
                     delta: patch.filesPatched, chunks: patch.filesAssembled - patch.filesPatched))
 
         // diff shows the same routes, and predicts what the sync fetched.
-        let shares = try await DiffSide.deltaShares(new: manifest2, newSpec: nginx!.url, old: manifest1)
+        let shares = try await DiffSide.deltaShares(new: manifest2, newSpec: nginx.url, old: manifest1)
         let diff = PatchDiff(old: manifest1, new: manifest2, oldName: "1", newName: "2", deltas: shares)
         #expect(diff.total.filesPatched == patch.filesPatched)
         #expect(diff.files.filter { $0.route == .delta }.count == patch.filesPatched)
@@ -130,11 +136,7 @@ struct DeltaSyncTests {
         "a file that moved to another folder and changed is rebuilt from the old file of its name, by the smaller of our delta and a zstd frame with the old file as prefix: the manifest names the source, the player fetches less than its new chunks, diff predicts the route, and the result is byte-exact"
     )
     func movedFileIsPatchedFromItsOldPlace() async throws {
-        var nginx: NginxOrigin?
-        let (fixture, install, _) = try Self.installedOne { fixture in
-            nginx = try NginxOrigin(root: fixture.origin)
-            return nginx!.url
-        }
+        let (fixture, install, _, nginx) = try Self.installedOneThroughNginx()
         var generator = SeededRandom(seed: 11)
         let text = (0..<(900 << 10)).map { _ in UInt8(97 + generator.next() % 26) }
         let build1 = try fixture.sampleBuild(1, scale: 0.05)
@@ -172,15 +174,15 @@ struct DeltaSyncTests {
             kinds == ["levels/old/forest.map": "ours", "levels/old/desert.map": "zstd"],
             "the smaller delta of each file: ours for an edit in place, zstd's for shuffled pieces")
         let manifest1 = try install.manifest(of: "1b")
-        let shares = try await DiffSide.deltaShares(new: manifest2, newSpec: nginx!.url, old: manifest1)
+        let shares = try await DiffSide.deltaShares(new: manifest2, newSpec: nginx.url, old: manifest1)
         let diff = PatchDiff(old: manifest1, new: manifest2, oldName: "1b", newName: "2", deltas: shares)
         #expect(
             diff.files.filter { $0.path.hasPrefix("levels/old/") }.map(\.route) == [.delta, .delta],
             "diff predicts both deltas")
 
-        let before = nginx!.bytesServed(under: "/objects/")
+        let before = nginx.bytesServed(under: "/objects/")
         let patch = try await Self.syncAndApply(install)
-        let fetched = nginx!.bytesServed(under: "/objects/") - before
+        let fetched = nginx.bytesServed(under: "/objects/") - before
         let oldChunks = Set(manifest1.files.flatMap { $0.chunks.map(\.sha256) })
         let newChunkBytes = manifest2.files.filter { $0.path.hasPrefix("levels/old/") }.flatMap(\.chunks)
             .filter { !oldChunks.contains($0.sha256) }.reduce(0) { $0 + $1.objectLength }

@@ -8,9 +8,24 @@ public struct ShiftedClock: Sendable {
     /// How far ahead of the machine's clock this one is, in seconds.
     public private(set) var offset = 0
 
-    public init() {}
+    /// A file that always says this clock's offset (`+SECONDS`), for a server that follows the clock
+    /// (``S3Server/init(bucket:clockFile:)``).
+    public let file: String?
 
-    public mutating func advance(days: Int) { offset += days * 86400 }
+    public init(file: String? = nil) throws {
+        self.file = file
+        try publish()
+    }
+
+    public mutating func advance(days: Int) throws {
+        offset += days * 86400
+        try publish()
+    }
+
+    private func publish() throws {
+        guard let file else { return }
+        try Data("+\(offset)\n".utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+    }
 
     /// The time this clock reads now.
     public var now: Date { Date(timeIntervalSinceNow: TimeInterval(offset)) }

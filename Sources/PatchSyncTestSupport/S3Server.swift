@@ -20,13 +20,27 @@ public final class S3Server: @unchecked Sendable {
             .deletingLastPathComponent().path
     }
 
-    public init(bucket: String = "game") throws {
+    /// libfaketime's library for threaded programs: with `clockFile`, the server reads its clock from it.
+    public static let faketimeLibrary = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+    /// With `clockFile`, the server's clock is the machine's moved by what the file says (`+SECONDS`, read at
+    /// every call; libfaketime's `FAKETIME_TIMESTAMP_FILE`): a test that moves its commands' clock days on
+    /// moves the store's with it, so requests are signed and objects dated at one time.
+    public init(bucket: String = "game", clockFile: String? = nil) throws {
         self.bucket = bucket
         logPath = NSTemporaryDirectory() + "patchsync-s3-\(UUID().uuidString).log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.packageRoot + "/.venv-tuf/bin/python")
         process.arguments = [Self.packageRoot + "/Tests/S3/s3_server.py", bucket]
+        if let clockFile {
+            var environment = ProcessInfo.processInfo.environment
+            environment["LD_PRELOAD"] = Self.faketimeLibrary
+            environment["FAKETIME_TIMESTAMP_FILE"] = clockFile
+            environment["FAKETIME_NO_CACHE"] = "1"
+            environment["NO_FAKE_STAT"] = "1"
+            process.environment = environment
+        }
         input = Pipe()
         output = Pipe()
         process.standardInput = input

@@ -45,14 +45,54 @@ struct ReleaseHistoryTests {
         "every listed build installs byte-exact on every channel, python-tuf downloads every listed target, every pending preload can be released, no key is lost, nothing a listed build, a preload or a client within the grace needs is deleted, no metadata expires within the refresh horizon, and no command fails but where the model says it refuses",
         arguments: 0..<shards)
     func randomHistories(shard: Int) throws {
+        try Self.histories(shard: shard, sequences: Self.sequences, inBucket: false)
+    }
+
+    /// `PATCHSYNC_HISTORY_BUCKET_SEQUENCES` (default 4, over 4 shards).
+    static var bucketSequences: Int {
+        Int(ProcessInfo.processInfo.environment["PATCHSYNC_HISTORY_BUCKET_SEQUENCES"] ?? "") ?? 4
+    }
+
+    /// The same histories with the repository in an S3-compatible bucket (moto on loopback, its clock moved
+    /// with the commands'): every publisher command runs with `--origin s3://…` from one of two machines (two
+    /// cache folders, taking turns by step), the upload step instead deletes a machine's cache by hand, and
+    /// players, python-tuf and the checks read a third machine's mirror of the bucket, pulled after every step.
+    /// A prune's grace is counted from when the bucket got each metadata version, whichever machine prunes.
+    @Test(
+        "the same promises with the repository in a bucket, written from two machines whose caches are deleted at random, prunes killed half way",
+        arguments: 0..<shards)
+    func randomHistoriesInABucket(shard: Int) throws {
+        try Self.histories(shard: shard, sequences: Self.bucketSequences, inBucket: true)
+    }
+
+    /// A build unlisted by a prune stays for the grace, counted from when the bucket got the targets
+    /// version that stopped listing it, on whichever machine the prune runs: a cache's own file times
+    /// are those of its downloads (days behind here, as a cache pulled long ago is; a CI runner's new
+    /// cache reads every version as written now).
+    @Test(
+        "in a bucket, a prune's grace counts from when the bucket got each metadata version, not from when the pruning machine's cache downloaded it"
+    )
+    func bucketPruneGrace() throws {
+        let ops: [HistoryOp] = [
+            .publish(channel: "live", bundles: false), .advance(days: 400), .publish(channel: "live", bundles: false),
+            .publish(channel: "live", bundles: false), .prune(keep: 1, graceDays: 30, killAtUnlink: nil)
+        ]
+        var run = try HistoryRun(seed: Self.baseSeed, inBucket: true)
+        let failure = try run.run(ops)
+        #expect(failure == nil, "\(failure ?? "")")
+        #expect(run.installs >= 3, "the players installed \(run.installs) builds: the grace went unchecked")
+    }
+
+    static func histories(shard: Int, sequences: Int, inBucket: Bool) throws {
         try #require(
             FileManager.default.isExecutableFile(atPath: HistoryRun.python),
             "python-tuf is not installed in \(HistoryRun.python): run `make test`, which installs it")
         var ran = 0, steps = 0, installs = 0, refusals = 0, releases = 0, uploads = 0, reused = 0, consolidated = 0
-        for index in stride(from: shard, to: Self.sequences, by: Self.shards) {
-            let seed = Self.baseSeed &+ UInt64(index)
+        var killed = 0
+        for index in stride(from: shard, to: sequences, by: Self.shards) {
+            let seed = Self.baseSeed &+ UInt64(index) &+ (inBucket ? 0x5_0000 : 0)
             let ops = HistoryRun.generate(seed: seed)
-            var run = try HistoryRun(seed: seed)
+            var run = try HistoryRun(seed: seed, inBucket: inBucket)
             let failure = try run.run(ops)
             ran += 1
             steps += ops.count
@@ -61,20 +101,21 @@ struct ReleaseHistoryTests {
             releases += run.releases
             uploads += run.uploads
             reused += run.reusedChunks
+            killed += run.attemptsKilled
             consolidated += run.consolidated
             guard let failure else { continue }
-            let shortest = try HistoryRun.shrink(seed: seed, ops, failure: failure)
+            let shortest = try HistoryRun.shrink(seed: seed, ops, failure: failure, inBucket: inBucket)
             Issue.record(
                 """
-                release history failed, seed \(seed) (PATCHSYNC_HISTORY_SEED=\(Self.baseSeed) sequence \(index)): \(shortest.failure)
+                release history\(inBucket ? " in a bucket" : "") failed, seed \(seed) (PATCHSYNC_HISTORY_SEED=\(Self.baseSeed) sequence \(index)): \(shortest.failure)
                 shortest failing sequence (\(shortest.ops.count) of \(ops.count) steps):
                 \(shortest.ops.map { (op: HistoryOp) -> String in "  " + op.description }.joined(separator: "\n"))
                 """)
             return
         }
         print(
-            "release history shard \(shard): \(ran) sequences, \(steps) steps (\(installs) builds installed by players, "
-                + "\(releases) preloads released, \(uploads) uploads to S3, \(refusals) refusals the model predicted; "
+            "release history\(inBucket ? " in a bucket" : "") shard \(shard): \(ran) sequences, \(steps) steps (\(installs) builds installed by players, "
+                + "\(releases) preloads released, \(uploads) \(inBucket ? "caches deleted, \(killed) publishes killed" : "uploads to S3"), \(refusals) refusals the model predicted; "
                 + "\(reused) chunks left in earlier builds' objects, \(consolidated) files stored whole again), all invariants held"
         )
         #expect(ran == 0 || installs > 0, "no player ever installed a build: the model checked nothing")
@@ -354,7 +395,7 @@ struct HistoryRun {
     let shippedRoot: String
     let bundlesFile: String
     let trace: Bool
-    var clock = ShiftedClock()
+    var clock: ShiftedClock
     var rng: SeededRandom
     var model: HistoryModel
     var players: [HistoryPlayer] = []
@@ -371,16 +412,23 @@ struct HistoryRun {
     var refusals = 0
     var releases = 0
     var uploads = 0
+    /// Publishes killed in a bucket before their commit.
+    var attemptsKilled = 0
     /// What the publishes' reports said the chunk store left in place and consolidated.
     var reusedChunks = 0, consolidated = 0
     /// The S3 server `upload` steps send to, started at the first; its player is `players`' last once made.
     var bucket: S3Server?
+    /// For a history in a bucket: the store every publisher command works on (`fixture.origin` is then a
+    /// reader's mirror of it).
+    let store: HistoryBucket?
 
-    init(seed: UInt64) throws {
+    init(seed: UInt64, inBucket: Bool = false) throws {
         self.seed = seed
         rng = SeededRandom(seed: seed)
         start = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
         fixture = try Fixture()
+        clock = try ShiftedClock(file: inBucket ? fixture.directory + "/clock" : nil)
+        store = inBucket ? try HistoryBucket(fixture: fixture, clock: clock) : nil
         nginx = try NginxOrigin(root: fixture.directory)
         shippedRoot = fixture.directory + "/shipped-root.json"
         try FileManager.default.copyItem(atPath: fixture.origin + "/metadata/1.root.json", toPath: shippedRoot)
@@ -485,6 +533,9 @@ struct HistoryRun {
             }
             times = FileTimes.read(fixture.origin)
             if let broken = try perform(op) { return "step \(stepNumber) (\(op)), day \(model.day): \(broken)" }
+            if let store, let broken = try store.mirror(clock) {
+                return "after step \(stepNumber) (\(op)), day \(model.day): \(broken)"
+            }
             if let broken = try check(after: op) {
                 return "after step \(stepNumber) (\(op)), day \(model.day): \(broken)"
             }
@@ -493,14 +544,15 @@ struct HistoryRun {
     }
 
     /// Shortens a failing sequence one step at a time while it still fails (each try in a fresh world).
-    static func shrink(seed: UInt64, _ ops: [HistoryOp], failure: String) throws -> (ops: [HistoryOp], failure: String)
-    {
+    static func shrink(seed: UInt64, _ ops: [HistoryOp], failure: String, inBucket: Bool) throws -> (
+        ops: [HistoryOp], failure: String
+    ) {
         var best = (ops: ops, failure: failure)
         var index = best.ops.count - 1
         while index >= 0 {
             var candidate = best.ops
             candidate.remove(at: index)
-            var run = try HistoryRun(seed: seed)
+            var run = try HistoryRun(seed: seed, inBucket: inBucket)
             if let failed = try run.run(candidate) { best = (candidate, failed) }
             index = min(index, best.ops.count) - 1
         }
@@ -509,16 +561,30 @@ struct HistoryRun {
 
     // MARK: commands
 
+    /// The repository as the checks read it: the origin folder, or the mirror of the bucket.
     private var origin: String { fixture.origin }
+    /// The repository as publisher commands name it: the origin folder, or the bucket.
+    private var repository: String { store?.url ?? fixture.origin }
     private var signing: [String] { ["--targets-key", model.keys.targets, "--online-key", model.keys.online] }
 
     /// Runs `patchsync ARGS…` at the model's day.
     private func patchsync(_ arguments: [String], environment: [String: String] = [:], killAtUnlink: Int? = nil) throws
         -> CLI.Result
     {
+        var arguments = arguments, environment = environment
+        if let store, arguments.contains(store.url) {
+            arguments += store.arguments(machine: stepNumber % 2)
+            environment.merge(store.environment) { $1 }
+        }
         let result = try clock.run(CLI.executable, arguments, environment: environment, killAtUnlink: killAtUnlink)
         if trace { print("  patchsync \(arguments.joined(separator: " ")) → \(result.status)\n\(result.stdout)") }
         return result
+    }
+
+    /// Gives the files the step wrote into the origin folder the clock's time (libfaketime leaves file
+    /// times to the kernel). A bucket's mirror needs none: its metadata carries the times the bucket got it.
+    private func stampTimes() throws {
+        if store == nil { try FileTimes.stamp(origin, since: times, at: clock.now) }
     }
 
     /// What a command printed last (stdout and stderr), for a failure message.
@@ -556,7 +622,7 @@ struct HistoryRun {
             guard let entry = model.pending(channel).first else { return nil }
             let result = try patchsync(
                 [
-                    "repo", "release", "\(entry.build)", "--channel", channel, "--origin", origin, "--online-key",
+                    "repo", "release", "\(entry.build)", "--channel", channel, "--origin", repository, "--online-key",
                     model.keys.online, "--json"
                 ])
             if let broken = succeeded(result, "repo release of pending preload \(entry.build)") { return broken }
@@ -565,13 +631,18 @@ struct HistoryRun {
             return nil
         case .refresh: return try refresh()
         case .renew(let root, let targets):
-            var arguments = ["repo", "renew", "--origin", origin]
+            var arguments = ["repo", "renew", "--origin", repository]
             if root { arguments += ["--root-key", model.keys.root] }
             if targets { arguments += signing }
             return succeeded(try patchsync(arguments), "repo renew")
         case .rotateRoot(let rotation): return try rotate(rotation)
         case .advance(let days): return try advance(days: days)
-        case .upload: return try upload()
+        case .upload:
+            guard let store else { return try upload() }
+            // In a bucket, the user deletes the cache of the machine that acts next, by hand.
+            store.wipe(machine: (stepNumber + 1) % 2)
+            uploads += 1
+            return nil
         case .catchUp(let channel):
             guard let index = players.firstIndex(where: { $0.channel == channel && !$0.follows }) else { return nil }
             return try update(index)
@@ -604,7 +675,7 @@ struct HistoryRun {
         // --replace-most: a build of this history may drop most of the files of the one before, on purpose.
         var arguments =
             [
-                "publish", folder, "--origin", origin, "--build-id", "\(number)", "--channel", channel,
+                "publish", folder, "--origin", repository, "--build-id", "\(number)", "--channel", channel,
                 "--replace-most", "--json"
             ] + Self.chunkStore + signing
         if bundles { arguments += ["--bundles", bundlesFile] }
@@ -615,6 +686,7 @@ struct HistoryRun {
             arguments += ["--release-at", TUFDate.format(start.addingTimeInterval(TimeInterval(day) * 86400))]
         }
         let waiting = releaseDay == nil ? model.pendingAbove(channel) : []
+        if let broken = try killedAttempt(arguments) { return broken }
         let result = try patchsync(arguments)
         if let broken = succeeded(result, "publish of build \(number)") { return broken }
         if let line = result.stdout.split(separator: "\n").last,
@@ -628,6 +700,22 @@ struct HistoryRun {
         return nil
     }
 
+    /// In a bucket, every third step's publish is first tried on the other machine and killed: with its
+    /// work stored, or with its metadata sent but not committed. Nothing it did may show: the bucket still
+    /// lists what the model lists (the mirror is checked at once), and the publish that follows lands.
+    private mutating func killedAttempt(_ arguments: [String]) throws -> String? {
+        guard let store, stepNumber % 3 == 0 else { return nil }
+        let point = stepNumber % 2 == 0 ? "publishStored" : "bucketMetadataSent"
+        let killed = try clock.run(
+            CLI.executable, arguments + store.arguments(machine: (stepNumber + 1) % 2),
+            environment: store.environment.merging(["PATCHSYNC_CRASH_AT": point]) { $1 })
+        attemptsKilled += 1
+        if killed.status == 0 { return "a publish killed at \(point) exited 0" }
+        if let broken = try store.mirror(clock) { return broken }
+        if let difference = try listingDifference() { return "after a publish killed at \(point): \(difference)" }
+        return nil
+    }
+
     /// `repo promote`: refused for a preload (its content is sealed with a key of its channel); a no-op when
     /// the build is that channel's newest; the pending preloads of the channel promoted to go above it.
     private mutating func promote(from: String, to: String, pick: Int) throws -> String? {
@@ -635,7 +723,8 @@ struct HistoryRun {
         guard !listed.isEmpty else { return nil }
         let entry = listed[pick % listed.count]
         let result = try patchsync(
-            ["repo", "promote", "\(entry.build)", "--from", from, "--to", to, "--origin", origin, "--json"] + signing)
+            ["repo", "promote", "\(entry.build)", "--from", from, "--to", to, "--origin", repository, "--json"]
+                + signing)
         if entry.releaseDay != nil {
             refusals += 1
             return refused(result, "build \(entry.build) of \(from) is a preload, sealed with a key of \(from)")
@@ -655,7 +744,8 @@ struct HistoryRun {
     private mutating func rollback(_ channel: String) throws -> String? {
         let result = try patchsync(
             [
-                "repo", "rollback", "--channel", channel, "--reason", "history step \(stepNumber)", "--origin", origin,
+                "repo", "rollback", "--channel", channel, "--reason", "history step \(stepNumber)", "--origin",
+                repository,
                 "--json"
             ] + signing)
         guard let current = model.current(channel) else {
@@ -691,7 +781,7 @@ struct HistoryRun {
         let result = try patchsync(
             [
                 "repo", "withdraw", "\(build)", "--channel", channel, "--reason", "history step \(stepNumber)",
-                "--origin", origin, "--json"
+                "--origin", repository, "--json"
             ]
                 + signing)
         guard let entry = listed.first(where: { $0.build == build }) else {
@@ -754,19 +844,19 @@ struct HistoryRun {
             // nothing any version on disk lists); what it wrote gets the clock's time; then the prune runs with
             // its grace on a repository whose every file reads the time it was written at, as on a real machine.
             let unlisting = try patchsync(
-                ["repo", "prune", "--origin", origin, "--keep", "\(keep)", "--grace", "36500d", "--json"] + signing)
+                ["repo", "prune", "--origin", repository, "--keep", "\(keep)", "--grace", "36500d", "--json"] + signing)
             if let broken = succeeded(
                 unlisting, "repo prune --keep \(keep) --grace 36500d (the unlisting half of this step's prune)")
             {
                 return broken
             }
-            try FileTimes.stamp(origin, since: times, at: clock.now)
+            try stampTimes()
             times = FileTimes.read(origin)
             model.committed()
         }
         let result = try patchsync(
             [
-                "repo", "prune", "--origin", origin, "--keep", "\(keep)", "--grace",
+                "repo", "prune", "--origin", repository, "--keep", "\(keep)", "--grace",
                 graceDays == 0 ? "0" : "\(graceDays)d", "--json"
             ] + signing,
             killAtUnlink: killAtUnlink)
@@ -784,7 +874,9 @@ struct HistoryRun {
                 (channel: channel, build: $0.build)
             }
         }
-        let result = try patchsync(["repo", "refresh", "--origin", origin, "--online-key", model.keys.online, "--json"])
+        let result = try patchsync([
+            "repo", "refresh", "--origin", repository, "--online-key", model.keys.online, "--json"
+        ])
         let names = due.map { "\($0.channel)/\($0.build)" }
         if let broken = succeeded(result, "repo refresh (due for release: \(names))") { return broken }
         let released = Self.jsonObjects(result.stdout).last?["released"] as? [String] ?? []
@@ -801,7 +893,7 @@ struct HistoryRun {
         keyFolders += 1
         let folder = fixture.directory + "/keys-\(keyFolders)"
         if let broken = succeeded(try patchsync(["keygen", "--out", folder]), "keygen") { return broken }
-        var arguments = ["repo", "rotate-root", "--origin", origin, "--root-key", model.keys.root, "--json"]
+        var arguments = ["repo", "rotate-root", "--origin", repository, "--root-key", model.keys.root, "--json"]
         var keys = model.keys
         switch rotation {
         case .root:
@@ -831,15 +923,15 @@ struct HistoryRun {
     /// job, then `repo check --within 30d`, then the renewal it names (root, targets).
     private mutating func advance(days: Int) throws -> String? {
         model.day += days
-        clock.advance(days: days)
+        try clock.advance(days: days)
         // The monitoring of the days passed: what repo check found due among root and targets (which the
         // refresh job cannot sign, and fails on once expired) is renewed before the refresh job runs.
-        let before = try patchsync(["repo", "check", "--origin", origin, "--within", "30d", "--json"])
+        let before = try patchsync(["repo", "check", "--origin", repository, "--within", "30d", "--json"])
         if before.status == 65, let found = Self.jsonObjects(before.stdout).first(where: { $0["due"] != nil }) {
             let due = Set(((found["due"] as? [[String: Any]]) ?? []).compactMap { $0["role"] as? String }).intersection(
                 ["root", "targets"])
             if !due.isEmpty {
-                var renew = ["repo", "renew", "--origin", origin]
+                var renew = ["repo", "renew", "--origin", repository]
                 if due.contains("root") { renew += ["--root-key", model.keys.root] }
                 if due.contains("targets") { renew += signing }
                 if let broken = succeeded(
@@ -851,7 +943,7 @@ struct HistoryRun {
         }
         if let broken = try refresh() { return "the refresh job: \(broken)" }
         let check = try patchsync([
-            "repo", "check", "--origin", origin, "--within", "30d", "--online-within", "2d", "--json"
+            "repo", "check", "--origin", repository, "--within", "30d", "--online-within", "2d", "--json"
         ])
         guard check.status != 0 else { return nil }
         guard check.status == 65, let found = Self.jsonObjects(check.stdout).first(where: { $0["due"] != nil }) else {
@@ -863,7 +955,7 @@ struct HistoryRun {
             return
                 "right after the refresh job, repo check finds \(due.sorted()) due and listed builds to fix: \(tail(check))"
         }
-        var renew = ["repo", "renew", "--origin", origin]
+        var renew = ["repo", "renew", "--origin", repository]
         if due.contains("root") { renew += ["--root-key", model.keys.root] }
         if due.contains("targets") { renew += signing }
         return succeeded(try patchsync(renew), "repo renew of \(due.sorted()), which repo check asked for")
@@ -873,11 +965,11 @@ struct HistoryRun {
 
     /// The promises that hold after every step.
     private mutating func check(after op: HistoryOp) throws -> String? {
-        try FileTimes.stamp(origin, since: times, at: clock.now)
+        try stampTimes()
         if let broken = try checkListing() { return broken }
         if let broken = try checkKeys() { return broken }
         if let broken = try checkContent() { return broken }
-        let check = try patchsync(["repo", "check", "--origin", origin, "--within", "30d", "--online-within", "2d"])
+        let check = try patchsync(["repo", "check", "--origin", repository, "--within", "30d", "--online-within", "2d"])
         if check.status != 0 {
             return
                 "repo check (nothing due within 30 days, snapshot and timestamp within 2, no listed build to fix) exited \(check.status): \(tail(check))"
@@ -1231,4 +1323,53 @@ struct HistoryRun {
         }
         return dates.min() ?? .distantPast
     }
+}
+
+/// A history's repository in an S3-compatible bucket: moto on loopback, its clock following the history's
+/// (so requests are signed, and objects dated, at the commands' time), two publisher machines (cache
+/// folders) and the mirror the checks, players and python-tuf read (`fixture.origin`, nginx serves it).
+struct HistoryBucket {
+    let server: S3Server
+    let fixture: Fixture
+    let url = "s3://game/repo"
+
+    /// Sends the fixture's new repository to the bucket; the origin folder then becomes the mirror.
+    init(fixture: Fixture, clock: ShiftedClock) throws {
+        guard let file = clock.file else { throw HistorySetupError(description: "a bucket history needs a clock file") }
+        server = try S3Server(clockFile: file)
+        self.fixture = fixture
+        let sent = try clock.run(
+            CLI.executable, ["upload", fixture.origin, url, "--endpoint", server.endpoint],
+            environment: server.credentials)
+        guard sent.status == 0 else {
+            throw HistorySetupError(description: "upload of the new repository to the bucket: \(sent.stdout)")
+        }
+        try FileManager.default.removeItem(atPath: fixture.origin)
+        if let broken = try mirror(clock) { throw HistorySetupError(description: broken) }
+    }
+
+    /// The credentials, and a short lease, so a killed writer lets the next one in soon.
+    var environment: [String: String] {
+        server.credentials.merging(["PATCHSYNC_BUCKET_LEASE_SECONDS": "2"]) { $1 }
+    }
+
+    func cache(_ machine: Int) -> String { fixture.directory + "/machine-\(machine)" }
+
+    /// What a publisher command on `machine` adds to `--origin s3://…`.
+    func arguments(machine: Int) -> [String] {
+        ["--endpoint", server.endpoint, "--cache", cache(machine), "--wait", "2m"]
+    }
+
+    /// Brings the mirror to the bucket's state, as a reader (no lease); nil when it did.
+    func mirror(_ clock: ShiftedClock) throws -> String? {
+        let result = try clock.run(
+            CLI.executable,
+            ["repo", "status", "--origin", url, "--endpoint", server.endpoint, "--cache", fixture.origin, "--json"],
+            environment: server.credentials)
+        return result.status == 0
+            ? nil : "mirroring the bucket (repo status) exited \(result.status): \(result.stdout.suffix(600))"
+    }
+
+    /// The user deletes `machine`'s cache folder by hand.
+    func wipe(machine: Int) { try? FileManager.default.removeItem(atPath: cache(machine)) }
 }

@@ -74,6 +74,15 @@ enum FileSystem {
         throw Errno(errno, "reading status of", path)
     }
 
+    /// Sets the access and modification times of `path` (links not followed) to `date`, to the second.
+    static func setModified(_ path: String, to date: Date) throws(Errno) {
+        let second = timespec(tv_sec: Int(date.timeIntervalSince1970.rounded(.down)), tv_nsec: 0)
+        var times = [second, second]  // access and modification
+        if utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW) != 0 {
+            throw Errno(errno, "setting the modification time of", path)
+        }
+    }
+
     /// fsync of a directory, so that renames and creations inside it are durable.
     static func syncDirectory(_ path: String) throws(Errno) {
         let dir = try FileDescriptor(path: path, flags: O_RDONLY | O_DIRECTORY)

@@ -339,8 +339,30 @@ extension BucketOrigin {
             do { try FileSystem.rename(temp, final) } catch { throw PatchSyncError.wrap(error) }
         }
         try writeETags(state.listed.compactMapValues(\.etag))
+        try dateMetadata(state.listed)
         report.downloaded = fetch.count
         report.bytesDownloaded = fetch.reduce(0) { $0 + $1.bytes }
+    }
+}
+
+extension BucketOrigin {
+    /// Gives each metadata file of the cache the time the bucket got it (its listing's `LastModified`).
+    /// `repo prune` reads when a metadata version stopped being current from its successor's modification
+    /// time; a cache's own times are those of its downloads, so a machine whose cache is new (a CI runner)
+    /// would count every grace from now and never free anything, and one whose cache is old from when it
+    /// last pulled. Metadata only: one call per version file, not per object.
+    func dateMetadata(_ listed: [String: ListedObject]) throws(PatchSyncError) {
+        let layout = OriginLayout(root: cache)
+        for (path, object) in listed where OriginLayout.isMetadata(path) {
+            guard let modified = object.modified else { continue }
+            let file = layout.path(path)
+            guard let status = try? FileSystem.status(file),
+                status.st_mtim.tv_sec != Int(modified.timeIntervalSince1970.rounded(.down))
+            else { continue }
+            do { try FileSystem.setModified(file, to: modified) } catch {
+                throw PatchSyncError.wrap(error).during("bringing the cache \(cache) up to the bucket")
+            }
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 import Foundation
 
-/// An object as a bucket's listing gives it: its size and ETag.
+/// An object as a bucket's listing gives it: its size, ETag and when the store last wrote it.
 struct ListedObject: Sendable, Equatable {
     var size: Int64
     var etag: String?
+    var modified: Date? = nil
 
     /// Whether the bucket holds exactly the local file `path` of `bytes` bytes: the same size and, where
     /// the store's ETags are MD5s of the bytes (`etagIsMD5`), an ETag that is the MD5 of the same bytes.

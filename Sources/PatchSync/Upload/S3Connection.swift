@@ -187,8 +187,10 @@ final class S3Connection {
             requests += 1
             guard response.status == 200 else { throw refusal("listing", url, response) }
             let page = try S3Listing(parsing: response.body, from: url)
-            for (key, size, etag) in page.objects {
-                if let path = bucket.path(ofKey: key) { listed[path] = ListedObject(size: size, etag: etag) }
+            for (key, size, etag, modified) in page.objects {
+                if let path = bucket.path(ofKey: key) {
+                    listed[path] = ListedObject(size: size, etag: etag, modified: modified)
+                }
             }
             if let next = page.next, next == token {
                 throw PatchSyncError(

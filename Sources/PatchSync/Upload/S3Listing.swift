@@ -4,8 +4,9 @@ import Foundation
 /// token of the next page. Read as text, element by element: S3 escapes `<` and `&` in keys, so an
 /// element's tags never occur inside another's text.
 struct S3Listing {
-    /// The page's keys (whole, with the prefix), with their sizes in bytes and ETags (quotes removed).
-    var objects: [(key: String, size: Int64, etag: String?)] = []
+    /// The page's keys (whole, with the prefix), with their sizes in bytes, ETags (quotes removed) and
+    /// when the store last wrote them.
+    var objects: [(key: String, size: Int64, etag: String?, modified: Date?)] = []
     /// The NextContinuationToken of a truncated listing; nil on its last page.
     var next: String?
 
@@ -28,7 +29,8 @@ struct S3Listing {
             let etag = Self.element("ETag", in: entry).map {
                 Self.unescape($0).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
             }
-            objects.append((Self.unescape(key), size, etag))
+            let modified = Self.element("LastModified", in: entry).flatMap(Self.date)
+            objects.append((Self.unescape(key), size, etag, modified))
             from = close.upperBound
         }
         guard Self.element("IsTruncated", in: text) == "true" else { return }
@@ -36,6 +38,15 @@ struct S3Listing {
             throw Self.refusal(url, "answered a truncated listing without a NextContinuationToken")
         }
         next = Self.unescape(token)
+    }
+
+    /// A `LastModified` as S3 writes it (`2026-11-29T10:00:00.000Z`; fractional seconds optional).
+    static func date(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
     }
 
     private static func refusal(_ url: String, _ what: String) -> PatchSyncError {

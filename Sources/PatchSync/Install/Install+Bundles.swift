@@ -215,6 +215,22 @@ extension Install {
         return manifest.selecting(bundles)
     }
 
+    /// `deployment`'s manifest without its files, for its links and folders (narrowed to the bundles it
+    /// holds), from the head of its cache: no per-file values, whatever the build's size.
+    func manifestHead(of deployment: String) throws(PatchSyncError) -> Manifest {
+        let identity = try deploymentIdentity(deployment)
+        var head: Manifest
+        if let sha = identity?.manifest, let cached = ManifestCache.readHead(layout.manifestCache(deployment), sha: sha)
+        {
+            head = cached
+        } else {
+            head = try keptManifest(deployment, sha: identity?.manifest)
+            head.files = []
+        }
+        guard let bundles = identity?.bundles else { return head }
+        return head.selecting(bundles)
+    }
+
     /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
     /// of an earlier run), through the stat cache: what staging may link or copy.
     func liveTrees(state: StateStore) throws(PatchSyncError) -> LiveTree {

@@ -14,21 +14,10 @@ extension Install {
         }
         let build = Deployment.buildID(of: deployment)
         try dropTamperedReady(state)  // no record names a ready tree that was removed or changed by hand
-        var files = try state.buildFiles(build: deployment)
-        if files.isEmpty {  // recorded when the build was staged; the manifest serves older installs
-            let cache = try state.statCache(build: deployment)
-            files = try self.manifest(of: deployment).files.map {
-                (
-                    StateStore.BuildFile(
-                        path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode),
-                        sha256: $0.sha256.hex), cache[$0.path]
-                )
-            }
-        }
         let directory = buildDirectory(deployment)
         var report = VerifyReport(deployment: deployment, buildId: build, filesChecked: 0, filesHashed: 0, damaged: [])
         var refreshed: [String: StateStore.FileStat] = [:]
-        for (file, cached) in files {
+        func visit(_ file: StateStore.BuildFile, _ cached: StateStore.FileStat?) {
             report.filesChecked += 1
             let (damage, hashed, stat) = check(file, at: directory + "/" + file.path, cache: cached, full: full)
             if hashed { report.filesHashed += 1 }
@@ -38,11 +27,21 @@ extension Install {
                 refreshed[file.path] = stat
             }
         }
+        // The files as staging recorded them, streamed from the state (flat memory at any size); the
+        // manifest serves older installs, whose state recorded none.
+        if try state.forEachBuildFile(build: deployment, { file, cached in visit(file, cached) }) == 0 {
+            let cache = try state.statCache(build: deployment)
+            for file in try self.manifest(of: deployment).files {
+                let recorded = StateStore.BuildFile(
+                    path: file.path, size: file.size, mode: Plan.installedMode(file.mode), sha256: file.sha256.hex)
+                visit(recorded, cache[file.path])
+            }
+        }
         if !refreshed.isEmpty { try state.saveStatCache(build: deployment, refreshed) }
         // Links and empty folders are in the manifest only: without it they would go unchecked.
-        let manifest = try self.manifest(of: deployment)
-        report.entriesChecked = (manifest.links?.count ?? 0) + (manifest.folders?.count ?? 0)
-        report.damaged += TreeEntries.check(manifest, in: directory)
+        let head = try manifestHead(of: deployment)
+        report.entriesChecked = (head.links?.count ?? 0) + (head.folders?.count ?? 0)
+        report.damaged += TreeEntries.check(head, in: directory)
         return report
     }
 

@@ -96,6 +96,43 @@ enum ManifestCache {
         }
     }
 
+    /// The manifest cached at `path` without its files (links, folders, bundles, deltas), read from the
+    /// front of the cache while the whole body is hashed in bounded reads: what needs no per-file values
+    /// (a verify's links and folders) costs no memory per file. nil as ``read(_:sha:)`` would be.
+    static func readHead(_ path: String, sha: String) -> Manifest? {
+        guard let target = SHA256Digest(hex: sha), let file = try? FileDescriptor(path: path, flags: O_RDONLY) else {
+            return nil
+        }
+        let prefix = 4 + 4 + 4 + 32 + 8 + 32
+        var header = [UInt8](repeating: 0, count: prefix + 4)
+        guard (try? header.withUnsafeMutableBytes { try file.readFully(into: $0) }) == header.count else {
+            return nil
+        }
+        return header.withUnsafeBytes { raw -> Manifest? in
+            var reader = Reader(raw)
+            guard reader.raw(4).map(Array.init) == magic, reader.integer(UInt32.self) == version,
+                reader.integer(UInt32.self) == UInt32(Manifest.formatVersion), reader.digest() == target,
+                let length = reader.integer(UInt64.self), let recorded = reader.digest(),
+                let jsonLength = reader.integer(UInt32.self), UInt64(jsonLength) + 4 <= length,
+                jsonLength <= 64 << 20
+            else { return nil }
+            let hasher = SHA256Hasher()
+            hasher.update(UnsafeRawBufferPointer(rebasing: raw[prefix...]))
+            var json = [UInt8](repeating: 0, count: Int(jsonLength))
+            guard (try? json.withUnsafeMutableBytes { try file.readFully(into: $0) }) == json.count else { return nil }
+            json.withUnsafeBytes { hasher.update($0) }
+            var seen = UInt64(4) + UInt64(jsonLength)
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+            defer { buffer.deallocate() }
+            while let n = try? file.read(into: buffer), n > 0 {
+                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                seen += UInt64(n)
+            }
+            guard seen == length, hasher.finish() == recorded else { return nil }
+            return try? JSONDecoder().decode(Manifest.self, from: Data(json))
+        }
+    }
+
     private static let codecs: [ChunkCodec] = [.raw, .zlib, .zstd]
 
     private static func decode(_ body: UnsafeRawBufferPointer) -> Manifest? {

@@ -206,21 +206,35 @@ final class StateStore: Sendable {
 
     /// A deployment's files with what the stat cache remembers of each (nil where it has nothing), in one query.
     func buildFiles(build: String) throws(PatchSyncError) -> [(BuildFile, FileStat?)] {
-        try database.query(
+        var files: [(BuildFile, FileStat?)] = []
+        try forEachBuildFile(build: build) { files.append(($0, $1)) }
+        return files
+    }
+
+    /// Hands `body` each of a deployment's files with what the stat cache remembers of it, as the query
+    /// reads them (none kept: flat memory at a million files). Returns how many there were.
+    @discardableResult
+    func forEachBuildFile(
+        build: String, _ body: (BuildFile, FileStat?) throws(PatchSyncError) -> Void
+    ) throws(PatchSyncError) -> Int {
+        var count = 0
+        try database.forEachRow(
             """
             SELECT b.path, b.size, b.mode, b.sha256, s.size, s.mtime_ns, s.inode FROM build_file b
             LEFT JOIN stat_cache s ON s.build = b.build AND s.path = b.path WHERE b.build = ?
             """, [.text(build)]
-        ).compactMap { row in
+        ) { (row) throws(PatchSyncError) in
             guard let path = row[0].text, let size = row[1].integer, let mode = row[2].integer, let sha = row[3].text
-            else { return nil }
+            else { return }
             let cached = row[4].integer.flatMap { size in
                 row[5].integer.flatMap { mtime in
                     row[6].integer.map { FileStat(size: size, modifiedNanoseconds: mtime, inode: $0) }
                 }
             }
-            return (BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha), cached)
+            count += 1
+            try body(BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha), cached)
         }
+        return count
     }
 
     /// Forgets the stat cache and file lists of deployments not in `keep`.

@@ -27,8 +27,13 @@ struct ManifestCacheTests {
         let path = fixture.directory + "/1.bin"
         try ManifestCache.write(manifest, sha: sha, to: path)
         #expect(ManifestCache.read(path, sha: sha) == manifest)
+        // The head alone (what a verify reads for links and folders): the manifest without its files.
+        var head = manifest
+        head.files = []
+        #expect(ManifestCache.readHead(path, sha: sha) == head)
         let other = String(repeating: "0", count: 64)
         #expect(ManifestCache.read(path, sha: other) == nil, "a cache of another signed manifest is not used")
+        #expect(ManifestCache.readHead(path, sha: other) == nil)
         // Format 7: a chunk in an earlier build's object keeps that object through the cache.
         var chunked = manifest
         let index = try #require(chunked.files.firstIndex { !$0.chunks.isEmpty })
@@ -49,11 +54,20 @@ struct ManifestCacheTests {
             try bytes.write(to: URL(fileURLWithPath: path))
             return ManifestCache.read(path, sha: sha)
         }
+        /// The head read of the same bytes: refused exactly where the whole read is.
+        func head(_ bytes: Data) throws -> Manifest? {
+            try bytes.write(to: URL(fileURLWithPath: path))
+            return ManifestCache.readHead(path, sha: sha)
+        }
         var flipped = good
         flipped[good.count / 2] ^= 0x01
         #expect(try read(flipped) == nil, "a flipped body byte fails the body's hash")
+        #expect(try head(flipped) == nil, "a flipped byte beyond the head fails the head read's hash too")
         #expect(try read(good.prefix(good.count - 7)) == nil)
+        #expect(try head(good.prefix(good.count - 7)) == nil)
         #expect(try read(good + Data([0])) == nil)
+        #expect(try head(good + Data([0])) == nil)
+        #expect(try head(good.prefix(60)) == nil, "a cache cut inside its header")
         var newer = good
         newer[4] = UInt8(ManifestCache.version + 1)
         #expect(try read(newer) == nil, "a cache of another version")

@@ -30,8 +30,16 @@ public final class PackWriter {
     /// Content in the open pack, by file hash: its offset there and the entry whose chunks were stored
     /// (the same content chunked again may have reused other stored chunks: its own list would not match).
     private var open: [SHA256Digest: (base: Int64, entry: FileEntry)] = [:]
-    /// Content in closed packs, by file hash: the entry that places it.
-    private var closed: [SHA256Digest: FileEntry] = [:]
+    /// Content in closed packs, by file hash: where it was placed (the pack, and the chunk list, shared
+    /// with the entry that placed it). Only that, not the whole entry: one of these per small file of
+    /// the build, so its size is most of a publish's memory (200,000 files: 120 MB as whole entries).
+    private var closed: [SHA256Digest: Placement] = [:]
+
+    /// Where content in a closed pack is: the pack's object and the chunk list that places it.
+    private struct Placement {
+        let object: SHA256Digest
+        let chunks: [ChunkEntry]
+    }
     /// Entries whose pack is written, by index in the publish; taken with ``takeFinished()``.
     private var finished: [(index: Int, entry: FileEntry)] = []
     private(set) var packsWritten = 0
@@ -54,14 +62,16 @@ public final class PackWriter {
             return
         }
         if let placed = closed[entry.sha256] {
-            finished.append((index, Self.placing(entry, like: placed)))
+            finished.append((index, Self.placing(entry, object: placed.object, chunks: placed.chunks)))
             return
         }
         if let first = open[entry.sha256] {
-            members.append((index, Self.placing(entry, like: first.entry), first.base))
+            members.append(
+                (index, Self.placing(entry, object: first.entry.object, chunks: first.entry.chunks), first.base))
             return
         }
         if !buffer.isEmpty && buffer.count + stored.count > targetSize { try close() }
+        if buffer.capacity < targetSize { buffer.reserveCapacity(targetSize) }  // no doubling past a pack
         let base = Int64(buffer.count)
         buffer.append(contentsOf: stored)
         open[entry.sha256] = (base, entry)
@@ -97,12 +107,12 @@ public final class PackWriter {
                     pending, sha256: entry.sha256, object: hash, size: entry.size, chunks: entry.chunks,
                     packLength: Int64(buffer.count))
             }
-            closed[entry.sha256] = closed[entry.sha256] ?? entry
+            if closed[entry.sha256] == nil { closed[entry.sha256] = Placement(object: hash, chunks: entry.chunks) }
             finished.append((member.index, entry))
         }
         packsWritten += 1
         bytesWritten += Int64(buffer.count)
-        buffer = []
+        buffer.removeAll(keepingCapacity: true)
         members = []
         open = [:]
     }
@@ -113,11 +123,11 @@ public final class PackWriter {
         return finished
     }
 
-    /// `entry` placed where `placed` (the same content) is.
-    private static func placing(_ entry: FileEntry, like placed: FileEntry) -> FileEntry {
+    /// `entry` placed where the same content is: in `object`, as `chunks`.
+    private static func placing(_ entry: FileEntry, object: SHA256Digest, chunks: [ChunkEntry]) -> FileEntry {
         var entry = entry
-        entry.object = placed.object
-        entry.chunks = placed.chunks
+        entry.object = object
+        entry.chunks = chunks
         return entry
     }
 }

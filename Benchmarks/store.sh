@@ -15,7 +15,10 @@
 # Then a fresh install of the last release from that origin (over nginx on loopback), against the same
 # build published alone into an empty origin: time (median of RUNS alternating runs) and range requests.
 # RANGE_KIB is publish's --range-size (the fragmentation bound; default: publish's own); GAP_KIB the
-# installs' coalesceGapBytes (neighbouring ranges up to that far apart are read as one; default 0).
+# installs' coalesceGapBytes (neighbouring ranges up to that far apart are read as one; default 0);
+# DELTA_SOURCES publish's --delta-sources (how many earlier builds get a delta pack; default publish's 2).
+# Last, where the last release's ranges come from (Benchmarks/ranges.py): ranges by coalescing gap, and
+# the objects they sit in (the requests if one request carried all of an object's ranges).
 #
 #   bash Benchmarks/store.sh                              (RELEASES=10 PAKS=4 PAK_MIB=64 FILES=2000 PERCENT=3)
 #   PATCHSYNC_BIN_DIR=.build/debug bash Benchmarks/store.sh   (bytes only: a debug build measures the same)
@@ -23,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/lib.sh
 RELEASES=${RELEASES:-10} PAKS=${PAKS:-4} PAK_MIB=${PAK_MIB:-64} FILES=${FILES:-2000} PERCENT=${PERCENT:-3}
-RUNS=${RUNS:-3} RANGE_KIB=${RANGE_KIB:-} GAP_KIB=${GAP_KIB:-0}
+RUNS=${RUNS:-3} RANGE_KIB=${RANGE_KIB:-} GAP_KIB=${GAP_KIB:-0} DELTA_SOURCES=${DELTA_SOURCES:-}
 need_tools casync python3 bc nginx curl
 BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
 [ -x "$BIN/patchsync" ] || make release >/dev/null
@@ -31,6 +34,7 @@ BIN=${PATCHSYNC_BIN_DIR:-$(pwd)/.build/release}
 WORK=$(mktemp -d /tmp/patchsync-store.XXXXXX)
 trap 'kill "${NGINX_PID:-}" 2>/dev/null; chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 range=(); [ -n "$RANGE_KIB" ] && range=(--range-size "$RANGE_KIB")
+[ -n "$DELTA_SOURCES" ] && range+=(--delta-sources "$DELTA_SOURCES")
 "$BIN/patchsync" keygen --out "$WORK/keys" >/dev/null
 "$BIN/patchsync" repo init --origin "$WORK/origin" --root-key "$WORK/keys/root.key" \
   --targets-key "$WORK/keys/targets.key" --online-key "$WORK/keys/online.key" >/dev/null
@@ -123,3 +127,6 @@ th=$(median "${times[history]}") ta=$(median "${times[alone]}")
 echo "fresh install of release $RELEASES: from the history's origin $th s, ${requests[history]} requests," \
   "${bytes[history]} B; published alone $ta s, ${requests[alone]} requests, ${bytes[alone]} B:" \
   "time $(ratio "$th" "$ta")× (target ≤ 1.1×), requests $(ratio "${requests[history]}" "${requests[alone]}")× (target ≤ 1.5×)"
+echo "where release $RELEASES's ranges come from (Benchmarks/ranges.py):"
+"$BIN/patchsync" manifest show "file://$WORK/origin#$RELEASES" --root "$WORK/origin/metadata/1.root.json" --decoded |
+  python3 Benchmarks/ranges.py

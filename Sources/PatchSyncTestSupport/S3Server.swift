@@ -34,10 +34,18 @@ public final class S3Server: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: Self.packageRoot + "/.venv-tuf/bin/python")
         process.arguments = [Self.packageRoot + "/Tests/S3/s3_server.py", bucket]
         if let clockFile {
+            guard FileManager.default.fileExists(atPath: Self.faketimeLibrary) else {
+                throw CocoaError(
+                    .fileReadNoSuchFile,
+                    userInfo: [
+                        NSLocalizedDescriptionKey: "\(Self.faketimeLibrary) is missing: `make test` installs faketime"
+                    ])
+            }
             var environment = ProcessInfo.processInfo.environment
             environment["LD_PRELOAD"] = Self.faketimeLibrary
             environment["FAKETIME_TIMESTAMP_FILE"] = clockFile
             environment["FAKETIME_NO_CACHE"] = "1"
+            environment["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"  // timeouts and sleeps keep the machine's pace
             environment["NO_FAKE_STAT"] = "1"
             process.environment = environment
         }

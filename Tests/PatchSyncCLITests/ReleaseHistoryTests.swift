@@ -640,7 +640,7 @@ struct HistoryRun {
         case .upload:
             guard let store else { return try upload() }
             // In a bucket, the user deletes the cache of the machine that acts next, by hand.
-            store.wipe(machine: (stepNumber + 1) % 2)
+            try store.wipe(machine: (stepNumber + 1) % 2)
             uploads += 1
             return nil
         case .catchUp(let channel):
@@ -700,17 +700,20 @@ struct HistoryRun {
         return nil
     }
 
-    /// In a bucket, every third step's publish is first tried on the other machine and killed: with its
+    /// In a bucket, a publish at an even step is first tried on the other machine and killed: with its
     /// work stored, or with its metadata sent but not committed. Nothing it did may show: the bucket still
     /// lists what the model lists (the mirror is checked at once), and the publish that follows lands.
     private mutating func killedAttempt(_ arguments: [String]) throws -> String? {
-        guard let store, stepNumber % 3 == 0 else { return nil }
-        let point = stepNumber % 2 == 0 ? "publishStored" : "bucketMetadataSent"
+        guard let store, stepNumber % 2 == 0 else { return nil }
+        let point = stepNumber % 4 == 0 ? "publishStored" : "bucketMetadataSent"
         let killed = try clock.run(
             CLI.executable, arguments + store.arguments(machine: (stepNumber + 1) % 2),
             environment: store.environment.merging(["PATCHSYNC_CRASH_AT": point]) { $1 })
+        // Killed: the wrapper reports status 1, and nothing is printed after the kill (no error).
+        guard killed.status == 1, !killed.stdout.contains("error") else {
+            return "a publish to be killed at \(point) was not killed there: exited \(killed.status): \(tail(killed))"
+        }
         attemptsKilled += 1
-        if killed.status == 0 { return "a publish killed at \(point) exited 0" }
         if let broken = try store.mirror(clock) { return broken }
         if let difference = try listingDifference() { return "after a publish killed at \(point): \(difference)" }
         return nil
@@ -1350,7 +1353,7 @@ struct HistoryBucket {
 
     /// The credentials, and a short lease, so a killed writer lets the next one in soon.
     var environment: [String: String] {
-        server.credentials.merging(["PATCHSYNC_BUCKET_LEASE_SECONDS": "2"]) { $1 }
+        server.credentials.merging(["PATCHSYNC_BUCKET_LEASE_SECONDS": "5"]) { $1 }
     }
 
     func cache(_ machine: Int) -> String { fixture.directory + "/machine-\(machine)" }
@@ -1370,6 +1373,9 @@ struct HistoryBucket {
             ? nil : "mirroring the bucket (repo status) exited \(result.status): \(result.stdout.suffix(600))"
     }
 
-    /// The user deletes `machine`'s cache folder by hand.
-    func wipe(machine: Int) { try? FileManager.default.removeItem(atPath: cache(machine)) }
+    /// The user deletes `machine`'s cache folder by hand (it may not exist yet).
+    func wipe(machine: Int) throws {
+        guard FileManager.default.fileExists(atPath: cache(machine)) else { return }
+        try FileManager.default.removeItem(atPath: cache(machine))
+    }
 }

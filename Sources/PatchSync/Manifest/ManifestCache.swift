@@ -124,7 +124,7 @@ enum ManifestCache {
             var seen = UInt64(4) + UInt64(jsonLength)
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
             defer { buffer.deallocate() }
-            while let n = try? file.read(into: buffer), n > 0 {
+            while seen <= length, let n = try? file.read(into: buffer), n > 0 {  // never past the stated end
                 hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 seen += UInt64(n)
             }

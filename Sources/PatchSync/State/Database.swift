@@ -52,24 +52,6 @@ final class Database: @unchecked Sendable {
         return try unlockedQuery(sql, arguments)
     }
 
-    /// Runs a query and hands `body` each row as it is read, none kept: memory stays flat however many
-    /// rows there are. `body` must not use this connection (the lock is held).
-    func forEachRow(
-        _ sql: String, _ arguments: [Value] = [], _ body: ([Value]) throws(PatchSyncError) -> Void
-    ) throws(PatchSyncError) {
-        lock.lock()
-        defer { lock.unlock() }
-        let statement = try prepare(sql)
-        defer { sqlite3_finalize(statement) }
-        try bind(arguments, to: statement)
-        while true {
-            let status = sqlite3_step(statement)
-            if status == SQLITE_DONE { return }
-            guard status == SQLITE_ROW else { throw failure(sql) }
-            try body((0..<sqlite3_column_count(statement)).map { column(statement, $0) })
-        }
-    }
-
     /// Runs `body` in one write transaction (BEGIN IMMEDIATE … COMMIT): everything it does is on disk
     /// together, or none of it (ROLLBACK when it throws).
     func transaction<T>(_ body: (Transaction) throws(PatchSyncError) -> T) throws(PatchSyncError) -> T {

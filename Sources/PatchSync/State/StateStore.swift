@@ -211,31 +211,40 @@ final class StateStore: Sendable {
         return files
     }
 
-    /// Hands `body` each of a deployment's files with what the stat cache remembers of it, as the query
-    /// reads them (none kept: flat memory at a million files). Returns how many there were.
+    /// Hands `body` each of a deployment's files with what the stat cache remembers of it, in path order,
+    /// a page of rows at a time (flat memory at a million files; no read stays open while `body` hashes
+    /// for hours, so the journal of a sync committing meanwhile can be checkpointed). Returns how many.
     @discardableResult
     func forEachBuildFile(
         build: String, _ body: (BuildFile, FileStat?) throws(PatchSyncError) -> Void
     ) throws(PatchSyncError) -> Int {
-        var count = 0
-        try database.forEachRow(
-            """
-            SELECT b.path, b.size, b.mode, b.sha256, s.size, s.mtime_ns, s.inode FROM build_file b
-            LEFT JOIN stat_cache s ON s.build = b.build AND s.path = b.path WHERE b.build = ?
-            """, [.text(build)]
-        ) { (row) throws(PatchSyncError) in
-            guard let path = row[0].text, let size = row[1].integer, let mode = row[2].integer, let sha = row[3].text
-            else { return }
-            let cached = row[4].integer.flatMap { size in
-                row[5].integer.flatMap { mtime in
-                    row[6].integer.map { FileStat(size: size, modifiedNanoseconds: mtime, inode: $0) }
+        var count = 0, after = ""
+        while true {
+            let rows = try database.query(
+                """
+                SELECT b.path, b.size, b.mode, b.sha256, s.size, s.mtime_ns, s.inode FROM build_file b
+                LEFT JOIN stat_cache s ON s.build = b.build AND s.path = b.path WHERE b.build = ? AND b.path > ?
+                ORDER BY b.path LIMIT \(Self.filesPerPage)
+                """, [.text(build), .text(after)])
+            for row in rows {
+                guard let path = row[0].text, let size = row[1].integer, let mode = row[2].integer,
+                    let sha = row[3].text
+                else { continue }
+                let cached = row[4].integer.flatMap { size in
+                    row[5].integer.flatMap { mtime in
+                        row[6].integer.map { FileStat(size: size, modifiedNanoseconds: mtime, inode: $0) }
+                    }
                 }
+                count += 1
+                try body(BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha), cached)
             }
-            count += 1
-            try body(BuildFile(path: path, size: size, mode: UInt32(mode), sha256: sha), cached)
+            guard rows.count == Self.filesPerPage, let last = rows.last?[0].text else { return count }
+            after = last
         }
-        return count
     }
+
+    /// Rows a page of ``forEachBuildFile(build:_:)`` reads.
+    static let filesPerPage = 4096
 
     /// Forgets the stat cache and file lists of deployments not in `keep`.
     func forgetBuilds(except keep: Set<String>) throws(PatchSyncError) {

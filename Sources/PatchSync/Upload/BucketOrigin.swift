@@ -339,28 +339,46 @@ extension BucketOrigin {
             do { try FileSystem.rename(temp, final) } catch { throw PatchSyncError.wrap(error) }
         }
         try writeETags(state.listed.compactMapValues(\.etag))
-        try dateMetadata(state.listed)
+        dateMetadata(state.listed)
         report.downloaded = fetch.count
         report.bytesDownloaded = fetch.reduce(0) { $0 + $1.bytes }
     }
 }
 
 extension BucketOrigin {
-    /// Gives each metadata file of the cache the time the bucket got it (its listing's `LastModified`).
-    /// `repo prune` reads when a metadata version stopped being current from its successor's modification
-    /// time; a cache's own times are those of its downloads, so a machine whose cache is new (a CI runner)
-    /// would count every grace from now and never free anything, and one whose cache is old from when it
-    /// last pulled. Metadata only: one call per version file, not per object.
-    func dateMetadata(_ listed: [String: ListedObject]) throws(PatchSyncError) {
+    /// Gives each metadata version file of the cache (`metadata/<N>.<role>.json`) the time the bucket got
+    /// it (its listing's `LastModified`). `repo prune` reads when a version stopped being current from its
+    /// successor's modification time; a cache's own times are those of its downloads, later than the
+    /// bucket's, so a machine whose cache is new (a CI runner) would count every grace from now and never
+    /// free anything. Only versions, never overwritten: `timestamp.json` and `root.json`, rewritten in
+    /// place, keep the time they changed in this cache (a mirror served as is must not show a new one
+    /// with the old one's time).
+    ///
+    /// A date that would make a grace shorter than the truth is not taken: one before the bucket got the
+    /// repository's first root (a store that answers the zero time), and one before the date of the
+    /// role's previous version (dates of one role go forward). Such a file keeps its download time, which
+    /// only makes prune keep more. Best effort: a file this user may not re-date (a cache shared between
+    /// users) keeps its time too.
+    func dateMetadata(_ listed: [String: ListedObject]) {
         let layout = OriginLayout(root: cache)
+        let floor = listed[OriginLayout.metadata(role: "root", version: 1)]?.modified.flatMap(S3Listing.date)
+        var versions: [String: [(version: Int, path: String, date: Date)]] = [:]
         for (path, object) in listed where OriginLayout.isMetadata(path) {
-            guard let modified = object.modified else { continue }
-            let file = layout.path(path)
-            guard let status = try? FileSystem.status(file),
-                status.st_mtim.tv_sec != Int(modified.timeIntervalSince1970.rounded(.down))
+            let name = path.dropFirst(OriginLayout.metadataFolderName.count + 1)
+            guard let dot = name.firstIndex(of: "."), let version = Int(name[..<dot]),
+                let date = object.modified.flatMap(S3Listing.date), date >= floor ?? date
             else { continue }
-            do { try FileSystem.setModified(file, to: modified) } catch {
-                throw PatchSyncError.wrap(error).during("bringing the cache \(cache) up to the bucket")
+            versions[String(name[name.index(after: dot)...]), default: []].append((version, path, date))
+        }
+        for (_, files) in versions {
+            var latest = Date.distantPast
+            for file in files.sorted(by: { $0.version < $1.version }) {
+                latest = max(latest, file.date)
+                let full = layout.path(file.path)
+                guard let status = try? FileSystem.status(full),
+                    status.st_mtim.tv_sec != Int(latest.timeIntervalSince1970.rounded(.down))
+                else { continue }
+                try? FileSystem.setModified(full, to: latest)
             }
         }
     }

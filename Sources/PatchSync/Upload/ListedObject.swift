@@ -1,10 +1,11 @@
 import Foundation
 
-/// An object as a bucket's listing gives it: its size, ETag and when the store last wrote it.
+/// An object as a bucket's listing gives it: its size, ETag and when the store says it last wrote it
+/// (`LastModified` as written; ``S3Listing/date(_:)`` reads it).
 struct ListedObject: Sendable, Equatable {
     var size: Int64
     var etag: String?
-    var modified: Date? = nil
+    var modified: String? = nil
 
     /// Whether the bucket holds exactly the local file `path` of `bytes` bytes: the same size and, where
     /// the store's ETags are MD5s of the bytes (`etagIsMD5`), an ETag that is the MD5 of the same bytes.

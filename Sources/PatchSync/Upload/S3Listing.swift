@@ -5,8 +5,9 @@ import Foundation
 /// element's tags never occur inside another's text.
 struct S3Listing {
     /// The page's keys (whole, with the prefix), with their sizes in bytes, ETags (quotes removed) and
-    /// when the store last wrote them.
-    var objects: [(key: String, size: Int64, etag: String?, modified: Date?)] = []
+    /// when the store says it last wrote them (`LastModified` as written: read with ``date(_:)`` where
+    /// needed, not for every object of a large bucket).
+    var objects: [(key: String, size: Int64, etag: String?, modified: String?)] = []
     /// The NextContinuationToken of a truncated listing; nil on its last page.
     var next: String?
 
@@ -29,7 +30,7 @@ struct S3Listing {
             let etag = Self.element("ETag", in: entry).map {
                 Self.unescape($0).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
             }
-            let modified = Self.element("LastModified", in: entry).flatMap(Self.date)
+            let modified = Self.element("LastModified", in: entry)
             objects.append((Self.unescape(key), size, etag, modified))
             from = close.upperBound
         }

@@ -472,7 +472,8 @@ extension BucketOrigin {
         default: condition = .absent
         }
         if let etag = try connection.putOrFind(
-            path, from: local, cacheControl: control, contentType: Uploader.contentType(path), when: condition)
+            path, from: local, cacheControl: control, contentType: Uploader.contentType(path, file: local),
+            when: condition)
         {
             return etag.isEmpty ? nil : etag
         }

@@ -196,7 +196,7 @@ public struct Uploader: Sendable {
                 try connection.put(
                     file.path, from: layout.path(file.path),
                     cacheControl: mutable ? "public, max-age=\(options.metadataMaxAge)" : Self.immutable,
-                    contentType: Self.contentType(file.path))
+                    contentType: Self.contentType(file.path, file: layout.path(file.path)))
                 if !mutable { try journal.record(file.path) }
                 let now = sent.state.withLock { state -> Progress in
                     state.bytes += file.bytes
@@ -372,9 +372,17 @@ public struct Uploader: Sendable {
         return 5  // root.json
     }
 
-    static func contentType(_ path: String) -> String {
-        path.hasSuffix(".json")
-            ? "application/json" : path.hasSuffix(".gz") ? "application/gzip" : "application/octet-stream"
+    /// The media type a store serves `path` with, its bytes read from `file`. A manifest target keeps its
+    /// `.json.gz` name (CDN rules and tools match it) while a build's manifest is zstd (format 8): what it
+    /// is named says less than its first bytes (zstd's frame magic, RFC 8878's `application/zstd`).
+    static func contentType(_ path: String, file: String) -> String {
+        if path.hasSuffix(".json") { return "application/json" }
+        guard path.hasSuffix(".gz") else { return "application/octet-stream" }
+        var magic = [UInt8](repeating: 0, count: 4)
+        let read = (try? FileDescriptor(path: file, flags: O_RDONLY)).flatMap { descriptor in
+            try? magic.withUnsafeMutableBytes { try descriptor.readFully(into: $0) }
+        }
+        return read == 4 && magic == Zstd.magic ? "application/zstd" : "application/gzip"
     }
 }
 

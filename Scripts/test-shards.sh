@@ -23,17 +23,19 @@ args=(
 # database locked by another's start ("unable to attach DB"; no test has run then): that one starts again,
 # up to three times.
 run_shard() {
-  local i=$1 niceness=$2 try
+  local i=$1 niceness=$2 try code log="$logs/${names[$i]}.log"
   for try in 1 2 3; do
     # --ignore-lock: the shards share one build folder and only read it (--skip-build).
     # shellcheck disable=SC2086
-    nice -n "$niceness" $swift test --skip-build --ignore-lock ${args[$i]} >"$logs/${names[$i]}.log" 2>&1 && return 0
-    local code=$?
-    grep -q "unable to attach DB" "$logs/${names[$i]}.log" || return "$code"
-    echo "== shard ${names[$i]}: SwiftPM's build database was locked at its start; starting it again ($try)"
+    nice -n "$niceness" $swift test --skip-build --ignore-lock ${args[$i]} >"$log" 2>&1 && return 0
+    code=$?
+    # Only a start that ran no test is started again: a failing test is never hidden by a retry.
+    if [ "$try" = 3 ] || ! grep -q "error: unable to attach DB" "$log" || grep -q "Test run with" "$log"; then
+      return "$code"
+    fi
+    echo "== shard ${names[$i]}: SwiftPM's build database was locked at its start; starting it again"
     sleep 2
   done
-  return 1
 }
 pids=()
 start=$(date +%s)

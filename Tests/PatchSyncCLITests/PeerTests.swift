@@ -4,7 +4,7 @@ import Testing
 
 @testable import PatchSync
 
-@Suite("LAN peers: syncs that take chunks from other players", .tags(.cli))
+@Suite("LAN peers: syncs that take chunks from other players", .tags(.cli), .serialized)
 struct PeerTests {
     /// A share of a seeded install, in this process, on loopback.
     static func share(_ root: String) throws -> (ShareServer, String) {
@@ -193,17 +193,11 @@ struct PeerTests {
         // Ranges of 64 KiB at most: many at once, more than the peer's two places.
         let run = try Self.hostileRun("crowded", after: 2, config: ["maxRequestBytes": "64K"])
         #expect((run.report["requests"] as? Int ?? 0) > 4, "\(run.report)")
-        let chunks = run.report["chunksFetched"] as? Int ?? 0
-        let fromPeer = (run.report["peers"] as? [[String: Any]])?.first?["chunks"] as? Int ?? 0
-        #expect(run.asked > fromPeer + 1, "some requests were turned away: \(run.asked) asked, \(fromPeer) delivered")
-        #expect(run.dropped == nil, "\(run.dropped ?? "")")
-        // The peer delivers the build (before the fix it delivered nothing). Each range still has its time:
-        // on a loaded machine (four test processes on two cores) a range whose time ran out while the peer
-        // was full takes its rest from the origin, so the origin may fill in a little, never most.
         #expect(
-            fromPeer * 2 > chunks,
-            "the peer delivered \(fromPeer) of \(chunks) chunks; the origin sent \(run.fromOrigin) object bytes: \(run.report["peers"] ?? "")"
-        )
+            run.asked > (run.report["chunksFetched"] as? Int ?? 0) + 1,
+            "some requests were turned away: \(run.asked) asked")
+        #expect(run.dropped == nil, "\(run.dropped ?? "")")
+        #expect(run.fromOrigin == 0, "the origin sent \(run.fromOrigin) object bytes: \(run.report["peers"] ?? "")")
         #expect(run.exact)
     }
 

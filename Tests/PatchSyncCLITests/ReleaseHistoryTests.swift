@@ -587,6 +587,10 @@ struct HistoryRun {
         if store == nil { try FileTimes.stamp(origin, since: times, at: clock.now) }
     }
 
+    /// Whether `result` is a command killed (SIGKILL, by strace or a crash point): the wrapper reports a
+    /// failure, and nothing is printed after the kill (a command that fails prints its error).
+    static func wasKilled(_ result: CLI.Result) -> Bool { result.status != 0 && !result.stdout.contains("error") }
+
     /// What a command printed last (stdout and stderr), for a failure message.
     private func tail(_ result: CLI.Result) -> String { String((result.stdout + result.stderr).suffix(900)) }
 
@@ -709,8 +713,7 @@ struct HistoryRun {
         let killed = try clock.run(
             CLI.executable, arguments + store.arguments(machine: (stepNumber + 1) % 2),
             environment: store.environment.merging(["PATCHSYNC_CRASH_AT": point]) { $1 })
-        // Killed: the wrapper reports status 1, and nothing is printed after the kill (no error).
-        guard killed.status == 1, !killed.stdout.contains("error") else {
+        guard Self.wasKilled(killed) else {
             return "a publish to be killed at \(point) was not killed there: exited \(killed.status): \(tail(killed))"
         }
         attemptsKilled += 1
@@ -863,8 +866,7 @@ struct HistoryRun {
                 graceDays == 0 ? "0" : "\(graceDays)d", "--json"
             ] + signing,
             killAtUnlink: killAtUnlink)
-        // Killed: the wrapper reports status 1, and nothing is printed after the kill.
-        let killed = killAtUnlink != nil && result.status != 0 && !result.stdout.contains("error")
+        let killed = killAtUnlink != nil && Self.wasKilled(result)
         return result.status == 0 || killed ? nil : "repo prune exited \(result.status): \(tail(result))"
     }
 

@@ -87,13 +87,24 @@ enum ManifestCache {
         }
         return data.withUnsafeBytes { raw -> Manifest? in
             var reader = Reader(raw)
-            guard reader.raw(4).map(Array.init) == magic, reader.integer(UInt32.self) == version,
-                reader.integer(UInt32.self) == UInt32(Manifest.formatVersion), reader.digest() == target,
-                let length = reader.integer(UInt64.self), let recorded = reader.digest(),
+            guard let (length, recorded) = header(&reader, target: target),
                 let body = reader.raw(Int(clamping: length)), reader.atEnd, SHA256Hasher.hash(body) == recorded
             else { return nil }
             return decode(body)
         }
+    }
+
+    /// Bytes before a cache's body: magic, version, manifest format, signed manifest's hash, body length and hash.
+    private static let headerBytes = 4 + 4 + 4 + 32 + 8 + 32
+
+    /// Reads a cache's header: the body's length and recorded SHA-256, when the cache is of this version,
+    /// of this client's manifest format and made from the signed manifest `target`; else nil.
+    private static func header(_ reader: inout Reader, target: SHA256Digest) -> (UInt64, SHA256Digest)? {
+        guard reader.raw(4).map(Array.init) == magic, reader.integer(UInt32.self) == version,
+            reader.integer(UInt32.self) == UInt32(Manifest.formatVersion), reader.digest() == target,
+            let length = reader.integer(UInt64.self), let recorded = reader.digest()
+        else { return nil }
+        return (length, recorded)
     }
 
     /// The manifest cached at `path` without its files (links, folders, bundles, deltas), read from the
@@ -103,21 +114,18 @@ enum ManifestCache {
         guard let target = SHA256Digest(hex: sha), let file = try? FileDescriptor(path: path, flags: O_RDONLY) else {
             return nil
         }
-        let prefix = 4 + 4 + 4 + 32 + 8 + 32
-        var header = [UInt8](repeating: 0, count: prefix + 4)
-        guard (try? header.withUnsafeMutableBytes { try file.readFully(into: $0) }) == header.count else {
+        var front = [UInt8](repeating: 0, count: headerBytes + 4)  // the header and the head's length
+        guard (try? front.withUnsafeMutableBytes { try file.readFully(into: $0) }) == front.count else {
             return nil
         }
-        return header.withUnsafeBytes { raw -> Manifest? in
+        return front.withUnsafeBytes { raw -> Manifest? in
             var reader = Reader(raw)
-            guard reader.raw(4).map(Array.init) == magic, reader.integer(UInt32.self) == version,
-                reader.integer(UInt32.self) == UInt32(Manifest.formatVersion), reader.digest() == target,
-                let length = reader.integer(UInt64.self), let recorded = reader.digest(),
+            guard let (length, recorded) = header(&reader, target: target),
                 let jsonLength = reader.integer(UInt32.self), UInt64(jsonLength) + 4 <= length,
                 jsonLength <= 64 << 20
             else { return nil }
             let hasher = SHA256Hasher()
-            hasher.update(UnsafeRawBufferPointer(rebasing: raw[prefix...]))
+            hasher.update(UnsafeRawBufferPointer(rebasing: raw[headerBytes...]))
             var json = [UInt8](repeating: 0, count: Int(jsonLength))
             guard (try? json.withUnsafeMutableBytes { try file.readFully(into: $0) }) == json.count else { return nil }
             json.withUnsafeBytes { hasher.update($0) }

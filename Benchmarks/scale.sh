@@ -36,6 +36,7 @@ export NGINX_ACCESS_LOG=$WORK/access.log
 
 python3 Benchmarks/generate-build.py "$WORK/build-1" "$FILES" --seed 7
 changed=$(python3 Benchmarks/generate-build.py "$WORK/build-2" "$FILES" --seed 7 --mutate 1 --from "$WORK/build-1")
+python3 Benchmarks/generate-build.py "$WORK/build-3" "$FILES" --seed 8 --mutate 1 --from "$WORK/build-2" >/dev/null
 bytes=$(du -sb --apparent-size "$WORK/build-1" | cut -f1)
 
 # measure LABEL COMMAND…: runs it, prints "LABEL seconds peak-MiB"; the command's output is dropped.
@@ -83,7 +84,25 @@ read -r patch_bytes patch_requests <<<"$(served_since "$offset" /)"
 measure "apply the 1% patch" "$BIN/patchsync" apply --install "$WORK/game"
 diff -r "$WORK/build-2" "$WORK/game/current" >/dev/null || { echo "scale.sh: the patched install differs from build 2" >&2; exit 1; }
 echo "the 1% patch: $patch_bytes bytes in $patch_requests requests"
+# The changed files' own transfer: curl | tar -xz of a tarball of only the files the patch changed.
+(cd "$WORK/build-2" && diff -rq "$WORK/build-1" . 2>/dev/null | sed -n 's|^Files .* and \./\(.*\) differ$|\1|p; s|^Only in \.\(.*\): \(.*\)$|.\1/\2|p' \
+  | sed 's|^\./||; s|^/||' > "$WORK/changed.txt")
+tar -C "$WORK/build-2" -czf "$WORK/www/changed.tar.gz" -T "$WORK/changed.txt"
+mkdir -p "$WORK/changed"
+measure "curl | tar -xz (changed files)" bash -c "curl -s '$URL/changed.tar.gz' | tar -xz -C '$WORK/changed'"
+echo "the changed files: $(wc -l < "$WORK/changed.txt") files, $(stat -c %s "$WORK/www/changed.tar.gz") bytes as a tar.gz"
+# The second update: another 1% patch, with the build before kept for rollback.
+measure "publish the second 1% patch" "$BIN/patchsync" publish "$WORK/build-3" --origin "$WORK/www/origin" --build-id 3 "${sign[@]}"
+measure "sync the second 1% patch" "$BIN/patchsync" sync --install "$WORK/game" --quiet
+measure "apply the second 1% patch" "$BIN/patchsync" apply --install "$WORK/game"
+diff -r "$WORK/build-3" "$WORK/game/current" >/dev/null || { echo "scale.sh: the patched install differs from build 3" >&2; exit 1; }
 fresh=$(echo "$(seconds_of 'fresh install: sync') + $(seconds_of 'fresh install: apply')" | bc -l)
 printf 'ratio fresh install / curl|tar: %.2f (target <= 1.1)\n' "$(echo "$fresh / $(seconds_of 'curl | tar')" | bc -l)"
 printf 'ratio 1%% patch sync / fresh install sync: %.3f (a cost in proportion to the change: about 0.01 plus a constant)\n' \
   "$(echo "$(seconds_of 'sync the 1% patch') / $(seconds_of 'fresh install: sync')" | bc -l)"
+first=$(echo "$(seconds_of 'sync the 1% patch') + $(seconds_of 'apply the 1% patch')" | bc -l)
+second=$(echo "$(seconds_of 'sync the second 1% patch') + $(seconds_of 'apply the second 1% patch')" | bc -l)
+own=$(seconds_of 'curl | tar -xz (changed files)')
+printf 'ratio first update (sync + apply) / fresh install (sync + apply): %.3f (target <= 0.3); the changed files alone: %.3f\n' \
+  "$(echo "$first / $fresh" | bc -l)" "$(echo "$own / $fresh" | bc -l)"
+printf 'ratio second update (sync + apply) / fresh install (sync + apply): %.3f (target <= 0.1)\n' "$(echo "$second / $fresh" | bc -l)"

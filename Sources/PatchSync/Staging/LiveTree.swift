@@ -4,10 +4,8 @@ import Foundation
 /// holds, checked through the stat cache (size, mtime, inode) and re-hashed where
 /// the cache disagrees.
 struct LiveTree: Sendable {
-    /// Content hash → absolute path of a live file that has it (to read: deltas' sources).
-    var files: [SHA256Digest: String] = [:]
-    /// Content and installed mode → a live file a staged file may share its inode with: two files
-    /// with the same bytes and different modes never share one.
+    /// Content and installed mode → a live file a staged file may share its inode with (two files
+    /// with the same bytes and different modes never share one), or read from (deltas' sources).
     var linkable: [Plan.Content: String] = [:]
     /// Chunk hash → where it sits in a verified live file.
     var chunks: [SHA256Digest: Plan.LocalChunk] = [:]
@@ -22,6 +20,9 @@ struct LiveTree: Sendable {
         self.manifest = manifest
         let cache = try state.statCache(build: build)
         var updated: [String: StateStore.FileStat] = [:]
+        // Sized once: growing two tables of a million entries rehashes each of them twenty times.
+        linkable.reserveCapacity(manifest.files.count)
+        chunks.reserveCapacity(manifest.files.reduce(0) { $0 + $1.chunks.count })
         for file in manifest.files {
             let full = directory + "/" + file.path
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFREG,
@@ -32,7 +33,6 @@ struct LiveTree: Sendable {
                 guard (try? SHA256Hasher.hash(file: full)) == file.sha256 else { continue }
                 updated[file.path] = now
             }
-            files[file.sha256] = full
             linkable[Plan.Content(file)] = full
             for chunk in file.chunks where chunks[chunk.sha256] == nil {
                 chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
@@ -45,7 +45,12 @@ struct LiveTree: Sendable {
 extension LiveTree {
     /// Adds what `other` has that this tree lacks.
     mutating func merge(_ other: LiveTree) {
-        files.merge(other.files) { mine, _ in mine }
+        if linkable.isEmpty && chunks.isEmpty {  // nothing here yet: take it whole
+            let manifest = manifest
+            self = other
+            self.manifest = manifest  // as a merge leaves it
+            return
+        }
         linkable.merge(other.linkable) { mine, _ in mine }
         chunks.merge(other.chunks) { mine, _ in mine }
     }
@@ -69,10 +74,7 @@ extension LiveTree {
         for file in manifest.files {
             let full = directory + "/" + file.path
             guard FileSystem.exists(full) else { continue }
-            if !damaged.contains(file.path) {
-                files[file.sha256] = full
-                linkable[Plan.Content(file)] = full
-            }
+            if !damaged.contains(file.path) { linkable[Plan.Content(file)] = full }
             for chunk in file.chunks where chunks[chunk.sha256] == nil {
                 chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
             }

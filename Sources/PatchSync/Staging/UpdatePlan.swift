@@ -34,14 +34,15 @@ struct UpdatePlan: Sendable {
         guard let source = local.manifest,
             let pack = given ?? manifest.deltas?.first(where: { $0.from == source.buildId })
         else { return nil }
-        let before = Dictionary(source.files.map { ($0.path, $0.sha256) }, uniquingKeysWith: { a, _ in a })
+        // What each path held in the live build: its content, read where a verified live file has it.
+        let before = Dictionary(source.files.map { ($0.path, Plan.Content($0)) }, uniquingKeysWith: { a, _ in a })
         let assembled = Set(plan.assembled.map(\.path))
         // The files the pack rebuilds, when the manifest says (format 6): the others' chunks are fetched.
         let covers = pack.covers.map(Set.init)
         var files: [Int: (FileEntry, String)] = [:]
         for (index, file) in manifest.files.enumerated()
         where assembled.contains(file.path) && covers?.contains(index) != false {
-            guard let sha = before[pack.moved?[file.path] ?? file.path], let path = local.files[sha],
+            guard let content = before[pack.moved?[file.path] ?? file.path], let path = local.linkable[content],
                 file.chunks.indices.contains(where: { !plan.done.contains(.init(path: file.path, index: $0)) })
             else { continue }
             files[index] = (file, path)
@@ -71,7 +72,6 @@ extension LiveTree {
         manifest = manifests.first
         for held in manifests {
             for file in held.files {
-                if files[file.sha256] == nil { files[file.sha256] = file.path }
                 if linkable[Plan.Content(file)] == nil { linkable[Plan.Content(file)] = file.path }
                 for chunk in file.chunks where chunks[chunk.sha256] == nil {
                     chunks[chunk.sha256] = Plan.LocalChunk(path: file.path, offset: chunk.offset)

@@ -162,6 +162,8 @@ final class StateStore: Sendable {
 
     func statCache(build: String) throws(PatchSyncError) -> [String: FileStat] {
         var cache: [String: FileStat] = [:]
+        let count = try database.query("SELECT count(*) FROM stat_cache WHERE build = ?", [.text(build)])
+        cache.reserveCapacity(Int(count.first?[0].integer ?? 0))
         for row in try database.query(
             "SELECT path, size, mtime_ns, inode FROM stat_cache WHERE build = ?",
             [.text(build)])

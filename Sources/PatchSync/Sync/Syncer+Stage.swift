@@ -117,9 +117,14 @@ extension Syncer {
 
     /// Hard-links unchanged files from the live tree (they are read-only there), beneath the staged
     /// tree's descriptor: whatever stands at a path (a file, a folder, a planted link) is removed first.
+    /// A path that is free (most of them, in a new staging folder) is linked at once, its folder kept
+    /// open for the next path; only where that fails is what stands there looked at.
     private func link(_ links: [Plan.Link], into tree: TreeRoot) throws(PatchSyncError) {
+        var memo = TreeRoot.FolderMemo()
         do {
             for link in links {
+                if (try? tree.linkFile(at: link.source, to: link.path, memo: &memo)) != nil { continue }
+                memo = TreeRoot.FolderMemo()
                 if let st = try tree.status(link.path) {
                     if let src = try FileSystem.status(link.source), st.st_ino == src.st_ino { continue }
                     try tree.removeTree(link.path)
@@ -184,9 +189,11 @@ extension Syncer {
                 }
             }
             folders = try placeEntries(manifest, in: tree, directory: directory)
+            stats.reserveCapacity(manifest.files.count)
+            var memo = TreeRoot.FolderMemo()
             for file in manifest.files {
                 do {
-                    guard let st = try tree.status(file.path), (st.st_mode & S_IFMT) == S_IFREG else {
+                    guard let st = try tree.status(file.path, memo: &memo), (st.st_mode & S_IFMT) == S_IFREG else {
                         throw Errno(ENOENT, "finding the staged file", tree.full(file.path))
                     }
                     stats[file.path] = StateStore.FileStat(st)

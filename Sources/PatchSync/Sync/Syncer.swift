@@ -410,7 +410,9 @@ public struct Syncer: Sendable {
                     context: context, report: &report)
                 staged = true
                 report.outcome = .ready
-                live = try install.liveTrees(state: state)
+                // What the next step may link: this one's tree too (checking every file of the build again
+                // costs as much as the first look, so not after the last step).
+                if index < steps.count - 1 { live = try install.liveTrees(state: state) }
             }
             onEvent(
                 .bundles(

@@ -85,7 +85,7 @@ measure "apply the 1% patch" "$BIN/patchsync" apply --install "$WORK/game"
 diff -r "$WORK/build-2" "$WORK/game/current" >/dev/null || { echo "scale.sh: the patched install differs from build 2" >&2; exit 1; }
 echo "the 1% patch: $patch_bytes bytes in $patch_requests requests"
 # The changed files' own transfer: curl | tar -xz of a tarball of only the files the patch changed.
-(cd "$WORK/build-2" && diff -rq "$WORK/build-1" . 2>/dev/null | sed -n 's|^Files .* and \./\(.*\) differ$|\1|p; s|^Only in \.\(.*\): \(.*\)$|.\1/\2|p' \
+(cd "$WORK/build-2" && { diff -rq "$WORK/build-1" . 2>/dev/null || true; } | sed -n 's|^Files .* and \./\(.*\) differ$|\1|p; s|^Only in \.\(.*\): \(.*\)$|.\1/\2|p' \
   | sed 's|^\./||; s|^/||' > "$WORK/changed.txt")
 tar -C "$WORK/build-2" -czf "$WORK/www/changed.tar.gz" -T "$WORK/changed.txt"
 mkdir -p "$WORK/changed"

@@ -185,7 +185,7 @@ final class TreeRoot: Sendable {
         let kept = Set(keep.map { Array($0.utf8) })
         var removed: [String] = []
         func sweep(_ folder: FileDescriptor, _ prefix: [UInt8]) throws(Errno) {
-            for raw in try folder.rawNames() {
+            for (raw, notFolder) in try folder.rawEntries() {
                 let name = raw.dropLast().map { UInt8(bitPattern: $0) }
                 let relative = prefix.isEmpty ? name : prefix + [UInt8(ascii: "/")] + name
                 guard kept.contains(relative) else {
@@ -193,6 +193,7 @@ final class TreeRoot: Sendable {
                     removed.append(String(decoding: relative, as: UTF8.self))
                     continue
                 }
+                if notFolder { continue }  // a kept file or link: nothing below it
                 let fd = openat(folder.fd, raw, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if fd >= 0 {
                     try sweep(
@@ -309,19 +310,25 @@ extension FileDescriptor {
 
     /// The names in this folder as readdir gives them (NUL-terminated bytes, whatever their encoding),
     /// without "." and "..".
-    func rawNames() throws(Errno) -> [[CChar]] {
+    func rawNames() throws(Errno) -> [[CChar]] { try rawEntries().map(\.name) }
+
+    /// ``rawNames()`` with whether readdir says each is surely not a folder (its `d_type`; a file
+    /// system that does not say leaves it false, to be looked at).
+    func rawEntries() throws(Errno) -> [(name: [CChar], notFolder: Bool)] {
         let copy = dup(fd)
         guard copy >= 0, let dir = fdopendir(copy) else { throw Errno(errno, "listing", path) }
         defer { closedir(dir) }
         rewinddir(dir)
-        var names: [[CChar]] = []
+        var entries: [(name: [CChar], notFolder: Bool)] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 Array(raw.prefix { $0 != 0 }.map { CChar(bitPattern: $0) }) + [0]
             }
-            if name != [46, 0] && name != [46, 46, 0] { names.append(name) }
+            let type = entry.pointee.d_type
+            let notFolder = type != UInt8(DT_DIR) && type != UInt8(DT_UNKNOWN)
+            if name != [46, 0] && name != [46, 46, 0] { entries.append((name, notFolder)) }
         }
-        return names
+        return entries
     }
 
     /// The names in this folder, without "." and "..".

@@ -23,7 +23,11 @@ struct Status: AsyncParsableCommand {
         var lines = [
             "install:  \(status.install)", "channel:  \(status.channel) from \(status.remotes.joined(separator: ", "))",
             "current:  \(status.current ?? "none")" + Self.why(status.currentRollback),
-            "previous: \(status.previous ?? "none")",
+            "previous: \(status.previous ?? "none")"
+                + (status.recycling.map {
+                    " (\($0)'s folder is being brought forward to the build being staged: "
+                        + "no rollback to it)"
+                } ?? ""),
             "ready:    \(status.ready ?? "none")" + Self.why(status.readyRollback)
         ]
         if let held = status.heldBack { lines.append("held back: \(held) (rolled back from)") }

@@ -258,8 +258,13 @@ struct ModelState {
     /// Applied deployments, oldest first, one per build (an apply of another selection or a repaired
     /// copy of the same build takes its place): rollback goes to the one before.
     var history: [ModelDeployment] = []
-    /// Deployments whose folders the last apply kept (the newest two of the history), less those deleted by hand.
+    /// Deployments whose folders the last apply kept (the newest two of the history), less those deleted by
+    /// hand and the one a staging started in (README: a sync stages the next build in the previous build's
+    /// folder; from then until it is applied, rollback has no build to go back to).
     var kept: Set<ModelDeployment> = []
+    /// A sync that stopped part way, or that may have staged a copy of the live build, may have started a
+    /// staging in the previous build's folder: a rollback may find nothing to go back to.
+    var previousMayBeTaken = false
     /// The build rolled back from: sync does not stage it again until a newer one is published.
     var heldBack: Int?
     /// What an apply may swap in (nil: nothing ready).
@@ -292,7 +297,11 @@ struct ModelState {
         guard let wanted else { return }
         if wanted == live {
             ready = [nil, live]
+            if previous != nil { previousMayBeTaken = true }
         } else {
+            // The wanted build was staged, by this sync or an earlier one since the last apply: in the
+            // previous build's folder.
+            if let previous { kept.remove(previous) }
             if !ready.contains(wanted) { tainted.remove(wanted) }  // staged now, from verified files only
             ready = [wanted]
             heldBack = nil
@@ -303,11 +312,14 @@ struct ModelState {
     mutating func syncInterrupted() {
         if stagingDamaged { ready.insert(nil) }  // it may have dropped a ready tree changed by hand before it stopped
         guard let wanted else { return }
+        if previous != nil { previousMayBeTaken = true }
         ready.insert(wanted)
         if wanted.hd { ready.insert(ModelDeployment(build: wanted.build, hd: false)) }
     }
 
     mutating func applied(_ deployment: ModelDeployment) {
+        let mayBeTaken = previousMayBeTaken ? previous : nil
+        defer { previousMayBeTaken = mayBeTaken != nil && previous == mayBeTaken }
         history = history.filter { $0.build != deployment.build } + [deployment]
         kept = Set(history.suffix(2)).intersection(kept.union([deployment]))  // a folder deleted by hand stays gone
         live = deployment
@@ -321,6 +333,7 @@ struct ModelState {
     }
 
     mutating func rolledBack() {
+        previousMayBeTaken = false
         guard let from = live, let previous else { return }
         history.removeLast()
         live = previous
@@ -579,6 +592,12 @@ struct ModelRun {
             if let expected {
                 // A previous build damaged by hand (a file truncated) is refused, and nothing changes.
                 if result.status == 74 && model.tainted.contains(expected) { return nil }
+                // A sync that stopped part way may have started staging in its folder: nothing to go back to.
+                if result.status == 64 && model.previousMayBeTaken {
+                    model.kept.remove(expected)
+                    model.previousMayBeTaken = false
+                    return nil
+                }
                 guard result.status == 0 else {
                     return "rollback to \(expected) exited \(result.status): \(result.stderr)"
                 }

@@ -113,7 +113,8 @@ struct Housekeeping: Sendable {
             }
         }
         let present = (try? FileSystem.list(layout.buildsFolder)) ?? []
-        try state.forgetBuilds(except: Set(present + [s.ready?.name].compactMap { $0 }))
+        // The recycled build's records say which files of the staged folder it started are untouched.
+        try state.forgetBuilds(except: Set(present + [s.ready?.name, s.recycling].compactMap { $0 }))
     }
 
     /// A temporary file (`NAME.tmp-PID`) of any writer: removed only as a leftover (its writer dead).

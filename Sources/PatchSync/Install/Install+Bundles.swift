@@ -233,7 +233,7 @@ extension Install {
 
     /// The verified content of the live build, and of the ready one (an earlier step of this sync, or
     /// of an earlier run), through the stat cache: what staging may link or copy.
-    func liveTrees(state: StateStore) throws(PatchSyncError) -> LiveTree {
+    func liveTrees(state: StateStore, interest: LiveTree.Interest? = nil) throws(PatchSyncError) -> LiveTree {
         // The ready tree's files first: an apply may move it into builds/ meanwhile (link() follows it
         // there), and may then retire the current deployment when it holds the same build.
         var live = LiveTree()
@@ -242,12 +242,15 @@ extension Install {
             let staged = stagedDirectory(ready.name)
             let directory = FileSystem.isDirectory(staged) ? staged : buildDirectory(ready.name)
             if FileSystem.isDirectory(directory) {
-                live = try LiveTree(manifest: manifest, directory: directory, build: ready.name, state: state)
+                live = try LiveTree(
+                    manifest: manifest, directory: directory, build: ready.name, state: state, interest: interest)
             }
         }
         if let current, let manifest = try? manifest(of: current) {
             live.merge(
-                try LiveTree(manifest: manifest, directory: buildDirectory(current), build: current, state: state))
+                try LiveTree(
+                    manifest: manifest, directory: buildDirectory(current), build: current, state: state,
+                    interest: interest))
             live.manifest = manifest  // the live build: the source its delta packs come from
         }
         // Every other build kept for rollback, newest first: a publisher's rollback to one of them, or a
@@ -256,7 +259,8 @@ extension Install {
         for kept in recorded.history.reversed() where kept != current && kept != ready?.name {
             let folder = buildDirectory(kept)
             guard FileSystem.isDirectory(folder), let manifest = try? manifest(of: kept) else { continue }
-            live.merge(try LiveTree(manifest: manifest, directory: folder, build: kept, state: state))
+            live.merge(
+                try LiveTree(manifest: manifest, directory: folder, build: kept, state: state, interest: interest))
         }
         return live
     }

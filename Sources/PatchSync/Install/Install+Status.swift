@@ -51,6 +51,7 @@ extension Install {
         } else if let current = status.current, let manifest = try? self.manifest(of: current) {
             (status.liveLinks, status.liveEmptyFolders) = (manifest.links?.count ?? 0, manifest.folders?.count ?? 0)
         }
+        status.recycling = state.recycling.map { Deployment.buildID(of: $0) }
         status.currentRollback = state.currentIdentity?.rollback
         status.readyRollback = state.ready?.rollback
         // The state names the deployment by its folder; a status names builds by their ids.

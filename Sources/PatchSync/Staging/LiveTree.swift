@@ -15,15 +15,45 @@ struct LiveTree: Sendable {
     /// No live build: nothing local to reuse.
     init() {}
 
-    /// Checks every file of `manifest` under `directory`; files that changed are left out.
-    init(manifest: Manifest, directory: String, build: String, state: StateStore) throws(PatchSyncError) {
+    /// What an update can take from the live files: when it changes a few files of a build whose other
+    /// files are already in place, only live files that have one of `contents`, sit at one of `paths`
+    /// (a changed file's delta source) or hold one of `chunks` are worth a look.
+    struct Interest: Sendable {
+        var contents = Set<Plan.Content>()
+        var paths = Set<String>()
+        var chunks = Set<SHA256Digest>()
+
+        /// What staging `manifest` needs besides the files at `unchanged`.
+        init(_ manifest: Manifest, besides unchanged: Set<String>) {
+            for file in manifest.files where !unchanged.contains(file.path) {
+                contents.insert(Plan.Content(file))
+                paths.insert(file.path)
+                for chunk in file.chunks { chunks.insert(chunk.sha256) }
+            }
+            for pack in manifest.deltas ?? [] { paths.formUnion((pack.moved ?? [:]).values) }
+        }
+
+        func wants(_ file: FileEntry) -> Bool {
+            contents.contains(Plan.Content(file)) || paths.contains(file.path)
+                || file.chunks.contains { chunks.contains($0.sha256) }
+        }
+    }
+
+    /// Checks every file of `manifest` under `directory` (with `interest`, only those it wants); files
+    /// that changed are left out.
+    init(
+        manifest: Manifest, directory: String, build: String, state: StateStore, interest: Interest? = nil
+    ) throws(PatchSyncError) {
         self.manifest = manifest
         let cache = try state.statCache(build: build)
         var updated: [String: StateStore.FileStat] = [:]
         // Sized once: growing two tables of a million entries rehashes each of them twenty times.
-        linkable.reserveCapacity(manifest.files.count)
-        chunks.reserveCapacity(manifest.files.reduce(0) { $0 + $1.chunks.count })
+        if interest == nil {
+            linkable.reserveCapacity(manifest.files.count)
+            chunks.reserveCapacity(manifest.files.reduce(0) { $0 + $1.chunks.count })
+        }
         for file in manifest.files {
+            if let interest, !interest.wants(file) { continue }
             let full = directory + "/" + file.path
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFREG,
                 Int64(st.st_size) == file.size, UInt32(st.st_mode) & 0o777 == Plan.installedMode(file.mode)

@@ -61,16 +61,17 @@ struct Plan: Sendable {
 
 extension Plan {
     /// Plans `manifest` against the verified live files (content and mode → absolute path)
-    /// and the chunks already recorded done.
+    /// and the chunks already recorded done; the files at `unchanged` are in place already (a recycled
+    /// folder's) and need nothing.
     init(
         manifest: Manifest, live: [Content: String], liveChunks: [SHA256Digest: LocalChunk],
-        done: Set<StateStore.ChunkRef>
+        done: Set<StateStore.ChunkRef>, unchanged: Set<String> = []
     ) {
         self.done = done
         let ranks = BundleSelection.ranks(manifest.bundles)
         var needs: [SHA256Digest: Need] = [:]
         var order: [SHA256Digest] = []
-        for file in manifest.files {
+        for file in manifest.files where unchanged.isEmpty || !unchanged.contains(file.path) {
             if let source = live[Content(file)] {
                 links.append(Link(path: file.path, source: source))
                 continue

@@ -20,8 +20,12 @@ struct UpdatePlan: Sendable {
 
     /// Plans `manifest` against `local`, leaving out the chunks `done`. The delta pack is the manifest's
     /// from the live build (`local.manifest`), or `pack` when given (one a publish would write).
-    init(manifest: Manifest, local: LiveTree, done: Set<StateStore.ChunkRef> = [], pack: DeltaSource? = nil) {
-        plan = Plan(manifest: manifest, live: local.linkable, liveChunks: local.chunks, done: done)
+    init(
+        manifest: Manifest, local: LiveTree, done: Set<StateStore.ChunkRef> = [], pack: DeltaSource? = nil,
+        unchanged: Set<String> = []
+    ) {
+        plan = Plan(
+            manifest: manifest, live: local.linkable, liveChunks: local.chunks, done: done, unchanged: unchanged)
         delta = Self.deltaRoute(manifest, plan: plan, local: local, pack: pack)
     }
 

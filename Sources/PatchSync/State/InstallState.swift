@@ -44,6 +44,11 @@ public struct InstallState: Codable, Sendable, Equatable {
     public private(set) var staging: DeploymentIdentity?
     /// A complete, verified deployment in staging/ waiting for apply.
     public private(set) var ready: DeploymentIdentity?
+    /// The kept deployment whose folder the one being staged (then ready) was started from
+    /// (``recycle(_:into:)``): its files that the new build has unchanged stay where they are, the rest
+    /// is brought forward. It is no rollback target any more; nil when staging started from an empty
+    /// folder, and once the build it became is applied or dropped.
+    public private(set) var recycling: String?
     /// A build rolled back from: sync does not stage it again until a newer one is published.
     public private(set) var heldBack: String?
     /// The highest sequence seen per channel (rollback protection).
@@ -93,11 +98,13 @@ extension InstallState {
     /// Whether any record names `name`.
     func isRecorded(_ name: String) -> Bool {
         current == name || history.contains(name) || staging?.name == name || ready?.name == name
+            || recycling == name
     }
 
     /// Staging of `identity` begins (or resumes, when it is the one recorded); a build seen on the
     /// channel is no longer held back unless it is the held-back one.
     mutating func beginStaging(_ identity: DeploymentIdentity, sequence: Int) {
+        if staging?.name != identity.name { recycling = nil }
         staging = identity
         seenSequence[identity.channel] = max(seenSequence[identity.channel] ?? 0, sequence)
         if heldBack != identity.buildId { heldBack = nil }
@@ -118,6 +125,7 @@ extension InstallState {
     /// A repair of the live build begins staging under a name of its own; what the channel has
     /// shown and a build held back by a rollback stay as they are.
     mutating func beginRepair(_ identity: DeploymentIdentity) {
+        if staging?.name != identity.name { recycling = nil }
         staging = identity
         if routes?.buildId != identity.name { routes = nil }
     }
@@ -125,6 +133,20 @@ extension InstallState {
     /// Staging stops for good (its content is no longer wanted).
     mutating func abandonStaging() {
         staging = nil
+        recycling = nil
+    }
+
+    /// The folder of kept deployment `name` becomes the start of the one being staged, `staged`: it leaves
+    /// the history (no rollback goes to it) and what it holds is no longer recorded as deployed. Only a
+    /// kept deployment that is neither current nor ready is taken; returns whether it was.
+    mutating func recycle(_ name: String, into staged: String) -> Bool {
+        guard staging?.name == staged, name != staged, name != current, name != ready?.name,
+            history.contains(name)
+        else { return false }
+        history.removeAll { $0 == name }
+        deployed[name] = nil
+        recycling = name
+        return true
     }
 
     /// `name` became current by an apply.
@@ -138,6 +160,7 @@ extension InstallState {
         deployed[identity.name] = identity
         deployed = deployed.filter { history.contains($0.key) }
         if ready?.name == identity.name { ready = nil }
+        if staging == nil && ready == nil { recycling = nil }
         if routes?.buildId == identity.name { routes = nil }
         if preload?.buildId == identity.buildId { preload = nil }  // unlocked and live now
     }
@@ -146,6 +169,7 @@ extension InstallState {
     /// unless another deployment became ready meanwhile.
     mutating func dropReady(_ identity: DeploymentIdentity) {
         if ready == identity { ready = nil }
+        if staging == nil && ready == nil { recycling = nil }
     }
 
     /// How the files of the build being staged come.

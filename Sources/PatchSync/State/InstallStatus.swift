@@ -34,6 +34,9 @@ public struct InstallStatus: Codable, Sendable {
     public var remotes: [String]
     public var current: String?
     public var previous: String?
+    /// The build whose folder the staged build was started in (its unchanged files kept, the rest
+    /// brought forward): it is no rollback target any more, though it was the one before `current`.
+    public var recycling: String?
     /// A staged, complete build waiting for the next apply.
     public var ready: String?
     public var staging: Staging?

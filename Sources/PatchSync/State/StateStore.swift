@@ -206,6 +206,11 @@ final class StateStore: Sendable {
             })
     }
 
+    /// Whether any file of `build` is recorded.
+    func hasBuildFiles(build: String) throws(PatchSyncError) -> Bool {
+        !(try database.query("SELECT 1 FROM build_file WHERE build = ? LIMIT 1", [.text(build)])).isEmpty
+    }
+
     /// A deployment's files with what the stat cache remembers of each (nil where it has nothing), in one query.
     func buildFiles(build: String) throws(PatchSyncError) -> [(BuildFile, FileStat?)] {
         var files: [(BuildFile, FileStat?)] = []

@@ -10,7 +10,8 @@ enum StagedLinks {
     /// which two cores do side by side.
     static func link(_ links: [Plan.Link], into tree: TreeRoot, layout: InstallLayout) throws(PatchSyncError) {
         var split = links.count >= Self.linksPerThread * 2 ? links.count / 2 : links.count
-        // At a folder boundary, so that the two threads never make the same folder.
+        // At a folder boundary, so that the two threads never link into the same folder (they may make a
+        // common ancestor side by side: making a folder that another thread made meanwhile is no failure).
         while split < links.count, split > 0,
             PathRule.split(links[split].path).folder == PathRule.split(links[split - 1].path).folder
         {
@@ -34,15 +35,16 @@ enum StagedLinks {
     {
         var memo = TreeRoot.FolderMemo()
         for link in links {
+            // The memo stays: what the careful path below removes is the entry at the path, never its folder.
             if (try? tree.linkFile(at: link.source, to: link.path, memo: &memo)) != nil { continue }
-            memo = TreeRoot.FolderMemo()
             if let st = try tree.status(link.path) {
                 if let src = try FileSystem.status(link.source), st.st_ino == src.st_ino { continue }
                 try tree.removeTree(link.path)
             }
             do { try tree.linkFile(at: link.source, to: link.path) } catch {
-                // The ready tree it came from was applied meanwhile: it is in builds/ now.
-                guard let applied = layout.buildPath(ofStaged: link.source) else { throw error }
+                // The ready tree it came from was applied meanwhile: it is in builds/ now. Any other failure
+                // (a full disk, a file at its link limit) is the one reported.
+                guard error.code == ENOENT, let applied = layout.buildPath(ofStaged: link.source) else { throw error }
                 try tree.linkFile(at: applied, to: link.path)
             }
         }

@@ -5,21 +5,27 @@ extension Syncer {
     static let logger = Logger(label: "patchsync.sync")
 
     /// Plans and executes the staging of `manifest` into `staged`, then marks it ready: links of
-    /// unchanged files, deltas from the live build, chunks copied locally, then chunks fetched.
+    /// unchanged files, deltas from the live build, chunks copied locally, then chunks fetched. With
+    /// `recycling`, a new staging starts in the folder of a kept build rollback does not need
+    /// (``Install/recycleSlot(for:buildsKept:)``): its files the build has unchanged stay untouched.
+    /// The live files are `live`, or checked here when nil or when staging in a recycled folder (then
+    /// only those that may give what the files not in place need).
     func stage(
-        _ manifest: Manifest, into staged: StagedBuild, live: LiveTree, context: SyncContext,
-        report: inout SyncReport, step: [String]? = nil
+        _ manifest: Manifest, into staged: StagedBuild, live checked: LiveTree?, context: SyncContext,
+        report: inout SyncReport, step: [String]? = nil, recycling: Bool = false
     ) async throws(PatchSyncError) {
         let id = staged.identity.name
-        let tree = try staged.makeFolder(in: install)
-        let routesOnly = Plan(manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [])
+        let (tree, unchanged, live) = try StagingStart.of(
+            manifest, staged: staged, install: install, live: checked, context: context, recycling: recycling)
+        let routesOnly = Plan(
+            manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [], unchanged: unchanged)
         let resumed = try staged.prepare(routesOnly.assembled, in: tree)
         if resumed.filesVouched + resumed.filesReread > 0 {
             Self.logger.info(
                 "resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)"
             )
         }
-        let update = UpdatePlan(manifest: manifest, local: live, done: resumed.done)
+        let update = UpdatePlan(manifest: manifest, local: live, done: resumed.done, unchanged: unchanged)
         var plan = update.plan
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
             try checkFreeSpace(for: plan, in: staged.directory)
@@ -42,16 +48,18 @@ extension Syncer {
             )
             // Named by the deployment's folder in the state; a status shows its build id.
             let routes = InstallStatus.Routes(
-                buildId: id, linked: plan.links.count, delta: deltas.files, chunks: plan.assembled.count - deltas.files)
+                buildId: id, linked: plan.links.count + unchanged.count, delta: deltas.files,
+                chunks: plan.assembled.count - deltas.files)
             try context.state.update { $0.recordRoutes(routes) }
             if deltas.chunks > 0 {  // what is left after the deltas: chunks only
                 try files.flush()
                 plan = Plan(
                     manifest: manifest, live: live.linkable, liveChunks: live.chunks,
-                    done: try staged.recorded(manifest))
+                    done: try staged.recorded(manifest), unchanged: unchanged)
             }
             try await fetch(
                 manifest, plan: plan, files: files, context: context, before: deltas.progressBytes, report: &report)
+            report.filesLinked += unchanged.count  // unchanged, as linked ones are
             try files.flush()
             try finish(manifest, staged: staged, tree: tree, plan: plan)
         } catch {
@@ -207,7 +215,7 @@ extension Syncer {
         }
         let signed = Set(manifest.files.map(\.path) + entries).union(folders)
         do {
-            let strays = try tree.removeAll(except: signed)
+            let strays = try tree.removeAll(except: signed, folders: folders.union(manifest.folders?.map(\.path) ?? []))
             if !strays.isEmpty {
                 Self.logger.notice(
                     "removed \(strays.count) entries from \(directory) that the build does not have: \(strays.prefix(5))"

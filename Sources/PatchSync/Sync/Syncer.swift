@@ -384,9 +384,11 @@ public struct Syncer: Sendable {
         report.bundles = selection.wanted
         report.droppedBundles = selection.dropped
         try state.update { $0.recordNewest(sha) }
-        var live = try install.liveTrees(state: state)
+        // Every live file is checked up front only when an optional bundle may be here whole already;
+        // otherwise the step checks what it needs (``stage(_:into:live:context:report:step:recycling:)``).
+        var live: LiveTree? = selection.optional.isEmpty ? nil : try install.liveTrees(state: state)
         let steps = selection.steps { bundle in
-            live.holdsWhole(manifest.selecting([bundle]).files)
+            live?.holdsWhole(manifest.selecting([bundle]).files) ?? false
         }
         try context.totals?.start(manifest, sha: sha, wanted: selection.wanted, steps: steps)
         defer { context.totals?.finish() }
@@ -431,7 +433,7 @@ public struct Syncer: Sendable {
     /// One step: the manifest kept beside the deployment (and its decoded cache), then the bundles staged.
     private func stageStep(
         _ manifest: Manifest, data: Data, sha: String, bundles: [String], identity: DeploymentIdentity,
-        live: LiveTree, context: SyncContext, report: inout SyncReport
+        live: LiveTree?, context: SyncContext, report: inout SyncReport
     ) async throws(PatchSyncError) {
         do { try FileSystem.writeAtomically(data, to: install.manifestPath(identity.name)) } catch {
             throw PatchSyncError.wrap(error)
@@ -448,7 +450,7 @@ public struct Syncer: Sendable {
         var stepReport = SyncReport(outcome: .ready, buildId: report.buildId, sequence: report.sequence)
         try await stage(
             manifest.selecting(bundles), into: deployment, live: live, context: context, report: &stepReport,
-            step: bundles)
+            step: bundles, recycling: true)
         report.add(stepReport)
     }
 

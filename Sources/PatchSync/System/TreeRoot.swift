@@ -81,7 +81,8 @@ final class TreeRoot: Sendable {
                     if err == ENOENT || err == ENOTDIR || err == ELOOP { return nil }
                     throw Errno(err, "opening folder", full(walked))
                 }
-                if err != ENOENT, unlinkat(current.fd, component, 0) != 0, errno != ENOENT {
+                // EISDIR: another thread of this run removed what stood there and made the folder first.
+                if err != ENOENT, unlinkat(current.fd, component, 0) != 0, errno != ENOENT, errno != EISDIR {
                     throw Errno(errno, "removing what stands where a folder belongs", full(walked))
                 }
                 if mkdirat(current.fd, component, mode) != 0, errno != EEXIST {
@@ -178,8 +179,11 @@ final class TreeRoot: Sendable {
 
     /// Removes every entry below the root whose relative path is not in `keep` (files, links, folders
     /// with all they hold), descending only into kept real folders; returns the paths removed.
+    /// With `folders` (the kept paths that are folders), only those are descended into; without, every
+    /// kept entry that readdir does not say is something else.
     @discardableResult
-    func removeAll(except keep: Set<String>) throws(Errno) -> [String] {
+    func removeAll(except keep: Set<String>, folders: Set<String>? = nil) throws(Errno) -> [String] {
+        let folderBytes = folders.map { Set($0.map { Array($0.utf8) }) }
         // Compared by bytes, as the kernel names them: Swift's String equality would take an NFD twin of a
         // kept name for it, and a name that is not UTF-8 would not round-trip.
         let kept = Set(keep.map { Array($0.utf8) })
@@ -193,7 +197,7 @@ final class TreeRoot: Sendable {
                     removed.append(String(decoding: relative, as: UTF8.self))
                     continue
                 }
-                if notFolder { continue }  // a kept file or link: nothing below it
+                if let folderBytes { if !folderBytes.contains(relative) { continue } } else if notFolder { continue }
                 let fd = openat(folder.fd, raw, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if fd >= 0 {
                     try sweep(

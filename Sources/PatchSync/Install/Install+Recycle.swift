@@ -1,0 +1,72 @@
+import Foundation
+import Logging
+
+extension Install {
+    static let recycleLogger = Logger(label: "patchsync.recycle")
+
+    /// The kept deployment whose folder a new staging of `staged` starts from, moved into staging/ with
+    /// one rename: the oldest of the last `buildsKept` applied that is neither current nor ready (with the
+    /// default of two kept builds, the previous one). Its files that the new build has unchanged are then
+    /// not touched (``Syncer``), where a staging from an empty folder links every one of them.
+    ///
+    /// Nil, and staging starts from an empty folder, when the staged folder exists already (a resume),
+    /// when no such deployment is kept (the first update after an install, `keepBuilds` 1), when its
+    /// files were never recorded, or when the live tree's lock or `running.lock` is taken: like an
+    /// apply retiring a build, a folder leaves builds/ only while no game runs and nothing swaps. The
+    /// state records the move before it is made; a kill between the two leaves the folder in builds/,
+    /// out of the history, for the next apply to retire.
+    func recycleSlot(for staged: StagedBuild, buildsKept: Int) throws(PatchSyncError) -> String? {
+        guard !FileSystem.exists(staged.directory) else { return nil }
+        let state = staged.state, name = staged.identity.name
+        let recorded = try state.read()
+        guard recorded.staging?.name == name,
+            let slot = recorded.history.suffix(buildsKept).first(where: {
+                $0 != recorded.current && $0 != recorded.ready?.name && $0 != name
+                    && FileSystem.isDirectory(buildDirectory($0))
+            }),
+            try state.hasBuildFiles(build: slot),
+            let live = try? lock(.live, for: "recycling \(slot)")
+        else { return nil }
+        defer { withExtendedLifetime(live) {} }
+        guard let running = try RunningLock.exclusive(path: runningLockPath) else { return nil }
+        defer { withExtendedLifetime(running) {} }
+        guard try state.update(nil, { $0.recycle(slot, into: name) }) else { return nil }
+        do {
+            // Into staging/ as a real folder (a link planted in its place is removed, never followed).
+            let stagingName = String(stagingDirectory.dropFirst(stateDirectory.count + 1))
+            let folder = try TreeRoot(stateDirectory).makeFolder(stagingName)
+            if renameat(AT_FDCWD, buildDirectory(slot), folder.fd, name) != 0 {
+                throw Errno(errno, "moving \(buildDirectory(slot)) to", staged.directory)
+            }
+        } catch {
+            Self.recycleLogger.notice("staging \(name) from an empty folder: moving \(slot) failed: \(error)")
+            return nil
+        }
+        Self.recycleLogger.info("staging \(name) in the folder of \(slot), which is no rollback target any more")
+        return slot
+    }
+
+    /// The paths of `manifest` whose file in the staged `tree` is, untouched, the one the recycled
+    /// deployment `slot` was verified with (``StateStore/FileStat``: size, time, inode; regular, mode as
+    /// installed) and has the content and mode the manifest wants there: they stay as they are.
+    func unchangedInSlot(_ slot: String, manifest: Manifest, tree: TreeRoot, state: StateStore)
+        throws(PatchSyncError) -> Set<String>
+    {
+        var wanted: [String: (sha: String, mode: UInt32)] = [:]
+        wanted.reserveCapacity(manifest.files.count)
+        for file in manifest.files { wanted[file.path] = (file.sha256.hex, Plan.installedMode(file.mode)) }
+        var unchanged = Set<String>()
+        var memo = TreeRoot.FolderMemo()
+        try state.forEachBuildFile(build: slot) { (file, cached) throws(PatchSyncError) in
+            guard let cached, let target = wanted[file.path], target.sha == file.sha256, target.mode == file.mode
+            else { return }
+            do {
+                guard let st = try tree.status(file.path, memo: &memo), (st.st_mode & S_IFMT) == S_IFREG,
+                    UInt32(st.st_mode) & 0o777 == target.mode, StateStore.FileStat(st) == cached
+                else { return }
+            } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
+            unchanged.insert(file.path)
+        }
+        return unchanged
+    }
+}

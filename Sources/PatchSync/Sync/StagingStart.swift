@@ -1,0 +1,36 @@
+import Foundation
+
+/// Where a staging starts: in the folder of a kept build that rollback does not need, brought forward
+/// (``Install/recycleSlot(for:buildsKept:)``), or in a new folder.
+enum StagingStart {
+    /// The staged folder (a recycled build's, or a new one), the paths of it already in place, and the
+    /// live files to take the rest from (``Syncer/stage(_:into:live:context:report:step:recycling:)``).
+    static func of(
+        _ manifest: Manifest, staged: StagedBuild, install: Install, live checked: LiveTree?, context: SyncContext,
+        recycling: Bool
+    ) throws(PatchSyncError) -> (TreeRoot, Set<String>, LiveTree) {
+        let slot = recycling ? try slot(for: staged, install: install, buildsKept: context.config.buildsKept) : nil
+        let tree = try staged.makeFolder(in: install)
+        guard let slot else {
+            if let checked { return (tree, [], checked) }
+            return (tree, [], try install.liveTrees(state: context.state))
+        }
+        let unchanged = try install.unchangedInSlot(slot, manifest: manifest, tree: tree, state: context.state)
+        // Checked again after the move: the recycled build's files are no source any more (they are
+        // where this staging writes), and only the files that may give what is not in place are looked at.
+        let interest = LiveTree.Interest(manifest, besides: unchanged)
+        return (tree, unchanged, try install.liveTrees(state: context.state, interest: interest))
+    }
+
+    /// The kept build whose folder `staged` starts from: the one a killed run of this staging took, while
+    /// its folder is there, else one taken now when the staging is new.
+    private static func slot(for staged: StagedBuild, install: Install, buildsKept: Int) throws(PatchSyncError)
+        -> String?
+    {
+        let recorded = try staged.state.read()
+        if let taken = recorded.recycling, recorded.staging?.name == staged.identity.name {
+            return FileSystem.isDirectory(staged.directory) ? taken : nil
+        }
+        return try install.recycleSlot(for: staged, buildsKept: buildsKept)
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import PatchSyncTestSupport
+import Testing
+
+@testable import PatchSync
+
+@Suite("Staging in a recycled folder", .tags(.medium))
+struct RecycledSlotTests {
+    /// Every regular file below `root`: its inode, and its bytes' SHA-256.
+    static func inodes(_ root: String) throws -> [String: (inode: UInt64, sha256: String)] {
+        var result: [String: (inode: UInt64, sha256: String)] = [:]
+        guard let walker = FileManager.default.enumerator(atPath: root) else { return result }
+        while let path = walker.nextObject() as? String {
+            var st = stat()
+            guard lstat(root + "/" + path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            result[path] = (UInt64(st.st_ino), try SHA256Digest.of(file: root + "/" + path).hex)
+        }
+        return result
+    }
+
+    /// An install with builds 1 and 2 applied (1 kept for rollback) and build 3 published.
+    static func secondUpdate(_ fixture: Fixture, keepBuilds: Int = 2) async throws -> (Install, [String]) {
+        let builds = try (1...3).map { try fixture.sampleBuild($0, scale: 0.01) }
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote]) { $0.keepBuilds = keepBuilds }
+        for number in 1...2 {
+            try fixture.publish(builds[number - 1], id: "\(number)")
+            _ = try await Syncer(install: install).run()
+            _ = try install.applyPendingUpdate()
+        }
+        try fixture.publish(builds[2], id: "3")
+        return (install, builds)
+    }
+
+    @Test(
+        "the second update is staged in the previous build's folder: the files build 3 has unchanged keep their inodes, the live build's bytes never change, rollback has nothing until the apply, and the build applied is build 3"
+    )
+    func secondUpdateRecyclesThePreviousBuild() async throws {
+        let fixture = try Fixture()
+        let (install, builds) = try await Self.secondUpdate(fixture)
+        let previous = try Self.inodes(install.buildDirectory("1"))
+        let live = try Self.inodes(install.root + "/current")
+        let target = try treeFacts(builds[2])
+
+        let report = try await Syncer(install: install).run()
+        #expect(report.outcome == .ready)
+        #expect(!FileManager.default.fileExists(atPath: install.buildDirectory("1")), "build 1's folder was taken")
+        let ready = try #require(try install.state().read().ready)
+        let staged = try Self.inodes(install.stagedDirectory(ready.name))
+        // Untouched: every file build 1 had that build 3 has with the same bytes and mode.
+        let same = previous.filter { path, file in
+            target[path]?.sha256 == file.sha256 && staged[path]?.sha256 == file.sha256
+        }
+        #expect(same.count > 10, "the sample builds share files")
+        let moved = same.filter { staged[$0.key]?.inode != $0.value.inode }.map(\.key).sorted()
+        #expect(moved.isEmpty, "unchanged files of build 1 that were replaced: \(moved.prefix(5))")
+        // Not one byte of the live build changed (no file written through an inode it shares).
+        let after = try Self.inodes(install.root + "/current")
+        #expect(after.mapValues(\.sha256) == live.mapValues(\.sha256))
+        #expect(after.mapValues(\.inode) == live.mapValues(\.inode))
+
+        let status = try install.status()
+        #expect(status.previous == nil)
+        #expect(status.recycling == "1")
+        let refused = #expect(throws: PatchSyncError.self) { try install.rollback() }
+        #expect(refused?.code == .usage, "rollback says there is no kept build before the live one")
+
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: builds[2])
+        #expect(try install.status().recycling == nil)
+        #expect(try install.rollback().current == "2", "build 2 is kept for rollback again")
+        try EndToEndTests.expectInstalled(install, matches: builds[1])
+    }
+
+    @Test("with one kept build, or a game running, an update stages in a new folder and the kept builds stay")
+    func noSlotWithoutAKeptBuildOrWithAGameRunning() async throws {
+        let fixture = try Fixture()
+        let (one, builds) = try await Self.secondUpdate(fixture, keepBuilds: 1)
+        _ = try await Syncer(install: one).run()
+        #expect(try one.state().read().recycling == nil)
+        _ = try one.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(one, matches: builds[2])
+
+        let other = try Fixture()
+        let (install, _) = try await Self.secondUpdate(other)
+        let game = try install.holdRunningLock()
+        _ = try await Syncer(install: install).run()
+        withExtendedLifetime(game) {}
+        #expect(
+            FileManager.default.fileExists(atPath: install.buildDirectory("1")), "no folder leaves builds/ under a game"
+        )
+        #expect(try install.state().read().recycling == nil)
+        #expect(try install.status().previous == "1")
+    }
+
+    @Test(
+        "a file of the recycled folder changed by hand since it was verified is replaced, not kept: the build staged is the published one"
+    )
+    func changedSlotFileIsReplaced() async throws {
+        let fixture = try Fixture()
+        let (install, builds) = try await Self.secondUpdate(fixture)
+        let target = try treeFacts(builds[2])
+        let previous = try Self.inodes(install.buildDirectory("1"))
+        let live = try Self.inodes(install.root + "/current")
+        // A file build 1 has unchanged in build 3, but that build 2 does not share (so the live build keeps
+        // its bytes): its bytes changed in place, same size.
+        let path = try #require(
+            previous.keys.sorted().first {
+                target[$0]?.sha256 == previous[$0]?.sha256 && live[$0]?.inode != previous[$0]?.inode
+            },
+            "a file build 1 and 3 share that build 2 changed")
+        let full = install.buildDirectory("1") + "/" + path
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: full)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: full))
+        try handle.seek(toOffset: 0)
+        handle.write(Data(repeating: 0xEE, count: 8))
+        try handle.close()
+        try FileManager.default.setAttributes([.posixPermissions: 0o444], ofItemAtPath: full)
+
+        _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: builds[2])
+    }
+}

@@ -208,7 +208,13 @@ struct TransitionKillTests {
             #expect(try CLI.run(["apply", "--install", install.root]).status == 0)
         }
         try fixture.publish(try fixture.sampleBuild(3, scale: 0.005), id: "2")
-        if stageFirst { #expect(try CLI.run(["sync", "--install", install.root]).status == 0) }
+        if stageFirst {
+            // Staged while the game runs, so in a new folder: the apply then has build 0's folder to retire
+            // (otherwise the staging starts in it and nothing is left to retire).
+            let game = point == "retired" ? try install.holdRunningLock() : nil
+            #expect(try CLI.run(["sync", "--install", install.root]).status == 0)
+            withExtendedLifetime(game) {}
+        }
         let killed = try CLI.run([command, "--install", install.root], environment: ["PATCHSYNC_CRASH_AT": point])
         #expect(
             killed.status == SIGKILL,

@@ -5,32 +5,31 @@ extension Install {
     static let recycleLogger = Logger(label: "patchsync.recycle")
 
     /// The kept deployment whose folder a new staging of `staged` starts from, moved into staging/ with
-    /// one rename: the oldest of the last `buildsKept` applied that is neither current nor ready (with the
+    /// one rename: the one the next apply would retire (``InstallState/recyclable(buildsKept:)``; with the
     /// default of two kept builds, the previous one). Its files that the new build has unchanged are then
-    /// not touched (``Syncer``), where a staging from an empty folder links every one of them.
+    /// not touched (``StagingStart``), where a staging from an empty folder links every one of them.
     ///
     /// Nil, and staging starts from an empty folder, when the staged folder exists already (a resume),
     /// when no such deployment is kept (the first update after an install, `keepBuilds` 1), when its
-    /// files were never recorded, or when the live tree's lock or `running.lock` is taken: like an
-    /// apply retiring a build, a folder leaves builds/ only while no game runs and nothing swaps. The
-    /// state records the move before it is made; a kill between the two leaves the folder in builds/,
-    /// out of the history, for the next apply to retire.
+    /// files were never recorded, when the live tree's lock or `running.lock` is taken (like an apply
+    /// retiring a build, a folder leaves builds/ only while no game runs and nothing swaps), or when
+    /// `current` does not point where the state says (a flip not recorded yet: the next command's
+    /// recovery settles it first). The state records the move before it is made, and forgets it when the
+    /// move fails; a kill between the two leaves the folder in builds/, and the next run forgets it then.
     func recycleSlot(for staged: StagedBuild, buildsKept: Int) throws(PatchSyncError) -> String? {
         guard !FileSystem.exists(staged.directory) else { return nil }
         let state = staged.state, name = staged.identity.name
-        let recorded = try state.read()
-        guard recorded.staging?.name == name,
-            let slot = recorded.history.suffix(buildsKept).first(where: {
-                $0 != recorded.current && $0 != recorded.ready?.name && $0 != name
-                    && FileSystem.isDirectory(buildDirectory($0))
-            }),
-            try state.hasBuildFiles(build: slot),
-            let live = try? lock(.live, for: "recycling \(slot)")
-        else { return nil }
+        // Both locks before the state is read: no apply, rollback or launch changes it meanwhile.
+        guard let live = try? lock(.live, for: "recycling a kept build's folder") else { return nil }
         defer { withExtendedLifetime(live) {} }
         guard let running = try RunningLock.exclusive(path: runningLockPath) else { return nil }
         defer { withExtendedLifetime(running) {} }
-        guard try state.update(nil, { $0.recycle(slot, into: name) }) else { return nil }
+        let recorded = try state.read()
+        guard recorded.staging?.name == name, currentDeployment() == recorded.current,
+            let slot = recorded.recyclable(buildsKept: buildsKept), FileSystem.isDirectory(buildDirectory(slot)),
+            try state.hasBuildFiles(build: slot),
+            try state.update(nil, { $0.recycle(slot, into: name) })
+        else { return nil }
         do {
             // Into staging/ as a real folder (a link planted in its place is removed, never followed).
             let stagingName = String(stagingDirectory.dropFirst(stateDirectory.count + 1))
@@ -40,6 +39,7 @@ extension Install {
             }
         } catch {
             Self.recycleLogger.notice("staging \(name) from an empty folder: moving \(slot) failed: \(error)")
+            try state.update { $0.recycleUndone(slot) }
             return nil
         }
         Self.recycleLogger.info("staging \(name) in the folder of \(slot), which is no rollback target any more")
@@ -52,13 +52,14 @@ extension Install {
     func unchangedInSlot(_ slot: String, manifest: Manifest, tree: TreeRoot, state: StateStore)
         throws(PatchSyncError) -> Set<String>
     {
-        var wanted: [String: (sha: String, mode: UInt32)] = [:]
+        var wanted: [String: (sha: String, size: Int64, mode: UInt32)] = [:]
         wanted.reserveCapacity(manifest.files.count)
-        for file in manifest.files { wanted[file.path] = (file.sha256.hex, Plan.installedMode(file.mode)) }
+        for file in manifest.files { wanted[file.path] = (file.sha256.hex, file.size, Plan.installedMode(file.mode)) }
         var unchanged = Set<String>()
         var memo = TreeRoot.FolderMemo()
         try state.forEachBuildFile(build: slot) { (file, cached) throws(PatchSyncError) in
-            guard let cached, let target = wanted[file.path], target.sha == file.sha256, target.mode == file.mode
+            guard let cached, let target = wanted[file.path], target.sha == file.sha256, target.mode == file.mode,
+                target.size == file.size
             else { return }
             do {
                 guard let st = try tree.status(file.path, memo: &memo), (st.st_mode & S_IFMT) == S_IFREG,

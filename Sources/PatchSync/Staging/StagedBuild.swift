@@ -76,9 +76,13 @@ struct StagedBuild: Sendable {
             // Beneath the tree's descriptor: a folder swapped for a link hides what is behind it
             // (nothing found, nothing removed there), and the link is replaced by a real folder below.
             let st = try tree.status(file.path)
-            if let st, st.st_nlink == 1, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == file.size {
-                let records = recorded.filter { $0.inode == Int64(st.st_ino) && Self.wants(file, $0) }
-                guard !records.isEmpty else { return [] }
+            let records =
+                st.map { st in recorded.filter { $0.inode == Int64(st.st_ino) && Self.wants(file, $0) } } ?? []
+            // A file no record vouches for is made anew: never written through in place (a recycled build's
+            // old, read-only version of it may stand there).
+            if let st, st.st_nlink == 1, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == file.size,
+                !records.isEmpty
+            {
                 if let stamp, stamp == StateStore.FileStamp(path: file.path, st) {
                     prepared.filesVouched += 1
                     return Set(records.map(\.ref))

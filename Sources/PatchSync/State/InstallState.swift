@@ -136,17 +136,30 @@ extension InstallState {
         recycling = nil
     }
 
-    /// The folder of kept deployment `name` becomes the start of the one being staged, `staged`: it leaves
-    /// the history (no rollback goes to it) and what it holds is no longer recorded as deployed. Only a
-    /// kept deployment that is neither current nor ready is taken; returns whether it was.
+    /// The folder of kept deployment `name` becomes the start of the one being staged, `staged`. Its name
+    /// stays in the history (never given to other content); with its folder gone, rollback has nothing
+    /// there to go back to. Only a kept deployment that is neither current nor ready is taken; returns
+    /// whether it was.
     mutating func recycle(_ name: String, into staged: String) -> Bool {
         guard staging?.name == staged, name != staged, name != current, name != ready?.name,
             history.contains(name)
         else { return false }
-        history.removeAll { $0 == name }
-        deployed[name] = nil
         recycling = name
         return true
+    }
+
+    /// The recycled folder is not (or no longer) where the staging is: a kill came between the record and
+    /// the move, or the move failed; the build keeps its folder in builds/.
+    mutating func recycleUndone(_ name: String) {
+        if recycling == name { recycling = nil }
+    }
+
+    /// The build whose folder the next recycling takes, when `buildsKept` are kept: the one the next apply
+    /// would retire (with two kept builds: the previous one), unless it is current or ready.
+    func recyclable(buildsKept: Int) -> String? {
+        guard history.count >= buildsKept, recycling == nil else { return nil }
+        let oldest = history[history.count - buildsKept]
+        return oldest == current || oldest == ready?.name || oldest == staging?.name ? nil : oldest
     }
 
     /// `name` became current by an apply.
@@ -193,6 +206,7 @@ extension InstallState {
     /// One step back: the previous deployment is current again, and the build rolled back from is
     /// held back (a ready copy of it is dropped).
     mutating func rolledBack(to previous: String) {
+        if recycling == previous { recycling = nil }  // its folder was still in builds/
         guard let from = current ?? history.last, from != previous else { return }  // recorded already
         current = previous
         if history.last == from { history.removeLast() }

@@ -29,7 +29,11 @@ enum StagingStart {
     {
         let recorded = try staged.state.read()
         if let taken = recorded.recycling, recorded.staging?.name == staged.identity.name {
-            return FileSystem.isDirectory(staged.directory) ? taken : nil
+            if FileSystem.isDirectory(staged.directory) { return taken }
+            // Killed between the record and the move (the folder is still in builds/), or the staged
+            // folder deleted by hand since: that build is no longer being brought forward.
+            try staged.state.update { $0.recycleUndone(taken) }
+            return nil
         }
         return try install.recycleSlot(for: staged, buildsKept: buildsKept)
     }

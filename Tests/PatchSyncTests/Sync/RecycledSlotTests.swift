@@ -40,6 +40,11 @@ struct RecycledSlotTests {
         let previous = try Self.inodes(install.buildDirectory("1"))
         let live = try Self.inodes(install.root + "/current")
         let target = try treeFacts(builds[2])
+        // Build 1's files held open: whether the sync keeps, replaces or removes each, its inode's bytes
+        // must never change (nothing is written through in place), and no inode number is reused meanwhile.
+        let held = try previous.keys.sorted().map { path in
+            (path, try #require(FileHandle(forReadingAtPath: install.buildDirectory("1") + "/" + path)))
+        }
 
         let report = try await Syncer(install: install).run()
         #expect(report.outcome == .ready)
@@ -53,6 +58,12 @@ struct RecycledSlotTests {
         #expect(same.count > 10, "the sample builds share files")
         let moved = same.filter { staged[$0.key]?.inode != $0.value.inode }.map(\.key).sorted()
         #expect(moved.isEmpty, "unchanged files of build 1 that were replaced: \(moved.prefix(5))")
+        let rewritten = try held.filter { path, handle in
+            try handle.seek(toOffset: 0)
+            return SHA256Digest.of(try handle.readToEnd() ?? Data()).hex != previous[path]?.sha256
+        }.map(\.0)
+        #expect(rewritten.isEmpty, "files of build 1 written through in place: \(rewritten.prefix(5))")
+        #expect(staged.count > same.count, "build 3 changes files too")
         // Not one byte of the live build changed (no file written through an inode it shares).
         let after = try Self.inodes(install.root + "/current")
         #expect(after.mapValues(\.sha256) == live.mapValues(\.sha256))
@@ -71,14 +82,24 @@ struct RecycledSlotTests {
         try EndToEndTests.expectInstalled(install, matches: builds[1])
     }
 
-    @Test("with one kept build, or a game running, an update stages in a new folder and the kept builds stay")
-    func noSlotWithoutAKeptBuildOrWithAGameRunning() async throws {
+    @Test(
+        "with one kept build, with three kept while only two are applied, or with a game running, an update stages in a new folder and the kept builds stay"
+    )
+    func noSlotWithoutABuildToRetireOrWithAGameRunning() async throws {
         let fixture = try Fixture()
         let (one, builds) = try await Self.secondUpdate(fixture, keepBuilds: 1)
         _ = try await Syncer(install: one).run()
         #expect(try one.state().read().recycling == nil)
         _ = try one.applyPendingUpdate()
         try EndToEndTests.expectInstalled(one, matches: builds[2])
+
+        // Three kept: the next apply retires nothing, so build 1 stays a rollback target.
+        let three = try Fixture()
+        let (roomy, _) = try await Self.secondUpdate(three, keepBuilds: 3)
+        _ = try await Syncer(install: roomy).run()
+        #expect(try roomy.state().read().recycling == nil)
+        #expect(FileManager.default.fileExists(atPath: roomy.buildDirectory("1")))
+        #expect(try roomy.status().previous == "1")
 
         let other = try Fixture()
         let (install, _) = try await Self.secondUpdate(other)
@@ -90,6 +111,30 @@ struct RecycledSlotTests {
         )
         #expect(try install.state().read().recycling == nil)
         #expect(try install.status().previous == "1")
+    }
+
+    @Test(
+        "a `current` flipped to the previous build without its record (a rollback killed before recording it): that folder is not taken, whatever the state says"
+    )
+    func unrecordedFlipKeepsTheFolder() async throws {
+        let fixture = try Fixture()
+        let (install, _) = try await Self.secondUpdate(fixture)
+        let link = install.root + "/current"
+        try FileManager.default.removeItem(atPath: link)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "builds/1")
+        let state = try install.state()
+        let identity = DeploymentIdentity(
+            name: "3", buildId: "3", channel: "live", manifest: String(repeating: "0", count: 64))
+        try state.update { $0.beginStaging(identity, sequence: 3) }
+        let slot = try install.recycleSlot(for: StagedBuild(identity, in: install, state: state), buildsKept: 2)
+        #expect(slot == nil)
+        #expect(
+            FileManager.default.fileExists(atPath: install.buildDirectory("1")), "the folder current points at stays")
+        #expect(try state.read().recycling == nil)
+        // With the link where the state says, the same call takes it: the refusal above was the link's.
+        try FileManager.default.removeItem(atPath: link)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "builds/2")
+        #expect(try install.recycleSlot(for: StagedBuild(identity, in: install, state: state), buildsKept: 2) == "1")
     }
 
     @Test(

@@ -9,6 +9,7 @@
 #
 #   sudo bash Benchmarks/scale.sh [FILES]      FILES: 200000 (default), 1000000, …
 #   FRESH_FS=0 bash Benchmarks/scale.sh 20000  (on /tmp's file system, no root needed)
+#   SECOND_PERF=/tmp/second.data sudo -E bash Benchmarks/scale.sh   (a perf profile of the second update's sync)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/lib.sh
@@ -93,7 +94,8 @@ measure "curl | tar -xz (changed files)" bash -c "curl -s '$URL/changed.tar.gz' 
 echo "the changed files: $(wc -l < "$WORK/changed.txt") files, $(stat -c %s "$WORK/www/changed.tar.gz") bytes as a tar.gz"
 # The second update: another 1% patch, with the build before kept for rollback.
 measure "publish the second 1% patch" "$BIN/patchsync" publish "$WORK/build-3" --origin "$WORK/www/origin" --build-id 3 "${sign[@]}"
-measure "sync the second 1% patch" "$BIN/patchsync" sync --install "$WORK/game" --quiet
+# SECOND_PERF=FILE records a perf profile of this step into FILE (its time then includes perf's cost).
+measure "sync the second 1% patch" ${SECOND_PERF:+perf record -F 499 -g -o "$SECOND_PERF"} "$BIN/patchsync" sync --install "$WORK/game" --quiet
 measure "apply the second 1% patch" "$BIN/patchsync" apply --install "$WORK/game"
 diff -r "$WORK/build-3" "$WORK/game/current" >/dev/null || { echo "scale.sh: the patched install differs from build 3" >&2; exit 1; }
 fresh=$(echo "$(seconds_of 'fresh install: sync') + $(seconds_of 'fresh install: apply')" | bc -l)

@@ -100,6 +100,10 @@ struct Housekeeping: Sendable {
         for name in try Self.list(layout.stagingFolder) where !staged.contains(name) {
             try FileSystem.removeTree(layout.staged(name))
         }
+        // A recycled build's moved files serve only the staging they were moved out of, while it runs.
+        for name in try Self.list(layout.recycledFolder) where name != s.staging?.name {
+            try FileSystem.removeTree(layout.recycledFolder + "/" + name)
+        }
         let kept = s.kept(buildsKept: (try? install.config().buildsKept) ?? Int.max)
         let manifests = Set(kept.flatMap { InstallLayout.manifestNames(of: $0) })
         for name in try Self.list(layout.manifestsFolder) where !manifests.contains(name) && !Self.isTemporary(name) {

@@ -46,28 +46,47 @@ extension Install {
         return slot
     }
 
-    /// The paths of `manifest` whose file in the staged `tree` is, untouched, the one the recycled
-    /// deployment `slot` was verified with (``StateStore/FileStat``: size, time, inode; regular, mode as
-    /// installed) and has the content and mode the manifest wants there: they stay as they are.
-    func unchangedInSlot(_ slot: String, manifest: Manifest, tree: TreeRoot, state: StateStore)
-        throws(PatchSyncError) -> Set<String>
+    /// What the recycled deployment `slot`'s files in the staged `tree` are to the staging of `manifest`.
+    /// A file that is, untouched, the one `slot` was verified with (stat as its record: size, time,
+    /// inode; regular, mode as installed) stays where it is when the manifest wants the same content,
+    /// size and mode there (`unchanged`). Any other such file is moved out of the staging's way into
+    /// `stash` (`recycled/<name>/`, same relative path): a source to link a file of that content from (a
+    /// file renamed, one put back), never a file staging writes over. Files that are not the recycled
+    /// build's as verified (changed by hand, written by a killed run of this staging) stay for staging to
+    /// replace. Run again after a kill, it finds what the first run moved in `stash`.
+    func sortRecycled(_ slot: String, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore)
+        throws(PatchSyncError) -> (unchanged: Set<String>, moved: [Plan.Content: String])
     {
         var wanted: [String: (sha: String, size: Int64, mode: UInt32)] = [:]
         wanted.reserveCapacity(manifest.files.count)
         for file in manifest.files { wanted[file.path] = (file.sha256.hex, file.size, Plan.installedMode(file.mode)) }
         var unchanged = Set<String>()
-        var memo = TreeRoot.FolderMemo()
+        var moved: [Plan.Content: String] = [:]
+        var memo = TreeRoot.FolderMemo(), stashMemo = TreeRoot.FolderMemo()
         try state.forEachBuildFile(build: slot) { (file, cached) throws(PatchSyncError) in
-            guard let cached, let target = wanted[file.path], target.sha == file.sha256, target.mode == file.mode,
-                target.size == file.size
-            else { return }
+            guard let cached, let sha = SHA256Digest(hex: file.sha256) else { return }
+            let content = Plan.Content(sha256: sha, mode: file.mode)
+            func asVerified(_ st: stat?) -> Bool {
+                guard let st, (st.st_mode & S_IFMT) == S_IFREG else { return false }
+                return UInt32(st.st_mode) & 0o777 == file.mode && StateStore.FileStat(st) == cached
+            }
             do {
-                guard let st = try tree.status(file.path, memo: &memo), (st.st_mode & S_IFMT) == S_IFREG,
-                    UInt32(st.st_mode) & 0o777 == target.mode, StateStore.FileStat(st) == cached
-                else { return }
+                guard asVerified(try tree.status(file.path, memo: &memo)) else {
+                    if asVerified(try stash.status(file.path, memo: &stashMemo)) {
+                        moved[content] = stash.full(file.path)
+                    }
+                    return
+                }
+                if let target = wanted[file.path], target.sha == file.sha256, target.mode == file.mode,
+                    target.size == file.size
+                {
+                    unchanged.insert(file.path)
+                } else {
+                    try tree.move(file.path, to: stash, file.path, memo: &memo)
+                    moved[content] = stash.full(file.path)
+                }
             } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
-            unchanged.insert(file.path)
         }
-        return unchanged
+        return (unchanged, moved)
     }
 }

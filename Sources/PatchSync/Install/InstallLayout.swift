@@ -91,6 +91,10 @@ struct InstallLayout: Sendable, Equatable {
     var stagingFolder: String { stateFolder + "/staging" }
     func staged(_ deployment: String) -> String { stagingFolder + "/" + deployment }
 
+    /// `recycled/<deployment>/`: files of the recycled build that the deployment staged in its folder does
+    /// not keep where they were, moved out of its way; sources to link from while it is staged.
+    var recycledFolder: String { stateFolder + "/recycled" }
+
     /// The path in `builds/` of `path` inside a staged deployment (the folder an apply moved it to); nil
     /// for a path outside `staging/`.
     func buildPath(ofStaged path: String) -> String? {

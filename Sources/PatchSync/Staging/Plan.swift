@@ -34,6 +34,12 @@ struct Plan: Sendable {
             sha256 = file.sha256
             mode = Plan.installedMode(file.mode)
         }
+
+        /// Bytes `sha256` with `mode` as installed (read-only).
+        init(sha256: SHA256Digest, mode: UInt32) {
+            self.sha256 = sha256
+            self.mode = Plan.installedMode(mode)
+        }
     }
 
     /// A chunk available in a verified live file.

@@ -15,11 +15,20 @@ enum StagingStart {
             if let checked { return (tree, [], checked) }
             return (tree, [], try install.liveTrees(state: context.state))
         }
-        let unchanged = try install.unchangedInSlot(slot, manifest: manifest, tree: tree, state: context.state)
-        // Checked again after the move: the recycled build's files are no source any more (they are
-        // where this staging writes), and only the files that may give what is not in place are looked at.
+        let stash: TreeRoot
+        do {
+            stash = try TreeRoot(install.stateDirectory).subtree(
+                String(install.layout.recycledFolder.dropFirst(install.stateDirectory.count + 1)) + "/"
+                    + staged.identity.name)
+        } catch { throw PatchSyncError.wrap(error).during("staging \(staged.identity.name)") }
+        let (unchanged, moved) = try install.sortRecycled(
+            slot, manifest: manifest, tree: tree, stash: stash, state: context.state)
+        // Checked again after the move, only the files that may give what is not in place; the recycled
+        // build's files moved out of the way are sources too (after the live ones).
         let interest = LiveTree.Interest(manifest, besides: unchanged)
-        return (tree, unchanged, try install.liveTrees(state: context.state, interest: interest))
+        var live = try install.liveTrees(state: context.state, interest: interest)
+        live.linkable.merge(moved) { mine, _ in mine }
+        return (tree, unchanged, live)
     }
 
     /// The kept build whose folder `staged` starts from: the one a killed run of this staging took, while

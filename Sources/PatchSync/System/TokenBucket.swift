@@ -22,9 +22,12 @@ struct TokenBucket: Sendable {
 
     /// Adds what the rate earned since the last refill, up to the capacity (an instant before the last
     /// one adds nothing).
-    mutating func refill(at now: Instant) {
+    mutating func refill(at now: Instant) { refill(at: now, holding: capacity) }
+
+    /// ``refill(at:)`` up to `most` tokens instead of the capacity.
+    mutating func refill(at now: Instant, holding most: Double) {
         guard now > last else { return }
-        tokens = min(capacity, tokens + (now - last).inSeconds * rate)
+        tokens = min(max(capacity, most), tokens + (now - last).inSeconds * rate)
         last = now
     }
 

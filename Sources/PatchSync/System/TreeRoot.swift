@@ -280,6 +280,18 @@ final class TreeRoot: Sendable {
         }
     }
 
+    /// renameat(2): the entry at `relative` moves to `destination` in `other` (its folder made first),
+    /// both resolved beneath their trees' descriptors, `relative`'s folder through `memo`.
+    func move(_ relative: String, to other: TreeRoot, _ destination: String, memo: inout FolderMemo) throws(Errno) {
+        guard let (from, name) = try parent(relative, memo: &memo) else {
+            throw Errno(ENOENT, "moving", full(relative))
+        }
+        let (folder, target) = try other.makeParent(destination)
+        if renameat(from.fd, name, folder.fd, target) != 0 {
+            throw Errno(errno, "moving \(full(relative)) to", other.full(destination))
+        }
+    }
+
     /// Sets the permission bits of the regular file at `relative` (through a descriptor, so a link
     /// there is never followed).
     func setMode(_ relative: String, _ mode: mode_t) throws(Errno) {

@@ -116,12 +116,23 @@ final class RateLimiter: Sendable {
         state.withLock { $0.paused.append(box) }
     }
 
-    /// Refills, and once the bucket holds tokens again, hands back the paused transfers (forgetting
-    /// them); none while it is still empty.
+    /// Adds the tokens earned since the last refill while transfers wait for them. They waited for this
+    /// budget, not for the link: what a late wake-up of the transfer thread (a busy machine) would lose above
+    /// the bucket's size is kept, up to a quarter of a second's worth, so the cap is what a transfer gets.
+    func refillWaiting(now: ContinuousClock.Instant = .now) {
+        state.withLock { Self.refillWaiting(&$0.bucket, now: now) }
+    }
+
+    private static func refillWaiting(_ bucket: inout TokenBucket, now: ContinuousClock.Instant) {
+        bucket.refill(at: now, holding: bucket.rate / 4)
+    }
+
+    /// Refills (``refillWaiting(now:)``), and once the bucket holds tokens again, hands back the paused
+    /// transfers (forgetting them); none while it is still empty.
     func resumable() -> [TransferBox] {
         state.withLock { state -> [TransferBox] in
             guard !state.paused.isEmpty else { return [] }
-            state.bucket.refill(at: .now)
+            Self.refillWaiting(&state.bucket, now: .now)
             guard state.bucket.tokens > 0 else { return [] }
             defer { state.paused = [] }
             return state.paused

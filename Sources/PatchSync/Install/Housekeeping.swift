@@ -100,7 +100,11 @@ struct Housekeeping: Sendable {
         for name in try Self.list(layout.stagingFolder) where !staged.contains(name) {
             try FileSystem.removeTree(layout.staged(name))
         }
-        // A recycled build's moved files serve only the staging they were moved out of, while it runs.
+        // A recycled build's moved files serve only the staging they were moved out of, while it runs. A link
+        // in place of the folder is removed, never followed.
+        if let st = try FileSystem.status(layout.recycledFolder), (st.st_mode & S_IFMT) != S_IFDIR {
+            try FileSystem.removeTree(layout.recycledFolder)
+        }
         for name in try Self.list(layout.recycledFolder) where name != s.staging?.name {
             try FileSystem.removeTree(layout.recycledFolder + "/" + name)
         }

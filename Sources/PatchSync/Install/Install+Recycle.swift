@@ -49,9 +49,10 @@ extension Install {
     /// What the recycled deployment `slot`'s files in the staged `tree` are to the staging of `manifest`.
     /// A file that is, untouched, the one `slot` was verified with (stat as its record: size, time,
     /// inode; regular, mode as installed) stays where it is when the manifest wants the same content,
-    /// size and mode there (`unchanged`). Any other such file is moved out of the staging's way into
-    /// `stash` (`recycled/<name>/`, same relative path): a source to link a file of that content from (a
-    /// file renamed, one put back), never a file staging writes over. Files that are not the recycled
+    /// size and mode there (`unchanged`). Any other such file whose content the new build has elsewhere is
+    /// moved out of the staging's way into `stash` (`recycled/<name>/`, same relative path): a source to
+    /// link a file of that content from (a file renamed, one put back), never a file staging writes over;
+    /// the rest is removed. Files that are not the recycled
     /// build's as verified (changed by hand, written by a killed run of this staging) stay for staging to
     /// replace. Run again after a kill, it finds what the first run moved in `stash`.
     func sortRecycled(_ slot: String, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore)
@@ -60,6 +61,8 @@ extension Install {
         var wanted: [String: (sha: String, size: Int64, mode: UInt32)] = [:]
         wanted.reserveCapacity(manifest.files.count)
         for file in manifest.files { wanted[file.path] = (file.sha256.hex, file.size, Plan.installedMode(file.mode)) }
+        // Contents the new build has somewhere: only a file of one of them is worth keeping as a source.
+        let contents = Set(manifest.files.map(Plan.Content.init))
         var unchanged = Set<String>()
         var moved: [Plan.Content: String] = [:]
         var memo = TreeRoot.FolderMemo(), stashMemo = TreeRoot.FolderMemo()
@@ -81,9 +84,11 @@ extension Install {
                     target.size == file.size
                 {
                     unchanged.insert(file.path)
-                } else {
+                } else if contents.contains(content) {
                     try tree.move(file.path, to: stash, file.path, memo: &memo)
                     moved[content] = stash.full(file.path)
+                } else {
+                    try tree.remove(file.path)  // no use to the new build: its disk space back at once
                 }
             } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
         }

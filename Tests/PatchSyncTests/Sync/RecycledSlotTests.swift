@@ -137,6 +137,20 @@ struct RecycledSlotTests {
         #expect(try install.recycleSlot(for: StagedBuild(identity, in: install, state: state), buildsKept: 2) == "1")
     }
 
+    @Test("a link planted in place of .patchsync/recycled is removed by housekeeping, never followed")
+    func plantedRecycledLinkIsNotFollowed() async throws {
+        let fixture = try Fixture()
+        let install = try fixture.makeInstall(remotes: [fixture.fileRemote])
+        let victim = fixture.directory + "/victim"
+        try FileManager.default.createDirectory(atPath: victim + "/someone", withIntermediateDirectories: true)
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: victim + "/someone/file"))
+        try FileManager.default.createSymbolicLink(
+            atPath: install.root + "/.patchsync/recycled", withDestinationPath: victim)
+        #expect(try Housekeeping(install: install, state: try install.state()).runIfFree())
+        #expect(FileManager.default.fileExists(atPath: victim + "/someone/file"), "the link's target is untouched")
+        #expect(!FileManager.default.fileExists(atPath: install.root + "/.patchsync/recycled"))
+    }
+
     @Test(
         "a file of the recycled folder changed by hand since it was verified is replaced, not kept: the build staged is the published one"
     )

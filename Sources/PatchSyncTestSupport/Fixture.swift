@@ -215,3 +215,15 @@ public func treeFacts(_ root: String) throws -> [String: FileFacts] {
     }
     return result
 }
+
+/// Overwrites `count` bytes of the read-only file at `path` from `offset`, in place (same inode, same
+/// size), as a user or a tool damaging an installed file would; its mode is put back.
+public func overwriteInPlace(_ path: String, at offset: UInt64 = 0, count: Int = 8) throws {
+    let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber
+    try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    try handle.seek(toOffset: offset)
+    handle.write(Data(repeating: 0xEE, count: count))
+    try handle.close()
+    try FileManager.default.setAttributes([.posixPermissions: mode ?? 0o444], ofItemAtPath: path)
+}

@@ -100,11 +100,7 @@ struct Housekeeping: Sendable {
         for name in try Self.list(layout.stagingFolder) where !staged.contains(name) {
             try FileSystem.removeTree(layout.staged(name))
         }
-        // A recycled build's moved files serve only the staging they were moved out of, while it runs. A link
-        // in place of the folder is removed, never followed.
-        if let st = try FileSystem.status(layout.recycledFolder), (st.st_mode & S_IFMT) != S_IFDIR {
-            try FileSystem.removeTree(layout.recycledFolder)
-        }
+        // A recycled build's moved files serve only the staging they were moved out of, while it runs.
         for name in try Self.list(layout.recycledFolder) where name != s.staging?.name {
             try FileSystem.removeTree(layout.recycledFolder + "/" + name)
         }
@@ -135,8 +131,10 @@ struct Housekeeping: Sendable {
     }
 
     /// The names in a folder; none when it does not exist.
+    /// The names in the folder at `path`; none when it is missing or not a real folder (a link planted in
+    /// its place is never followed: what it points at is not the install's to delete).
     private static func list(_ path: String) throws(Errno) -> [String] {
-        guard FileSystem.isDirectory(path) else { return [] }
+        guard let st = try FileSystem.status(path), (st.st_mode & S_IFMT) == S_IFDIR else { return [] }
         return try FileSystem.list(path)
     }
 }

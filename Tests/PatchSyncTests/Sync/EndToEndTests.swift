@@ -142,12 +142,7 @@ struct LiveTreeTests {
         _ = try await Syncer(install: install).run()
         _ = try install.applyPendingUpdate()
         let damaged = install.root + "/current/textures/tex_1.dds"  // unchanged in build 2
-        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: damaged)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: damaged))
-        try handle.seek(toOffset: 100)
-        handle.write(Data(repeating: 0xEE, count: 64))
-        try handle.close()
-        try FileManager.default.setAttributes([.posixPermissions: 0o444], ofItemAtPath: damaged)
+        try overwriteInPlace(damaged, at: 100, count: 64)
 
         try fixture.publish(build2, id: "2")
         let report = try await Syncer(install: install).run()

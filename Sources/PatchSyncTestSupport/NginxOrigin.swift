@@ -59,7 +59,12 @@ public final class NginxOrigin: @unchecked Sendable {
         try waitUntilListening()
     }
 
-    deinit { stop() }
+    /// Stops nginx and removes its folder (configuration, logs, cache): a test suite run thousands of
+    /// times must not fill the temporary folder.
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
 
     public var url: String { "\(caFile == nil ? "http" : "https")://127.0.0.1:\(port)" }
 

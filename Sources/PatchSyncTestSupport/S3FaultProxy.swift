@@ -69,6 +69,8 @@ public final class S3FaultProxy: @unchecked Sendable {
     deinit {
         kill(process.processIdentifier, SIGKILL)  // a child spawned by a test thread inherits SIGTERM blocked
         process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: logPath)
+        try? FileManager.default.removeItem(atPath: logPath + ".stderr")
     }
 
     /// Gives a fault to a share `rate` of the requests from now on (0: forwards everything as it is).

@@ -73,7 +73,10 @@ public final class S3Server: @unchecked Sendable {
         secretAccessKey = String(ready[3])
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: logPath)
+    }
 
     /// The environment a `patchsync upload` needs: the user's keys, and no profile of the machine's.
     public var credentials: [String: String] {

@@ -117,8 +117,10 @@ struct Housekeeping: Sendable {
             }
         }
         let present = (try? FileSystem.list(layout.buildsFolder)) ?? []
-        // The recycled build's records say which files of the staged folder it started are untouched.
-        try state.forgetBuilds(except: Set(present + [s.ready?.name, s.recycling].compactMap { $0 }))
+        // The records of the builds present, ready and being staged (in a recycled folder: that build's
+        // records, which say which of its files are untouched).
+        let records = present.map { s.recordsKey(of: $0) } + [s.ready, s.staging].compactMap { $0?.recordsKey }
+        try state.forgetBuilds(except: Set(records + [s.recycling].compactMap { $0 }))
     }
 
     /// A temporary file (`NAME.tmp-PID`) of any writer: removed only as a leftover (its writer dead).

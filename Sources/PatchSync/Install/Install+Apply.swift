@@ -184,7 +184,7 @@ extension Install {
         -> String?
     {
         let folder = buildDirectory(deployment)
-        for (file, _) in try state.buildFiles(build: deployment) {
+        for (file, _) in try state.buildFiles(build: try state.read().recordsKey(of: deployment)) {
             var st = stat()
             guard lstat(folder + "/" + file.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
                 !sizes || Int64(st.st_size) == file.size
@@ -216,6 +216,10 @@ extension Install {
 /// tells folders from files). Apply checks it before the timed swap and before it takes
 /// `running.lock`. A ready file's bytes rewritten in place (it is read-only) leave its folder
 /// as it was: `verify --full` finds that after the apply.
+///
+/// The root's change time is left out: moving the tree (staging/ to builds/ at apply, builds/ to
+/// staging/ when its folder is recycled) changes it and nothing else, so a kept build's seal, recorded
+/// when it was staged, still says whether its folders were touched since (``Install/sortRecycled``).
 enum TreeSeal {
     static func of(_ root: String) -> String? {
         var entries: [String] = []
@@ -224,9 +228,8 @@ enum TreeSeal {
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFDIR,
                 let names = try? FileSystem.subdirectories(full)
             else { return false }
-            entries.append(
-                "\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\t\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
-            )
+            let changed = relative.isEmpty ? "" : "\t\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
+            entries.append("\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\(changed)")
             for name in names {
                 guard walk(relative.isEmpty ? name : relative + "/" + name) else { return false }
             }

@@ -237,30 +237,33 @@ extension Install {
         // The ready tree's files first: an apply may move it into builds/ meanwhile (link() follows it
         // there), and may then retire the current deployment when it holds the same build.
         var live = LiveTree()
-        let ready = try state.read().ready, current = currentDeployment()
+        let recorded = try state.read()
+        let ready = recorded.ready, current = currentDeployment()
         if let ready, ready.name != current, let manifest = try? manifest(of: ready.name) {
             let staged = stagedDirectory(ready.name)
             let directory = FileSystem.isDirectory(staged) ? staged : buildDirectory(ready.name)
             if FileSystem.isDirectory(directory) {
                 live = try LiveTree(
-                    manifest: manifest, directory: directory, build: ready.name, state: state, interest: interest)
+                    manifest: manifest, directory: directory, build: ready.recordsKey, state: state,
+                    interest: interest)
             }
         }
         if let current, let manifest = try? manifest(of: current) {
             live.merge(
                 try LiveTree(
-                    manifest: manifest, directory: buildDirectory(current), build: current, state: state,
-                    interest: interest))
+                    manifest: manifest, directory: buildDirectory(current), build: recorded.recordsKey(of: current),
+                    state: state, interest: interest))
             live.manifest = manifest  // the live build: the source its delta packs come from
         }
         // Every other build kept for rollback, newest first: a publisher's rollback to one of them, or a
         // build that brings back its files, fetches nothing they hold (checked through the stat cache).
-        let recorded = try state.read()
         for kept in recorded.history.reversed() where kept != current && kept != ready?.name {
             let folder = buildDirectory(kept)
             guard FileSystem.isDirectory(folder), let manifest = try? manifest(of: kept) else { continue }
             live.merge(
-                try LiveTree(manifest: manifest, directory: folder, build: kept, state: state, interest: interest))
+                try LiveTree(
+                    manifest: manifest, directory: folder, build: recorded.recordsKey(of: kept), state: state,
+                    interest: interest))
         }
         return live
     }

@@ -27,7 +27,7 @@ extension Install {
         let recorded = try state.read()
         guard recorded.staging?.name == name, currentDeployment() == recorded.current,
             let slot = recorded.recyclable(buildsKept: buildsKept), FileSystem.isDirectory(buildDirectory(slot)),
-            try state.hasBuildFiles(build: slot),
+            try state.hasBuildFiles(build: recorded.recordsKey(of: slot)),
             try state.update(nil, { $0.recycle(slot, into: name) })
         else { return nil }
         do {
@@ -46,45 +46,63 @@ extension Install {
         return slot
     }
 
-    /// What the recycled deployment `slot`'s files in the staged `tree` are to the staging of `manifest`.
-    /// A file that is, untouched, the one `slot` was verified with (stat as its record: size, time,
-    /// inode; regular, mode as installed) stays where it is when the manifest wants the same content,
-    /// size and mode there (`unchanged`). Any other such file whose content the new build has elsewhere is
-    /// moved out of the staging's way into `stash` (`recycled/<name>/`, same relative path): a source to
-    /// link a file of that content from (a file renamed, one put back), never a file staging writes over;
-    /// the rest is removed. Files that are not the recycled
-    /// build's as verified (changed by hand, written by a killed run of this staging) stay for staging to
-    /// replace. Run again after a kill, it finds what the first run moved in `stash`.
-    func sortRecycled(_ slot: String, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore)
-        throws(PatchSyncError) -> (unchanged: Set<String>, moved: [Plan.Content: String])
-    {
+    /// What the recycled deployment's files (its records under `records`) in the staged `tree` are to the
+    /// staging of `manifest`. A file that is, untouched, the one the recycled build was verified with stays
+    /// where it is when the manifest wants the same content, size and mode there (`unchanged`). Untouched
+    /// means: its stat as its record (size, time, inode; regular, mode as installed), or, with `sealed`
+    /// (the folders' ``TreeSeal`` still the one recorded when that build was staged: no file added,
+    /// removed or replaced since), no stat at all, so an update costs nothing for the files it does not
+    /// change. Any other such file whose content the new build has elsewhere is moved out of the staging's
+    /// way into `stash` (`recycled/<name>/`, same relative path): a source to link a file of that content
+    /// from (a file renamed, one put back), never a file staging writes over; the rest is removed. Files
+    /// that are not the recycled build's as verified (changed by hand, written by a killed run of this
+    /// staging) stay for staging to replace. Run again after a kill, it finds what the first run moved in
+    /// `stash`. `replaced`: the recorded paths whose records the staged build does not keep.
+    func sortRecycled(
+        records: String, sealed: Bool, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore
+    ) throws(PatchSyncError) -> (unchanged: Set<String>, moved: [Plan.Content: String], replaced: [String]) {
         var wanted: [String: (sha: String, size: Int64, mode: UInt32)] = [:]
         wanted.reserveCapacity(manifest.files.count)
         for file in manifest.files { wanted[file.path] = (file.sha256.hex, file.size, Plan.installedMode(file.mode)) }
-        // Contents the new build has somewhere: only a file of one of them is worth keeping as a source.
-        let contents = Set(manifest.files.map(Plan.Content.init))
-        var unchanged = Set<String>()
-        var moved: [Plan.Content: String] = [:]
-        var memo = TreeRoot.FolderMemo(), stashMemo = TreeRoot.FolderMemo()
-        try state.forEachBuildFile(build: slot) { (file, cached) throws(PatchSyncError) in
-            guard let cached, let sha = SHA256Digest(hex: file.sha256) else { return }
-            let content = Plan.Content(sha256: sha, mode: file.mode)
-            func asVerified(_ st: stat?) -> Bool {
-                guard let st, (st.st_mode & S_IFMT) == S_IFREG else { return false }
-                return UInt32(st.st_mode) & 0o777 == file.mode && StateStore.FileStat(st) == cached
+        var unchanged = Set<String>(minimumCapacity: manifest.files.count)
+        // The files to look at: with `sealed`, only those the new build does not have as they are.
+        var same: [(StateStore.BuildFile, StateStore.FileStat?)] = [], others = same
+        try state.forEachBuildFile(build: records) { (file, cached) throws(PatchSyncError) in
+            let target = wanted[file.path]
+            guard let cached, target?.sha == file.sha256, target?.mode == file.mode, target?.size == file.size else {
+                others.append((file, cached))
+                return
             }
+            if sealed { unchanged.insert(file.path) } else { same.append((file, cached)) }
+        }
+        var memo = TreeRoot.FolderMemo(), stashMemo = TreeRoot.FolderMemo()
+        func asVerified(_ st: stat?, _ file: StateStore.BuildFile, _ cached: StateStore.FileStat?) -> Bool {
+            guard let st, let cached, (st.st_mode & S_IFMT) == S_IFREG else { return false }
+            return UInt32(st.st_mode) & 0o777 == file.mode && StateStore.FileStat(st) == cached
+        }
+        for (file, cached) in same {
             do {
-                guard asVerified(try tree.status(file.path, memo: &memo)) else {
-                    if asVerified(try stash.status(file.path, memo: &stashMemo)) {
+                if asVerified(try tree.status(file.path, memo: &memo), file, cached) {
+                    unchanged.insert(file.path)
+                } else {
+                    others.append((file, cached))
+                }
+            } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
+        }
+        // Contents the new build still needs: only a file of one of them is worth keeping as a source.
+        let needed = Set(manifest.files.lazy.filter { !unchanged.contains($0.path) }.map(Plan.Content.init))
+        var moved: [Plan.Content: String] = [:]
+        for (file, cached) in others {
+            guard let sha = SHA256Digest(hex: file.sha256) else { continue }
+            let content = Plan.Content(sha256: sha, mode: file.mode)
+            do {
+                guard asVerified(try tree.status(file.path, memo: &memo), file, cached) else {
+                    if asVerified(try stash.status(file.path, memo: &stashMemo), file, cached) {
                         moved[content] = stash.full(file.path)
                     }
-                    return
+                    continue
                 }
-                if let target = wanted[file.path], target.sha == file.sha256, target.mode == file.mode,
-                    target.size == file.size
-                {
-                    unchanged.insert(file.path)
-                } else if contents.contains(content) {
+                if needed.contains(content) {
                     try tree.move(file.path, to: stash, file.path, memo: &memo)
                     moved[content] = stash.full(file.path)
                 } else {
@@ -92,6 +110,6 @@ extension Install {
                 }
             } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
         }
-        return (unchanged, moved)
+        return (unchanged, moved, others.map(\.0.path))
     }
 }

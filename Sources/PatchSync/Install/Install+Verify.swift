@@ -29,15 +29,16 @@ extension Install {
         }
         // The files as staging recorded them, streamed from the state (flat memory at any size); the
         // manifest serves older installs, whose state recorded none.
-        if try state.forEachBuildFile(build: deployment, { file, cached in visit(file, cached) }) == 0 {
-            let cache = try state.statCache(build: deployment)
+        let records = try state.read().recordsKey(of: deployment)
+        if try state.forEachBuildFile(build: records, { file, cached in visit(file, cached) }) == 0 {
+            let cache = try state.statCache(build: records)
             for file in try self.manifest(of: deployment).files {
                 let recorded = StateStore.BuildFile(
                     path: file.path, size: file.size, mode: Plan.installedMode(file.mode), sha256: file.sha256.hex)
                 visit(recorded, cache[file.path])
             }
         }
-        if !refreshed.isEmpty { try state.saveStatCache(build: deployment, refreshed) }
+        if !refreshed.isEmpty { try state.saveStatCache(build: records, refreshed) }
         // Links and empty folders are in the manifest only: without it they would go unchecked.
         let head = try manifestHead(of: deployment)
         report.entriesChecked = (head.links?.count ?? 0) + (head.folders?.count ?? 0)

@@ -19,6 +19,13 @@ public struct DeploymentIdentity: Codable, Sendable, Hashable {
     /// The build's bundles, sizes and counts, recorded when its staging begins (nil in records written
     /// before summaries were kept: the manifest is read instead).
     public var summary: BuildSummary?
+    /// The key its files' records (sizes, modes, hashes, stat cache) are kept under in state.db, when not
+    /// its name: a build staged in a recycled folder takes over that folder's records, so the files it has
+    /// unchanged keep theirs and only the changed ones are written (``InstallState/recycle(_:into:)``).
+    public var records: String?
+
+    /// The key of its files' records in state.db.
+    var recordsKey: String { records ?? name }
 
     /// Whether the deployment holds manifest `sha` with exactly `bundles` (`all`: every bundle of it).
     func holds(_ sha: String, _ bundles: [String], all: [String]) -> Bool {
@@ -95,17 +102,28 @@ extension InstallState {
         }
     }
 
-    /// Whether any record names `name`.
+    /// Whether any record names `name` (as a deployment, or as the key of a deployment's file records).
     func isRecorded(_ name: String) -> Bool {
         current == name || history.contains(name) || staging?.name == name || ready?.name == name
-            || recycling == name
+            || recycling == name || [staging, ready].contains { $0?.records == name }
+            || deployed.values.contains { $0.records == name }
+    }
+
+    /// The key of deployment `name`'s file records in state.db (its name unless it took over a recycled
+    /// folder's).
+    func recordsKey(of name: String) -> String {
+        if let staging, staging.name == name { return staging.recordsKey }
+        if let ready, ready.name == name { return ready.recordsKey }
+        return deployed[name]?.recordsKey ?? name
     }
 
     /// Staging of `identity` begins (or resumes, when it is the one recorded); a build seen on the
     /// channel is no longer held back unless it is the held-back one.
     mutating func beginStaging(_ identity: DeploymentIdentity, sequence: Int) {
         if staging?.name != identity.name { recycling = nil }
+        let records = staging?.name == identity.name ? staging?.records : nil
         staging = identity
+        if identity.records == nil { staging?.records = records }  // a resume keeps the folder's records
         seenSequence[identity.channel] = max(seenSequence[identity.channel] ?? 0, sequence)
         if heldBack != identity.buildId { heldBack = nil }
         if routes?.buildId != identity.name { routes = nil }
@@ -145,13 +163,17 @@ extension InstallState {
             history.contains(name)
         else { return false }
         recycling = name
+        let records = recordsKey(of: name)
+        staging?.records = records
         return true
     }
 
     /// The recycled folder is not (or no longer) where the staging is: a kill came between the record and
-    /// the move, or the move failed; the build keeps its folder in builds/.
+    /// the move, or the move failed; the build keeps its folder in builds/ and its records.
     mutating func recycleUndone(_ name: String) {
-        if recycling == name { recycling = nil }
+        guard recycling == name else { return }
+        recycling = nil
+        staging?.records = nil
     }
 
     /// The build whose folder the next recycling takes, when `buildsKept` are kept: the one the next apply
@@ -206,7 +228,7 @@ extension InstallState {
     /// One step back: the previous deployment is current again, and the build rolled back from is
     /// held back (a ready copy of it is dropped).
     mutating func rolledBack(to previous: String) {
-        if recycling == previous { recycling = nil }  // its folder was still in builds/
+        recycleUndone(previous)  // its folder was still in builds/, its records its own
         guard let from = current ?? history.last, from != previous else { return }  // recorded already
         current = previous
         if history.last == from { history.removeLast() }

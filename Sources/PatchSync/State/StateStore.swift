@@ -108,12 +108,15 @@ final class StateStore: Sendable {
     /// Changes the install state in one transaction: reads it, lets `transition` change it, and writes
     /// it back with whatever the change implies for the resume records (a deployment that is no longer
     /// being staged loses them). Then `point` is reached (tests kill there).
+    /// With `records`, what it writes (a staged build's file records) is in the same transaction.
     @discardableResult
     func update<T>(
         _ point: CrashPoint? = nil,
+        records: ((Database.Transaction) throws(PatchSyncError) -> Void)? = nil,
         _ transition: (inout InstallState) throws(PatchSyncError) -> T
     ) throws(PatchSyncError) -> T {
         let result = try database.transaction { (t) throws(PatchSyncError) -> T in
+            try records?(t)
             let before = try Self.decode(try t.query("SELECT version, body FROM install_state WHERE id = 1"))
             var after = before
             let result = try transition(&after)
@@ -177,13 +180,28 @@ final class StateStore: Sendable {
     }
 
     func saveStatCache(build: String, _ entries: [String: FileStat]) throws(PatchSyncError) {
-        try database.run(
+        try database.transaction { (t) throws(PatchSyncError) in try Self.saveStatCache(t, build: build, entries) }
+    }
+
+    static func saveStatCache(_ t: Database.Transaction, build: String, _ entries: [String: FileStat])
+        throws(PatchSyncError)
+    {
+        try t.run(
             """
             INSERT OR REPLACE INTO stat_cache(build, path, size, mtime_ns, inode) VALUES(?, ?, ?, ?, ?)
             """,
             rows: entries.map { path, s in
                 [.text(build), .text(path), .integer(s.size), .integer(s.modifiedNanoseconds), .integer(s.inode)]
             })
+    }
+
+    /// Forgets the records under `build` of `paths` (files a build staged in a recycled folder has not
+    /// kept as they were).
+    static func forgetFiles(_ t: Database.Transaction, build: String, _ paths: [String]) throws(PatchSyncError) {
+        for table in ["stat_cache", "build_file"] {
+            try t.run(
+                "DELETE FROM \(table) WHERE build = ? AND path = ?", rows: paths.map { [.text(build), .text($0)] })
+        }
     }
 
     /// What a deployment's files must be, kept with the stat cache so that a fast verify
@@ -196,7 +214,11 @@ final class StateStore: Sendable {
     }
 
     func saveBuildFiles(build: String, _ files: [BuildFile]) throws(PatchSyncError) {
-        try database.run(
+        try database.transaction { (t) throws(PatchSyncError) in try Self.saveBuildFiles(t, build: build, files) }
+    }
+
+    static func saveBuildFiles(_ t: Database.Transaction, build: String, _ files: [BuildFile]) throws(PatchSyncError) {
+        try t.run(
             "INSERT OR REPLACE INTO build_file(build, path, size, mode, sha256) VALUES(?, ?, ?, ?, ?)",
             rows: files.map {
                 [

@@ -2,18 +2,27 @@ import Foundation
 
 /// Where a staging starts: in the folder of a kept build that rollback does not need, brought forward
 /// (``Install/recycleSlot(for:buildsKept:)``), or in a new folder.
-enum StagingStart {
-    /// The staged folder (a recycled build's, or a new one), the paths of it already in place, and the
-    /// live files to take the rest from (``Syncer/stage(_:into:live:context:report:step:recycling:)``).
+struct StagingStart {
+    /// The staged folder (a recycled build's, or a new one).
+    var tree: TreeRoot
+    /// The paths of it already in place: their records (the recycled build's) carry over.
+    var unchanged: Set<String> = []
+    /// The recycled build's recorded paths whose records go when the staging is finished.
+    var replaced: [String] = []
+    /// The live files to take the rest from.
+    var live: LiveTree
+
+    /// Where the staging of `manifest` into `staged` starts
+    /// (``Syncer/stage(_:into:live:context:report:step:recycling:)``).
     static func of(
         _ manifest: Manifest, staged: StagedBuild, install: Install, live checked: LiveTree?, context: SyncContext,
         recycling: Bool
-    ) throws(PatchSyncError) -> (TreeRoot, Set<String>, LiveTree) {
+    ) throws(PatchSyncError) -> StagingStart {
         let slot = recycling ? try slot(for: staged, install: install, buildsKept: context.config.buildsKept) : nil
         let tree = try staged.makeFolder(in: install)
         guard let slot else {
-            if let checked { return (tree, [], checked) }
-            return (tree, [], try install.liveTrees(state: context.state))
+            if let checked { return StagingStart(tree: tree, live: checked) }
+            return StagingStart(tree: tree, live: try install.liveTrees(state: context.state))
         }
         let stash: TreeRoot
         do {
@@ -21,14 +30,18 @@ enum StagingStart {
                 String(install.layout.recycledFolder.dropFirst(install.stateDirectory.count + 1)) + "/"
                     + staged.identity.name)
         } catch { throw PatchSyncError.wrap(error).during("staging \(staged.identity.name)") }
-        let (unchanged, moved) = try install.sortRecycled(
-            slot, manifest: manifest, tree: tree, stash: stash, state: context.state)
+        // The recycled build's folders as they were when it was staged: its files are as recorded.
+        let recorded = try context.state.read()
+        let sealed = recorded.deployed[slot]?.seal.map { $0 == TreeSeal.of(staged.directory) } ?? false
+        let (unchanged, moved, replaced) = try install.sortRecycled(
+            records: recorded.recordsKey(of: staged.identity.name), sealed: sealed, manifest: manifest, tree: tree,
+            stash: stash, state: context.state)
         // Checked again after the move, only the files that may give what is not in place; the recycled
         // build's files moved out of the way are sources too (after the live ones).
         let interest = LiveTree.Interest(manifest, besides: unchanged)
         var live = try install.liveTrees(state: context.state, interest: interest)
         live.linkable.merge(moved) { mine, _ in mine }
-        return (tree, unchanged, live)
+        return StagingStart(tree: tree, unchanged: unchanged, replaced: replaced, live: live)
     }
 
     /// The kept build whose folder `staged` starts from: the one a killed run of this staging took, while

@@ -15,16 +15,12 @@ extension Syncer {
         report: inout SyncReport, step: [String]? = nil, recycling: Bool = false
     ) async throws(PatchSyncError) {
         let id = staged.identity.name
-        let (tree, unchanged, live) = try StagingStart.of(
+        let start = try StagingStart.of(
             manifest, staged: staged, install: install, live: checked, context: context, recycling: recycling)
+        let (tree, unchanged, live) = (start.tree, start.unchanged, start.live)
         let routesOnly = Plan(
             manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [], unchanged: unchanged)
-        let resumed = try staged.prepare(routesOnly.assembled, in: tree)
-        if resumed.filesVouched + resumed.filesReread > 0 {
-            Self.logger.info(
-                "resuming \(id): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)"
-            )
-        }
+        let resumed = try Self.resume(staged, routesOnly.assembled, in: tree)
         let update = UpdatePlan(manifest: manifest, local: live, done: resumed.done, unchanged: unchanged)
         var plan = update.plan
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
@@ -61,7 +57,7 @@ extension Syncer {
                 manifest, plan: plan, files: files, context: context, before: deltas.progressBytes, report: &report)
             report.filesLinked += unchanged.count  // unchanged, as linked ones are
             try files.flush()
-            try finish(manifest, staged: staged, tree: tree, plan: plan)
+            try finish(manifest, staged: staged, start: start, plan: plan)
         } catch {
             guard error.reason == .diskFull, error.requiredBytes == nil else { throw error }
             var full = error
@@ -69,6 +65,19 @@ extension Syncer {
             full.availableBytes = FileSystem.freeBytes(at: staged.directory)
             throw full
         }
+    }
+
+    /// What a killed run of this staging wrote that still holds (``StagedBuild/prepare(_:in:)``).
+    private static func resume(_ staged: StagedBuild, _ files: [FileEntry], in tree: TreeRoot) throws(PatchSyncError)
+        -> StagedBuild.Prepared
+    {
+        let resumed = try staged.prepare(files, in: tree)
+        if resumed.filesVouched + resumed.filesReread > 0 {
+            logger.info(
+                "resuming \(staged.identity.name): \(resumed.filesVouched) staged files unchanged since their last flush, \(resumed.filesReread) read again (\(resumed.bytesReread) bytes)"
+            )
+        }
+        return resumed
     }
 
     /// Fetches what `plan` still needs: chunks copied from local files first, the rest from the sources
@@ -161,13 +170,16 @@ extension Syncer {
         return unavailable
     }
 
-    /// Makes the staged tree final (modes, fsync, stat cache) and marks the build ready, in one
-    /// transaction; the ready build it replaces is left for housekeeping.
-    private func finish(_ manifest: Manifest, staged: StagedBuild, tree: TreeRoot, plan: Plan) throws(PatchSyncError) {
-        let id = staged.identity.name, directory = staged.directory
+    /// Makes the staged tree final (modes, fsync, stat cache) and marks the build ready, with its files'
+    /// records, in one transaction; the ready build it replaces is left for housekeeping. In a recycled
+    /// folder, the files in place unchanged keep the records they have (no stat, no row written).
+    private func finish(_ manifest: Manifest, staged: StagedBuild, start: StagingStart, plan: Plan)
+        throws(PatchSyncError)
+    {
+        let id = staged.identity.name, directory = staged.directory, tree = start.tree
         let done = try staged.recorded(manifest)
         var stats: [String: StateStore.FileStat] = [:]
-        var folders: Set<String> = []
+        var written: [StateStore.BuildFile] = []
         try PatchSyncError.step("finishing \(id)") { () throws(PatchSyncError) in
             for file in plan.assembled {
                 for index in file.chunks.indices where !done.contains(.init(path: file.path, index: index)) {
@@ -178,10 +190,12 @@ extension Syncer {
                     throw PatchSyncError.wrap(error)
                 }
             }
-            folders = try placeEntries(manifest, in: tree, directory: directory)
-            stats.reserveCapacity(manifest.files.count)
+            let folders = try placeEntries(manifest, in: tree, directory: directory)
+            let files =
+                start.unchanged.isEmpty ? manifest.files : manifest.files.filter { !start.unchanged.contains($0.path) }
+            stats.reserveCapacity(files.count)
             var memo = TreeRoot.FolderMemo()
-            for file in manifest.files {
+            for file in files {
                 do {
                     guard let st = try tree.status(file.path, memo: &memo), (st.st_mode & S_IFMT) == S_IFREG else {
                         throw Errno(ENOENT, "finding the staged file", tree.full(file.path))
@@ -189,17 +203,22 @@ extension Syncer {
                     stats[file.path] = StateStore.FileStat(st)
                 } catch { throw PatchSyncError.wrap(error) }
             }
-            try syncTree(tree, folders: folders, staged: staged)
-        }
-        try staged.state.saveStatCache(build: id, stats)
-        try staged.state.saveBuildFiles(
-            build: id,
-            manifest.files.map {
+            written = files.map {
                 StateStore.BuildFile(
                     path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode), sha256: $0.sha256.hex)
-            })
+            }
+            try syncTree(tree, folders: folders, staged: staged)
+        }
         let seal = TreeSeal.of(directory)
-        try staged.state.update(.stagingFinished) { _ = $0.finishStaging(id, seal: seal) }
+        let key = try staged.state.read().recordsKey(of: id), replaced = start.replaced
+        try staged.state.update(
+            .stagingFinished,
+            records: { (t) throws(PatchSyncError) in
+                try StateStore.forgetFiles(t, build: key, replaced)
+                try StateStore.saveStatCache(t, build: key, stats)
+                try StateStore.saveBuildFiles(t, build: key, written)
+            }
+        ) { _ = $0.finishStaging(id, seal: seal) }
     }
 
     /// Places the manifest's links and folders, and removes anything else in the staged folder: only the

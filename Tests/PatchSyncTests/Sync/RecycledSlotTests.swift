@@ -78,8 +78,43 @@ struct RecycledSlotTests {
         _ = try install.applyPendingUpdate()
         try EndToEndTests.expectInstalled(install, matches: builds[2])
         #expect(try install.status().recycling == nil)
+        // Build 3's records are the folder's: build 1's carried over, only the changed files' rewritten.
+        let state = try install.state()
+        let key = try state.read().recordsKey(of: ready.name)
+        #expect(key == "1")
+        let recorded = try state.buildFiles(build: key)
+        #expect(recorded.map(\.0.path).sorted() == target.keys.sorted())
+        #expect(recorded.allSatisfy { $0.0.sha256 == target[$0.0.path]?.sha256 && $0.1 != nil })
+        #expect(try state.buildFiles(build: ready.name).isEmpty)
+        #expect(try install.verify(full: true).damaged.isEmpty)
         #expect(try install.rollback().current == "2", "build 2 is kept for rollback again")
         try EndToEndTests.expectInstalled(install, matches: builds[1])
+    }
+
+    @Test(
+        "with the recycled folder's folders as they were when it was staged (its seal), the files the new build has unchanged are kept without a stat: a record that no longer matches the file is carried as it is, for verify to find"
+    )
+    func sealedSlotIsNotStatted() async throws {
+        let fixture = try Fixture()
+        let (install, builds) = try await Self.secondUpdate(fixture)
+        let (path, full) = try Self.sharedWithTheTargetOnly(install, builds)
+        var before = stat()
+        #expect(lstat(full, &before) == 0)
+        // The record says another time than the file has: a per-file check would replace the file.
+        let state = try install.state()
+        try state.saveStatCache(
+            build: "1",
+            [
+                path: StateStore.FileStat(
+                    size: Int64(before.st_size), modifiedNanoseconds: 1, inode: Int64(before.st_ino))
+            ])
+
+        _ = try await Syncer(install: install).run()
+        let ready = try #require(try state.read().ready)
+        var after = stat()
+        #expect(lstat(install.stagedDirectory(ready.name) + "/" + path, &after) == 0)
+        #expect(after.st_ino == before.st_ino, "kept where it was, not checked")
+        #expect(try state.statCache(build: "1")[path]?.modifiedNanoseconds == 1, "its record carried as it was")
     }
 
     @Test(
@@ -150,26 +185,51 @@ struct RecycledSlotTests {
         #expect(FileManager.default.fileExists(atPath: victim + "/someone/file"), "the link's target is untouched")
     }
 
-    @Test(
-        "a file of the recycled folder changed by hand since it was verified is replaced, not kept: the build staged is the published one"
-    )
-    func changedSlotFileIsReplaced() async throws {
-        let fixture = try Fixture()
-        let (install, builds) = try await Self.secondUpdate(fixture)
+    /// A file build 1 has unchanged in build 3 that build 2 does not share (so the live build keeps its
+    /// bytes whatever happens to it), and its full path in build 1's folder.
+    static func sharedWithTheTargetOnly(_ install: Install, _ builds: [String]) throws -> (String, String) {
         let target = try treeFacts(builds[2])
-        let previous = try Self.inodes(install.buildDirectory("1"))
-        let live = try Self.inodes(install.root + "/current")
-        // A file build 1 has unchanged in build 3, but that build 2 does not share (so the live build keeps
-        // its bytes): its bytes changed in place, same size.
+        let previous = try inodes(install.buildDirectory("1"))
+        let live = try inodes(install.root + "/current")
         let path = try #require(
             previous.keys.sorted().first {
                 target[$0]?.sha256 == previous[$0]?.sha256 && live[$0]?.inode != previous[$0]?.inode
             },
             "a file build 1 and 3 share that build 2 changed")
-        let full = install.buildDirectory("1") + "/" + path
+        return (path, install.buildDirectory("1") + "/" + path)
+    }
+
+    @Test(
+        "a file of the recycled folder replaced by hand since it was verified (its folder changed: the seal differs) is checked and replaced, not kept: the build staged is the published one"
+    )
+    func replacedSlotFileIsReplaced() async throws {
+        let fixture = try Fixture()
+        let (install, builds) = try await Self.secondUpdate(fixture)
+        let (_, full) = try Self.sharedWithTheTargetOnly(install, builds)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: full)[.size] as? NSNumber)
+        try FileManager.default.removeItem(atPath: full)
+        try Data(repeating: 0xEE, count: size.intValue).write(to: URL(fileURLWithPath: full))
+
+        _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: builds[2])
+        #expect(try install.verify(full: true).damaged.isEmpty)
+    }
+
+    @Test(
+        "a file of the recycled folder rewritten in place by hand (read-only made writable; no folder changed) is carried over with the record it was verified with: the first fast verify finds it, and repair brings back the published bytes"
+    )
+    func rewrittenSlotFileIsFoundByVerify() async throws {
+        let fixture = try Fixture()
+        let (install, builds) = try await Self.secondUpdate(fixture)
+        let (path, full) = try Self.sharedWithTheTargetOnly(install, builds)
         try overwriteInPlace(full)
 
         _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        let report = try install.verify(full: false)
+        #expect(report.damaged.map(\.path) == [path], "the stat differs from the record carried over")
+        _ = try await Syncer(install: install).repair(report)
         _ = try install.applyPendingUpdate()
         try EndToEndTests.expectInstalled(install, matches: builds[2])
     }

@@ -61,19 +61,25 @@ extension Install {
     func sortRecycled(
         records: String, sealed: Bool, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore
     ) throws(PatchSyncError) -> (unchanged: Set<String>, moved: [Plan.Content: String], replaced: [String]) {
-        var wanted: [String: (sha: String, size: Int64, mode: UInt32)] = [:]
-        wanted.reserveCapacity(manifest.files.count)
-        for file in manifest.files { wanted[file.path] = (file.sha256.hex, file.size, Plan.installedMode(file.mode)) }
         var unchanged = Set<String>(minimumCapacity: manifest.files.count)
-        // The files to look at: with `sealed`, only those the new build does not have as they are.
+        // The files to look at: with `sealed`, only those the new build does not have as they are. The
+        // records come in path order: a merge with the manifest's files in the same order finds each one's.
         var same: [(StateStore.BuildFile, StateStore.FileStat?)] = [], others = same
+        var targets = PathOrder(manifest.files)
         try state.forEachBuildFile(build: records) { (file, cached) throws(PatchSyncError) in
-            let target = wanted[file.path]
-            guard let cached, target?.sha == file.sha256, target?.mode == file.mode, target?.size == file.size else {
+            guard let cached, let target = targets.file(at: file.path), target.size == file.size,
+                Plan.installedMode(target.mode) == file.mode, target.sha256.hex == file.sha256
+            else {
                 others.append((file, cached))
                 return
             }
-            if sealed { unchanged.insert(file.path) } else { same.append((file, cached)) }
+            // The root's own change time is not in the seal (moving the folder changes it): a file right
+            // in the root is checked whatever the seal says.
+            if sealed, file.path.utf8.contains(UInt8(ascii: "/")) {
+                unchanged.insert(file.path)
+            } else {
+                same.append((file, cached))
+            }
         }
         var memo = TreeRoot.FolderMemo(), stashMemo = TreeRoot.FolderMemo()
         func asVerified(_ st: stat?, _ file: StateStore.BuildFile, _ cached: StateStore.FileStat?) -> Bool {
@@ -112,4 +118,26 @@ extension Install {
         }
         return (unchanged, moved, others.map(\.0.path))
     }
+}
+
+/// A manifest's files in path order (bytewise, a binary manifest's own order; sorted once otherwise),
+/// walked forward by lookups of increasing paths: a merge with another sorted list, no table of every path.
+struct PathOrder {
+    private let files: [FileEntry]
+    private var order: [Int]?
+    private var cursor = 0
+
+    init(_ files: [FileEntry]) {
+        self.files = files
+        let sorted = files.indices.dropFirst().allSatisfy { PathIndex.precedes(files[$0 - 1].path, files[$0].path) }
+        order = sorted ? nil : files.indices.sorted { PathIndex.precedes(files[$0].path, files[$1].path) }
+    }
+
+    /// The file at `path`, which is after every path asked for before.
+    mutating func file(at path: String) -> FileEntry? {
+        while cursor < files.count, PathIndex.precedes(self[cursor].path, path) { cursor += 1 }
+        return cursor < files.count && self[cursor].path == path ? self[cursor] : nil
+    }
+
+    private subscript(_ i: Int) -> FileEntry { files[order?[i] ?? i] }
 }

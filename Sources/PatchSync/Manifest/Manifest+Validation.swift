@@ -19,15 +19,12 @@ extension Manifest {
         guard bundleNames.count == bundles.count, (1...Manifest.maximumBundles).contains(bundles.count) else {
             throw refusal("has duplicate bundles, none, or more than \(Manifest.maximumBundles)")
         }
-        var seen = Set<String>(), folded = Set<String>()
+        var (paths, duplicate) = PathIndex.of(files: files.map(\.path))
+        if let duplicate { throw refusal("lists \(duplicate) twice, or with another path that differs only in case") }
         // Sealed objects are fetched and opened whole (their plain bytes are never an origin file).
         let naming = ObjectNaming(format: formatVersion), sealedPlain = Set((sealed ?? []).map(\.object))
         for file in files {
             try Manifest.checkPath(file.path)
-            guard seen.insert(file.path).inserted else { throw refusal("lists \(file.path) twice") }
-            guard folded.insert(PathRule.folded(file.path)).inserted else {  // one file on case-insensitive disks
-                throw refusal("lists \(file.path) and another path that differs only in case")
-            }
             guard bundleNames.contains(file.bundle) else {
                 throw refusal("puts \(file.path) in unknown bundle \(file.bundle)")
             }
@@ -40,14 +37,17 @@ extension Manifest {
             try checkChunkObjects(of: file, sealedPlain: sealedPlain)
         }
         for link in links ?? [] {
-            try checkEntry(link.path, bundle: link.bundle, &seen, &folded)
+            try checkEntry(link.path, bundle: link.bundle, leaf: true, &paths)
             guard LinkResolver.isUsableTarget(link.target) else {
                 throw refusal("gives link \(link.path) the target '\(link.target)'; only relative targets are allowed")
             }
         }
-        for folder in folders ?? [] { try checkEntry(folder.path, bundle: folder.bundle, &seen, &folded) }
-        try checkNoFileIsAFolder(
-            seen, leaves: Set((files.map(\.path) + (links ?? []).map(\.path)).map(PathRule.folded)))
+        for folder in folders ?? [] { try checkEntry(folder.path, bundle: folder.bundle, leaf: false, &paths) }
+        if let (path, prefix) = paths.firstFileAsFolder() {
+            throw refusal(
+                "has \(prefix) both as a file or link and as a folder of \(path) (or a path "
+                    + "that differs from it only in case)")
+        }
         if let links, !links.isEmpty {
             let resolver = LinkResolver(links: links)
             for link in links where !resolver.staysInside(link.path) {
@@ -133,28 +133,15 @@ extension Manifest {
     }
 
     /// A link's or a folder's path: safe, listed once, in a known bundle.
-    private func checkEntry(
-        _ path: String, bundle: String, _ seen: inout Set<String>,
-        _ folded: inout Set<String>
-    ) throws(PatchSyncError) {
+    private func checkEntry(_ path: String, bundle: String, leaf: Bool, _ paths: inout PathIndex)
+        throws(PatchSyncError)
+    {
         try Manifest.checkPath(path)
-        guard seen.insert(path).inserted, folded.insert(PathRule.folded(path)).inserted else {
+        guard paths.add(path, leaf: leaf) else {
             throw refusal("lists \(path) twice, or with another path that differs only in case")
         }
         guard bundles.contains(where: { $0.name == bundle }) else {
             throw refusal("puts \(path) in unknown bundle \(bundle)")
-        }
-    }
-
-    /// Nothing sits below a file or a link, case-folded (one path on a case-insensitive disk): staging
-    /// never writes through a link, nor places a link over a folder of staged files.
-    private func checkNoFileIsAFolder(_ paths: Set<String>, leaves: Set<String>) throws(PatchSyncError) {
-        for path in paths {
-            for prefix in PathRule.ancestors(path) where leaves.contains(PathRule.folded(prefix)) {
-                throw refusal(
-                    "has \(prefix) both as a file or link and as a folder of \(path) (or a path "
-                        + "that differs from it only in case)")
-            }
         }
     }
 

@@ -45,15 +45,18 @@ struct LiveTree: Sendable {
         manifest: Manifest, directory: String, build: String, state: StateStore, interest: Interest? = nil
     ) throws(PatchSyncError) {
         self.manifest = manifest
-        let cache = try state.statCache(build: build)
+        // With `interest`, only the records of the files it wants are read.
+        let files = interest.map { interest in manifest.files.filter(interest.wants) } ?? manifest.files
+        let cache =
+            try interest == nil
+            ? state.statCache(build: build) : state.statCache(build: build, paths: files.map(\.path))
         var updated: [String: StateStore.FileStat] = [:]
         // Sized once: growing two tables of a million entries rehashes each of them twenty times.
         if interest == nil {
             linkable.reserveCapacity(manifest.files.count)
             chunks.reserveCapacity(manifest.files.reduce(0) { $0 + $1.chunks.count })
         }
-        for file in manifest.files {
-            if let interest, !interest.wants(file) { continue }
+        for file in files {
             let full = directory + "/" + file.path
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFREG,
                 Int64(st.st_size) == file.size, UInt32(st.st_mode) & 0o777 == Plan.installedMode(file.mode)

@@ -165,6 +165,8 @@ extension InstallState {
         recycling = name
         let records = recordsKey(of: name)
         staging?.records = records
+        // Its records are the staging's now; should its folder come back (by hand), it has none of its own.
+        deployed[name]?.records = records + "#recycled"
         return true
     }
 

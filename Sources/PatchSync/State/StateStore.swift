@@ -108,16 +108,17 @@ final class StateStore: Sendable {
     /// Changes the install state in one transaction: reads it, lets `transition` change it, and writes
     /// it back with whatever the change implies for the resume records (a deployment that is no longer
     /// being staged loses them). Then `point` is reached (tests kill there).
-    /// With `records`, what it writes (a staged build's file records) is in the same transaction.
+    /// With `records`, what it writes (a staged build's file records, given the state before) is in the
+    /// same transaction.
     @discardableResult
     func update<T>(
         _ point: CrashPoint? = nil,
-        records: ((Database.Transaction) throws(PatchSyncError) -> Void)? = nil,
+        records: ((Database.Transaction, InstallState) throws(PatchSyncError) -> Void)? = nil,
         _ transition: (inout InstallState) throws(PatchSyncError) -> T
     ) throws(PatchSyncError) -> T {
         let result = try database.transaction { (t) throws(PatchSyncError) -> T in
-            try records?(t)
             let before = try Self.decode(try t.query("SELECT version, body FROM install_state WHERE id = 1"))
+            try records?(t, before)
             var after = before
             let result = try transition(&after)
             guard after != before else { return result }
@@ -167,16 +168,38 @@ final class StateStore: Sendable {
         var cache: [String: FileStat] = [:]
         let count = try database.query("SELECT count(*) FROM stat_cache WHERE build = ?", [.text(build)])
         cache.reserveCapacity(Int(count.first?[0].integer ?? 0))
-        for row in try database.query(
-            "SELECT path, size, mtime_ns, inode FROM stat_cache WHERE build = ?",
-            [.text(build)])
-        {
+        try Self.readStats(
+            database.query("SELECT path, size, mtime_ns, inode FROM stat_cache WHERE build = ?", [.text(build)]),
+            into: &cache)
+        return cache
+    }
+
+    /// The stat cache of `paths` of `build` only (a few hundred looked up per query).
+    func statCache(build: String, paths: [String]) throws(PatchSyncError) -> [String: FileStat] {
+        var cache: [String: FileStat] = [:]
+        cache.reserveCapacity(paths.count)
+        var start = 0
+        while start < paths.count {
+            let batch = paths[start..<min(start + 500, paths.count)]
+            start += batch.count
+            let marks = Array(repeating: "?", count: batch.count).joined(separator: ", ")
+            try Self.readStats(
+                database.query(
+                    "SELECT path, size, mtime_ns, inode FROM stat_cache WHERE build = ? AND path IN (\(marks))",
+                    [.text(build)] + batch.map { .text($0) }),
+                into: &cache)
+        }
+        return cache
+    }
+
+    /// Rows of (path, size, mtime_ns, inode) into `cache`.
+    private static func readStats(_ rows: [[Database.Value]], into cache: inout [String: FileStat]) {
+        for row in rows {
             guard let path = row[0].text, let size = row[1].integer, let mtime = row[2].integer,
                 let inode = row[3].integer
             else { continue }
             cache[path] = FileStat(size: size, modifiedNanoseconds: mtime, inode: inode)
         }
-        return cache
     }
 
     func saveStatCache(build: String, _ entries: [String: FileStat]) throws(PatchSyncError) {

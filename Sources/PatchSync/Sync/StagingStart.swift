@@ -32,7 +32,7 @@ struct StagingStart {
         } catch { throw PatchSyncError.wrap(error).during("staging \(staged.identity.name)") }
         // The recycled build's folders as they were when it was staged: its files are as recorded.
         let recorded = try context.state.read()
-        let sealed = recorded.deployed[slot]?.seal.map { $0 == TreeSeal.of(staged.directory) } ?? false
+        let sealed = TreeSeal.foldersHold(recorded.deployed[slot]?.seal, for: staged.directory)
         let (unchanged, moved, replaced) = try install.sortRecycled(
             records: recorded.recordsKey(of: staged.identity.name), sealed: sealed, manifest: manifest, tree: tree,
             stash: stash, state: context.state)

@@ -210,10 +210,14 @@ extension Syncer {
             try syncTree(tree, folders: folders, staged: staged)
         }
         let seal = TreeSeal.of(directory)
-        let key = try staged.state.read().recordsKey(of: id), replaced = start.replaced
+        let replaced = start.replaced
         try staged.state.update(
             .stagingFinished,
-            records: { (t) throws(PatchSyncError) in
+            records: { (t, state) throws(PatchSyncError) in
+                guard state.staging?.name == id else {
+                    throw PatchSyncError(.internal, "\(id) is no longer the build being staged")
+                }
+                let key = state.recordsKey(of: id)
                 try StateStore.forgetFiles(t, build: key, replaced)
                 try StateStore.saveStatCache(t, build: key, stats)
                 try StateStore.saveBuildFiles(t, build: key, written)

@@ -23,9 +23,9 @@ struct LiveTree: Sendable {
         var paths = Set<String>()
         var chunks = Set<SHA256Digest>()
 
-        /// What staging `manifest` needs besides the files at `unchanged`.
-        init(_ manifest: Manifest, besides unchanged: Set<String>) {
-            for file in manifest.files where !unchanged.contains(file.path) {
+        /// What staging `pending`, files of `manifest`, needs.
+        init(_ manifest: Manifest, pending: [FileEntry]) {
+            for file in pending {
                 contents.insert(Plan.Content(file))
                 paths.insert(file.path)
                 for chunk in file.chunks { chunks.insert(chunk.sha256) }

@@ -67,17 +67,17 @@ struct Plan: Sendable {
 
 extension Plan {
     /// Plans `manifest` against the verified live files (content and mode → absolute path)
-    /// and the chunks already recorded done; the files at `unchanged` are in place already (a recycled
-    /// folder's) and need nothing.
+    /// and the chunks already recorded done. With `pending`, only those of its files are planned (the
+    /// others are in place already, in a recycled folder, and need nothing).
     init(
         manifest: Manifest, live: [Content: String], liveChunks: [SHA256Digest: LocalChunk],
-        done: Set<StateStore.ChunkRef>, unchanged: Set<String> = []
+        done: Set<StateStore.ChunkRef>, pending: [FileEntry]? = nil
     ) {
         self.done = done
         let ranks = BundleSelection.ranks(manifest.bundles)
         var needs: [SHA256Digest: Need] = [:]
         var order: [SHA256Digest] = []
-        for file in manifest.files where unchanged.isEmpty || !unchanged.contains(file.path) {
+        for file in pending ?? manifest.files {
             if let source = live[Content(file)] {
                 links.append(Link(path: file.path, source: source))
                 continue

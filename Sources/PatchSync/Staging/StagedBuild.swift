@@ -136,9 +136,13 @@ struct StagedBuild: Sendable {
     /// The chunks recorded done for `manifest` in this run's records (no re-read): for planning
     /// again after the deltas wrote theirs.
     func recorded(_ manifest: Manifest) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
-        let files = Dictionary(manifest.files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let records = try state.chunkRecords(identity.name)
+        let paths = Set(records.map(\.ref.path))  // the files written (a few of a large build, in an update)
+        let files = Dictionary(
+            manifest.files.lazy.filter { paths.contains($0.path) }.map { ($0.path, $0) },
+            uniquingKeysWith: { a, _ in a })
         return Set(
-            try state.chunkRecords(identity.name).compactMap { record in
+            records.compactMap { record in
                 guard let file = files[record.ref.path], file.chunks.indices.contains(record.ref.index),
                     file.chunks[record.ref.index].sha256.hex == record.sha256
                 else { return nil }

@@ -22,10 +22,10 @@ struct UpdatePlan: Sendable {
     /// from the live build (`local.manifest`), or `pack` when given (one a publish would write).
     init(
         manifest: Manifest, local: LiveTree, done: Set<StateStore.ChunkRef> = [], pack: DeltaSource? = nil,
-        unchanged: Set<String> = []
+        pending: [FileEntry]? = nil
     ) {
         plan = Plan(
-            manifest: manifest, live: local.linkable, liveChunks: local.chunks, done: done, unchanged: unchanged)
+            manifest: manifest, live: local.linkable, liveChunks: local.chunks, done: done, pending: pending)
         delta = Self.deltaRoute(manifest, plan: plan, local: local, pack: pack)
     }
 

@@ -5,8 +5,10 @@ import Foundation
 struct StagingStart {
     /// The staged folder (a recycled build's, or a new one).
     var tree: TreeRoot
-    /// The paths of it already in place: their records (the recycled build's) carry over.
-    var unchanged: Set<String> = []
+    /// How many files of it are in place already: their records (the recycled build's) carry over.
+    var unchanged = 0
+    /// The files still to place (nil: all of the manifest's).
+    var pending: [FileEntry]?
     /// The recycled build's recorded paths whose records go when the staging is finished.
     var replaced: [String] = []
     /// The live files to take the rest from.
@@ -38,10 +40,12 @@ struct StagingStart {
             stash: stash, state: context.state)
         // Checked again after the move, only the files that may give what is not in place; the recycled
         // build's files moved out of the way are sources too (after the live ones).
-        let interest = LiveTree.Interest(manifest, besides: unchanged)
+        let pending = manifest.files.filter { !unchanged.contains($0.path) }
+        let interest = LiveTree.Interest(manifest, pending: pending)
         var live = try install.liveTrees(state: context.state, interest: interest)
         live.linkable.merge(moved) { mine, _ in mine }
-        return StagingStart(tree: tree, unchanged: unchanged, replaced: replaced, live: live)
+        return StagingStart(
+            tree: tree, unchanged: unchanged.count, pending: pending, replaced: replaced, live: live)
     }
 
     /// The kept build whose folder `staged` starts from: the one a killed run of this staging took, while

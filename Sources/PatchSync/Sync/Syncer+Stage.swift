@@ -19,9 +19,9 @@ extension Syncer {
             manifest, staged: staged, install: install, live: checked, context: context, recycling: recycling)
         let (tree, unchanged, live) = (start.tree, start.unchanged, start.live)
         let routesOnly = Plan(
-            manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [], unchanged: unchanged)
+            manifest: manifest, live: live.linkable, liveChunks: live.chunks, done: [], pending: start.pending)
         let resumed = try Self.resume(staged, routesOnly.assembled, in: tree)
-        let update = UpdatePlan(manifest: manifest, local: live, done: resumed.done, unchanged: unchanged)
+        let update = UpdatePlan(manifest: manifest, local: live, done: resumed.done, pending: start.pending)
         var plan = update.plan
         try PatchSyncError.step("staging \(id)") { () throws(PatchSyncError) in
             try checkFreeSpace(for: plan, in: staged.directory)
@@ -44,18 +44,18 @@ extension Syncer {
             )
             // Named by the deployment's folder in the state; a status shows its build id.
             let routes = InstallStatus.Routes(
-                buildId: id, linked: plan.links.count + unchanged.count, delta: deltas.files,
+                buildId: id, linked: plan.links.count + unchanged, delta: deltas.files,
                 chunks: plan.assembled.count - deltas.files)
             try context.state.update { $0.recordRoutes(routes) }
             if deltas.chunks > 0 {  // what is left after the deltas: chunks only
                 try files.flush()
                 plan = Plan(
                     manifest: manifest, live: live.linkable, liveChunks: live.chunks,
-                    done: try staged.recorded(manifest), unchanged: unchanged)
+                    done: try staged.recorded(manifest), pending: start.pending)
             }
             try await fetch(
                 manifest, plan: plan, files: files, context: context, before: deltas.progressBytes, report: &report)
-            report.filesLinked += unchanged.count  // unchanged, as linked ones are
+            report.filesLinked += unchanged  // unchanged, as linked ones are
             try files.flush()
             try finish(manifest, staged: staged, start: start, plan: plan)
         } catch {
@@ -190,9 +190,8 @@ extension Syncer {
                     throw PatchSyncError.wrap(error)
                 }
             }
-            let folders = try placeEntries(manifest, in: tree, directory: directory)
-            let files =
-                start.unchanged.isEmpty ? manifest.files : manifest.files.filter { !start.unchanged.contains($0.path) }
+            let folders = try TreeEntries.placeAll(manifest, in: tree, directory: directory)
+            let files = start.pending ?? manifest.files
             stats.reserveCapacity(files.count)
             var memo = TreeRoot.FolderMemo()
             for file in files {
@@ -223,29 +222,6 @@ extension Syncer {
                 try StateStore.saveBuildFiles(t, build: key, written)
             }
         ) { _ = $0.finishStaging(id, seal: seal) }
-    }
-
-    /// Places the manifest's links and folders, and removes anything else in the staged folder: only the
-    /// signed build goes live (what was left by hand, by an older staging, or planted is removed, links
-    /// with it, never followed). Returns every folder of the build, the root included.
-    private func placeEntries(_ manifest: Manifest, in tree: TreeRoot, directory: String) throws(PatchSyncError)
-        -> Set<String>
-    {
-        let entries = try TreeEntries.place(manifest, in: tree)
-        var folders: Set<String> = [""]
-        for path in manifest.files.map(\.path) + entries {
-            for folder in PathRule.ancestors(path) { folders.insert(folder) }
-        }
-        let signed = Set(manifest.files.map(\.path) + entries).union(folders)
-        do {
-            let strays = try tree.removeAll(except: signed, folders: folders.union(manifest.folders?.map(\.path) ?? []))
-            if !strays.isEmpty {
-                Self.logger.notice(
-                    "removed \(strays.count) entries from \(directory) that the build does not have: \(strays.prefix(5))"
-                )
-            }
-        } catch { throw PatchSyncError.wrap(error) }
-        return folders
     }
 
     /// The one sync of the staging: every file's bytes and the modes set, then each folder. Through the

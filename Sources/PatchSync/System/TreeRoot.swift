@@ -183,30 +183,33 @@ final class TreeRoot: Sendable {
     /// kept entry that readdir does not say is something else.
     @discardableResult
     func removeAll(except keep: Set<String>, folders: Set<String>? = nil) throws(Errno) -> [String] {
-        let folderBytes = folders.map { Set($0.map { Array($0.utf8) }) }
         // Compared by bytes, as the kernel names them: Swift's String equality would take an NFD twin of a
-        // kept name for it, and a name that is not UTF-8 would not round-trip.
-        let kept = Set(keep.map { Array($0.utf8) })
+        // kept name for it (so a match is checked byte for byte), and a name that is not UTF-8 is no
+        // manifest path (so it goes).
+        func holds(_ set: Set<String>, _ relative: String) -> Bool {
+            guard let found = set.firstIndex(of: relative) else { return false }
+            return set[found].utf8.elementsEqual(relative.utf8)
+        }
         var removed: [String] = []
-        func sweep(_ folder: FileDescriptor, _ prefix: [UInt8]) throws(Errno) {
+        func sweep(_ folder: FileDescriptor, _ prefix: String) throws(Errno) {
             for (raw, notFolder) in try folder.rawEntries() {
-                let name = raw.dropLast().map { UInt8(bitPattern: $0) }
-                let relative = prefix.isEmpty ? name : prefix + [UInt8(ascii: "/")] + name
-                guard kept.contains(relative) else {
+                let bytes = raw.dropLast().map { UInt8(bitPattern: $0) }
+                let name = String(validating: bytes, as: UTF8.self)
+                let relative = name.map { prefix.isEmpty ? $0 : prefix + "/" + $0 }
+                guard let relative, holds(keep, relative) else {
                     try Self.removeEntry(raw: raw, in: folder)
-                    removed.append(String(decoding: relative, as: UTF8.self))
+                    removed.append(
+                        relative ?? (prefix.isEmpty ? "" : prefix + "/") + String(decoding: bytes, as: UTF8.self))
                     continue
                 }
-                if let folderBytes { if !folderBytes.contains(relative) { continue } } else if notFolder { continue }
+                if let folders { if !holds(folders, relative) { continue } } else if notFolder { continue }
                 let fd = openat(folder.fd, raw, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if fd >= 0 {
-                    try sweep(
-                        FileDescriptor(adopting: fd, path: folder.path + "/" + String(decoding: name, as: UTF8.self)),
-                        relative)
+                    try sweep(FileDescriptor(adopting: fd, path: folder.path + "/" + (name ?? "")), relative)
                 }
             }
         }
-        try sweep(root, [])
+        try sweep(root, "")
         return removed
     }
 

@@ -57,30 +57,14 @@ extension Install {
     /// from (a file renamed, one put back), never a file staging writes over; the rest is removed. Files
     /// that are not the recycled build's as verified (changed by hand, written by a killed run of this
     /// staging) stay for staging to replace. Run again after a kill, it finds what the first run moved in
-    /// `stash`. `replaced`: the recorded paths whose records the staged build does not keep.
+    /// `stash`. `pending`: the files of `manifest` not in place; `replaced`: the recorded paths whose
+    /// records the staged build does not keep.
     func sortRecycled(
         records: String, sealed: Bool, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore
-    ) throws(PatchSyncError) -> (unchanged: Set<String>, moved: [Plan.Content: String], replaced: [String]) {
-        var unchanged = Set<String>(minimumCapacity: manifest.files.count)
-        // The files to look at: with `sealed`, only those the new build does not have as they are. The
-        // records come in path order: a merge with the manifest's files in the same order finds each one's.
-        var same: [(StateStore.BuildFile, StateStore.FileStat?)] = [], others = same
-        var targets = PathOrder(manifest.files)
-        try state.forEachBuildFile(build: records) { (file, cached) throws(PatchSyncError) in
-            guard let cached, let target = targets.file(at: file.path), target.size == file.size,
-                Plan.installedMode(target.mode) == file.mode, target.sha256.hex == file.sha256
-            else {
-                others.append((file, cached))
-                return
-            }
-            // The root's own change time is not in the seal (moving the folder changes it): a file right
-            // in the root is checked whatever the seal says.
-            if sealed, file.path.utf8.contains(UInt8(ascii: "/")) {
-                unchanged.insert(file.path)
-            } else {
-                same.append((file, cached))
-            }
-        }
+    ) throws(PatchSyncError) -> (
+        pending: [FileEntry], unchanged: Int, moved: [Plan.Content: String], replaced: [String]
+    ) {
+        var (unchanged, same, others) = try Self.compareRecords(records, sealed: sealed, with: manifest, state: state)
         var memo = TreeRoot.FolderMemo(), stashMemo = TreeRoot.FolderMemo()
         func asVerified(_ st: stat?, _ file: StateStore.BuildFile, _ cached: StateStore.FileStat?) -> Bool {
             guard let st, let cached, (st.st_mode & S_IFMT) == S_IFREG else { return false }
@@ -96,7 +80,8 @@ extension Install {
             } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
         }
         // Contents the new build still needs: only a file of one of them is worth keeping as a source.
-        let needed = Set(manifest.files.lazy.filter { !unchanged.contains($0.path) }.map(Plan.Content.init))
+        let pending = manifest.files.filter { !unchanged.contains($0.path) }
+        let needed = Set(pending.map(Plan.Content.init))
         var moved: [Plan.Content: String] = [:]
         for (file, cached) in others {
             guard let sha = SHA256Digest(hex: file.sha256) else { continue }
@@ -116,7 +101,39 @@ extension Install {
                 }
             } catch { throw PatchSyncError.wrap(error).during("staging \(file.path)") }
         }
-        return (unchanged, moved, others.map(\.0.path))
+        return (pending, unchanged.count, moved, others.map(\.0.path))
+    }
+}
+
+extension Install {
+    typealias RecordedFile = (StateStore.BuildFile, StateStore.FileStat?)
+
+    /// The recycled build's records against `manifest`: the files in place (`unchanged`, taken as they are
+    /// when `sealed`), those the manifest has the same but that are to be checked by stat first (`same`),
+    /// and the rest (`others`). The records come in path order: a merge with the manifest's files in the
+    /// same order finds each one's.
+    fileprivate static func compareRecords(
+        _ records: String, sealed: Bool, with manifest: Manifest, state: StateStore
+    ) throws(PatchSyncError) -> (unchanged: Set<String>, same: [RecordedFile], others: [RecordedFile]) {
+        var unchanged = Set<String>(minimumCapacity: manifest.files.count)
+        var same: [RecordedFile] = [], others = same
+        var targets = PathOrder(manifest.files)
+        try state.forEachBuildFile(build: records) { (file, cached) throws(PatchSyncError) in
+            guard let cached, let target = targets.file(at: file.path), target.size == file.size,
+                Plan.installedMode(target.mode) == file.mode, target.sha256.hex == file.sha256
+            else {
+                others.append((file, cached))
+                return
+            }
+            // The root's own change time is not in the seal (moving the folder changes it): a file right
+            // in the root is checked whatever the seal says.
+            if sealed, file.path.utf8.contains(UInt8(ascii: "/")) {
+                unchanged.insert(file.path)
+            } else {
+                same.append((file, cached))
+            }
+        }
+        return (unchanged, same, others)
     }
 }
 

@@ -53,7 +53,11 @@ struct PathIndex {
     /// from one only in case), with that ancestor; nil when there is none. Each folder is looked at once.
     func firstFileAsFolder() -> (path: String, ancestor: String)? {
         var checked = Set<String>()
+        var lastParent: Substring?
         for path in files + entries.sorted() {
+            let parent = path.lastIndex(of: "/").map { path[..<$0] }
+            guard parent != lastParent else { continue }  // files come folder by folder
+            lastParent = parent
             for ancestor in PathRule.ancestors(path).reversed() {
                 guard checked.insert(ancestor).inserted else { break }  // it and the ones above it are checked
                 let folded = PathRule.folded(ancestor)
@@ -75,8 +79,18 @@ struct PathIndex {
         return low < files.count && files[low] == path
     }
 
-    /// Bytewise order of UTF-8 (a binary manifest's file order).
-    static func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+    /// Bytewise order of UTF-8 (a binary manifest's file order): one memcmp.
+    static func precedes(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                let common = min(x.count, y.count)
+                guard common > 0, let p = x.baseAddress, let q = y.baseAddress else { return x.count < y.count }
+                let order = memcmp(p, q, common)
+                return order != 0 ? order < 0 : x.count < y.count
+            }
+        }
+    }
 
     /// Whether `path` may fold to another string (upper-case ASCII, or any non-ASCII byte).
     private static func folds(_ path: String) -> Bool {

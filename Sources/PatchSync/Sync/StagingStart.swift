@@ -35,17 +35,16 @@ struct StagingStart {
         // The recycled build's folders as they were when it was staged: its files are as recorded.
         let recorded = try context.state.read()
         let sealed = TreeSeal.foldersHold(recorded.deployed[slot]?.seal, for: staged.directory)
-        let (unchanged, moved, replaced) = try install.sortRecycled(
+        let (pending, unchanged, moved, replaced) = try install.sortRecycled(
             records: recorded.recordsKey(of: staged.identity.name), sealed: sealed, manifest: manifest, tree: tree,
             stash: stash, state: context.state)
         // Checked again after the move, only the files that may give what is not in place; the recycled
         // build's files moved out of the way are sources too (after the live ones).
-        let pending = manifest.files.filter { !unchanged.contains($0.path) }
         let interest = LiveTree.Interest(manifest, pending: pending)
         var live = try install.liveTrees(state: context.state, interest: interest)
         live.linkable.merge(moved) { mine, _ in mine }
         return StagingStart(
-            tree: tree, unchanged: unchanged.count, pending: pending, replaced: replaced, live: live)
+            tree: tree, unchanged: unchanged, pending: pending, replaced: replaced, live: live)
     }
 
     /// The kept build whose folder `staged` starts from: the one a killed run of this staging took, while

@@ -41,32 +41,46 @@ enum PathRule {
             && !component.utf8.contains(UInt8(ascii: "/")) && !component.utf8.contains(0)
     }
 
-    /// Why `path` breaks the rule, or nil when it keeps it.
+    /// Why `path` breaks the rule, or nil when it keeps it. One pass over its bytes; a component of plain
+    /// ASCII (NFC, and no mark to start with) costs no Unicode work.
     static func problem(_ path: String) -> String? {
-        let bytes = path.utf8
-        guard !bytes.isEmpty, bytes.count <= 4096 else { return "is empty or longer than 4096 bytes" }
-        guard !bytes.contains(0), !bytes.contains(UInt8(ascii: "\\")) else { return "holds a NUL or a backslash" }
-        var count = 0
-        for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
-            count += 1
-            guard !component.isEmpty, component.count <= 255 else {
-                return "has an empty component or one over 255 bytes"
+        var path = path
+        return path.withUTF8 { bytes -> String? in
+            guard !bytes.isEmpty, bytes.count <= 4096 else { return "is empty or longer than 4096 bytes" }
+            guard !bytes.contains(where: { $0 == 0 || $0 == UInt8(ascii: "\\") }) else {
+                return "holds a NUL or a backslash"
             }
-            guard !component.elementsEqual(".".utf8), !component.elementsEqual("..".utf8) else {
-                return "has a '.' or '..' component"
+            var start = 0, ascii = true
+            for i in 0...bytes.count {
+                let byte = i < bytes.count ? bytes[i] : UInt8(ascii: "/")
+                guard byte == UInt8(ascii: "/") else {
+                    if byte >= 0x80 { ascii = false }
+                    continue
+                }
+                if let problem = componentProblem(UnsafeBufferPointer(rebasing: bytes[start..<i]), ascii: ascii) {
+                    return problem
+                }
+                (start, ascii) = (i + 1, true)
             }
-            // Plain ASCII is NFC and starts with no mark: the common case costs no Unicode work.
-            if component.allSatisfy({ $0 < 0x80 }) { continue }
-            let text = String(decoding: component, as: UTF8.self)
-            if let first = text.unicodeScalars.first, isCombiningMark(first) {
-                return
-                    "has a component that starts with a combining mark (U+\(String(first.value, radix: 16, uppercase: true)))"
-            }
-            guard text.precomposedStringWithCanonicalMapping.utf8.elementsEqual(component) else {
-                return "has a component that is not in Unicode NFC"
-            }
+            return nil
         }
-        return count > 0 ? nil : "is empty"
+    }
+
+    private static func componentProblem(_ component: UnsafeBufferPointer<UInt8>, ascii: Bool) -> String? {
+        guard !component.isEmpty, component.count <= 255 else { return "has an empty component or one over 255 bytes" }
+        guard !component.elementsEqual(".".utf8), !component.elementsEqual("..".utf8) else {
+            return "has a '.' or '..' component"
+        }
+        if ascii { return nil }
+        let text = String(decoding: component, as: UTF8.self)
+        if let first = text.unicodeScalars.first, isCombiningMark(first) {
+            return
+                "has a component that starts with a combining mark (U+\(String(first.value, radix: 16, uppercase: true)))"
+        }
+        guard text.precomposedStringWithCanonicalMapping.utf8.elementsEqual(component) else {
+            return "has a component that is not in Unicode NFC"
+        }
+        return nil
     }
 
     /// Whether `scalar` is a combining mark (general category Mn, Mc or Me).

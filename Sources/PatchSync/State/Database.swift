@@ -76,8 +76,9 @@ final class Database: @unchecked Sendable {
             try database.unlockedQuery(sql, arguments)
         }
 
-        /// Runs `sql` once per row of `rows`.
-        func run(_ sql: String, rows: [[Value]] = [[]]) throws(PatchSyncError) {
+        /// Runs `sql` once per row of `rows` (a lazy sequence makes one row at a time: no table of a
+        /// million rows in memory).
+        func run(_ sql: String, rows: some Sequence<[Value]> = [[]]) throws(PatchSyncError) {
             let statement = try database.prepare(sql)
             defer { sqlite3_finalize(statement) }
             for row in rows {

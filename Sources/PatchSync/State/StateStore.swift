@@ -213,7 +213,7 @@ final class StateStore: Sendable {
             """
             INSERT OR REPLACE INTO stat_cache(build, path, size, mtime_ns, inode) VALUES(?, ?, ?, ?, ?)
             """,
-            rows: entries.map { path, s in
+            rows: entries.lazy.map { path, s in
                 [.text(build), .text(path), .integer(s.size), .integer(s.modifiedNanoseconds), .integer(s.inode)]
             })
     }
@@ -223,7 +223,7 @@ final class StateStore: Sendable {
     static func forgetFiles(_ t: Database.Transaction, build: String, _ paths: [String]) throws(PatchSyncError) {
         for table in ["stat_cache", "build_file"] {
             try t.run(
-                "DELETE FROM \(table) WHERE build = ? AND path = ?", rows: paths.map { [.text(build), .text($0)] })
+                "DELETE FROM \(table) WHERE build = ? AND path = ?", rows: paths.lazy.map { [.text(build), .text($0)] })
         }
     }
 
@@ -240,10 +240,12 @@ final class StateStore: Sendable {
         try database.transaction { (t) throws(PatchSyncError) in try Self.saveBuildFiles(t, build: build, files) }
     }
 
-    static func saveBuildFiles(_ t: Database.Transaction, build: String, _ files: [BuildFile]) throws(PatchSyncError) {
+    static func saveBuildFiles(_ t: Database.Transaction, build: String, _ files: some Sequence<BuildFile>)
+        throws(PatchSyncError)
+    {
         try t.run(
             "INSERT OR REPLACE INTO build_file(build, path, size, mode, sha256) VALUES(?, ?, ?, ?, ?)",
-            rows: files.map {
+            rows: files.lazy.map {
                 [
                     .text(build), .text($0.path), .integer($0.size), .integer(Int64($0.mode)),
                     .text($0.sha256)

@@ -179,7 +179,6 @@ extension Syncer {
         let id = staged.identity.name, directory = staged.directory, tree = start.tree
         let done = try staged.recorded(manifest)
         var stats: [String: StateStore.FileStat] = [:]
-        var written: [StateStore.BuildFile] = []
         try PatchSyncError.step("finishing \(id)") { () throws(PatchSyncError) in
             for file in plan.assembled {
                 for index in file.chunks.indices where !done.contains(.init(path: file.path, index: index)) {
@@ -202,10 +201,6 @@ extension Syncer {
                     stats[file.path] = StateStore.FileStat(st)
                 } catch { throw PatchSyncError.wrap(error) }
             }
-            written = files.map {
-                StateStore.BuildFile(
-                    path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode), sha256: $0.sha256.hex)
-            }
             try syncTree(tree, folders: folders, staged: staged)
         }
         let seal = TreeSeal.of(directory)
@@ -219,7 +214,12 @@ extension Syncer {
                 let key = state.recordsKey(of: id)
                 try StateStore.forgetFiles(t, build: key, replaced)
                 try StateStore.saveStatCache(t, build: key, stats)
-                try StateStore.saveBuildFiles(t, build: key, written)
+                try StateStore.saveBuildFiles(
+                    t, build: key,
+                    (start.pending ?? manifest.files).lazy.map {
+                        StateStore.BuildFile(
+                            path: $0.path, size: $0.size, mode: Plan.installedMode($0.mode), sha256: $0.sha256.hex)
+                    })
             }
         ) { _ = $0.finishStaging(id, seal: seal) }
     }

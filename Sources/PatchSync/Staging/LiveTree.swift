@@ -11,6 +11,10 @@ struct LiveTree: Sendable {
     var chunks: [SHA256Digest: Plan.LocalChunk] = [:]
     /// The live build's manifest (nil when there is no live build).
     var manifest: Manifest?
+    /// The stat (size, time, inode) each linkable file was verified with, by its path: a staged file
+    /// linked from it is that inode, and takes that record (no stat of its own), so a later fast verify
+    /// compares it with what was verified, not with whatever the inode held when it was linked.
+    var records: [String: StateStore.FileStat] = [:]
 
     /// No live build: nothing local to reuse.
     init() {}
@@ -66,12 +70,17 @@ struct LiveTree: Sendable {
                 guard (try? SHA256Hasher.hash(file: full)) == file.sha256 else { continue }
                 updated[file.path] = now
             }
-            linkable[Plan.Content(file)] = full
-            for chunk in file.chunks where chunks[chunk.sha256] == nil {
-                chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
-            }
+            add(file, at: full, recorded: now)
         }
         if !updated.isEmpty { try state.saveStatCache(build: build, updated) }
+    }
+
+    private mutating func add(_ file: FileEntry, at full: String, recorded: StateStore.FileStat) {
+        linkable[Plan.Content(file)] = full
+        records[full] = recorded
+        for chunk in file.chunks where chunks[chunk.sha256] == nil {
+            chunks[chunk.sha256] = Plan.LocalChunk(path: full, offset: chunk.offset)
+        }
     }
 }
 
@@ -86,6 +95,7 @@ extension LiveTree {
         }
         linkable.merge(other.linkable) { mine, _ in mine }
         chunks.merge(other.chunks) { mine, _ in mine }
+        records.merge(other.records) { mine, _ in mine }
     }
 
     /// Whether every one of `files` is here whole (same bytes and mode): a bundle made of them costs nothing.

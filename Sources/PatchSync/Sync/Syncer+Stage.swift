@@ -192,8 +192,10 @@ extension Syncer {
             let folders = try TreeEntries.placeAll(manifest, in: tree, directory: directory)
             let files = start.pending ?? manifest.files
             stats.reserveCapacity(files.count)
+            // A linked file is the live inode it was linked from: it takes the record that one was verified with.
+            for link in plan.links { stats[link.path] = start.live.records[link.source] }
             var memo = TreeRoot.FolderMemo()
-            for file in files {
+            for file in files where stats[file.path] == nil {
                 do {
                     guard let st = try tree.status(file.path, memo: &memo), (st.st_mode & S_IFMT) == S_IFREG else {
                         throw Errno(ENOENT, "finding the staged file", tree.full(file.path))

@@ -7,7 +7,9 @@ import Testing
 @Suite("Staging in a recycled folder", .tags(.medium))
 struct RecycledSlotTests {
     /// Every regular file below `root`: its inode, and its bytes' SHA-256.
-    static func inodes(_ root: String) throws -> [String: (inode: UInt64, sha256: String)] {
+    static func inodes(_ link: String) throws -> [String: (inode: UInt64, sha256: String)] {
+        // `current` is a link: the enumerator walks the folder it names.
+        let root = URL(fileURLWithPath: link).resolvingSymlinksInPath().path
         var result: [String: (inode: UInt64, sha256: String)] = [:]
         guard let walker = FileManager.default.enumerator(atPath: root) else { return result }
         while let path = walker.nextObject() as? String {
@@ -92,12 +94,39 @@ struct RecycledSlotTests {
     }
 
     @Test(
+        "a live file cut short in place by hand, which the recycled folder shares (one inode), is carried into the new build with the record it was verified with, as an unchanged file is in a store's update: the first fast verify after the apply finds it, and repair brings back the published bytes"
+    )
+    func liveFileDamagedInPlaceIsFoundByVerify() async throws {
+        let fixture = try Fixture()
+        let (install, builds) = try await Self.secondUpdate(fixture)
+        let target = try treeFacts(builds[2])
+        let previous = try Self.inodes(install.buildDirectory("1"))
+        let live = try Self.inodes(install.root + "/current")
+        // A file in a folder that builds 1, 2 and 3 all have unchanged: one inode in builds 1 and 2.
+        let shared = live.keys.filter { live[$0]?.inode == previous[$0]?.inode }.sorted()
+        let path = try #require(
+            shared.first { $0.contains("/") && target[$0]?.sha256 == live[$0]?.sha256 },
+            "a file in a folder that builds 1, 2 and 3 share, one inode in 1 and 2")
+        let full = install.root + "/current/" + path
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: full)
+        #expect(truncate(full, 1) == 0)
+
+        _ = try await Syncer(install: install).run()
+        _ = try install.applyPendingUpdate()
+        let report = try install.verify(full: false)
+        #expect(report.damaged.map(\.path) == [path])
+        _ = try await Syncer(install: install).repair(report)
+        _ = try install.applyPendingUpdate()
+        try EndToEndTests.expectInstalled(install, matches: builds[2])
+    }
+
+    @Test(
         "with the recycled folder's folders as they were when it was staged (its seal), the files the new build has unchanged are kept without a stat: a record that no longer matches the file is carried as it is, for verify to find"
     )
     func sealedSlotIsNotStatted() async throws {
         let fixture = try Fixture()
         let (install, builds) = try await Self.secondUpdate(fixture)
-        let (path, full) = try Self.sharedWithTheTargetOnly(install, builds)
+        let (path, full) = try Self.sharedWithTheTarget(install, builds)
         var before = stat()
         #expect(lstat(full, &before) == 0)
         // The record says another time than the file has: a per-file check would replace the file.
@@ -185,17 +214,14 @@ struct RecycledSlotTests {
         #expect(FileManager.default.fileExists(atPath: victim + "/someone/file"), "the link's target is untouched")
     }
 
-    /// A file build 1 has unchanged in build 3 that build 2 does not share (so the live build keeps its
-    /// bytes whatever happens to it), and its full path in build 1's folder.
-    static func sharedWithTheTargetOnly(_ install: Install, _ builds: [String]) throws -> (String, String) {
+    /// A file in a folder (not the root, whose files are always checked) that build 1 has unchanged in
+    /// build 3 (and build 2 mostly too: one inode with the live build's), and its full path in build 1's folder.
+    static func sharedWithTheTarget(_ install: Install, _ builds: [String]) throws -> (String, String) {
         let target = try treeFacts(builds[2])
         let previous = try inodes(install.buildDirectory("1"))
-        let live = try inodes(install.root + "/current")
         let path = try #require(
-            previous.keys.sorted().first {
-                target[$0]?.sha256 == previous[$0]?.sha256 && live[$0]?.inode != previous[$0]?.inode
-            },
-            "a file build 1 and 3 share that build 2 changed")
+            previous.keys.sorted().first { $0.contains("/") && target[$0]?.sha256 == previous[$0]?.sha256 },
+            "a file in a folder that builds 1 and 3 share")
         return (path, install.buildDirectory("1") + "/" + path)
     }
 
@@ -205,7 +231,7 @@ struct RecycledSlotTests {
     func replacedSlotFileIsReplaced() async throws {
         let fixture = try Fixture()
         let (install, builds) = try await Self.secondUpdate(fixture)
-        let (_, full) = try Self.sharedWithTheTargetOnly(install, builds)
+        let (_, full) = try Self.sharedWithTheTarget(install, builds)
         let size = try #require(try FileManager.default.attributesOfItem(atPath: full)[.size] as? NSNumber)
         try FileManager.default.removeItem(atPath: full)
         try Data(repeating: 0xEE, count: size.intValue).write(to: URL(fileURLWithPath: full))
@@ -222,7 +248,7 @@ struct RecycledSlotTests {
     func rewrittenSlotFileIsFoundByVerify() async throws {
         let fixture = try Fixture()
         let (install, builds) = try await Self.secondUpdate(fixture)
-        let (path, full) = try Self.sharedWithTheTargetOnly(install, builds)
+        let (path, full) = try Self.sharedWithTheTarget(install, builds)
         try overwriteInPlace(full)
 
         _ = try await Syncer(install: install).run()

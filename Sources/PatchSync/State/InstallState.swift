@@ -175,6 +175,7 @@ extension InstallState {
     mutating func recycleUndone(_ name: String) {
         guard recycling == name else { return }
         recycling = nil
+        if let key = staging?.records { deployed[name]?.records = key == name ? nil : key }  // its own again
         staging?.records = nil
     }
 

@@ -42,9 +42,13 @@ struct StagedBuild: Sendable {
         let stamps = try state.fileStamps(identity.name)
         var prepared = Prepared()
         var dropped: [StateStore.ChunkRef] = []
+        // A staging folder still empty, with nothing recorded (a fresh install's): no file to look at.
+        let fresh = records.isEmpty && stamps.isEmpty && (try? tree.folder("")?.rawEntries().isEmpty) == true
+        var memo = TreeRoot.FolderMemo()
         for file in files {
             let recorded = records[file.path] ?? []
-            let kept = try prepare(file, recorded, stamp: stamps[file.path], in: tree, into: &prepared)
+            let kept = try prepare(
+                file, recorded, stamp: stamps[file.path], in: tree, fresh: fresh, memo: &memo, into: &prepared)
             prepared.done.formUnion(kept)
             dropped += recorded.map(\.ref).filter { !kept.contains($0) }
         }
@@ -70,12 +74,12 @@ struct StagedBuild: Sendable {
     /// Prepares one file; returns the recorded chunks that still vouch for its bytes.
     private func prepare(
         _ file: FileEntry, _ recorded: [StateStore.ChunkRecord], stamp: StateStore.FileStamp?,
-        in tree: TreeRoot, into prepared: inout Prepared
+        in tree: TreeRoot, fresh: Bool, memo: inout TreeRoot.FolderMemo, into prepared: inout Prepared
     ) throws(PatchSyncError) -> Set<StateStore.ChunkRef> {
         do {
             // Beneath the tree's descriptor: a folder swapped for a link hides what is behind it
             // (nothing found, nothing removed there), and the link is replaced by a real folder below.
-            let st = try tree.status(file.path)
+            let st = fresh ? nil : try tree.status(file.path, memo: &memo)
             let records =
                 st.map { st in recorded.filter { $0.inode == Int64(st.st_ino) && Self.wants(file, $0) } } ?? []
             // A file no record vouches for is made anew: never written through in place (a recycled build's

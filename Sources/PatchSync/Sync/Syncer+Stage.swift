@@ -180,12 +180,13 @@ extension Syncer {
         let done = try staged.recorded(manifest)
         var stats: [String: StateStore.FileStat] = [:]
         try PatchSyncError.step("finishing \(id)") { () throws(PatchSyncError) in
+            var modes = TreeRoot.FolderMemo()
             for file in plan.assembled {
                 for index in file.chunks.indices where !done.contains(.init(path: file.path, index: index)) {
                     throw PatchSyncError(.internal, "\(file.path) chunk \(index) was never written")
                 }
                 // Its bytes are written (not synced: the syncfs below does it for the whole tree); only the mode is left.
-                do { try tree.setMode(file.path, mode_t(Plan.installedMode(file.mode))) } catch {
+                do { try tree.setMode(file.path, mode_t(Plan.installedMode(file.mode)), memo: &modes) } catch {
                     throw PatchSyncError.wrap(error)
                 }
             }

@@ -298,7 +298,18 @@ final class TreeRoot: Sendable {
     /// Sets the permission bits of the regular file at `relative` (through a descriptor, so a link
     /// there is never followed).
     func setMode(_ relative: String, _ mode: mode_t) throws(Errno) {
-        let file = try open(relative, flags: O_RDONLY | O_NONBLOCK)
+        var memo = FolderMemo()
+        try setMode(relative, mode, memo: &memo)
+    }
+
+    /// ``setMode(_:_:)``, its folder resolved through `memo` (a run over paths in order).
+    func setMode(_ relative: String, _ mode: mode_t, memo: inout FolderMemo) throws(Errno) {
+        guard let (folder, name) = try parent(relative, memo: &memo) else {
+            throw Errno(ENOENT, "changing mode of", full(relative))
+        }
+        let fd = openat(folder.fd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw Errno(errno, "changing mode of", full(relative)) }
+        let file = FileDescriptor(adopting: fd, path: full(relative))
         guard (try file.status().st_mode & S_IFMT) == S_IFREG else {
             throw Errno(EINVAL, "changing mode of", full(relative))
         }

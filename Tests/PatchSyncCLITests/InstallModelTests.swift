@@ -302,7 +302,14 @@ struct ModelState {
             // The wanted build was staged, by this sync or an earlier one: in the previous build's folder
             // when its staging started in a new folder (not when it resumed one a killed sync left).
             if previous != nil { previousMayBeTaken = true }
-            if !ready.contains(wanted) { tainted.remove(wanted) }  // staged now, from verified files only
+            // Staged in the previous build's folder, the files the build does not change are kept as they are,
+            // not looked at (README): one damaged in place by hand there, or in the live build through the inode
+            // they share, may come along, for verify to find. Otherwise staged now, from verified files only.
+            if let previous, tainted.contains(previous) {
+                tainted.insert(wanted)
+            } else if !ready.contains(wanted) {
+                tainted.remove(wanted)
+            }
             ready = [wanted]
             heldBack = nil
         }

@@ -259,11 +259,11 @@ struct ModelState {
     /// copy of the same build takes its place): rollback goes to the one before.
     var history: [ModelDeployment] = []
     /// Deployments whose folders the last apply kept (the newest two of the history), less those deleted by
-    /// hand and the one a staging was found to have started in.
+    /// hand and the one a staging started in (README: a sync stages the next build in the previous build's
+    /// folder; from then until it is applied, rollback has no build to go back to).
     var kept: Set<ModelDeployment> = []
-    /// A sync that staged (or may have) since the previous build became previous may have started that
-    /// staging in the previous build's folder (README: from then until the apply, rollback has no build to
-    /// go back to): a rollback may say there is nothing, but only when no folder in builds/ holds it.
+    /// A sync that stopped part way, or that may have staged a copy of the live build, may have started a
+    /// staging in the previous build's folder: a rollback may find nothing to go back to.
     var previousMayBeTaken = false
     /// The build rolled back from: sync does not stage it again until a newer one is published.
     var heldBack: Int?
@@ -299,17 +299,10 @@ struct ModelState {
             ready = [nil, live]
             if previous != nil { previousMayBeTaken = true }
         } else {
-            // The wanted build was staged, by this sync or an earlier one: in the previous build's folder
-            // when its staging started in a new folder (not when it resumed one a killed sync left).
-            if previous != nil { previousMayBeTaken = true }
-            // Staged in the previous build's folder, the files the build does not change are kept as they are,
-            // not looked at (README): one damaged in place by hand there, or in the live build through the inode
-            // they share, may come along, for verify to find. Otherwise staged now, from verified files only.
-            if let previous, tainted.contains(previous) {
-                tainted.insert(wanted)
-            } else if !ready.contains(wanted) {
-                tainted.remove(wanted)
-            }
+            // The wanted build was staged, by this sync or an earlier one since the last apply: in the
+            // previous build's folder.
+            if let previous { kept.remove(previous) }
+            if !ready.contains(wanted) { tainted.remove(wanted) }  // staged now, from verified files only
             ready = [wanted]
             heldBack = nil
         }
@@ -599,16 +592,8 @@ struct ModelRun {
             if let expected {
                 // A previous build damaged by hand (a file truncated) is refused, and nothing changes.
                 if result.status == 74 && model.tainted.contains(expected) { return nil }
-                // A sync that stopped part way may have started staging in its folder: nothing to go back to,
-                // and no folder in builds/ holds it any more.
+                // A sync that stopped part way may have started staging in its folder: nothing to go back to.
                 if result.status == 64 && model.previousMayBeTaken {
-                    let current = install.currentDeployment()
-                    for name in try FileManager.default.contentsOfDirectory(atPath: install.root + "/builds")
-                    where name != current {
-                        if (try? Self.deployment(of: ModelTree.read(install.root + "/builds/" + name))) == expected {
-                            return "rollback exited 64 (nothing kept before) while builds/\(name) holds \(expected)"
-                        }
-                    }
                     model.kept.remove(expected)
                     model.previousMayBeTaken = false
                     return nil

@@ -103,7 +103,7 @@ extension Install {
         let staged = stagedDirectory(ready.name)
         // moved before a crash
         if !FileSystem.exists(staged) && FileSystem.isDirectory(buildDirectory(ready.name)) { return true }
-        return FileSystem.exists(staged) && TreeSeal.holds(ready.seal, for: staged)
+        return FileSystem.exists(staged) && ready.seal != nil && ready.seal == TreeSeal.of(staged)
     }
 
     /// Drops the ready record when its tree was changed or removed by hand since it was verified, so that
@@ -216,50 +216,23 @@ extension Install {
 /// tells folders from files). Apply checks it before the timed swap and before it takes
 /// `running.lock`. A ready file's bytes rewritten in place (it is read-only) leave its folder
 /// as it was: `verify --full` finds that after the apply.
-///
-/// Written `2:<folders>:<root's change time>`: moving the tree (staging/ to builds/ at apply, builds/ to
-/// staging/ when its folder is recycled) changes the root's change time and nothing else, so a kept
-/// build's seal, recorded when it was staged, still says whether its folders were touched since
-/// (``foldersHold(_:for:)``). A seal without the `2:` (written before) is the hash of all of it.
 enum TreeSeal {
     static func of(_ root: String) -> String? {
-        parts(root).map { "2:\($0.folders):\($0.rootChange)" }
-    }
-
-    /// Whether the tree at `root` is the one `seal` was taken of, its root's change time included.
-    static func holds(_ seal: String?, for root: String) -> Bool {
-        guard let seal, let now = parts(root) else { return false }
-        return seal.hasPrefix("2:") ? seal == "2:\(now.folders):\(now.rootChange)" : seal == now.legacy
-    }
-
-    /// Whether the folders of the tree at `root` are as `seal` says, whatever became of the root's change
-    /// time (the tree was moved since).
-    static func foldersHold(_ seal: String?, for root: String) -> Bool {
-        guard let seal, seal.hasPrefix("2:"), let now = parts(root) else { return false }
-        return seal.split(separator: ":").dropFirst().first.map(String.init) == now.folders
-    }
-
-    private static func parts(_ root: String) -> (folders: String, rootChange: String, legacy: String)? {
         var entries: [String] = []
-        var rootChange = ""
         func walk(_ relative: String) -> Bool {
             let full = relative.isEmpty ? root : root + "/" + relative
             guard let st = try? FileSystem.status(full), (st.st_mode & S_IFMT) == S_IFDIR,
                 let names = try? FileSystem.subdirectories(full)
             else { return false }
-            let changed = "\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
-            if relative.isEmpty { rootChange = changed }
             entries.append(
-                "\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\(relative.isEmpty ? "" : "\t" + changed)"
+                "\(relative)\t\(st.st_ino)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\t\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
             )
             for name in names {
                 guard walk(relative.isEmpty ? name : relative + "/" + name) else { return false }
             }
             return true
         }
-        guard walk(""), !entries.isEmpty else { return nil }
-        let folders = SHA256Hasher.hash(Data(entries.joined(separator: "\n").utf8)).hex
-        entries[0] += "\t" + rootChange
-        return (folders, rootChange, SHA256Hasher.hash(Data(entries.joined(separator: "\n").utf8)).hex)
+        guard walk("") else { return nil }
+        return SHA256Hasher.hash(Data(entries.joined(separator: "\n").utf8)).hex
     }
 }

@@ -49,10 +49,7 @@ extension Install {
     /// What the recycled deployment's files (its records under `records`) in the staged `tree` are to the
     /// staging of `manifest`. A file that is, untouched, the one the recycled build was verified with stays
     /// where it is when the manifest wants the same content, size and mode there (`unchanged`). Untouched
-    /// means: its stat as its record (size, time, inode; regular, mode as installed), or, with `sealed`
-    /// (the folders' ``TreeSeal`` still the one recorded when that build was staged: no file added,
-    /// removed or replaced since), no stat at all, so an update costs nothing for the files it does not
-    /// change. Any other such file whose content the new build has elsewhere is moved out of the staging's
+    /// means: its stat as its record (size, time, inode; regular, mode as installed). Any other such file whose content the new build has elsewhere is moved out of the staging's
     /// way into `stash` (`recycled/<name>/`, same relative path): a source to link a file of that content
     /// from (a file renamed, one put back), never a file staging writes over; the rest is removed. Files
     /// that are not the recycled build's as verified (changed by hand, written by a killed run of this
@@ -60,11 +57,12 @@ extension Install {
     /// `stash`. `pending`: the files of `manifest` not in place; `replaced`: the recorded paths whose
     /// records the staged build does not keep.
     func sortRecycled(
-        records: String, sealed: Bool, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore
+        records: String, manifest: Manifest, tree: TreeRoot, stash: TreeRoot, state: StateStore
     ) throws(PatchSyncError) -> (
         pending: [FileEntry], unchanged: Int, moved: [Plan.Content: String], replaced: [String]
     ) {
-        var (unchanged, same, others) = try Self.compareRecords(records, sealed: sealed, with: manifest, state: state)
+        var (same, others) = try Self.compareRecords(records, with: manifest, state: state)
+        var unchanged = Set<String>(minimumCapacity: same.count)
         var memo = TreeRoot.FolderMemo(), stashMemo = TreeRoot.FolderMemo()
         func asVerified(_ st: stat?, _ file: StateStore.BuildFile, _ cached: StateStore.FileStat?) -> Bool {
             guard let st, let cached, (st.st_mode & S_IFMT) == S_IFREG else { return false }
@@ -108,14 +106,12 @@ extension Install {
 extension Install {
     typealias RecordedFile = (StateStore.BuildFile, StateStore.FileStat?)
 
-    /// The recycled build's records against `manifest`: the files in place (`unchanged`, taken as they are
-    /// when `sealed`), those the manifest has the same but that are to be checked by stat first (`same`),
-    /// and the rest (`others`). The records come in path order: a merge with the manifest's files in the
+    /// The recycled build's records against `manifest`: those the manifest has the same at the same path,
+    /// to be checked by stat (`same`), and the rest (`others`). The records come in path order: a merge with the manifest's files in the
     /// same order finds each one's.
     fileprivate static func compareRecords(
-        _ records: String, sealed: Bool, with manifest: Manifest, state: StateStore
-    ) throws(PatchSyncError) -> (unchanged: Set<String>, same: [RecordedFile], others: [RecordedFile]) {
-        var unchanged = Set<String>(minimumCapacity: manifest.files.count)
+        _ records: String, with manifest: Manifest, state: StateStore
+    ) throws(PatchSyncError) -> (same: [RecordedFile], others: [RecordedFile]) {
         var same: [RecordedFile] = [], others = same
         var targets = PathOrder(manifest.files)
         try state.forEachBuildFile(build: records) { (file, cached) throws(PatchSyncError) in
@@ -125,15 +121,9 @@ extension Install {
                 others.append((file, cached))
                 return
             }
-            // The root's own change time is not in the seal (moving the folder changes it): a file right
-            // in the root is checked whatever the seal says.
-            if sealed, file.path.utf8.contains(UInt8(ascii: "/")) {
-                unchanged.insert(file.path)
-            } else {
-                same.append((file, cached))
-            }
+            same.append((file, cached))
         }
-        return (unchanged, same, others)
+        return (same, others)
     }
 }
 

@@ -32,11 +32,8 @@ struct StagingStart {
                 String(install.layout.recycledFolder.dropFirst(install.stateDirectory.count + 1)) + "/"
                     + staged.identity.name)
         } catch { throw PatchSyncError.wrap(error).during("staging \(staged.identity.name)") }
-        // The recycled build's folders as they were when it was staged: its files are as recorded.
-        let recorded = try context.state.read()
-        let sealed = TreeSeal.foldersHold(recorded.deployed[slot]?.seal, for: staged.directory)
         let (pending, unchanged, moved, replaced) = try install.sortRecycled(
-            records: recorded.recordsKey(of: staged.identity.name), sealed: sealed, manifest: manifest, tree: tree,
+            records: try context.state.read().recordsKey(of: staged.identity.name), manifest: manifest, tree: tree,
             stash: stash, state: context.state)
         // Checked again after the move, only the files that may give what is not in place; the recycled
         // build's files moved out of the way are sources too (after the live ones).
